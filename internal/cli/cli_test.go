@@ -1,0 +1,206 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+var binary_ string
+
+// TestMain builds the real binary once; the tests run it as a user would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "p2pmsg-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary_ = filepath.Join(dir, "p2pmsg")
+	args := []string{"build", "-o", binary_}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "github.com/p2pmsg/p2pmsg/cmd/p2pmsg")...).CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr []byte
+	code           int
+	maxRSSKiB      int64
+}
+
+func run(t *testing.T, stdin []byte, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary_, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.Bytes(), stderr: stderr.Bytes()}
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("running p2pmsg: %v", err)
+		}
+	}
+	r.code = cmd.ProcessState.ExitCode()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSSKiB = ru.Maxrss
+	}
+	return r
+}
+
+// failsCleanly checks the error contract: non-zero exit, one line on
+// stderr, no panic, nothing on stdout.
+func failsCleanly(t *testing.T, r result) {
+	t.Helper()
+	if r.code == 0 {
+		t.Fatalf("exit 0, want failure; stdout %q", r.stdout)
+	}
+	if lines := strings.Count(strings.TrimRight(string(r.stderr), "\n"), "\n"); lines != 0 || len(r.stderr) == 0 {
+		t.Fatalf("stderr is not one line: %q", r.stderr)
+	}
+	if bytes.Contains(r.stderr, []byte("panic")) || bytes.Contains(r.stderr, []byte("goroutine")) {
+		t.Fatalf("panicked: %s", r.stderr)
+	}
+	if len(r.stdout) != 0 {
+		t.Fatalf("failed but wrote %d bytes to stdout", len(r.stdout))
+	}
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"msg", "--help"}, {"msg", "encode", "--help"}, {"msg", "decode", "--help"},
+	} {
+		r := run(t, nil, args...)
+		if r.code != 0 || !bytes.Contains(r.stdout, []byte("Usage:")) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"nonsense"}, {"msg", "encode", "--bogus"}, {"msg", "decode", "extra"}} {
+		r := run(t, nil, args...)
+		failsCleanly(t, r)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, r.code)
+		}
+	}
+}
+
+func TestMsgEncodeDecode(t *testing.T) {
+	in := `{"elements":[` +
+		`{"namespace":"","name":"greeting","mime":"text/plain;charset=UTF-8","data":"` + base64.StdEncoding.EncodeToString([]byte("héllo")) + `"},` +
+		`{"namespace":"p2pmsg","name":"blob","mime":"application/octet-stream","data":"AQID"},` +
+		`{"namespace":"jxta","name":"empty","mime":"Text/XML; Charset=\"utf-8\"","data":""}]}`
+	enc := run(t, []byte(in), "msg", "encode")
+	if enc.code != 0 {
+		t.Fatalf("encode: %s", enc.stderr)
+	}
+	m, err := wire.Unmarshal(enc.stdout)
+	if err != nil {
+		t.Fatalf("encode wrote an undecodable message: %v", err)
+	}
+	want := message.New(
+		message.Text("", "greeting", "héllo"),
+		message.Bytes("p2pmsg", "blob", []byte{1, 2, 3}),
+		message.Element{Namespace: "jxta", Name: "empty", MIME: "text/xml;charset=utf-8", Data: []byte{}},
+	)
+	if !m.Equal(want) {
+		t.Fatalf("encoded message differs")
+	}
+	dec := run(t, enc.stdout, "msg", "decode")
+	if dec.code != 0 {
+		t.Fatalf("decode: %s", dec.stderr)
+	}
+	const wantJSON = `{"elements":[{"namespace":"","name":"greeting","mime":"text/plain;charset=UTF-8","data":"aMOpbGxv"},` +
+		`{"namespace":"p2pmsg","name":"blob","mime":"application/octet-stream","data":"AQID"},` +
+		`{"namespace":"jxta","name":"empty","mime":"text/xml;charset=utf-8","data":""}]}` + "\n"
+	if string(dec.stdout) != wantJSON {
+		t.Fatalf("decode printed\n%s\nwant\n%s", dec.stdout, wantJSON)
+	}
+	// And encode again: the canonical form is a fixed point.
+	again := run(t, dec.stdout, "msg", "encode")
+	if !bytes.Equal(again.stdout, enc.stdout) {
+		t.Fatal("decode | encode does not reproduce the bytes")
+	}
+}
+
+func TestMsgEncodeBadJSON(t *testing.T) {
+	for name, in := range map[string]string{
+		"not json":      `nope`,
+		"unknown field": `{"elements":[],"extra":1}`,
+		"bad base64":    `{"elements":[{"name":"a","data":"!!"}]}`,
+		"bad mime":      `{"elements":[{"name":"a","mime":"nonsense","data":""}]}`,
+		"trailing":      `{"elements":[]} {}`,
+		"name too long": `{"elements":[{"name":"` + strings.Repeat("n", 40000) + `","data":""}]}`,
+		"too many ns":   manyNamespacesJSON(300),
+		"empty input":   ``,
+	} {
+		t.Run(name, func(t *testing.T) { failsCleanly(t, run(t, []byte(in), "msg", "encode")) })
+	}
+}
+
+func manyNamespacesJSON(n int) string {
+	var j struct {
+		Elements []map[string]string `json:"elements"`
+	}
+	for i := 0; i < n; i++ {
+		j.Elements = append(j.Elements, map[string]string{"namespace": "ns" + strings.Repeat("x", i), "name": "a", "data": ""})
+	}
+	b, _ := json.Marshal(j)
+	return string(b)
+}
+
+// TestMsgDecodeHostile feeds truncated, mutated and lying inputs: each must
+// fail with one line and little memory.
+func TestMsgDecodeHostile(t *testing.T) {
+	valid, err := wire.Marshal(message.New(message.Text("ns", "name", "value"), message.Bytes("", "b", []byte{1, 2, 3})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lying := []byte("jxmg\x00\x00\x00\x00\x01jxel\x00\x00\x00\x01a")
+	lying = binary.BigEndian.AppendUint32(lying, 60<<20)
+	lying = append(lying, "only a few bytes"...)
+	cases := map[string][]byte{
+		"empty":          nil,
+		"garbage":        []byte("definitely not a message"),
+		"lying length":   lying,
+		"trailing bytes": append(bytes.Clone(valid), 0),
+	}
+	for _, cut := range []int{1, 4, 5, 8, 12, len(valid) - 1} {
+		cases["truncated at "+string(rune('0'+cut%10))+"/"+strings.Repeat("i", cut/10)] = valid[:cut]
+	}
+	for i, pos := range []int{0, 4, 7, 9, 13, 14, 16} {
+		c := bytes.Clone(valid)
+		c[pos] ^= 0xff
+		cases["mutated "+string(rune('a'+i))] = c
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, in, "msg", "decode")
+			failsCleanly(t, r)
+			if r.maxRSSKiB > 200<<10 { // generous for -race builds
+				t.Fatalf("used %d KiB decoding %d bytes", r.maxRSSKiB, len(in))
+			}
+		})
+	}
+	// A size limit from the command line applies before reading further.
+	failsCleanly(t, run(t, valid, "msg", "decode", "--max-size", "10"))
+}

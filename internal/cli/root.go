@@ -1,0 +1,65 @@
+// Package cli implements the p2pmsg command: one file per subcommand, each a
+// thin shell over the public packages. Errors reach the user as a single
+// line on stderr and a non-zero exit status.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command failed
+	ExitUsage = 2 // the command line was wrong
+)
+
+// usageError marks errors in how the command was invoked.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// Main runs the p2pmsg command with args and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "p2pmsg: %s\n", oneLine(err.Error()))
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "p2pmsg",
+		Short: "Peer-to-peer messaging in the JXTA model, on libp2p",
+		Long: `p2pmsg reimplements JXTA's endpoint, pipe and socket layers on libp2p.
+
+This tool encodes and decodes JXTA binary messages (application/x-jxta-msg)
+and writes and reads pipe advertisements, interoperably with JXSE 2.7.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newMsgCmd())
+	return root
+}

@@ -1,0 +1,79 @@
+package layering_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/p2pmsg/p2pmsg/"
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	out, err := exec.Command("go", "list", "-json", "-deps=false", mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func under(path, prefix string) bool {
+	return path == mod+prefix || strings.HasPrefix(path, mod+prefix+"/")
+}
+
+func TestLayering(t *testing.T) {
+	rules := []struct {
+		from      string
+		forbidden []string
+		why       string
+	}{
+		{"pkg/message", []string{"pkg/wire", "pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the model does no I/O"},
+		{"pkg/wire", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the format knows no transport"},
+		{"pkg/id", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "IDs are a foundation"},
+		{"pkg/adv", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "advertisements are a foundation"},
+		{"pkg/node", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the node is below the endpoint"},
+		{"pkg/endpoint", []string{"pkg/pipe", "pkg/socket", "pkg/encoding"}, "the endpoint knows nothing of pipes"},
+		{"pkg/pipe", []string{"pkg/socket"}, "pipes know nothing of sockets"},
+		{"pkg", []string{"cmd", "internal/cli", "testplans"}, "nothing imports the CLI or the plans"},
+		{"internal", []string{"cmd", "testplans"}, "nothing imports the CLI or the plans"},
+	}
+	pkgs := listPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("no packages listed")
+	}
+	for _, p := range pkgs {
+		for _, dep := range p.Deps {
+			for _, r := range rules {
+				if !under(p.ImportPath, r.from) {
+					continue
+				}
+				for _, f := range r.forbidden {
+					if under(dep, f) {
+						t.Errorf("%s depends on %s: %s", p.ImportPath, dep, r.why)
+					}
+				}
+			}
+			// Codecs depend on the encoding layer, never the reverse.
+			if p.ImportPath == mod+"pkg/encoding" && strings.HasPrefix(dep, mod+"pkg/encoding/") {
+				t.Errorf("pkg/encoding depends on its codec %s", dep)
+			}
+		}
+	}
+}
