@@ -259,41 +259,48 @@ func (enc *Encoder) Encode(m *message.Message) error {
 		return err
 	}
 	defer putPlan(p)
-	buf := p.appendHeader(enc.buf[:0], m.Len())
-	mi := 0
-	var werr error
-	var walk func(e *message.Element, nsid byte)
-	walk = func(e *message.Element, nsid byte) {
-		if werr != nil {
-			return
-		}
-		if len(e.Data) < copyThreshold {
-			buf, mi = p.appendElementNS(buf, e, nsid, mi, false)
-			buf = append(buf, e.Data...)
-		} else {
-			buf, mi = p.appendElementNS(buf, e, nsid, mi, false)
-			if _, werr = enc.w.Write(buf); werr != nil {
-				return
-			}
-			buf = buf[:0]
-			if _, werr = enc.w.Write(e.Data); werr != nil {
-				return
-			}
-		}
-		if e.Signature != nil {
-			walk(e.Signature, nsid)
+	w := elementWriter{p: p, w: enc.w, buf: p.appendHeader(enc.buf[:0], m.Len())}
+	for i := range m.Elements() {
+		e := &m.Elements()[i]
+		if err := w.write(e, p.nsID(e.Namespace)); err != nil {
+			return err
 		}
 	}
-	for _, e := range m.Elements() {
-		walk(&e, p.nsID(e.Namespace))
+	if len(w.buf) > 0 {
+		_, err = enc.w.Write(w.buf)
 	}
-	if werr == nil && len(buf) > 0 {
-		_, werr = enc.w.Write(buf)
+	if cap(w.buf) <= 1<<20 { // keep a modest buffer for the next message
+		enc.buf = w.buf[:0]
 	}
-	if cap(buf) <= 1<<20 { // keep a modest buffer for the next message
-		enc.buf = buf[:0]
+	return err
+}
+
+// elementWriter gathers small elements into buf and writes large ones
+// straight from the caller's memory.
+type elementWriter struct {
+	p   *plan
+	w   io.Writer
+	buf []byte
+	mi  int
+}
+
+func (ew *elementWriter) write(e *message.Element, nsid byte) error {
+	ew.buf, ew.mi = ew.p.appendElementNS(ew.buf, e, nsid, ew.mi, false)
+	if len(e.Data) < copyThreshold {
+		ew.buf = append(ew.buf, e.Data...)
+	} else {
+		if _, err := ew.w.Write(ew.buf); err != nil {
+			return err
+		}
+		ew.buf = ew.buf[:0]
+		if _, err := ew.w.Write(e.Data); err != nil {
+			return err
+		}
 	}
-	return werr
+	if e.Signature != nil {
+		return ew.write(e.Signature, nsid)
+	}
+	return nil
 }
 
 // Encode writes m to w.

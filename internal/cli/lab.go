@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/lab"
+)
+
+// labLayers are the layers `lab rtt` can measure, by name.
+func labLayers() map[string]lab.Layer {
+	return map[string]lab.Layer{
+		"tcp":    lab.TCPLayer{},
+		"stream": lab.StreamLayer{},
+	}
+}
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run p2pmsg's experiments on this machine",
+	}
+	cmd.AddCommand(newLabRTTCmd())
+	return cmd
+}
+
+func newLabRTTCmd() *cobra.Command {
+	var (
+		layers, sizes, transport string
+		asJSON                   bool
+		warmup, runs, pairs      int
+	)
+	cmd := &cobra.Command{
+		Use:   "rtt",
+		Short: "Round-trip time and bandwidth per layer, on loopback",
+		Long: `Measure message/echo round trips between two real nodes in this process,
+following the JXTA layer study (Jan & Noblet): a warm-up of --warmup pairs,
+then for each payload size --runs runs of --pairs consecutive pairs. Each row
+is the median run: RTT, latency = RTT/2, bandwidth = 2·size/RTT, and the
+bytes the layer writes per message beyond the payload.
+
+Layers: ` + strings.Join(lab.LayerNames(labLayers()), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
+stream a raw libp2p stream with a 4-byte length prefix).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			known := labLayers()
+			var chosen []lab.Layer
+			for _, name := range strings.Split(layers, ",") {
+				name = strings.TrimSpace(name)
+				l, ok := known[name]
+				if !ok {
+					return usageError{fmt.Errorf("unknown layer %q (have %s)", name, strings.Join(lab.LayerNames(known), ", "))}
+				}
+				chosen = append(chosen, l)
+			}
+			sz, err := lab.ParseSizes(sizes)
+			if err != nil {
+				return usageError{err}
+			}
+			if transport != lab.TransportTCP && transport != lab.TransportQUIC {
+				return usageError{fmt.Errorf("unknown transport %q (want tcp or quic)", transport)}
+			}
+			if warmup < 0 || runs < 1 || pairs < 1 {
+				return usageError{fmt.Errorf("--warmup must be >= 0, --runs and --pairs >= 1")}
+			}
+			w := warmup
+			if w == 0 {
+				w = -1 // RTTConfig reads 0 as "the default" and negative as none
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			res, err := lab.RunRTT(ctx, lab.RTTConfig{
+				Layers: chosen, Sizes: sz, Transport: transport,
+				Warmup: w, Runs: runs, Pairs: pairs,
+				Progress: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, r := range res {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t")
+			for _, r := range res {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%d\t\n", r.Layer, r.Transport, lab.FormatSize(r.Size),
+					r.RTT, r.Latency, formatRate(r.Bandwidth), r.WireBytes)
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&layers, "layer", "tcp,stream", "comma-separated layers to measure")
+	f.StringVar(&sizes, "sizes", "1,64,512,1K,4K,16K,64K,128K,512K,1M,4M,16M", "comma-separated payload sizes (K, M suffixes)")
+	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.IntVar(&warmup, "warmup", 1000, "message/echo pairs before measuring")
+	f.IntVar(&runs, "runs", 5, "timed runs per size")
+	f.IntVar(&pairs, "pairs", 100, "consecutive pairs per run")
+	return cmd
+}
+
+func formatRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f GB/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.1f MB/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1f kB/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.0f B/s", bps)
+}

@@ -1,0 +1,219 @@
+// Package lab holds the experiment engines behind `p2pmsg lab` and the
+// Testground plans: the per-layer round-trip study of the JXTA layer paper
+// (Jan & Noblet, INRIA RR-5350) and, as the project grows, the AMTT and
+// codec experiments.
+//
+// It sits above every layer: each layer under test is a Layer that knows how
+// to set up a sender and an echoing receiver on loopback. Raw TCP and raw
+// libp2p streams are measured the same way, side by side, as baselines.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrUnknownLayer is returned for a layer name nobody registered.
+var ErrUnknownLayer = errors.New("lab: unknown layer")
+
+// Transports the libp2p-based layers run on.
+const (
+	TransportTCP  = "tcp"
+	TransportQUIC = "quic"
+)
+
+// Pair is a connected sender and echoing receiver for one layer.
+type Pair interface {
+	// RoundTrip sends payload and waits until the receiver's echo of the
+	// same size has arrived in full.
+	RoundTrip(ctx context.Context, payload []byte) error
+	// WireBytes is what the layer writes to its stream per message beyond
+	// the payload, for a payload of size bytes.
+	WireBytes(size int) int
+	io.Closer
+}
+
+// Layer sets up pairs for one communication layer.
+type Layer interface {
+	Name() string
+	Open(ctx context.Context, transport string) (Pair, error)
+}
+
+// RTTConfig describes a round-trip study. Zero fields take the paper's
+// values.
+type RTTConfig struct {
+	Layers    []Layer
+	Sizes     []int  // payload sizes in bytes; default DefaultSizes
+	Transport string // TransportTCP (default) or TransportQUIC
+	Warmup    int    // message/echo pairs before measuring; default 1000
+	Runs      int    // timed runs per size; default 5
+	Pairs     int    // consecutive pairs per run; default 100
+	// Progress, when set, receives one line per finished size.
+	Progress io.Writer
+}
+
+// DefaultSizes are the payload sizes of `p2pmsg lab rtt` by default.
+var DefaultSizes = []int{1, 64, 512, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10, 512 << 10, 1 << 20, 4 << 20, 16 << 20}
+
+// RTTResult is the median of the runs for one layer and size.
+type RTTResult struct {
+	Layer     string        `json:"layer"`
+	Transport string        `json:"transport"`
+	Size      int           `json:"size"`
+	RTT       time.Duration `json:"rtt_ns"`
+	Latency   time.Duration `json:"latency_ns"`
+	Bandwidth float64       `json:"bandwidth_Bps"` // 2·size/RTT, bytes per second
+	WireBytes int           `json:"wire_bytes"`
+}
+
+// RunRTT runs the study: for each layer, a warm-up, then for each size Runs
+// timed runs of Pairs consecutive message/echo pairs; the result per size is
+// the median run's time divided by Pairs.
+func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
+	if len(cfg.Layers) == 0 {
+		return nil, errors.New("lab: no layers to measure")
+	}
+	sizes := cfg.Sizes
+	if len(sizes) == 0 {
+		sizes = DefaultSizes
+	}
+	transport := cmp(cfg.Transport, TransportTCP)
+	warmup, runs, pairs := cmpInt(cfg.Warmup, 1000), cmpInt(cfg.Runs, 5), cmpInt(cfg.Pairs, 100)
+	if cfg.Warmup < 0 {
+		warmup = 0
+	}
+	maxSize := slices.Max(sizes)
+	payload := make([]byte, maxSize)
+	for i := range payload {
+		payload[i] = byte(i*31 + 7)
+	}
+	var results []RTTResult
+	for _, layer := range cfg.Layers {
+		res, err := runLayer(ctx, layer, transport, sizes, payload, warmup, runs, pairs, cfg.Progress)
+		if err != nil {
+			return results, fmt.Errorf("lab: layer %s: %w", layer.Name(), err)
+		}
+		results = append(results, res...)
+	}
+	return results, nil
+}
+
+func runLayer(ctx context.Context, layer Layer, transport string, sizes []int, payload []byte, warmup, runs, pairs int, progress io.Writer) ([]RTTResult, error) {
+	p, err := layer.Open(ctx, transport)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	for i := 0; i < warmup; i++ {
+		if err := p.RoundTrip(ctx, payload[:1]); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var out []RTTResult
+	times := make([]time.Duration, runs)
+	for _, size := range sizes {
+		for r := range times {
+			start := time.Now()
+			for i := 0; i < pairs; i++ {
+				if err := p.RoundTrip(ctx, payload[:size]); err != nil {
+					return nil, fmt.Errorf("size %d: %w", size, err)
+				}
+			}
+			times[r] = time.Since(start) / time.Duration(pairs)
+		}
+		rtt := median(times)
+		res := RTTResult{
+			Layer: layer.Name(), Transport: transport, Size: size, RTT: rtt, Latency: rtt / 2,
+			Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: p.WireBytes(size),
+		}
+		out = append(out, res)
+		if progress != nil {
+			fmt.Fprintf(progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, transport, FormatSize(size), rtt)
+		}
+	}
+	return out, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func cmpInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// ParseSizes parses a comma-separated list of sizes such as
+// "1,64,512,1K,4K,1M" (K = 1024, M = 1024², G = 1024³).
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mult := 1
+		switch strings.ToUpper(f[len(f)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			f = f[:len(f)-1]
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > (1<<31-1)/mult {
+			return nil, fmt.Errorf("lab: invalid size %q", f)
+		}
+		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("lab: no sizes given")
+	}
+	return out, nil
+}
+
+// FormatSize prints a size the way ParseSizes reads it, when exact.
+func FormatSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "M"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "K"
+	}
+	return strconv.Itoa(n)
+}
+
+// LayerNames returns the names of a set of layers, sorted.
+func LayerNames(layers map[string]Layer) []string {
+	names := make([]string, 0, len(layers))
+	for n := range layers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
