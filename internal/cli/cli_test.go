@@ -204,3 +204,30 @@ func TestMsgDecodeHostile(t *testing.T) {
 	// A size limit from the command line applies before reading further.
 	failsCleanly(t, run(t, valid, "msg", "decode", "--max-size", "10"))
 }
+
+func TestLabRTTJSON(t *testing.T) {
+	r := run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--sizes", "1,1K", "--warmup", "5", "--runs", "1", "--pairs", "3", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rtt: %s", r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		for _, k := range []string{"layer", "transport", "size", "rtt_ns", "latency_ns", "bandwidth_Bps", "wire_bytes"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row %q lacks %q", l, k)
+			}
+		}
+		if len(row) != 7 {
+			t.Errorf("row %q has extra fields", l)
+		}
+	}
+	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "carrier-pigeon"))
+	failsCleanly(t, run(t, nil, "lab", "rtt", "--sizes", "0"))
+}
