@@ -1,0 +1,282 @@
+package linkemu
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+)
+
+// Option configures a wrapped connection.
+type Option func(*config)
+
+type config struct {
+	seed uint64
+}
+
+// WithSeed seeds the jitter generator (default 1), so that runs repeat.
+func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
+
+// Conn wraps c: what is written crosses l.Up, what is read crosses l.Down.
+// Deadlines, Close and addresses behave as on a net.Conn. Close delivers
+// what was already written (as TCP does) for at most the time the link
+// needs for it plus two seconds, then closes c.
+func Conn(c net.Conn, l Link, opts ...Option) (net.Conn, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := config{seed: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sc := &shapedConn{under: c, abort: make(chan struct{}), egressPumped: make(chan struct{})}
+	sc.wApp, sc.wPump = net.Pipe()
+	sc.rFeed, sc.rApp = net.Pipe()
+	sc.egress = newDirection(l.Up, cfg.seed)
+	sc.ingress = newDirection(l.Down, cfg.seed^0x9e3779b97f4a7c15)
+	sc.wg.Add(4)
+	go func() { sc.pump(sc.wPump, sc.egress); close(sc.egressPumped) }() // app writes -> egress queue
+	go sc.deliver(sc.egress, c, sc.egressDone())                         // egress queue -> c
+	go sc.pump(c, sc.ingress)                                            // c -> ingress queue
+	go sc.deliver(sc.ingress, sc.rFeed, sc.ingressDone())                // ingress queue -> app reads
+	return sc, nil
+}
+
+type shapedConn struct {
+	under         net.Conn
+	wApp, wPump   net.Conn // the app writes wApp; pump reads wPump
+	rFeed, rApp   net.Conn // deliver writes rFeed; the app reads rApp
+	egress        *direction
+	ingress       *direction
+	abort         chan struct{}
+	abortOnce     sync.Once
+	closeOnce     sync.Once
+	egressFlushed chan struct{}
+	egressPumped  chan struct{} // the pump has queued all the app wrote
+	wg            sync.WaitGroup
+}
+
+var _ net.Conn = (*shapedConn)(nil)
+
+func (c *shapedConn) egressDone() func() {
+	c.egressFlushed = make(chan struct{})
+	return func() { close(c.egressFlushed) }
+}
+
+func (c *shapedConn) ingressDone() func() {
+	return func() { c.rFeed.Close() } // the app reads EOF (or the error) after the last byte
+}
+
+func (c *shapedConn) Read(p []byte) (int, error)  { return c.rApp.Read(p) }
+func (c *shapedConn) Write(p []byte) (int, error) { return c.wApp.Write(p) }
+func (c *shapedConn) LocalAddr() net.Addr         { return c.under.LocalAddr() }
+func (c *shapedConn) RemoteAddr() net.Addr        { return c.under.RemoteAddr() }
+
+func (c *shapedConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.rApp.SetReadDeadline(t), c.wApp.SetWriteDeadline(t))
+}
+func (c *shapedConn) SetReadDeadline(t time.Time) error  { return c.rApp.SetReadDeadline(t) }
+func (c *shapedConn) SetWriteDeadline(t time.Time) error { return c.wApp.SetWriteDeadline(t) }
+
+// Close stops writes, lets the egress queue drain for a bounded time,
+// closes the underlying connection and waits for every goroutine.
+func (c *shapedConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.wApp.Close() // pump sees EOF and closes the egress queue
+		c.rApp.Close() // further deliveries to the app are dropped
+		// A Write returns once the pump has read its bytes, a moment
+		// before it queues them: wait for that too. Everything written
+		// is then queued bytes plus at most one packet in hand.
+		t := time.NewTimer(c.egress.drainTime() + c.egress.shape.TransferTime(c.egress.packetSize()) + 2*time.Second)
+		select {
+		case <-c.egressPumped:
+			select {
+			case <-c.egressFlushed:
+			case <-t.C:
+			}
+		case <-t.C:
+		}
+		t.Stop()
+		c.abortOnce.Do(func() { close(c.abort) })
+		err = c.under.Close()
+		c.egress.close(nil)
+		c.ingress.close(nil)
+		c.wg.Wait()
+	})
+	return err
+}
+
+// pump reads src in packets and queues them on d until src ends.
+func (c *shapedConn) pump(src io.Reader, d *direction) {
+	defer c.wg.Done()
+	buf := make([]byte, d.packetSize())
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if perr := d.push(buf[:n:n], c.abort); perr != nil {
+				d.close(perr)
+				if src == c.wPump {
+					c.wPump.Close() // the app's next Write fails
+				}
+				return
+			}
+			buf = make([]byte, d.packetSize())
+		}
+		if err != nil {
+			if err == io.EOF || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed) {
+				err = nil
+			}
+			d.close(err)
+			return
+		}
+	}
+}
+
+// deliver writes each packet to dst at its arrival time.
+func (c *shapedConn) deliver(d *direction, dst io.Writer, done func()) {
+	defer c.wg.Done()
+	defer done()
+	for {
+		p, ok := d.next(c.abort)
+		if !ok {
+			return
+		}
+		if _, err := dst.Write(p.data); err != nil {
+			d.close(err)
+			d.discard()
+			if dst == c.under {
+				c.wPump.Close()
+			}
+			return
+		}
+		d.delivered(len(p.data))
+	}
+}
+
+type packet struct {
+	data []byte
+	at   time.Time
+}
+
+// direction is one side's bottleneck: its queue and schedule.
+type direction struct {
+	shape Shape
+	limit int
+
+	mu          sync.Mutex
+	cond        *sync.Cond
+	rng         *rand.Rand
+	queue       []packet
+	pending     int // bytes queued or being delivered
+	linkFree    time.Time
+	lastArrival time.Time
+	closed      bool
+	err         error
+}
+
+func newDirection(s Shape, seed uint64) *direction {
+	d := &direction{shape: s, limit: s.queueLimit(), rng: rand.New(rand.NewPCG(seed, 0x6c696e6b))}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+// packetSize is about a millisecond of the link, between an Ethernet
+// frame and 64 KiB.
+func (d *direction) packetSize() int {
+	if d.shape.Bandwidth <= 0 {
+		return 64 << 10
+	}
+	return min(max(int(d.shape.Bandwidth/1000), 1460), 64<<10)
+}
+
+func (d *direction) push(data []byte, abort <-chan struct{}) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.pending > 0 && d.pending+len(data) > d.limit && !d.closed {
+		d.cond.Wait()
+	}
+	if d.closed {
+		if d.err != nil {
+			return d.err
+		}
+		return net.ErrClosed
+	}
+	now := time.Now()
+	start := now
+	if d.linkFree.After(start) {
+		start = d.linkFree
+	}
+	d.linkFree = start.Add(d.shape.SerializationTime(len(data)))
+	at := d.linkFree.Add(d.shape.Latency)
+	if d.shape.Jitter > 0 {
+		at = at.Add(time.Duration(d.rng.Int64N(int64(d.shape.Jitter))))
+	}
+	if at.Before(d.lastArrival) {
+		at = d.lastArrival // FIFO: no overtaking
+	}
+	d.lastArrival = at
+	d.queue = append(d.queue, packet{data: data, at: at})
+	d.pending += len(data)
+	d.cond.Broadcast()
+	return nil
+}
+
+// next waits for the head packet's arrival time and returns it; false once
+// the direction is closed and empty, or on abort.
+func (d *direction) next(abort <-chan struct{}) (packet, bool) {
+	d.mu.Lock()
+	for len(d.queue) == 0 && !d.closed {
+		d.cond.Wait()
+	}
+	if len(d.queue) == 0 {
+		d.mu.Unlock()
+		return packet{}, false
+	}
+	p := d.queue[0]
+	d.queue[0] = packet{}
+	d.queue = d.queue[1:]
+	d.mu.Unlock()
+	if wait := time.Until(p.at); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-abort:
+			return packet{}, false
+		}
+	}
+	return p, true
+}
+
+func (d *direction) delivered(n int) {
+	d.mu.Lock()
+	d.pending -= n
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+func (d *direction) discard() {
+	d.mu.Lock()
+	d.queue, d.pending = nil, 0
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+func (d *direction) close(err error) {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed, d.err = true, err
+	}
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+// drainTime estimates how long the queued bytes need to be delivered.
+func (d *direction) drainTime() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(0, time.Until(d.lastArrival)) + d.shape.SerializationTime(d.pending)
+}
