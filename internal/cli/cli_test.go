@@ -86,6 +86,7 @@ func failsCleanly(t *testing.T, r result) {
 func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"msg", "--help"}, {"msg", "encode", "--help"}, {"msg", "decode", "--help"},
+		{"adv", "--help"}, {"adv", "new", "--help"}, {"adv", "show", "--help"}, {"lab", "rtt", "--help"},
 	} {
 		r := run(t, nil, args...)
 		if r.code != 0 || !bytes.Contains(r.stdout, []byte("Usage:")) {
@@ -230,4 +231,75 @@ func TestLabRTTJSON(t *testing.T) {
 	}
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "carrier-pigeon"))
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--sizes", "0"))
+}
+
+func TestAdvNewShow(t *testing.T) {
+	dir := t.TempDir()
+	for _, typ := range []struct{ flag, want string }{{"unicast", "JxtaUnicast"}, {"secure", "JxtaUnicastSecure"}, {"propagate", "JxtaPropagate"}} {
+		r := run(t, nil, "adv", "new", "--type", typ.flag, "--name", "chat é", "--desc", "a <b>")
+		if r.code != 0 {
+			t.Fatalf("adv new: %s", r.stderr)
+		}
+		path := filepath.Join(dir, typ.flag+".xml")
+		if err := os.WriteFile(path, r.stdout, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		show := run(t, nil, "adv", "show", path)
+		if show.code != 0 {
+			t.Fatalf("adv show: %s", show.stderr)
+		}
+		var got map[string]string
+		if err := json.Unmarshal(show.stdout, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["type"] != typ.want || got["name"] != "chat é" || got["desc"] != "a <b>" || !strings.HasPrefix(got["id"], "urn:jxta:cbid-") || len(got) != 4 {
+			t.Fatalf("adv show printed %v", got)
+		}
+	}
+	const pid = "urn:jxta:cbid-59616261646162614E504720503250334104A45E43FD481DAA2D9BC13236A09504"
+	r := run(t, nil, "adv", "new", "--type", "unicast", "--name", "n", "--id", pid)
+	if !bytes.Contains(r.stdout, []byte("<Id>"+pid+"</Id>")) {
+		t.Fatalf("--id ignored: %s", r.stdout)
+	}
+	stdin := run(t, r.stdout, "adv", "show", "-")
+	if stdin.code != 0 {
+		t.Fatalf("adv show -: %s", stdin.stderr)
+	}
+	for _, args := range [][]string{
+		{"adv", "new", "--type", "multicast", "--name", "n"},
+		{"adv", "new", "--type", "unicast"},
+		{"adv", "new", "--type", "unicast", "--name", "n", "--id", "urn:jxta:jxta-NetGroup"},
+		{"adv", "new", "--type", "unicast", "--name", "bad\x01"},
+		{"adv", "show", filepath.Join(dir, "missing.xml")},
+	} {
+		failsCleanly(t, run(t, nil, args...))
+	}
+}
+
+// TestAdvShowHostile: truncated, mutated and hostile documents fail with
+// one line and little memory.
+func TestAdvShowHostile(t *testing.T) {
+	good := run(t, nil, "adv", "new", "--type", "unicast", "--name", "n").stdout
+	dir := t.TempDir()
+	cases := map[string][]byte{
+		"empty":      nil,
+		"truncated":  good[:len(good)/2],
+		"mutated":    bytes.Replace(good, []byte("<Type>"), []byte("<Typo>"), 1),
+		"laughs":     []byte(`<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;&a;">]><jxta:PipeAdvertisement xmlns:jxta="http://jxta.org"><Name>&b;</Name></jxta:PipeAdvertisement>`),
+		"deep":       []byte(strings.Repeat("<a>", 10000) + strings.Repeat("</a>", 10000)),
+		"huge":       bytes.Repeat([]byte("x"), 10<<20),
+		"wrong root": []byte(`<jxta:PeerAdvertisement xmlns:jxta="http://jxta.org"/>`),
+		"binary":     {0, 1, 2, 0xff, '<', 0},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			os.WriteFile(path, in, 0o644)
+			r := run(t, nil, "adv", "show", path)
+			failsCleanly(t, r)
+			if r.maxRSSKiB > 200<<10 {
+				t.Fatalf("used %d KiB", r.maxRSSKiB)
+			}
+		})
+	}
 }
