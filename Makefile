@@ -10,7 +10,7 @@ FUZZTIME  ?= 3000x
 # Every go test -fuzz target, as package:Target.
 FUZZ_PKGS := ./pkg/...
 
-.PHONY: run build test vet unit interop fuzz bench layering clean
+.PHONY: run build test vet unit jxse-jar fuzz bench benchmarks clean
 
 run: build
 	./$(BIN) --help
@@ -28,8 +28,15 @@ vet:
 
 # Race-enabled unit, integration and JXSE interop tests. CI=true makes the
 # interop tests fail instead of skipping when Java or Maven is missing.
-unit:
+unit: jxse-jar
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m ./...
+
+# Fetch the JXSE 2.7 jar once, before test binaries run in parallel (the
+# interop harness fetches it itself too when run alone).
+jxse-jar:
+	@if command -v mvn >/dev/null 2>&1; then \
+	  mvn -q -B dependency:get -Dartifact=com.kenai.jxse:jxse:2.7 -Dtransitive=false; \
+	else echo "mvn not found: JXSE interop tests will skip (or fail under CI=true)"; fi
 
 # Each fuzz target for a fixed number of iterations, from its seed corpus.
 fuzz:
