@@ -279,6 +279,14 @@ func (s *state) message() (*message.Message, error) {
 func (s *state) element(depth int, eofOK bool) (message.Element, error) {
 	var e message.Element
 	start := s.off
+	if eofOK && s.off+4 > s.lim.MaxMessageSize {
+		// At the size limit, a message read "until end of input" is
+		// complete if the input ends here; anything more is over it.
+		if n, _ := io.ReadFull(s.r, s.scratch[:1]); n == 0 {
+			return e, io.EOF
+		}
+		return e, s.fail(ErrLimit, "element signature", "message larger than "+strconv.FormatInt(s.lim.MaxMessageSize, 10)+" bytes", nil)
+	}
 	if err := s.read(s.scratch[:4], "element signature"); err != nil {
 		if eofOK && s.off == start && errors.Is(err, io.ErrUnexpectedEOF) {
 			return e, io.EOF

@@ -275,3 +275,15 @@ func TestSmallMessageAllocs(t *testing.T) {
 		t.Errorf("encode of a 1-byte message: %.1f allocations, want <= 1", allocs)
 	}
 }
+
+// TestEmptyMessageAtExactLimit: an element-less message ("until end of
+// input") that fills the size limit exactly decodes; one more byte is over.
+func TestEmptyMessageAtExactLimit(t *testing.T) {
+	b := mustMarshal(t, message.New())
+	if m, err := wire.Decode(&io.LimitedReader{R: bytes.NewReader(b), N: int64(len(b))}, wire.WithMaxMessageSize(int64(len(b)))); err != nil || m.Len() != 0 {
+		t.Fatalf("Decode = %v, %v", m, err)
+	}
+	if _, err := wire.Decode(bytes.NewReader(append(b, 'j')), wire.WithMaxMessageSize(int64(len(b)))); !errors.Is(err, wire.ErrLimit) {
+		t.Fatalf("one byte over: %v", err)
+	}
+}

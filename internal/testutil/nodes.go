@@ -1,0 +1,44 @@
+package testutil
+
+import (
+	"context"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+)
+
+// LoopbackTCP is the listen address test nodes use.
+const LoopbackTCP = "/ip4/127.0.0.1/tcp/0"
+
+// NewNode starts a node with an ephemeral key listening on loopback TCP
+// (unless opts say otherwise) and closes it when the test ends.
+func NewNode(t testing.TB, opts ...node.Option) *node.Node {
+	t.Helper()
+	all := append([]node.Option{node.WithEphemeralKey(), node.WithListenAddrs(LoopbackTCP)}, opts...)
+	n, err := node.New(context.Background(), all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// NewConnectedNodes starts count loopback nodes, each connected to every
+// other.
+func NewConnectedNodes(t testing.TB, count int) []*node.Node {
+	t.Helper()
+	nodes := make([]*node.Node, count)
+	for i := range nodes {
+		nodes[i] = NewNode(t)
+	}
+	for i := range nodes {
+		for j := i + 1; j < count; j++ {
+			if err := nodes[i].Connect(context.Background(), peer.AddrInfo{ID: nodes[j].ID(), Addrs: nodes[j].Host().Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return nodes
+}

@@ -1,0 +1,270 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/goleak"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"))
+}
+
+func newService(t *testing.T, n *node.Node) *endpoint.Service {
+	t.Helper()
+	s, err := endpoint.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// collector is a listener that hands deliveries to a channel.
+func collector(buf int) (chan *endpoint.Delivery, endpoint.Listener) {
+	ch := make(chan *endpoint.Delivery, buf)
+	return ch, endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) { ch <- d })
+}
+
+func recv(t *testing.T, ch chan *endpoint.Delivery) *endpoint.Delivery {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery within 30 s")
+		return nil
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestSendReceiveInOrder(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	ch, l := collector(2000)
+	if err := b.Register("chat", "room1", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Register("chat", "room1", l); !errors.Is(err, endpoint.ErrExists) {
+		t.Fatalf("double registration: %v", err)
+	}
+	dst := endpoint.PeerAddress(nodes[1].ID(), "chat", "room1")
+	for i := 0; i < 1000; i++ {
+		if err := a.Send(ctx(t), dst, message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 1000; i++ {
+		d := recv(t, ch)
+		e, _ := d.Message.Get("", "n")
+		if string(e.Data) != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %s", i, e.Data)
+		}
+		if d.Source != nodes[0].ID() || d.SourceJXTA != nodes[0].JXTAPeerID() || d.Service != "chat" || d.Param != "room1" {
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+	// One stream carried them all.
+	if n := len(nodes[0].Host().Network().ConnsToPeer(nodes[1].ID())[0].GetStreams()); n > 2 {
+		t.Fatalf("%d streams for one destination", n)
+	}
+}
+
+func TestLargeMessageAndJXTAAddress(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	ch, l := collector(1)
+	b.Register("bulk", "", l) // empty param catches every param
+	big := make([]byte, 20<<20)
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	jx := nodes[1].JXTAPeerID().String()[len("urn:jxta:"):]
+	addr, err := endpoint.ParseAddress("jxta://" + jx + "/bulk/any/param")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ctx(t), addr, message.New(message.Bytes("", "blob", big))); err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, ch)
+	if e, _ := d.Message.Get("", "blob"); !bytes.Equal(e.Data, big) || d.Param != "any/param" {
+		t.Fatalf("large message damaged (param %q)", d.Param)
+	}
+}
+
+func TestForgedSourceRejected(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	ch, l := collector(4)
+	b.Register("svc", "", l)
+	dst := endpoint.PeerAddress(nodes[1].ID(), "svc", "")
+	lie := endpoint.PeerAddress(nodes[2].ID(), "", "").String()
+	truth := endpoint.PeerAddress(nodes[0].ID(), "", "").String()
+	a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, lie), message.Text("", "x", "forged")))
+	a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, truth), message.Text("", "x", "honest")))
+	d := recv(t, ch)
+	if e, _ := d.Message.Get("", "x"); string(e.Data) != "honest" {
+		t.Fatalf("got %q", e.Data)
+	}
+	if st := b.Stats(); st.SourceForged != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestPanickingListenerAndUnknownService(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	b.Register("boom", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) { panic("listener bug") }))
+	ch, l := collector(1)
+	b.Register("ok", "", l)
+	a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "boom", ""), message.New())
+	a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "nobody", ""), message.New())
+	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "ok", ""), message.New()); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+	if st := b.Stats(); st.ListenerPanics != 1 || st.NoListener != 1 || st.Received != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDeadPeerThenReconnect(t *testing.T) {
+	a := testutil.NewNode(t)
+	bNode, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := bNode.AddrInfo()
+	sa := newService(t, a)
+	sb, _ := endpoint.New(bNode)
+	ch, l := collector(1)
+	sb.Register("svc", "", l)
+	a.Connect(ctx(t), info)
+	dst := endpoint.PeerAddress(info.ID, "svc", "")
+	if err := sa.Send(ctx(t), dst, message.New()); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+	sb.Close()
+	bNode.Close()
+	var sendErr error
+	for i := 0; i < 50 && sendErr == nil; i++ {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sendErr = sa.Send(c, dst, message.New(message.Bytes("", "pad", make([]byte, 64<<10))))
+		cancel()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sendErr == nil {
+		t.Fatal("sending to a dead peer kept succeeding")
+	}
+	if _, err := sa.Resolve(endpoint.Address{Protocol: "smtp", Addr: "x"}); !errors.Is(err, endpoint.ErrAddress) {
+		t.Fatalf("unknown protocol: %v", err)
+	}
+	if _, err := sa.Resolve(endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: "cbid-59616261646162614E5047205032503392713D47093741118F31F2A71986C41103"}); !errors.Is(err, endpoint.ErrUnknownPeer) {
+		t.Fatalf("unknown JXTA peer: %v", err)
+	}
+}
+
+// TestRelay: B is reachable only through relay R; A's message reaches B's
+// listener through R, and B's reply reaches A.
+func TestRelay(t *testing.T) {
+	// A relay serves others only once it believes it is publicly reachable.
+	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	a := testutil.NewNode(t)
+	b := testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+	if len(b.Host().Addrs()) != 0 {
+		t.Fatalf("B listens on %v; it must be reachable only through the relay", b.Host().Addrs())
+	}
+	if err := b.Connect(ctx(t), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx(t), b.Host(), r.AddrInfo()); err != nil {
+		t.Fatalf("reservation on the relay: %v", err)
+	}
+	circuit, _ := ma.NewMultiaddr(r.Addrs()[0].String() + "/p2p-circuit")
+	if err := a.Connect(ctx(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+		t.Fatalf("A to B through R: %v", err)
+	}
+	sa, sb := newService(t, a), newService(t, b)
+	chB, lB := collector(1)
+	sb.Register("ping", "", lB)
+	chA, lA := collector(1)
+	sa.Register("pong", "", lA)
+	if err := sa.Send(ctx(t), endpoint.PeerAddress(b.ID(), "ping", ""), message.New(message.Text("", "q", "hello"))); err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, chB)
+	if d.Source != a.ID() {
+		t.Fatalf("B sees source %v", d.Source)
+	}
+	if err := sb.Send(ctx(t), endpoint.PeerAddress(a.ID(), "pong", ""), message.New(message.Text("", "a", "world"))); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := recv(t, chA).Message.Get("", "a"); string(e.Data) != "world" {
+		t.Fatalf("reply %q", e.Data)
+	}
+	for _, c := range a.Host().Network().ConnsToPeer(b.ID()) {
+		if !c.Stat().Limited && !bytes.Contains([]byte(c.RemoteMultiaddr().String()), []byte("p2p-circuit")) {
+			t.Fatalf("A reached B directly at %v", c.RemoteMultiaddr())
+		}
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    endpoint.Address
+		wantErr bool
+	}{
+		{"jxta://cbid-01/svc/p/q", endpoint.Address{Protocol: "jxta", Addr: "cbid-01", Service: "svc", Param: "p/q"}, false},
+		{"tcp://127.0.0.1:9701", endpoint.Address{Protocol: "tcp", Addr: "127.0.0.1:9701"}, false},
+		{"nonsense", endpoint.Address{}, true},
+		{"://x", endpoint.Address{}, true},
+		{"jxta:///svc", endpoint.Address{}, true},
+		{"p2p://notapeer/svc", endpoint.Address{}, true},
+	} {
+		got, err := endpoint.ParseAddress(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseAddress(%q) = %+v, %v", tt.in, got, err)
+		}
+		if err == nil && got.String() != tt.in {
+			t.Errorf("String() = %q, want %q", got.String(), tt.in)
+		}
+	}
+}
+
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"jxta://cbid-01/svc/p", "p2p://12D3KooWExample/x", "tcp://1.2.3.4:9701", "a://b/c/d/e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := endpoint.ParseAddress(s)
+		if err != nil {
+			return
+		}
+		b, err := endpoint.ParseAddress(a.String())
+		if err != nil || b != a {
+			t.Fatalf("%q -> %+v -> %q -> %+v, %v", s, a, a.String(), b, err)
+		}
+	})
+}
