@@ -212,7 +212,7 @@ func TestLabRTTJSON(t *testing.T) {
 		t.Fatalf("lab rtt: %s", r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 4 { // two layers × two sizes
 		t.Fatalf("%d lines, want 4:\n%s", len(lines), r.stdout)
 	}
 	for _, l := range lines {

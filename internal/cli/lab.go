@@ -16,8 +16,9 @@ import (
 // labLayers are the layers `lab rtt` can measure, by name.
 func labLayers() map[string]lab.Layer {
 	return map[string]lab.Layer{
-		"tcp":    lab.TCPLayer{},
-		"stream": lab.StreamLayer{},
+		"tcp":      lab.TCPLayer{},
+		"stream":   lab.StreamLayer{NewHost: lab.NodeHost},
+		"endpoint": lab.EndpointLayer{},
 	}
 }
 
@@ -46,7 +47,8 @@ is the median run: RTT, latency = RTT/2, bandwidth = 2·size/RTT, and the
 bytes the layer writes per message beyond the payload.
 
 Layers: ` + strings.Join(lab.LayerNames(labLayers()), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
-stream a raw libp2p stream with a 4-byte length prefix).`,
+stream a raw libp2p stream with a 4-byte length prefix between hosts
+configured as p2pmsg nodes, endpoint the endpoint service).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			known := labLayers()
@@ -103,7 +105,7 @@ stream a raw libp2p stream with a 4-byte length prefix).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&layers, "layer", "tcp,stream", "comma-separated layers to measure")
+	f.StringVar(&layers, "layer", "tcp,stream,endpoint", "comma-separated layers to measure")
 	f.StringVar(&sizes, "sizes", "1,64,512,1K,4K,16K,64K,128K,512K,1M,4M,16M", "comma-separated payload sizes (K, M suffixes)")
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")

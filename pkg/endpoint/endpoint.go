@@ -13,8 +13,9 @@
 //	uvarint(len(service)) service uvarint(len(param)) param uvarint(len(msg)) msg
 //
 // where msg is the application/x-jxta-msg encoding. The destination lives in
-// this compact header, not in JXTA elements, so a one-byte payload costs 27
-// bytes beyond it (JXTA 2.x needed 310 and more). Frames to one destination
+// this compact header, not in JXTA elements: a one-byte payload in a
+// one-element message to an 8-byte service costs 33 bytes beyond the payload
+// (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more). Frames to one destination
 // are written in Send order under a per-peer lock, so order is kept.
 //
 // # Trust and flow

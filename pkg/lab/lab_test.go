@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRunRTTBaselines(t *testing.T) {
 	for _, transport := range []string{lab.TransportTCP, lab.TransportQUIC} {
 		res, err := lab.RunRTT(context.Background(), lab.RTTConfig{
-			Layers:    []lab.Layer{lab.TCPLayer{}, lab.StreamLayer{}},
+			Layers:    []lab.Layer{lab.TCPLayer{}, lab.StreamLayer{}, lab.StreamLayer{NewHost: lab.NodeHost}, lab.EndpointLayer{}},
 			Sizes:     []int{1, 100 << 10},
 			Transport: transport,
 			Warmup:    10, Runs: 3, Pairs: 5,
@@ -22,10 +22,16 @@ func TestRunRTTBaselines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res) != 4 {
-			t.Fatalf("%d results, want 4", len(res))
+		if len(res) != 8 {
+			t.Fatalf("%d results, want 8", len(res))
 		}
 		for _, r := range res {
+			if r.Layer == "endpoint" {
+				if r.Size == 1 && (r.WireBytes < 20 || r.WireBytes > 64) {
+					t.Errorf("endpoint wire bytes %d for 1 B", r.WireBytes)
+				}
+				r.WireBytes = 4
+			}
 			if r.RTT <= 0 || r.Latency != r.RTT/2 || r.Bandwidth <= 0 || r.WireBytes != 4 || r.Transport != transport {
 				t.Errorf("implausible result %+v", r)
 			}
