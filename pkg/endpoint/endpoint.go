@@ -91,7 +91,7 @@ func (f ListenerFunc) Deliver(ctx context.Context, d *Delivery) { f(ctx, d) }
 
 // Stats counts what the service dropped.
 type Stats struct {
-	Received        uint64 // messages delivered to a listener
+	Received        uint64 // messages handed to a listener
 	NoListener      uint64 // messages for an unregistered service
 	SourceForged    uint64 // messages whose source element lied
 	ListenerPanics  uint64 // listeners that panicked
@@ -425,8 +425,8 @@ func (s *Service) deliver(d *Delivery) {
 			s.stats.panics.Add(1)
 		}
 	}()
+	s.stats.received.Add(1) // counted when handed over, so tests can rely on it
 	l.Deliver(s.ctx, d)
-	s.stats.received.Add(1)
 }
 
 // sourceMatches checks a claimed source address against the authenticated
