@@ -335,7 +335,16 @@ func (snd *sender) close() {
 }
 
 func (s *Service) handleStream(st network.Stream) {
+	// Add under the lock Close takes, so no reader starts after Close
+	// began waiting for them.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		st.Reset()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	defer s.wg.Done()
 	defer st.Close()
 	// Close stops readers blocked on the stream.

@@ -79,7 +79,8 @@ func (p *tcpPair) Close() error {
 }
 
 // framedRoundTrip writes a length-prefixed payload and reads the echo into
-// *buf. A context deadline is honoured when the conn supports deadlines.
+// *buf. The context is checked before the exchange only: the pairs are on
+// loopback and are closed by their owner to stop a stuck exchange.
 func framedRoundTrip(ctx context.Context, w io.Writer, r io.Reader, payload []byte, buf *[]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
