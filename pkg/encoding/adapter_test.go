@@ -1,0 +1,116 @@
+package encoding_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"unsafe"
+
+	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// chanPipe is an in-memory pipe end: it sends on out and receives from in,
+// passing messages through the wire format like a real pipe.
+type chanPipe struct {
+	out chan<- []byte
+	in  <-chan []byte
+}
+
+func (p chanPipe) Send(ctx context.Context, m *message.Message) error {
+	b, err := wire.Marshal(m)
+	if err != nil {
+		return err
+	}
+	select {
+	case p.out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p chanPipe) Receive(ctx context.Context) (*message.Message, error) {
+	select {
+	case b := <-p.in:
+		return wire.Unmarshal(b)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func pipePair() (chanPipe, chanPipe) {
+	ab, ba := make(chan []byte, 4), make(chan []byte, 4)
+	return chanPipe{out: ab, in: ba}, chanPipe{out: ba, in: ab}
+}
+
+func TestBidiAdapters(t *testing.T) {
+	ctx := t.Context()
+	g, _ := gzip.New()
+	s, err := encoding.New([]encoding.Codec{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := pipePair()
+	ba, err := encoding.NewBidi(a, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, _ := encoding.NewBidi(b, s)
+
+	// The paper's steps: adapter -> producer -> selected elements -> send.
+	p := ba.Producer()
+	doc := datasets.Employees(500)
+	m := message.New(p.XML("", "A", doc), message.Element{Name: "B", MIME: message.XMLUTF8, Data: doc})
+	if err := ba.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(m.At(0).Data) != unsafe.SliceData(doc) {
+		t.Fatal("Send modified the caller's message")
+	}
+	got, err := bb.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := got.Get("", "A"); a.MIME != message.XMLUTF8 || string(a.Data) != string(doc) {
+		t.Fatal("element A not restored")
+	}
+	// Raw view: only A was encoded on the wire.
+	if err := bb.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := a.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !encoding.IsEncoded(raw.At(0)) || encoding.IsEncoded(raw.At(1)) || len(raw.At(0).Data) > len(doc)/4 {
+		t.Fatal("wire message not selectively encoded")
+	}
+}
+
+func TestAdapterErrors(t *testing.T) {
+	s, _ := encoding.NewDecoder()
+	if _, err := encoding.NewOutput(nil, s); !errors.Is(err, encoding.ErrBadOption) {
+		t.Fatal(err)
+	}
+	if _, err := encoding.NewInput(nil, s); !errors.Is(err, encoding.ErrBadOption) {
+		t.Fatal(err)
+	}
+	a, b := pipePair()
+	in, _ := encoding.NewInput(b, s)
+	bad := message.New(message.Element{Name: "x", MIME: encoding.MIME, Data: []byte("junk")})
+	if err := a.Send(t.Context(), bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Receive(t.Context()); !errors.Is(err, encoding.ErrCorrupt) {
+		t.Fatalf("got %v, want ErrCorrupt", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := in.Receive(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+}

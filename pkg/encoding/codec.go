@@ -1,0 +1,40 @@
+package encoding
+
+// Params are a codec's parameters as recorded in an encoded element's
+// header. Their meaning is the codec's; zero values mean "none/default".
+type Params struct {
+	Level  int    // compression level as the codec defines it
+	DictID uint32 // shared dictionary ID, 0 for none
+	KeyID  string // key identifier (pre-shared key name, recipient peer ID)
+}
+
+// Binding is what an encoded element is bound to. Codecs that authenticate
+// (seal) must bind all of it as associated data, so the payload cannot be
+// moved into another element, message header or pipe.
+type Binding struct {
+	Namespace string
+	Name      string
+	PipeID    string
+	// Header is the encoded element's header (everything before the
+	// payload), which records the codec, its parameters and the original
+	// MIME type and size.
+	Header []byte
+}
+
+// Codec is a stateless, concurrency-safe transform of bytes. A configured
+// codec (level, dictionaries, keys) is registered under its name; the
+// decoder side finds it by the name recorded in the header.
+type Codec interface {
+	// Name is the codec's registered name, e.g. "zstd". At most
+	// MaxCodecName bytes.
+	Name() string
+	// Params returns the parameters Encode will use; they are written in
+	// the header before Encode is called.
+	Params() Params
+	// Encode appends the encoding of src to dst and returns it.
+	Encode(dst, src []byte, b Binding) ([]byte, error)
+	// Decode appends the decoding of src to dst and returns it. It must
+	// fail with an error wrapping ErrTooLarge, without allocating for it,
+	// if the decoded size would exceed max bytes. p is from the header.
+	Decode(dst, src []byte, p Params, b Binding, max int) ([]byte, error)
+}

@@ -1,0 +1,117 @@
+// Package deflate is the raw DEFLATE codec (RFC 1951) of p2pmsg's encoding
+// layer, built on pkg/encoding and github.com/klauspost/compress/flate.
+package deflate
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/flate"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/flatecodec"
+)
+
+// Name is the codec's registered name.
+const Name = "deflate"
+
+// Level bounds: HuffmanOnly (-2) to BestCompression (9); DefaultLevel is 6.
+const (
+	MinLevel     = flate.HuffmanOnly
+	MaxLevel     = flate.BestCompression
+	DefaultLevel = 6
+)
+
+// Codec compresses with DEFLATE at one level. It is safe for concurrent use.
+type Codec struct {
+	level   int
+	writers sync.Pool
+	readers sync.Pool
+}
+
+var _ encoding.Codec = (*Codec)(nil)
+
+// Option configures a Codec.
+type Option func(*Codec) error
+
+// WithLevel sets the compression level, MinLevel to MaxLevel (0 stores).
+// Default: DefaultLevel.
+func WithLevel(l int) Option {
+	return func(c *Codec) error {
+		if l < MinLevel || l > MaxLevel {
+			return fmt.Errorf("%w: deflate level %d", encoding.ErrBadOption, l)
+		}
+		c.level = l
+		return nil
+	}
+}
+
+// New returns a deflate codec.
+func New(opts ...Option) (*Codec, error) {
+	c := &Codec{level: DefaultLevel}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func init() {
+	c, _ := New()
+	_ = encoding.Register(c)
+}
+
+// Name returns "deflate".
+func (c *Codec) Name() string { return Name }
+
+// Params records the level.
+func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level} }
+
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) { a.b = append(a.b, p...); return len(p), nil }
+
+// Encode appends the DEFLATE stream of src to dst.
+func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
+	a := &appender{b: dst}
+	w, _ := c.writers.Get().(*flate.Writer)
+	if w == nil {
+		var err error
+		if w, err = flate.NewWriter(a, c.level); err != nil {
+			return dst, err
+		}
+	} else {
+		w.Reset(a)
+	}
+	if _, err := w.Write(src); err != nil {
+		return dst, err
+	}
+	if err := w.Close(); err != nil {
+		return dst, err
+	}
+	w.Reset(io.Discard)
+	c.writers.Put(w)
+	return a.b, nil
+}
+
+// Decode appends the decompression of src to dst, at most max bytes.
+func (c *Codec) Decode(dst, src []byte, _ encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
+	br := bytes.NewReader(src)
+	r, _ := c.readers.Get().(io.ReadCloser)
+	if r == nil {
+		r = flate.NewReader(br)
+	} else {
+		_ = r.(flate.Resetter).Reset(br, nil)
+	}
+	out, err := flatecodec.ReadAll(dst, r, max)
+	if err == nil && br.Len() != 0 {
+		err = fmt.Errorf("%w: %d trailing bytes", encoding.ErrCorrupt, br.Len())
+	}
+	if err == nil {
+		c.readers.Put(r)
+	}
+	return out, err
+}

@@ -1,0 +1,24 @@
+package deflate_test
+
+import (
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"
+)
+
+func TestConformance(t *testing.T) {
+	c, err := deflate.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	codectest.Run(t, c)
+}
+
+func FuzzDecode(f *testing.F) {
+	c, err := deflate.New()
+	if err != nil {
+		f.Fatal(err)
+	}
+	codectest.Fuzz(f, c)
+}

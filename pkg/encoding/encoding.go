@@ -1,0 +1,100 @@
+// Package encoding is p2pmsg's encoding layer: it compresses or encrypts
+// selected elements of a message and restores them on the receiving side.
+//
+// It sits above pkg/message (the message model) and below pipes: a Scheme
+// turns a message into one whose selected elements are replaced by
+// self-describing encoded elements, and back. It is the Go form of the
+// Compression Pipe Adapter of Cowan and Kotovskiy (a compression encoding
+// scheme, an element producer that marks which elements to encode, and
+// selectivity), generalised to any Codec: codecs live in subpackages
+// (identity, gzip, deflate, zstd, s2, seal) and register themselves in a
+// Registry; this package imports none of them.
+//
+// # Encoded elements
+//
+// An encoded element keeps its namespace and name, so any JXTA peer still
+// parses the message; its MIME type becomes MIME and its data is a compact
+// header followed by the codec's payload:
+//
+//	magic    "P2E"        3 bytes
+//	version  1            1 byte
+//	codec    uvarint length + name (at most MaxCodecName bytes)
+//	level    zigzag varint
+//	dict ID  uvarint (0: none)
+//	key ID   uvarint length + bytes (at most MaxKeyID bytes)
+//	MIME     uvarint length + original MIME type (at most MaxMIME bytes)
+//	size     uvarint original size in bytes
+//	payload  the rest
+//
+// The header is the element's only cleartext metadata; a codec that
+// authenticates (seal) binds it, with the element's namespace, name and the
+// pipe ID, as associated data.
+//
+// Encoding twice (compress, then encrypt) nests: the inner encoded element
+// is the outer one's payload, so the outer codec hides the inner header.
+//
+// # Adapters
+//
+// Output, Input and Bidi wrap anything that sends or receives messages (a
+// pipe) with a scheme, as the paper's pipe adapters do: create the adapter,
+// take its Producer, create the elements to encode through it, send; the
+// receiver's Input hands back the original message.
+//
+// # Receiver policy
+//
+// An element that cannot be decoded (unknown codec, corrupt data, failed
+// authentication, missing key or dictionary, too large) yields an
+// *ElementError naming it. With DropMessage (the default) Decode returns
+// that error and no message; with DeliverEncoded the element is delivered
+// still encoded (IsEncoded reports it) and the error goes to the
+// WithErrorHandler function.
+//
+// # Limits
+//
+// Decoding enforces a maximum decoded size per element and per message. The
+// header's recorded size is checked before any allocation, and codecs are
+// given the remaining budget and must stop as soon as output would exceed
+// it, so a decompression bomb fails fast with bounded memory.
+package encoding
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MIME is the media type of an encoded element.
+const MIME = "application/x-p2pmsg-encoded"
+
+// Sentinel errors. Errors returned by this package and by codecs wrap one of
+// them; use errors.Is.
+var (
+	ErrUnknownCodec  = errors.New("encoding: unknown codec")
+	ErrDuplicate     = errors.New("encoding: codec already registered")
+	ErrCorrupt       = errors.New("encoding: corrupt data")
+	ErrAuth          = errors.New("encoding: authentication failed")
+	ErrNoDictionary  = errors.New("encoding: missing dictionary")
+	ErrNoKey         = errors.New("encoding: missing key")
+	ErrTooLarge      = errors.New("encoding: decoded size exceeds limit")
+	ErrBadOption     = errors.New("encoding: invalid option")
+	ErrNestedTooDeep = errors.New("encoding: encodings nested too deeply")
+)
+
+// ElementError reports a failure to encode or decode one element. It
+// unwraps to the codec's error, which wraps one of the sentinels.
+type ElementError struct {
+	Namespace string
+	Name      string
+	Index     int    // position in the message
+	Codec     string // codec name, when known
+	Err       error
+}
+
+func (e *ElementError) Error() string {
+	c := ""
+	if e.Codec != "" {
+		c = " (codec " + e.Codec + ")"
+	}
+	return fmt.Sprintf("element %d %q:%q%s: %v", e.Index, e.Namespace, e.Name, c, e.Err)
+}
+
+func (e *ElementError) Unwrap() error { return e.Err }

@@ -1,0 +1,119 @@
+package encoding
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// Selector decides which elements a scheme encodes.
+type Selector interface {
+	Select(e message.Element) bool
+}
+
+// SelectorFunc adapts a function to Selector.
+type SelectorFunc func(e message.Element) bool
+
+// Select calls f.
+func (f SelectorFunc) Select(e message.Element) bool { return f(e) }
+
+// ByNamespace selects elements in any of the namespaces.
+func ByNamespace(namespaces ...string) Selector {
+	return SelectorFunc(func(e message.Element) bool { return slices.Contains(namespaces, e.Namespace) })
+}
+
+// ByName selects elements with any of the names, in any namespace.
+func ByName(names ...string) Selector {
+	return SelectorFunc(func(e message.Element) bool { return slices.Contains(names, e.Name) })
+}
+
+// ByMIME selects elements whose media type (parameters ignored, case
+// insensitive; "" counts as application/octet-stream) is one of types.
+// A type ending in "/*" matches a whole top-level type, e.g. "text/*".
+func ByMIME(types ...string) Selector {
+	return SelectorFunc(func(e message.Element) bool {
+		t := mediaType(stripMark(e.Type()))
+		for _, want := range types {
+			want = mediaType(want)
+			if t == want || strings.HasSuffix(want, "/*") && strings.HasPrefix(t, want[:len(want)-1]) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func mediaType(s string) string {
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(s))
+}
+
+// MinSize selects elements holding at least n bytes of data.
+func MinSize(n int) Selector {
+	return SelectorFunc(func(e message.Element) bool { return len(e.Data) >= n })
+}
+
+// Marked selects elements created through a Producer.
+func Marked() Selector {
+	return SelectorFunc(func(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) })
+}
+
+// Any selects an element if any of sels does.
+func Any(sels ...Selector) Selector {
+	return SelectorFunc(func(e message.Element) bool {
+		for _, s := range sels {
+			if s.Select(e) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// All selects an element if every one of sels does.
+func All(sels ...Selector) Selector {
+	return SelectorFunc(func(e message.Element) bool {
+		for _, s := range sels {
+			if !s.Select(e) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// markParam is the MIME parameter a Producer appends to mark an element
+// for encoding. A scheme removes it when it encodes the element, so the
+// receiver gets the original MIME type back.
+const markParam = ";x-p2pmsg-encode=1"
+
+func stripMark(mime string) string { return strings.TrimSuffix(mime, markParam) }
+
+// Producer creates elements marked for encoding, the paper's element
+// producer: elements created through it are selected by Marked (and so by
+// every Scheme, whatever its selector), others are not. The mark is a MIME
+// parameter that the scheme strips; an element sent without a scheme keeps
+// it. The zero Producer is ready to use.
+type Producer struct{}
+
+// NewElement returns an element marked for encoding.
+func (Producer) NewElement(namespace, name, mime string, data []byte) message.Element {
+	return message.Element{Namespace: namespace, Name: name, MIME: mime + markParam, Data: data}
+}
+
+// Text returns a marked text/plain;charset=UTF-8 element.
+func (p Producer) Text(namespace, name, s string) message.Element {
+	return p.NewElement(namespace, name, message.TextUTF8, []byte(s))
+}
+
+// XML returns a marked text/xml;charset=UTF-8 element.
+func (p Producer) XML(namespace, name string, doc []byte) message.Element {
+	return p.NewElement(namespace, name, message.XMLUTF8, doc)
+}
+
+// IsEncoded reports whether e is an encoded element (one a receiver could
+// not decode is delivered this way under DeliverEncoded).
+func IsEncoded(e message.Element) bool { return e.MIME == MIME }

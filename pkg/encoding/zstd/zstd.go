@@ -1,0 +1,209 @@
+// Package zstd is the Zstandard codec of p2pmsg's encoding layer, built on
+// pkg/encoding and github.com/klauspost/compress/zstd, with optional shared
+// dictionaries identified by their dictionary ID.
+package zstd
+
+import (
+	"fmt"
+
+	kzstd "github.com/klauspost/compress/zstd"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+)
+
+// Name is the codec's registered name.
+const Name = "zstd"
+
+// Levels are zstd's own 1..22, mapped onto the encoder's four speeds
+// (fastest, default, better, best) as klauspost/compress does.
+const (
+	MinLevel     = 1
+	MaxLevel     = 22
+	DefaultLevel = 3
+	// DefaultMaxDecodedSize bounds any one decode, whatever the caller's
+	// limit; the decoder's 64 GiB default is never used.
+	DefaultMaxDecodedSize = 64 << 20
+)
+
+// Codec compresses with zstd. It is safe for concurrent use.
+type Codec struct {
+	level   int
+	dictID  uint32 // the dictionary Encode uses, 0 for none
+	dicts   [][]byte
+	maxDec  uint64
+	enc     *kzstd.Encoder
+	dec     *kzstd.Decoder
+	dictIDs map[uint32]bool
+}
+
+var _ encoding.Codec = (*Codec)(nil)
+
+// Option configures a Codec.
+type Option func(*Codec) error
+
+// WithLevel sets the level, MinLevel to MaxLevel. Default: DefaultLevel.
+func WithLevel(l int) Option {
+	return func(c *Codec) error {
+		if l < MinLevel || l > MaxLevel {
+			return fmt.Errorf("%w: zstd level %d", encoding.ErrBadOption, l)
+		}
+		c.level = l
+		return nil
+	}
+}
+
+// WithDictionaries makes the given zstd dictionaries (in the zstd
+// dictionary format, with their IDs) available to Decode. Default: none.
+func WithDictionaries(dicts ...[]byte) Option {
+	return func(c *Codec) error {
+		for _, d := range dicts {
+			id, err := DictID(d)
+			if err != nil {
+				return err
+			}
+			c.dictIDs[id] = true
+			c.dicts = append(c.dicts, d)
+		}
+		return nil
+	}
+}
+
+// WithEncoderDictionary makes Encode compress with dict (also made
+// available to Decode); its ID is recorded in each header. Default: none.
+func WithEncoderDictionary(dict []byte) Option {
+	return func(c *Codec) error {
+		id, err := DictID(dict)
+		if err != nil {
+			return err
+		}
+		c.dictID = id
+		return WithDictionaries(dict)(c)
+	}
+}
+
+// WithMaxDecodedSize bounds the decoder's memory, 1 byte to 1 GiB.
+// Default: DefaultMaxDecodedSize.
+func WithMaxDecodedSize(n int) Option {
+	return func(c *Codec) error {
+		if n < 1 || n > 1<<30 {
+			return fmt.Errorf("%w: zstd max decoded size %d", encoding.ErrBadOption, n)
+		}
+		c.maxDec = uint64(n)
+		return nil
+	}
+}
+
+// DictID returns the ID of a zstd-format dictionary.
+func DictID(dict []byte) (uint32, error) {
+	if len(dict) < 8 || dict[0] != 0x37 || dict[1] != 0xA4 || dict[2] != 0x30 || dict[3] != 0xEC {
+		return 0, fmt.Errorf("%w: not a zstd dictionary", encoding.ErrBadOption)
+	}
+	id := uint32(dict[4]) | uint32(dict[5])<<8 | uint32(dict[6])<<16 | uint32(dict[7])<<24
+	if id == 0 {
+		return 0, fmt.Errorf("%w: zstd dictionary ID 0", encoding.ErrBadOption)
+	}
+	return id, nil
+}
+
+// New returns a zstd codec.
+func New(opts ...Option) (*Codec, error) {
+	c := &Codec{level: DefaultLevel, maxDec: DefaultMaxDecodedSize, dictIDs: map[uint32]bool{}}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	eopts := []kzstd.EOption{
+		kzstd.WithEncoderLevel(kzstd.EncoderLevelFromZstd(c.level)),
+		kzstd.WithEncoderConcurrency(1),
+		kzstd.WithEncoderCRC(true),
+	}
+	dopts := []kzstd.DOption{
+		kzstd.WithDecoderConcurrency(0),
+		kzstd.WithDecoderMaxMemory(c.maxDec),
+		kzstd.WithDecoderMaxWindow(min(c.maxDec, 64<<20)),
+		// DecodeAll stops at cap(dst): Decode sets it to the caller's max.
+		kzstd.WithDecodeAllCapLimit(true),
+	}
+	if len(c.dicts) > 0 {
+		dopts = append(dopts, kzstd.WithDecoderDicts(c.dicts...))
+	}
+	if c.dictID != 0 {
+		for _, d := range c.dicts {
+			if id, _ := DictID(d); id == c.dictID {
+				eopts = append(eopts, kzstd.WithEncoderDict(d))
+			}
+		}
+	}
+	var err error
+	if c.enc, err = kzstd.NewWriter(nil, eopts...); err != nil {
+		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
+	}
+	if c.dec, err = kzstd.NewReader(nil, dopts...); err != nil {
+		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
+	}
+	return c, nil
+}
+
+func init() {
+	c, _ := New()
+	_ = encoding.Register(c)
+}
+
+// Name returns "zstd".
+func (c *Codec) Name() string { return Name }
+
+// Params records the level and the dictionary ID.
+func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level, DictID: c.dictID} }
+
+// Encode appends a zstd frame (with content size and checksum) to dst.
+func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
+	return c.enc.EncodeAll(src, dst), nil
+}
+
+// Decode appends the decompressed frame to dst. The frame's content size
+// is checked against max before decoding, and a dictionary the header names
+// but this codec lacks fails with ErrNoDictionary.
+func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
+	if p.DictID != 0 && !c.dictIDs[p.DictID] {
+		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, p.DictID)
+	}
+	var h kzstd.Header
+	if err := h.Decode(src); err != nil {
+		return dst, fmt.Errorf("%w: %w", encoding.ErrCorrupt, err)
+	}
+	if h.DictionaryID != 0 && !c.dictIDs[h.DictionaryID] {
+		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, h.DictionaryID)
+	}
+	if h.HasFCS && h.FrameContentSize > uint64(max) {
+		return dst, fmt.Errorf("%w: frame holds %d bytes, limit %d", encoding.ErrTooLarge, h.FrameContentSize, max)
+	}
+	if uint64(max) > c.maxDec {
+		max = int(c.maxDec)
+	}
+	// Room for exactly the frame's content size, or max when the frame
+	// does not record it; the decoder fails (within one block) past it.
+	room := max
+	if h.HasFCS {
+		room = int(h.FrameContentSize)
+	}
+	if cap(dst)-len(dst) >= room {
+		dst = dst[: len(dst) : len(dst)+room]
+	} else {
+		grown := make([]byte, len(dst), len(dst)+room)
+		copy(grown, dst)
+		dst = grown
+	}
+	start := len(dst)
+	out, err := c.dec.DecodeAll(src, dst)
+	if err != nil {
+		if len(out)-start > max || err == kzstd.ErrDecoderSizeExceeded {
+			return dst[:start], fmt.Errorf("%w: %w", encoding.ErrTooLarge, err)
+		}
+		return dst[:start], fmt.Errorf("%w: %w", encoding.ErrCorrupt, err)
+	}
+	if len(out)-start > max {
+		return dst[:start], fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, len(out)-start, max)
+	}
+	return out, nil
+}
