@@ -303,3 +303,31 @@ func TestAdvShowHostile(t *testing.T) {
 		})
 	}
 }
+
+func TestCodecListAndLabCodecs(t *testing.T) {
+	r := run(t, nil, "codec", "list")
+	for _, c := range []string{"identity", "gzip", "deflate", "zstd", "s2"} {
+		if !bytes.Contains(r.stdout, []byte(c+"\n")) {
+			t.Errorf("codec list lacks %s: %q", c, r.stdout)
+		}
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "doc.xml")
+	os.WriteFile(f, bytes.Repeat([]byte("<a>hello</a>"), 500), 0o644)
+	r = run(t, nil, "lab", "codecs", "--codecs", "gzip:6,zstd:3", "--files", f, "--json")
+	if r.code != 0 {
+		t.Fatalf("lab codecs: %s", r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil || len(row) != 6 || row["bytes_in"].(float64) != 6000 {
+			t.Fatalf("row %q: %v", l, err)
+		}
+	}
+	failsCleanly(t, run(t, nil, "lab", "codecs", "--codecs", "lzma"))
+	failsCleanly(t, run(t, nil, "lab", "codecs", "--files", filepath.Join(dir, "missing")))
+}

@@ -27,7 +27,7 @@ func newLabCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Run p2pmsg's experiments on this machine",
 	}
-	cmd.AddCommand(newLabRTTCmd())
+	cmd.AddCommand(newLabRTTCmd(), newLabCodecsCmd())
 	return cmd
 }
 

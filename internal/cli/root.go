@@ -60,6 +60,6 @@ and writes and reads pipe advertisements, interoperably with JXSE 2.7.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newMsgCmd(), newAdvCmd(), newLabCmd())
+	root.AddCommand(newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
 	return root
 }

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench" // also registers the codecs
+)
+
+func newCodecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "codec",
+		Short: "The element codecs of the encoding layer",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the registered codecs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, n := range encoding.Default().Names() {
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			return nil
+		},
+	})
+	return cmd
+}
+
+func newLabCodecsCmd() *cobra.Command {
+	var codecs, files string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "codecs",
+		Short: "Compressed size and speed of each codec, side by side, one thread",
+		Long: `Measure every codec (name[:level]) on the seven employee documents of the
+Compression Pipe Adapter study, or on the given files: bytes out, compress and
+decompress throughput, in one process on one thread.
+
+Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			specs := codecbench.DefaultSpecs
+			if codecs != "" {
+				specs = strings.Split(codecs, ",")
+			}
+			for _, s := range specs {
+				if _, err := codecbench.NewCodec(s); err != nil {
+					return usageError{err}
+				}
+			}
+			inputs := codecbench.EmployeeInputs()
+			if files != "" {
+				inputs = nil
+				for _, f := range strings.Split(files, ",") {
+					fh, err := os.Open(f)
+					if err != nil {
+						return err
+					}
+					b, err := readLimited(fh, 256<<20, f)
+					fh.Close()
+					if err != nil {
+						return err
+					}
+					inputs = append(inputs, codecbench.Input{Name: filepath.Base(f), Data: b})
+				}
+			}
+			res, err := codecbench.Run(cmd.Context(), specs, inputs)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, r := range res {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "codec\tfile\tbytes in\tbytes out\tcompress\tdecompress\t")
+			for _, r := range res {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t\n", r.Codec, r.File, r.BytesIn, r.BytesOut,
+					formatRate(r.CompressBps), formatRate(r.DecompressBps))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level] (default: all)")
+	f.StringVar(&files, "files", "", "comma-separated files to measure instead of the employee documents")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	return cmd
+}
