@@ -249,7 +249,9 @@ func (s *Service) jxtaIDOf(p peer.ID) (id.ID, error) {
 // Send delivers m to the listener at addr on another peer. It returns once
 // the message is written to the peer's stream; order is kept per peer. A
 // failed stream is dropped, and the next Send opens a new one, dialling the
-// peer again if needed.
+// peer again if needed. When the receiver is slow Send blocks (backpressure)
+// until ctx is done; a Send cut short that way resets the stream, so
+// messages still unread on it may be lost.
 func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) error {
 	p, err := s.Resolve(addr)
 	if err != nil {
@@ -265,7 +267,7 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	}
 	snd := s.senders[p]
 	if snd == nil {
-		snd = &sender{svc: s, peer: p}
+		snd = &sender{svc: s, peer: p, lock: make(chan struct{}, 1)}
 		s.senders[p] = snd
 	}
 	s.mu.Unlock()
@@ -277,11 +279,15 @@ type sender struct {
 	svc  *Service
 	peer peer.ID
 
-	mu  sync.Mutex
-	st  network.Stream
-	w   *bufio.Writer
-	enc *wire.Encoder
-	hdr []byte
+	// lock (capacity 1) serializes sends; unlike a mutex, waiting for it
+	// honours ctx.
+	lock chan struct{}
+	st   network.Stream
+	w    *bufio.Writer
+	enc  *wire.Encoder
+	hdr  []byte
+	// deadline is the write deadline last set on st.
+	deadline time.Time
 }
 
 func (snd *sender) send(ctx context.Context, service, param string, m *message.Message) error {
@@ -289,21 +295,28 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 	if err != nil {
 		return err
 	}
-	snd.mu.Lock()
-	defer snd.mu.Unlock()
+	select {
+	case snd.lock <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ctx.Err())
+	}
+	defer func() { <-snd.lock }()
 	if snd.st == nil {
 		st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(ctx, "endpoint"), snd.peer, ProtocolID)
 		if err != nil {
 			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, err)
 		}
 		snd.st = st
+		snd.deadline = time.Time{}
 		snd.w = bufio.NewWriterSize(st, 32<<10)
 		snd.enc = wire.NewEncoder(snd.w)
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	// Touch the stream's deadline only when it changes: each call wakes
+	// yamux's writers.
+	dl, _ := ctx.Deadline()
+	if !dl.Equal(snd.deadline) {
 		snd.st.SetWriteDeadline(dl)
-	} else {
-		snd.st.SetWriteDeadline(time.Time{})
+		snd.deadline = dl
 	}
 	h := snd.hdr[:0]
 	h = binary.AppendUvarint(h, uint64(len(service)))
@@ -312,26 +325,42 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 	h = append(h, param...)
 	h = binary.AppendUvarint(h, uint64(size))
 	snd.hdr = h
+	// Cancelling ctx unblocks a write stalled by a slow receiver: it moves
+	// the write deadline into the past.
+	var stop func() bool
+	if ctx.Done() != nil {
+		st := snd.st
+		stop = context.AfterFunc(ctx, func() { st.SetWriteDeadline(pastDeadline) })
+	}
 	if _, err = snd.w.Write(h); err == nil {
 		if err = snd.enc.Encode(m); err == nil {
 			err = snd.w.Flush()
 		}
 	}
+	if stop != nil && !stop() {
+		snd.deadline = pastDeadline // set again before the next write
+	}
 	if err != nil {
 		snd.st.Reset()
 		snd.st = nil
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
+		}
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 	}
 	return nil
 }
 
+// pastDeadline is a write deadline that has passed.
+var pastDeadline = time.Unix(1, 0)
+
 func (snd *sender) close() {
-	snd.mu.Lock()
+	snd.lock <- struct{}{}
 	if snd.st != nil {
 		snd.st.Close()
 		snd.st = nil
 	}
-	snd.mu.Unlock()
+	<-snd.lock
 }
 
 func (s *Service) handleStream(st network.Stream) {

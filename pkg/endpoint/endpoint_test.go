@@ -268,3 +268,55 @@ func FuzzParseAddress(f *testing.F) {
 		}
 	})
 }
+
+func TestSlowListenerBlocksSender(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	b.Register("slow", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	to := endpoint.PeerAddress(nodes[1].ID(), "slow", "")
+	m := message.New(message.Bytes("", "p", make([]byte, 1<<20)))
+	if err := a.Send(ctx(t), to, m); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the reader is now stuck in the listener
+	// Nothing reads any more, so the flow-control windows fill and a Send
+	// blocks until its context ends. Without backpressure all 256 MiB would
+	// be accepted.
+	sctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		for range 256 {
+			if err := a.Send(sctx, to, m); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	select {
+	case err := <-errc:
+		t.Fatalf("sending to a stuck listener ended before cancellation: %v", err)
+	case <-time.After(300 * time.Millisecond): // when to cancel, not an assertion
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("blocked Send ended with %v, want context.Canceled", err)
+	}
+	close(release)
+	// The next Send opens a fresh stream and gets through.
+	ch, l := collector(1)
+	b.Register("fast", "", l)
+	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "fast", ""), message.New(message.Text("", "q", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+}
