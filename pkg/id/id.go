@@ -1,56 +1,103 @@
-// Package id parses, formats and creates JXTA IDs (urn:jxta:…), as JXSE 2.7
-// does, and derives a peer's JXTA ID from its libp2p identity.
+// Package id parses, formats and creates JXTA IDs (urn:jxta:…) exactly as
+// the JXSE 2.7 reference implementation does, and derives a peer's JXTA ID
+// from its libp2p identity.
 //
-// It is a foundation package: the endpoint, pipes and advertisements name
-// peers, groups and pipes with these IDs; it does no I/O.
+// It is a foundation package: advertisements, the endpoint and pipes name
+// peers, groups and pipes with these IDs. It builds only on the standard
+// library and libp2p's crypto package, and does no I/O.
 //
-// # Formats
+// # Formats and layout
 //
-// Three ID formats exist: the "jxta" format for the well-known IDs
-// (urn:jxta:jxta-NetGroup, urn:jxta:jxta-WorldGroup, urn:jxta:jxta-Null), and
-// the "uuid" and "cbid" formats, which share one binary layout: up to 63
-// bytes of identifying value followed by a type byte (01 codat, 02 peer
-// group, 03 peer, 04 pipe, 05 module class, 06 module spec). The text form
-// is the value's bytes in upper-case hex without its trailing zero bytes,
-// then the type byte. A peer, pipe or codat ID starts with the 16-byte UUID
-// of its peer group; a module spec ID starts with its module class's UUID.
-// The well-known groups have fixed UUIDs inside other IDs ("YabadabaNPG P2P3"
-// for the Net group, "YabadabaJxtaP2P3" for the World group, in ASCII).
+// Three ID formats exist:
+//
+//   - jxta: the well-known IDs urn:jxta:jxta-NetGroup (NetPeerGroupID),
+//     urn:jxta:jxta-WorldGroup (WorldPeerGroupID) and urn:jxta:jxta-Null
+//     (NullID);
+//   - uuid and cbid: a 64-byte value whose last byte is the type (Kind: 01
+//     codat, 02 peer group, 03 peer, 04 pipe, 05 module class, 06 module
+//     spec, 07 content). The text form is the first 63 bytes in upper-case
+//     hex without their trailing zero bytes (at least one byte is kept),
+//     then the type byte: urn:jxta:cbid-<hex><type>.
+//
+// The 63 bytes are made of 16-byte UUIDs. A peer, pipe, codat or content ID
+// starts with the UUID of its peer group, then its own UUID (a codat may
+// add a 20-byte SHA-1 of its content). A peer group ID is its own UUID then
+// its parent group's UUID (zero for none). A module class ID is the class
+// UUID then a role UUID (zero for the base class); a module spec ID is the
+// class UUID then the spec UUID. Inside other IDs the well-known groups
+// appear as fixed UUIDs, "YabadabaNPG P2P3" (Net) and "YabadabaJxtaP2P3"
+// (World) in ASCII, and a uuid or cbid group ID with exactly that value
+// parses to the well-known ID, as in JXSE.
+//
+// The uuid and cbid formats share this layout; they differ in how new IDs
+// are made: uuid IDs use the seed bytes directly, cbid ("code based") IDs
+// hash them with SHA-1. JXSE 2.7 makes cbid IDs by default, and so does
+// this package: a new ID takes the format of the group (or module class) it
+// is made in, the cbid format for the well-known groups.
+//
+// # Parsing
+//
+// Parse accepts what JXSE's IDFactory.fromURI accepts for these formats:
+// the "urn" and "jxta" parts of the prefix and the hex digits in any case,
+// the well-known names in any case (urn:jxta:jxta-netgroup), hex values
+// with leading zero bytes or extra trailing zero bytes. String prints what
+// JXSE's toString prints, byte for byte. Parse is stricter than JXSE in a
+// few corners, each rejected with an error (see ParseError):
+//
+//   - other formats ("urn:jxta:foo-…", "urn:jxta:CBID-…", JXSE's rarely
+//     used "binaryid"): JXSE keeps them as opaque IDs, Parse returns
+//     ErrFormat;
+//   - URI syntax that java.net.URI resolves before JXSE sees the value:
+//     percent escapes ("%30") and a fragment ("#…"), which Parse refuses as
+//     ErrSyntax;
+//   - what Java's Integer.parseInt tolerates inside a hex pair: a sign
+//     ("+F", "-F") and non-ASCII Unicode digits; Parse wants ASCII hex.
+//
+// One ID JXSE cannot read is accepted: the cbid spelling of a well-known
+// group (urn:jxta:cbid-59616261646162614E5047205032503302) makes JXSE 2.7
+// throw a ClassCastException; Parse returns NetPeerGroupID, as JXSE does
+// for the uuid spelling. And one JXSE oddity is reproduced: JXSE prints a
+// cbid content ID (type 07) in the uuid format, so Parse gives it
+// FormatUUID.
+//
+// IDs of the two formats are different values here, while JXSE's equals
+// treats urn:jxta:uuid-X and urn:jxta:cbid-X as the same ID, and since
+// fromURI interns IDs, JXSE may print a cbid ID it parsed in the uuid
+// format if an equal uuid ID is alive in the JVM.
 //
 // # Peer IDs from libp2p keys
 //
-// A node's JXTA peer ID is not chosen, it is computed:
+// A node's JXTA peer ID is not chosen, it is computed from the libp2p
+// public key that the node's connections are authenticated with:
 //
-//	urn:jxta:cbid-<group UUID><first 16 bytes of SHA-1(libp2p public key)>03
+//	urn:jxta:cbid-<group UUID><first 16 bytes of SHA-1(key)>03
 //
-// where the key is libp2p's protobuf encoding (crypto.MarshalPublicKey).
-// This is JXSE's own CBID construction (IDFactory.newPeerID(group, seed)
-// hashes the seed with SHA-1), fed with the libp2p key instead of an X.509
-// key, so JXSE computes the same ID from the same bytes. Because libp2p
-// authenticates the key on every connection, a receiver can recompute the
-// sender's JXTA ID (VerifyPeerID) and a peer cannot claim another's: doing
-// so needs a SHA-1 second preimage on 128 bits.
+// where key is libp2p's protobuf encoding of the public key
+// (crypto.MarshalPublicKey). This is JXSE's own cbid construction for a
+// seeded peer ID, IDFactory.newPeerID(group, seed), with the key as the
+// seed, so JXSE computes the same ID from the same bytes. A receiver that
+// knows the libp2p key of the connection recomputes the sender's peer ID
+// (VerifyPeerID); to claim another peer's ID, a node would need a key whose
+// SHA-1 hash starts with the same 128 bits, a second preimage. (Making two
+// keys of its own with one ID is far cheaper, about 2^64 work, but gains a
+// node nothing.) The peer ID is in the cbid format even in a uuid group,
+// since JXSE's uuid construction uses the seed unhashed.
 package id
 
 import (
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
-	"errors"
+	"bytes"
 	"fmt"
-	"strings"
-
-	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
-// Format is the ID format, the part after "urn:jxta:".
+// Format is an ID format, the part of an ID between "urn:jxta:" and "-".
+// The zero Format belongs to the zero ID only.
 type Format uint8
 
-// Formats.
+// ID formats.
 const (
-	FormatJXTA Format = iota + 1
-	FormatUUID
-	FormatCBID
+	FormatJXTA Format = iota + 1 // the well-known IDs
+	FormatUUID                   // UUIDs, seeds used as they are
+	FormatCBID                   // UUIDs, seeds hashed with SHA-1 (JXSE's default)
 )
 
 func (f Format) String() string {
@@ -62,22 +109,23 @@ func (f Format) String() string {
 	case FormatCBID:
 		return "cbid"
 	}
-	return "invalid"
+	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
-// Kind is what an ID names; its value is the type byte of the binary
-// layout.
+// Kind is what an ID names. Its value is the type byte that ends uuid and
+// cbid IDs.
 type Kind uint8
 
-// Kinds.
+// ID kinds.
 const (
-	KindNull        Kind = 0
+	KindNull        Kind = 0 // the Null ID (and the zero ID)
 	KindCodat       Kind = 1
 	KindPeerGroup   Kind = 2
 	KindPeer        Kind = 3
 	KindPipe        Kind = 4
 	KindModuleClass Kind = 5
 	KindModuleSpec  Kind = 6
+	KindContent     Kind = 7 // JXSE 2.7's content IDs: parsed and printed only
 )
 
 func (k Kind) String() string {
@@ -96,223 +144,106 @@ func (k Kind) String() string {
 		return "module class"
 	case KindModuleSpec:
 		return "module spec"
+	case KindContent:
+		return "content"
 	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
-
-// Sentinel errors.
-var (
-	// ErrSyntax: not a urn:jxta: ID at all, or bad hex.
-	ErrSyntax = errors.New("id: invalid JXTA ID")
-	// ErrFormat: an ID format other than jxta, uuid and cbid.
-	ErrFormat = errors.New("id: unknown JXTA ID format")
-	// ErrKind: the ID is of another kind than required.
-	ErrKind = errors.New("id: wrong kind of JXTA ID")
-	// ErrMismatch: a peer ID that does not belong to the key it is
-	// checked against.
-	ErrMismatch = errors.New("id: peer ID does not match the public key")
-)
-
-// ParseError says what is wrong with an ID string and where. It unwraps to
-// ErrSyntax or ErrFormat.
-type ParseError struct {
-	Input  string
-	Offset int
-	Reason string
-	Err    error
-}
-
-func (e *ParseError) Error() string {
-	in := e.Input
-	if len(in) > 80 {
-		in = in[:80] + "…"
-	}
-	return fmt.Sprintf("%v %q at byte %d: %s", e.Err, in, e.Offset, e.Reason)
-}
-
-func (e *ParseError) Unwrap() error { return e.Err }
 
 const (
-	valueLen = 63 // identifying bytes before the type byte
-	uuidLen  = 16
 	prefix   = "urn:jxta:"
+	valueLen = 63 // bytes before the type byte
+	uuidLen  = 16
+	// maxText is the length of the longest ID text.
+	maxText = len(prefix) + len("cbid-") + 2*(valueLen+1)
 )
 
-// ID is a JXTA ID. It is a comparable value: use == and map keys. The zero
-// ID is not valid (IsZero).
+// ID is a JXTA ID: a small comparable value, usable with == and as a map
+// key. Two IDs are equal when they print the same. The zero ID is no ID
+// (IsZero); it prints as "".
 type ID struct {
 	format Format
 	kind   Kind
-	// name is the jxta format's name ("NetGroup", "WorldGroup", "Null").
-	name string
-	// value holds the identifying bytes for uuid and cbid IDs.
+	// value holds the 63 bytes before the type byte. The well-known groups
+	// hold the UUID they have inside other IDs, so that every group's UUID
+	// is value[:16].
 	value [valueLen]byte
 }
 
-// Well-known IDs.
-var (
-	NullID           = ID{format: FormatJXTA, kind: KindNull, name: "Null"}
-	NetPeerGroupID   = ID{format: FormatJXTA, kind: KindPeerGroup, name: "NetGroup"}
-	WorldPeerGroupID = ID{format: FormatJXTA, kind: KindPeerGroup, name: "WorldGroup"}
-)
-
 // The UUIDs the well-known groups have inside other IDs.
 var (
-	netGroupUUID   = [uuidLen]byte{'Y', 'a', 'b', 'a', 'd', 'a', 'b', 'a', 'N', 'P', 'G', ' ', 'P', '2', 'P', '3'}
-	worldGroupUUID = [uuidLen]byte{'Y', 'a', 'b', 'a', 'd', 'a', 'b', 'a', 'J', 'x', 't', 'a', 'P', '2', 'P', '3'}
+	netUUID   = [uuidLen]byte([]byte("YabadabaNPG P2P3"))
+	worldUUID = [uuidLen]byte([]byte("YabadabaJxtaP2P3"))
 )
 
-// IsZero reports whether id is the zero value (no ID).
-func (id ID) IsZero() bool { return id.format == 0 }
+// The well-known IDs.
+var (
+	// NullID is urn:jxta:jxta-Null, JXSE's ID.nullID.
+	NullID = ID{format: FormatJXTA, kind: KindNull}
+	// NetPeerGroupID is urn:jxta:jxta-NetGroup, the default net peer group;
+	// its parent is the World group.
+	NetPeerGroupID = wellKnownGroup(netUUID)
+	// WorldPeerGroupID is urn:jxta:jxta-WorldGroup, the root group.
+	WorldPeerGroupID = wellKnownGroup(worldUUID)
+)
 
-// Format returns the ID's format.
-func (id ID) Format() Format { return id.format }
-
-// Kind returns what the ID names.
-func (id ID) Kind() Kind { return id.kind }
-
-// String returns the ID as JXSE prints it: urn:jxta:… with upper-case hex.
-func (id ID) String() string {
-	switch id.format {
-	case FormatJXTA:
-		return prefix + "jxta-" + id.name
-	case FormatUUID, FormatCBID:
-		n := valueLen
-		for n > 1 && id.value[n-1] == 0 {
-			n--
-		}
-		b := make([]byte, 0, len(prefix)+5+2*(n+1))
-		b = append(b, prefix...)
-		b = append(b, id.format.String()...)
-		b = append(b, '-')
-		b = hexUpper(b, id.value[:n])
-		b = hexUpper(b, []byte{byte(id.kind)})
-		return string(b)
-	}
-	return ""
-}
-
-func hexUpper(dst, src []byte) []byte {
-	const digits = "0123456789ABCDEF"
-	for _, c := range src {
-		dst = append(dst, digits[c>>4], digits[c&15])
-	}
-	return dst
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (id ID) MarshalText() ([]byte, error) {
-	if id.IsZero() {
-		return nil, fmt.Errorf("%w: zero ID", ErrSyntax)
-	}
-	return []byte(id.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (id *ID) UnmarshalText(b []byte) error {
-	p, err := Parse(string(b))
-	if err != nil {
-		return err
-	}
-	*id = p
-	return nil
-}
-
-// Parse reads an ID. Like JXSE, it accepts the "urn:jxta:" prefix and hex
-// digits in any case.
-func Parse(s string) (ID, error) {
-	bad := func(off int, err error, reason string) (ID, error) {
-		return ID{}, &ParseError{Input: s, Offset: off, Reason: reason, Err: err}
-	}
-	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
-		return bad(0, ErrSyntax, `missing "urn:jxta:" prefix`)
-	}
-	rest := s[len(prefix):]
-	dash := strings.IndexByte(rest, '-')
-	if dash < 0 {
-		return bad(len(prefix), ErrSyntax, "missing '-' after the format")
-	}
-	format, value := rest[:dash], rest[dash+1:]
-	off := len(prefix) + dash + 1
-	switch format {
-	case "jxta":
-		for _, w := range []ID{NullID, NetPeerGroupID, WorldPeerGroupID} {
-			if strings.EqualFold(value, w.name) { // JXSE ignores case here
-				return w, nil
-			}
-		}
-		return bad(off, ErrSyntax, "unknown jxta-format ID "+fmt.Sprintf("%q", value))
-	case "uuid", "cbid":
-	default:
-		return bad(len(prefix), ErrFormat, fmt.Sprintf("format %q (want jxta, uuid or cbid)", format))
-	}
-	if len(value)%2 != 0 || len(value) < 2 {
-		return bad(off, ErrSyntax, "hex value must have an even, non-zero number of digits")
-	}
-	if len(value) > 2*(valueLen+1) {
-		return bad(off, ErrSyntax, "longer than 64 bytes")
-	}
-	var raw [valueLen + 1]byte
-	n, err := hex.Decode(raw[:], []byte(value))
-	if err != nil {
-		var ie hex.InvalidByteError
-		pos := off
-		if errors.As(err, &ie) {
-			pos += strings.IndexByte(value, byte(ie))
-		}
-		return bad(pos, ErrSyntax, "not hex")
-	}
-	kind := Kind(raw[n-1])
-	if kind < KindCodat || kind > KindModuleSpec {
-		return bad(off+2*(n-1), ErrSyntax, fmt.Sprintf("unknown ID type %#02x", byte(kind)))
-	}
-	id := ID{format: FormatUUID, kind: kind}
-	if format == "cbid" {
-		id.format = FormatCBID
-	}
-	copy(id.value[:], raw[:n-1])
-	return id, nil
-}
-
-// MustParse is Parse for constants; it panics on error.
-func MustParse(s string) ID {
-	id, err := Parse(s)
-	if err != nil {
-		panic(err)
-	}
+func wellKnownGroup(u [uuidLen]byte) ID {
+	id := ID{format: FormatJXTA, kind: KindPeerGroup}
+	copy(id.value[:], u[:])
 	return id
 }
 
-// Group returns the peer group an ID belongs to, as JXSE reports it: the
-// group a peer, pipe or codat ID names, a group's parent group, and NullID
-// where there is none (a top-level group, module IDs, jxta-Null).
+// IsZero reports whether id is the zero ID, which names nothing.
+func (id ID) IsZero() bool { return id.format == 0 }
+
+// Format returns the ID's format; 0 for the zero ID.
+func (id ID) Format() Format { return id.format }
+
+// Kind returns what the ID names; KindNull for NullID and the zero ID.
+func (id ID) Kind() Kind { return id.kind }
+
+// Group returns the peer group an ID belongs to, as JXSE's getPeerGroupID
+// reports it for peer, pipe, codat and content IDs; for a peer group ID it
+// is the parent group (getParentPeerGroupID): WorldPeerGroupID for the Net
+// group, the group whose UUID is embedded for others. Group returns the
+// zero ID where JXSE has none: for the World group, a group without
+// parent, module IDs and NullID.
+//
+// The group has the format of the ID (the uuid format for content IDs, as
+// in JXSE) and carries only the group's UUID: a group's grandparent is not
+// recorded in IDs inside it.
 func (id ID) Group() ID {
-	if id.format == FormatJXTA {
+	switch id.format {
+	case FormatJXTA:
 		if id == NetPeerGroupID {
 			return WorldPeerGroupID
 		}
-		return NullID
+		return ID{}
+	case FormatUUID, FormatCBID:
+	default:
+		return ID{}
 	}
 	var u [uuidLen]byte
 	switch id.kind {
-	case KindPeer, KindPipe, KindCodat:
-		copy(u[:], id.value[:uuidLen])
+	case KindPeer, KindPipe, KindCodat, KindContent:
+		u = [uuidLen]byte(id.value[:uuidLen])
 	case KindPeerGroup:
-		copy(u[:], id.value[uuidLen:2*uuidLen])
+		u = [uuidLen]byte(id.value[uuidLen : 2*uuidLen])
 		if u == ([uuidLen]byte{}) {
-			return NullID
+			return ID{}
 		}
 	default:
-		return NullID
+		return ID{}
 	}
-	return groupFromUUID(id.format, u)
+	return groupOfUUID(id.format, u)
 }
 
-func groupFromUUID(f Format, u [uuidLen]byte) ID {
+// groupOfUUID is the group ID with UUID u, well-known if u is one of theirs.
+func groupOfUUID(f Format, u [uuidLen]byte) ID {
 	switch u {
-	case netGroupUUID:
+	case netUUID:
 		return NetPeerGroupID
-	case worldGroupUUID:
+	case worldUUID:
 		return WorldPeerGroupID
 	}
 	g := ID{format: f, kind: KindPeerGroup}
@@ -320,111 +251,97 @@ func groupFromUUID(f Format, u [uuidLen]byte) ID {
 	return g
 }
 
-// groupUUID is the UUID a group contributes to the IDs inside it.
-func groupUUID(group ID) ([uuidLen]byte, error) {
-	var u [uuidLen]byte
+// BaseClass returns the base module class of a module class or module spec
+// ID, as JXSE's getBaseClass does: the class UUID without a role. It
+// returns the zero ID for other kinds.
+func (id ID) BaseClass() ID {
+	if id.kind != KindModuleClass && id.kind != KindModuleSpec || id.format == FormatJXTA {
+		return ID{}
+	}
+	b := ID{format: id.format, kind: KindModuleClass}
+	copy(b.value[:uuidLen], id.value[:uuidLen])
+	return b
+}
+
+// Compare orders IDs: by format, then by value, then by kind. It returns 0
+// exactly when the IDs are equal. The order is stable across versions but
+// is not the order of the ID strings.
+func (id ID) Compare(other ID) int {
+	if id.format != other.format {
+		return cmp(int(id.format), int(other.format))
+	}
+	if c := bytes.Compare(id.value[:], other.value[:]); c != 0 {
+		return c
+	}
+	return cmp(int(id.kind), int(other.kind))
+}
+
+func cmp(a, b int) int {
 	switch {
-	case group == NetPeerGroupID:
-		return netGroupUUID, nil
-	case group == WorldPeerGroupID:
-		return worldGroupUUID, nil
-	case group.kind != KindPeerGroup || group.format == FormatJXTA:
-		return u, fmt.Errorf("%w: %v is a %v ID, not a peer group", ErrKind, group, group.kind)
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
-	copy(u[:], group.value[:uuidLen])
-	return u, nil
+	return 0
 }
 
-func randomUUID() [uuidLen]byte {
-	var u [uuidLen]byte
-	rand.Read(u[:])
-	return asUUIDv4(u)
+// String returns the ID as JXSE's toString prints it, such as
+// urn:jxta:cbid-59616261646162614E50472050325033EB4F5B5183454C03B3FBB0E378148F9D04,
+// or "" for the zero ID.
+func (id ID) String() string {
+	var buf [maxText]byte
+	return string(id.appendTo(buf[:0]))
 }
 
-// asUUIDv4 sets the bits JXSE's UUID factory sets on the random and
-// hashed UUIDs it makes: version 4, the RFC 4122 variant, and the top bit of
-// the node field (byte 10), which marks a node ID that is not a MAC address.
-func asUUIDv4(u [uuidLen]byte) [uuidLen]byte {
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	u[10] |= 0x80
-	return u
-}
+// AppendText implements encoding.TextAppender: it appends String's text.
+func (id ID) AppendText(b []byte) ([]byte, error) { return id.appendTo(b), nil }
 
-func hashSeed(seed []byte) [uuidLen]byte {
-	sum := sha1.Sum(seed)
-	return [uuidLen]byte(sum[:uuidLen])
-}
+// MarshalText implements encoding.TextMarshaler. The zero ID marshals to
+// empty text.
+func (id ID) MarshalText() ([]byte, error) { return id.appendTo(nil), nil }
 
-func compose(kind Kind, group [uuidLen]byte, own [uuidLen]byte) ID {
-	id := ID{format: FormatCBID, kind: kind}
-	copy(id.value[:], group[:])
-	copy(id.value[uuidLen:], own[:])
-	return id
-}
-
-// NewPipeID returns a new random cbid pipe ID in group, as JXSE 2.7's
-// IDFactory.newPipeID(group) does.
-func NewPipeID(group ID) (ID, error) {
-	g, err := groupUUID(group)
-	if err != nil {
-		return ID{}, err
+// UnmarshalText implements encoding.TextUnmarshaler with Parse; empty text
+// gives the zero ID.
+func (id *ID) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*id = ID{}
+		return nil
 	}
-	return compose(KindPipe, g, randomUUID()), nil
-}
-
-// PipeIDFromSeed returns the cbid pipe ID JXSE's newPipeID(group, seed)
-// gives: the same seed always names the same pipe.
-func PipeIDFromSeed(group ID, seed []byte) (ID, error) {
-	g, err := groupUUID(group)
-	if err != nil {
-		return ID{}, err
-	}
-	return compose(KindPipe, g, asUUIDv4(hashSeed(seed))), nil
-}
-
-// PeerIDFromSeed returns the cbid peer ID JXSE's newPeerID(group, seed)
-// gives.
-func PeerIDFromSeed(group ID, seed []byte) (ID, error) {
-	g, err := groupUUID(group)
-	if err != nil {
-		return ID{}, err
-	}
-	return compose(KindPeer, g, hashSeed(seed)), nil
-}
-
-// NewPeerGroupID returns a new random cbid peer group ID.
-func NewPeerGroupID() ID {
-	u := randomUUID()
-	id := ID{format: FormatCBID, kind: KindPeerGroup}
-	copy(id.value[:], u[:])
-	return id
-}
-
-// PeerIDFromPublicKey derives the JXTA peer ID of a libp2p identity in
-// group (see the package documentation).
-func PeerIDFromPublicKey(group ID, pub crypto.PubKey) (ID, error) {
-	if pub == nil {
-		return ID{}, fmt.Errorf("%w: no public key", ErrSyntax)
-	}
-	b, err := crypto.MarshalPublicKey(pub)
-	if err != nil {
-		return ID{}, fmt.Errorf("id: marshalling public key: %w", err)
-	}
-	return PeerIDFromSeed(group, b)
-}
-
-// VerifyPeerID checks that id is the JXTA peer ID of pub in id's group.
-func VerifyPeerID(id ID, pub crypto.PubKey) error {
-	if id.kind != KindPeer || id.format != FormatCBID {
-		return fmt.Errorf("%w: %v is not a cbid peer ID", ErrKind, id)
-	}
-	want, err := PeerIDFromPublicKey(id.Group(), pub)
+	p, err := Parse(string(text))
 	if err != nil {
 		return err
 	}
-	if want != id {
-		return fmt.Errorf("%w: %v (the key's ID is %v)", ErrMismatch, id, want)
-	}
+	*id = p
 	return nil
 }
+
+func (id ID) appendTo(b []byte) []byte {
+	switch id.format {
+	case FormatJXTA:
+		b = append(b, prefix+"jxta-"...)
+		switch id {
+		case NetPeerGroupID:
+			return append(b, "NetGroup"...)
+		case WorldPeerGroupID:
+			return append(b, "WorldGroup"...)
+		}
+		return append(b, "Null"...)
+	case FormatUUID:
+		b = append(b, prefix+"uuid-"...)
+	case FormatCBID:
+		b = append(b, prefix+"cbid-"...)
+	default:
+		return b
+	}
+	n := valueLen
+	for n > 1 && id.value[n-1] == 0 {
+		n--
+	}
+	for _, c := range id.value[:n] {
+		b = append(b, upperHex[c>>4], upperHex[c&15])
+	}
+	return append(b, upperHex[id.kind>>4], upperHex[id.kind&15])
+}
+
+const upperHex = "0123456789ABCDEF"
