@@ -19,6 +19,8 @@ func newCodecCmd() *cobra.Command {
 		Use:   "codec",
 		Short: "The element codecs of the encoding layer",
 	}
+	cmd.AddCommand(newCodecEncodeCmd(), newCodecDecodeCmd())
+	cmd.AddCommand(newCodecQueryCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the registered codecs",
@@ -34,14 +36,14 @@ func newCodecCmd() *cobra.Command {
 }
 
 func newLabCodecsCmd() *cobra.Command {
-	var codecs, files string
+	var codecs, files, corpus string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "codecs",
 		Short: "Compressed size and speed of each codec, side by side, one thread",
 		Long: `Measure every codec (name[:level]) on the seven employee documents of the
-Compression Pipe Adapter study, or on the given files: bytes out, compress and
-decompress throughput, in one process on one thread.
+Compression Pipe Adapter study (or the --corpus named), or on the given files:
+bytes out, compress and decompress throughput, in one process on one thread.
 
 Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		Args: cobra.NoArgs,
@@ -55,7 +57,10 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 					return usageError{err}
 				}
 			}
-			inputs := codecbench.EmployeeInputs()
+			inputs, err := codecbench.Corpus(corpus)
+			if err != nil {
+				return usageError{err}
+			}
 			if files != "" {
 				inputs = nil
 				for _, f := range strings.Split(files, ",") {
@@ -97,6 +102,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 	f := cmd.Flags()
 	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level] (default: all)")
 	f.StringVar(&files, "files", "", "comma-separated files to measure instead of the employee documents")
+	f.StringVar(&corpus, "corpus", "employees", "documents to measure: "+strings.Join(codecbench.Corpora, ", ")+" (dataset: SOAP/DataSet query results)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }

@@ -1,7 +1,8 @@
 // Package codecbench measures p2pmsg's codecs side by side, in one process
 // and one thread: size out, compress and decompress throughput. It is the
 // engine behind `p2pmsg lab codecs` and the codec benchmarks, and builds on
-// pkg/encoding, its codec subpackages and pkg/datasets.
+// pkg/encoding, its codec subpackages and pkg/datasets (both corpora: the
+// employees documents and the SOAP/DataSet query results).
 package codecbench
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
@@ -31,13 +33,20 @@ var ErrBadSpec = errors.New("codecbench: bad codec spec")
 var DefaultSpecs = []string{
 	"identity", "gzip:1", "gzip:6", "gzip:9", "deflate:6",
 	"zstd:1", "zstd:3", "zstd:9", "zstd:19", "s2:1", "s2:2", "s2:3", "seal",
+	"stdgzip:6", "xml",
 }
 
-// NewCodec returns the codec a spec "name[:level]" names: identity, gzip,
-// deflate, zstd, s2, or seal (XChaCha20-Poly1305 with a fixed benchmark
-// key; it takes no level).
+// NewCodec returns the codec a spec "name[:level][@model]" names:
+// identity, gzip, deflate, zstd, s2, seal (XChaCha20-Poly1305 with a fixed
+// benchmark key; it takes no level), xml, or stdgzip (Go's compress/gzip,
+// a reference, not a registered codec). "@model" (zstd and xml only) adds
+// a shared dictionary or model trained on ModelSamples(model).
 func NewCodec(spec string) (encoding.Codec, error) {
-	name, lv, hasLevel := strings.Cut(spec, ":")
+	nameLevel, model, hasModel := strings.Cut(spec, "@")
+	name, lv, hasLevel := strings.Cut(nameLevel, ":")
+	if hasModel && name != zstd.Name && name != xmlc.Name {
+		return nil, fmt.Errorf("%w: %q: only zstd and xml take a model", ErrBadSpec, spec)
+	}
 	level := 0
 	if hasLevel {
 		var err error
@@ -70,6 +79,13 @@ func NewCodec(spec string) (encoding.Codec, error) {
 		if hasLevel {
 			o = append(o, zstd.WithLevel(level))
 		}
+		if hasModel {
+			d, derr := newZstdDict(model)
+			if derr != nil {
+				return nil, fmt.Errorf("%w: %q: %w", ErrBadSpec, spec, derr)
+			}
+			o = append(o, zstd.WithEncoderDictionary(d))
+		}
 		c, err = zstd.New(o...)
 	case s2.Name:
 		var o []s2.Option
@@ -82,6 +98,24 @@ func NewCodec(spec string) (encoding.Codec, error) {
 			return nil, fmt.Errorf("%w: %q: seal takes no level", ErrBadSpec, spec)
 		}
 		c, err = seal.New(seal.WithPSK("bench", bytes.Repeat([]byte{0x42}, seal.KeySize)))
+	case xmlc.Name:
+		var o []xmlc.Option
+		if hasLevel {
+			o = append(o, xmlc.WithLevel(level))
+		}
+		if hasModel {
+			m, merr := newModel(model)
+			if merr != nil {
+				return nil, fmt.Errorf("%w: %q: %w", ErrBadSpec, spec, merr)
+			}
+			o = append(o, xmlc.WithEncoderModel(m))
+		}
+		c, err = xmlc.New(o...)
+	case StdGzipName:
+		if !hasLevel {
+			level = 6
+		}
+		c, err = newStdGzip(level)
 	default:
 		return nil, fmt.Errorf("%w: %q: unknown codec", ErrBadSpec, spec)
 	}

@@ -1,0 +1,523 @@
+// Package xmlc is the XML-aware codec of p2pmsg's encoding layer,
+// registered as "xml". It builds on pkg/encoding and
+// github.com/klauspost/compress/zstd.
+//
+// In the manner of XMill it separates a document's structure from its
+// content: a structure stream and one container per path (the text of
+// /a/b, the values of /a/b/@id). The structure is a sequence of runs, the
+// markup between one value and the next (tags as indexes into a path tree,
+// attribute layouts, whitespace, comments, processing instructions,
+// DOCTYPE); each distinct run is sent once and then referred to by number,
+// so a record-shaped document's structure costs about a byte per value and
+// a decoder renders each run once and then copies it. Each container is coded the way that
+// suits it: values that share a shape (the text around their digit groups,
+// as in "977-2271" or "1996-07-04T00:00:00+02:00") become a shape index
+// and one column per digit group, each column frame-of-reference or
+// delta bit-packed, byte- or dictionary-coded, whichever is smallest;
+// other values are kept raw. The structure, the dictionaries and the
+// byte-coded columns are then compressed together with zstd; packed
+// columns, already dense, are not.
+//
+// Decoding is byte-exact for every well-formed document: whitespace,
+// comments, processing instructions, CDATA sections, entity and character
+// references, namespaces, attribute order and quoting, the XML declaration
+// and DOCTYPE all come back as they were. Input the XML model does not
+// take (not well-formed, or not XML at all) is compressed with zstd inside
+// the same payload, or stored; Encode never fails.
+//
+// A shared Model (sample documents both peers hold, identified by an ID
+// recorded as the header's dictionary ID, like a zstd dictionary) primes
+// both sides with the samples' paths, names and value shapes and a zstd
+// dictionary of their coded form, so a one-record document costs a few
+// tens of bytes. A receiver without the model fails with an error wrapping
+// encoding.ErrNoDictionary.
+//
+// Query returns the values at a simple path (/a/b, /a/b/@id) from a
+// payload without rebuilding the document: it replays the structure and
+// decodes only the container at that path.
+//
+// # Payload
+//
+//	mode     1 byte: 0 stored, 1 zstd, 2 XML (main stream zstd), 3 XML
+//	         (main stream raw); +0x80 when primed with a model
+//	stored:  the input
+//	zstd:    zstd frame (recording its content size and checksum)
+//	         without its magic number
+//	XML:     uvarint size, CRC-32C of the document (4 bytes, little
+//	         endian), uvarint main length, main stream, packed columns
+//
+// The main stream holds the section lengths, the structure (run
+// references and first definitions), the new names, whitespace strings and
+// misc items (NUL-terminated), then each container in order of first use: its value count, then either its raw
+// values (NUL-terminated) or its new shapes, the shape of each value and
+// its columns. Decoding checks the recorded size against the caller's
+// limit before allocating, bounds every count by the bytes that could
+// hold it, and stops as soon as output passes the recorded size.
+package xmlc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+
+	kzstd "github.com/klauspost/compress/zstd"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+)
+
+// Name is the codec's registered name.
+const Name = "xml"
+
+// Levels choose how hard zstd works on the main stream and on input that
+// is not XML: 1 fastest, 2 default, 3 better, 4 best.
+const (
+	MinLevel     = 1
+	MaxLevel     = 4
+	DefaultLevel = 3
+	// DefaultMaxDecodedSize bounds any one decode, whatever the caller's
+	// limit.
+	DefaultMaxDecodedSize = 64 << 20
+)
+
+// smallInput is the size up to which Encode also tries plain zstd at its
+// best level and keeps whichever is smaller; below tinyInput, without a
+// model, plain zstd always wins (the names and markup an XML coding must
+// spell out once cost more than zstd spends), so it is the only try.
+const (
+	smallInput = 4 << 10
+	tinyInput  = 1 << 10
+)
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Codec is the XML codec. It is safe for concurrent use.
+type Codec struct {
+	level  int
+	model  *Model // Encode primes with it; nil for none
+	models map[uint32]*Model
+	maxDec int
+
+	encMain   *kzstd.Encoder // main stream, no dictionary
+	encModel  *kzstd.Encoder // main stream with the model's dictionary
+	encSmall  *kzstd.Encoder // non-XML input up to smallInput, best level
+	encLarge  *kzstd.Encoder // larger non-XML input, at the level
+	dec       *kzstd.Decoder
+	modelDecs map[uint32]*kzstd.Decoder // per model, with its dictionary
+	encoders  sync.Pool
+	decoders  sync.Pool
+	zbuf      sync.Pool
+	forceXML  bool // tests: keep the XML coding even when larger
+	rawMain   bool // tests: store the main stream uncompressed
+}
+
+var _ encoding.Codec = (*Codec)(nil)
+
+// Option configures a Codec.
+type Option func(*Codec) error
+
+// WithLevel sets the level, MinLevel to MaxLevel. Default: DefaultLevel.
+func WithLevel(l int) Option {
+	return func(c *Codec) error {
+		if l < MinLevel || l > MaxLevel {
+			return fmt.Errorf("%w: xml level %d", encoding.ErrBadOption, l)
+		}
+		c.level = l
+		return nil
+	}
+}
+
+// WithModels makes models available to Decode and Query (by their IDs).
+// Default: none.
+func WithModels(models ...*Model) Option {
+	return func(c *Codec) error {
+		for _, m := range models {
+			if m == nil {
+				return fmt.Errorf("%w: nil xml model", encoding.ErrBadOption)
+			}
+			c.models[m.id] = m
+		}
+		return nil
+	}
+}
+
+// WithEncoderModel makes Encode prime with m (and makes it available to
+// Decode); its ID is recorded as the dictionary ID. Default: none.
+func WithEncoderModel(m *Model) Option {
+	return func(c *Codec) error {
+		if m == nil {
+			return fmt.Errorf("%w: nil xml model", encoding.ErrBadOption)
+		}
+		c.model = m
+		return WithModels(m)(c)
+	}
+}
+
+// WithMaxDecodedSize bounds the decoder's output, 1 byte to 1 GiB.
+// Default: DefaultMaxDecodedSize.
+func WithMaxDecodedSize(n int) Option {
+	return func(c *Codec) error {
+		if n < 1 || n > 1<<30 {
+			return fmt.Errorf("%w: xml max decoded size %d", encoding.ErrBadOption, n)
+		}
+		c.maxDec = n
+		return nil
+	}
+}
+
+var zstdLevels = [...]kzstd.EncoderLevel{
+	1: kzstd.SpeedFastest, 2: kzstd.SpeedDefault, 3: kzstd.SpeedBetterCompression, 4: kzstd.SpeedBestCompression,
+}
+
+// New returns an XML codec.
+func New(opts ...Option) (*Codec, error) {
+	c := &Codec{level: DefaultLevel, maxDec: DefaultMaxDecodedSize, models: map[uint32]*Model{}}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	eopts := func(l kzstd.EncoderLevel, crc bool, extra ...kzstd.EOption) []kzstd.EOption {
+		return append([]kzstd.EOption{
+			kzstd.WithEncoderLevel(l),
+			kzstd.WithEncoderConcurrency(1),
+			kzstd.WithEncoderCRC(crc),
+			kzstd.WithSingleSegment(true), // always records the content size
+		}, extra...)
+	}
+	var err error
+	mk := func(o []kzstd.EOption) *kzstd.Encoder {
+		if err != nil {
+			return nil
+		}
+		var e *kzstd.Encoder
+		e, err = kzstd.NewWriter(nil, o...)
+		return e
+	}
+	c.encMain = mk(eopts(zstdLevels[c.level], false))
+	c.encSmall = mk(eopts(kzstd.SpeedBestCompression, true))
+	c.encLarge = mk(eopts(zstdLevels[c.level], true))
+	if c.model != nil {
+		c.encModel = mk(eopts(zstdLevels[c.level], false, kzstd.WithEncoderDictRaw(0, c.model.dict)))
+	}
+	if err == nil {
+		c.dec, err = newZstdDecoder(c.maxDec, nil)
+	}
+	c.modelDecs = map[uint32]*kzstd.Decoder{}
+	for id, m := range c.models {
+		if err == nil {
+			c.modelDecs[id], err = newZstdDecoder(c.maxDec, m.dict)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
+	}
+	c.encoders.New = func() any { return newEncoder() }
+	c.decoders.New = func() any { return new(decoder) }
+	return c, nil
+}
+
+func newZstdDecoder(maxDec int, dict []byte) (*kzstd.Decoder, error) {
+	o := []kzstd.DOption{
+		kzstd.WithDecoderConcurrency(0),
+		kzstd.WithDecoderMaxMemory(uint64(mainBound(maxDec))),
+		kzstd.WithDecoderMaxWindow(max(1<<10, min(uint64(mainBound(maxDec)), 64<<20))),
+		kzstd.WithDecodeAllCapLimit(true),
+	}
+	if dict != nil {
+		o = append(o, kzstd.WithDecoderDictRaw(0, dict))
+	}
+	return kzstd.NewReader(nil, o...)
+}
+
+// mainBound is the largest main stream a document of size bytes may have;
+// Encode falls back to plain zstd beyond it, Decode refuses more.
+func mainBound(size int) int { return 2*size + 4096 }
+
+func init() {
+	c, _ := New()
+	_ = encoding.Register(c)
+}
+
+// Model returns the model Encode primes with, nil for none.
+func (c *Codec) Model() *Model { return c.model }
+
+// Name returns "xml".
+func (c *Codec) Name() string { return Name }
+
+// Params records the level and the model's ID (0 for none).
+func (c *Codec) Params() encoding.Params {
+	p := encoding.Params{Level: c.level}
+	if c.model != nil {
+		p.DictID = c.model.id
+	}
+	return p
+}
+
+// Encode appends the coding of src to dst. It never fails.
+func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
+	start := len(dst)
+	if len(src) == 0 {
+		return append(dst, modeStored), nil
+	}
+	var base *state
+	zenc := c.encMain
+	mode := byte(0)
+	if c.model != nil {
+		base, zenc, mode = c.model.base, c.encModel, modeModel
+	}
+	xml := false
+	if c.model != nil || len(src) >= tinyInput || c.forceXML {
+		e := c.encoders.Get().(*encoder)
+		e.reset(src, base)
+		if e.scan() {
+			e.finish()
+			if len(e.main) <= mainBound(len(src)) {
+				dst = c.appendXML(dst, src, e, zenc, mode)
+				xml = true
+			}
+		}
+		e.src = nil
+		c.encoders.Put(e)
+	}
+	if c.forceXML && xml {
+		return dst, nil
+	}
+	if !xml || len(src) <= smallInput {
+		var g []byte
+		if xml {
+			g = c.appendGeneric(nil, src)
+		} else {
+			dst = c.appendGeneric(dst, src)
+		}
+		if g != nil && len(g) < len(dst)-start {
+			dst = append(dst[:start], g...)
+		}
+	}
+	if len(dst)-start > len(src) { // incompressible: store
+		dst = append(append(dst[:start], modeStored), src...)
+	}
+	return dst, nil
+}
+
+func (c *Codec) appendXML(dst, src []byte, e *encoder, zenc *kzstd.Encoder, mode byte) []byte {
+	zb := c.getBuf()
+	z := zenc.EncodeAll(e.main, (*zb)[:0])
+	*zb = z
+	if len(z) >= len(zstdMagic) && len(z)-len(zstdMagic) < len(e.main) && !c.rawMain {
+		z = z[len(zstdMagic):]
+		mode |= modeXMLZ
+	} else {
+		z = e.main
+		mode |= modeXMLRaw
+	}
+	dst = append(dst, mode)
+	dst = binary.AppendUvarint(dst, uint64(len(src)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(src, castagnoli))
+	dst = binary.AppendUvarint(dst, uint64(len(z)))
+	dst = append(dst, z...)
+	dst = append(dst, e.bw.buf...)
+	c.zbuf.Put(zb)
+	return dst
+}
+
+func (c *Codec) appendGeneric(dst, src []byte) []byte {
+	enc := c.encLarge
+	if len(src) <= smallInput {
+		enc = c.encSmall
+	}
+	dst = append(dst, modeGeneric)
+	at := len(dst)
+	dst = enc.EncodeAll(src, dst)
+	return append(dst[:at], dst[at+len(zstdMagic):]...) // drop the magic number
+}
+
+func (c *Codec) getBuf() *[]byte {
+	if b, ok := c.zbuf.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+// header is a payload's first fields.
+type header struct {
+	mode  byte
+	model *Model
+	size  int    // decoded size
+	crc   uint32 // XML modes
+	body  []byte // after the fields read
+}
+
+// parseHeader reads src's mode and size, checks the size against max and
+// finds the model the mode needs.
+func (c *Codec) parseHeader(src []byte, p encoding.Params, max int) (header, error) {
+	var h header
+	if len(src) == 0 {
+		return h, corrupt("empty payload")
+	}
+	h.mode = src[0]
+	if h.mode&modeModel != 0 {
+		m := c.models[p.DictID]
+		if p.DictID == 0 || m == nil {
+			return h, fmt.Errorf("%w: xml model %d", encoding.ErrNoDictionary, p.DictID)
+		}
+		h.model = m
+	}
+	max = min(max, c.maxDec)
+	switch h.mode &^ modeModel {
+	case modeStored:
+		if h.mode != modeStored {
+			return h, corrupt("stored with a model")
+		}
+		h.size, h.body = len(src)-1, src[1:]
+		if h.size > max {
+			return h, fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, h.size, max)
+		}
+		return h, nil
+	case modeGeneric:
+		if h.mode != modeGeneric {
+			return h, corrupt("zstd with a model")
+		}
+		// The size is the zstd frame's content size, in its header.
+		var zh kzstd.Header
+		var buf [4 + kzstd.HeaderMaxSize]byte
+		n := copy(buf[copy(buf[:], zstdMagic):], src[1:])
+		if err := zh.Decode(buf[:4+n]); err != nil || !zh.HasFCS {
+			return h, corrupt("zstd frame header")
+		}
+		if zh.FrameContentSize > uint64(max) {
+			return h, fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, zh.FrameContentSize, max)
+		}
+		h.size, h.body = int(zh.FrameContentSize), src[1:]
+		return h, nil
+	case modeXMLZ, modeXMLRaw:
+	default:
+		return h, corrupt("mode")
+	}
+	sz, n := binary.Uvarint(src[1:])
+	if n <= 0 {
+		return h, corrupt("size")
+	}
+	if sz > uint64(max) {
+		return h, fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, sz, max)
+	}
+	h.size, h.body = int(sz), src[1+n:]
+	if len(h.body) < 4 {
+		return h, corrupt("checksum")
+	}
+	h.crc = binary.LittleEndian.Uint32(h.body)
+	h.body = h.body[4:]
+	return h, nil
+}
+
+// Decode appends the document src encodes to dst. It fails with
+// ErrTooLarge before allocating if the recorded size exceeds max, with
+// ErrNoDictionary if src was coded with a model this codec lacks, and
+// with ErrCorrupt on anything else amiss.
+func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
+	h, err := c.parseHeader(src, p, max)
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	switch h.mode &^ modeModel {
+	case modeStored:
+		return append(dst, h.body...), nil
+	case modeGeneric:
+		return c.decodeGeneric(dst, h)
+	}
+	d := c.decoders.Get().(*decoder)
+	defer c.decoders.Put(d)
+	main, packed, err := c.mainStream(d, h)
+	if err != nil {
+		return dst, err
+	}
+	var base *state
+	if h.model != nil {
+		base = h.model.base
+	}
+	if err := d.parse(main, packed, base); err != nil {
+		return dst, err
+	}
+	// Room for the document, but no more than the input could plausibly
+	// expand to: a lying size costs growth only as output appears.
+	dst = slices.Grow(dst, min(h.size, 64*len(src)+64<<10))
+	out, err := d.walk(dst, h.size)
+	if err == errOverflow || (err == nil && len(out)-start != h.size) {
+		return dst[:start], corrupt("size differs from the recorded size")
+	}
+	if err != nil {
+		return dst[:start], err
+	}
+	if crc32.Checksum(out[start:], castagnoli) != h.crc {
+		return dst[:start], corrupt("checksum mismatch")
+	}
+	return out, nil
+}
+
+// mainStream returns the main stream (decompressed into d.main if need
+// be) and the packed section of an XML payload.
+func (c *Codec) mainStream(d *decoder, h header) (main, packed []byte, err error) {
+	r := reader{b: h.body}
+	n := r.count(len(h.body), "main length")
+	body := r.bytes(n, "main stream")
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	packed = h.body[r.p:]
+	if h.mode&^modeModel == modeXMLRaw {
+		return body, packed, nil
+	}
+	zd := c.dec
+	if h.model != nil {
+		zd = c.modelDecs[h.model.id]
+	}
+	main, d.zin, err = zstdDecode(zd, d.main[:0], d.zin, body, mainBound(h.size), "main stream")
+	d.main = main
+	return main, packed, err
+}
+
+// zstdDecode decodes a magic-less zstd frame that must record its content
+// size, at most limit bytes, into buf; zin is scratch for the frame with
+// its magic number restored, returned for reuse.
+func zstdDecode(zd *kzstd.Decoder, buf, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
+	full := append(append(zin[:0], zstdMagic...), frame...)
+	var zh kzstd.Header
+	if err := zh.Decode(full); err != nil {
+		return buf, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
+	}
+	if !zh.HasFCS || zh.FrameContentSize > uint64(limit) {
+		return buf, full, corrupt(what + " size")
+	}
+	fcs := int(zh.FrameContentSize)
+	if cap(buf) < fcs {
+		buf = make([]byte, 0, fcs)
+	}
+	out, err = zd.DecodeAll(full, buf[:0:fcs])
+	if err != nil {
+		return buf, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
+	}
+	if len(out) != fcs {
+		return buf, full, corrupt(what + " size")
+	}
+	return out, full, nil
+}
+
+func (c *Codec) decodeGeneric(dst []byte, h header) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, h.size)
+	d := c.decoders.Get().(*decoder)
+	out, zin, err := zstdDecode(c.dec, dst[start:start], d.zin, h.body, h.size, "zstd")
+	d.zin = zin
+	c.decoders.Put(d)
+	if err != nil {
+		return dst[:start], err
+	}
+	if len(out) != h.size {
+		return dst[:start], corrupt("zstd size")
+	}
+	return dst[:start+h.size], nil
+}
