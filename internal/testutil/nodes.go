@@ -12,6 +12,9 @@ import (
 // LoopbackTCP is the listen address test nodes use.
 const LoopbackTCP = "/ip4/127.0.0.1/tcp/0"
 
+// LoopbackQUIC is a loopback QUIC listen address, for node.WithListenAddrs.
+const LoopbackQUIC = "/ip4/127.0.0.1/udp/0/quic-v1"
+
 // NewNode starts a node with an ephemeral key listening on loopback TCP
 // (unless opts say otherwise) and closes it when the test ends.
 func NewNode(t testing.TB, opts ...node.Option) *node.Node {

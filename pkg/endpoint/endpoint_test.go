@@ -319,4 +319,12 @@ func TestSlowListenerBlocksSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, ch)
+	// The cancelled Send reset a stream that carried messages whose Send
+	// had succeeded: the next Flush says they may be lost, once.
+	if err := a.Flush(ctx(t), nodes[1].ID()); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Fatalf("flush after a reset: %v, want ErrMaybeLost", err)
+	}
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatalf("second flush: %v", err)
+	}
 }

@@ -66,6 +66,24 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkUnmarshal decodes from a byte slice, which the decoder reads
+// without going through io.Reader.
+func BenchmarkUnmarshal(b *testing.B) {
+	for _, size := range benchSizes {
+		enc, _ := wire.Marshal(benchMessage(size))
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := wire.Unmarshal(enc)
+				if err != nil || len(m.At(0).Data) != size {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkDecoderStream decodes back-to-back messages from a stream, the
 // endpoint's situation.
 func BenchmarkDecoderStream(b *testing.B) {

@@ -50,7 +50,23 @@ func (d *Decoder) Decode() (*message.Message, error) {
 // element count says where that is, so r can carry more after it. Small
 // fields are read with small reads: wrap an unbuffered network connection
 // in a bufio.Reader, or use a Decoder.
+//
+// When r has a Len() int method (as *bytes.Reader does), Len is taken as
+// the bytes left in r: a length field pointing past them is an error found
+// before allocating, and each element's buffer is allocated whole, once.
+// Without it, buffers over 4 MiB grow as their bytes arrive.
 func Decode(r io.Reader, opts ...Option) (*message.Message, error) {
+	return DecodeWith(r, nil, opts...)
+}
+
+// DecodeWith is Decode with the buffers for element data taken from alloc,
+// so a caller can recycle them. alloc(n) must return a slice of length n
+// (it may have more capacity); the decoder overwrites all of it before the
+// message is returned, and a buffer it got from alloc for a message that
+// then fails to decode is dropped, not returned. alloc is not called for
+// empty elements, nor for elements over 4 MiB when r's size is unknown
+// (those grow as their bytes arrive). A nil alloc is Decode.
+func DecodeWith(r io.Reader, alloc func(n int) []byte, opts ...Option) (*message.Message, error) {
 	lim := &defaultLimits
 	if len(opts) > 0 {
 		l, err := resolve(opts)
@@ -65,8 +81,10 @@ func Decode(r io.Reader, opts ...Option) (*message.Message, error) {
 	}
 	st := statePool.Get().(*state)
 	st.reset(r, lim, remaining)
+	st.alloc = alloc
 	m, err := st.message()
 	st.reset(nil, nil, 0)
+	st.alloc = nil
 	statePool.Put(st)
 	return m, err
 }
@@ -98,7 +116,13 @@ type state struct {
 	inElement bool   // errors name the element being read
 	elemName  string // its name, once known
 	ns        []string
-	scratch   [256]byte
+	alloc     func(int) []byte // element data buffers; nil means make
+	// names holds recent short names, so that the names a stream repeats
+	// message after message are not allocated each time. It outlives
+	// reset: it only ever returns a string equal to the bytes read.
+	names    [8]string
+	nameNext int
+	scratch  [256]byte
 }
 
 func (s *state) reset(r io.Reader, lim *Limits, remaining int64) {
@@ -176,7 +200,7 @@ func (s *state) i32(field string) (int64, error) {
 // str reads a length-prefixed UTF-8 string of at most max bytes. known lists
 // strings to return without allocating when they match.
 func (s *state) str(field string, max int, known []string) (string, error) {
-	n, err := s.i16(field + " length")
+	n, err := s.i16(lengthField(field))
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +230,35 @@ func (s *state) str(field string, max int, known []string) (string, error) {
 			return k, nil
 		}
 	}
-	return string(b), nil
+	if known != nil || n > maxInterned {
+		return string(b), nil
+	}
+	for _, k := range s.names {
+		if string(b) == k {
+			return k, nil
+		}
+	}
+	str := string(b)
+	s.names[s.nameNext] = str
+	s.nameNext = (s.nameNext + 1) % len(s.names)
+	return str, nil
+}
+
+// maxInterned is the longest name the decoder remembers.
+const maxInterned = 64
+
+// lengthField names the length field of a string field without building
+// the name on every call.
+func lengthField(field string) string {
+	switch field {
+	case "namespace":
+		return "namespace length"
+	case "element name":
+		return "element name length"
+	case "MIME type":
+		return "MIME type length"
+	}
+	return field + " length"
 }
 
 var knownMIMEs = []string{
@@ -374,7 +426,14 @@ func (s *state) data(n int64, field string) ([]byte, error) {
 		return []byte{}, nil
 	}
 	if n <= speculativeAlloc || s.remaining >= 0 {
-		b := make([]byte, n)
+		var b []byte
+		if s.alloc != nil {
+			if b = s.alloc(int(n)); int64(len(b)) != n {
+				panic("wire: DecodeWith's alloc returned a slice of the wrong length")
+			}
+		} else {
+			b = make([]byte, n)
+		}
 		if err := s.read(b, field); err != nil {
 			return nil, err
 		}
