@@ -51,8 +51,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Peer-to-peer messaging in the JXTA model, on libp2p",
 		Long: `p2pmsg reimplements JXTA's endpoint, pipe and socket layers on libp2p.
 
-This tool encodes and decodes JXTA binary messages (application/x-jxta-msg)
-and writes and reads pipe advertisements, interoperably with JXSE 2.7.`,
+It sends and receives messages on pipes between peers (send, recv), pipes
+bytes over sockets like nc (send --socket, recv --socket), encodes and decodes
+JXTA binary messages (application/x-jxta-msg) and pipe advertisements
+interoperably with JXSE 2.7, compresses and encrypts elements (codec), and
+runs the project's experiments (lab).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -60,6 +63,6 @@ and writes and reads pipe advertisements, interoperably with JXSE 2.7.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
+	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
 	return root
 }

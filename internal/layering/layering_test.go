@@ -50,7 +50,9 @@ func TestLayering(t *testing.T) {
 		{"pkg/adv", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "advertisements are a foundation"},
 		{"pkg/node", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the node is below the endpoint"},
 		{"pkg/endpoint", []string{"pkg/pipe", "pkg/socket", "pkg/encoding"}, "the endpoint knows nothing of pipes"},
-		{"pkg/pipe", []string{"pkg/socket"}, "pipes know nothing of sockets"},
+		{"pkg/pipe", []string{"pkg/socket", "pkg/encoding"}, "pipes know nothing of sockets; encoding wraps pipes, not the reverse"},
+		{"pkg/encoding", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket"}, "encoding plugs into pipes through interfaces"},
+		{"pkg/pathinfo", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket"}, "path information comes from the node, beside the endpoint"},
 		{"pkg", []string{"cmd", "internal/cli", "testplans"}, "nothing imports the CLI or the plans"},
 		{"internal", []string{"cmd", "testplans"}, "nothing imports the CLI or the plans"},
 	}

@@ -10,11 +10,12 @@ import (
 
 // BenchmarkRoundTrip measures one message/echo pair per iteration for each
 // layer side by side: raw TCP, a raw libp2p stream between p2pmsg node
-// hosts, and the endpoint service. Bytes count both directions.
+// hosts, the endpoint service, unicast pipes and sockets. Bytes count both
+// directions.
 func BenchmarkRoundTrip(b *testing.B) {
-	layers := []lab.Layer{lab.TCPLayer{}, lab.StreamLayer{NewHost: lab.NodeHost}, lab.EndpointLayer{}}
+	layers := []lab.Layer{lab.TCPLayer{}, lab.StreamLayer{NewHost: lab.NodeHost}, lab.EndpointLayer{}, lab.PipeLayer{}, lab.SocketLayer{}}
 	for _, l := range layers {
-		for _, size := range []int{1, 1 << 10, 64 << 10, 1 << 20} {
+		for _, size := range []int{1, 1 << 10, 64 << 10, 1 << 20, 16 << 20} {
 			b.Run(fmt.Sprintf("layer=%s/size=%s", l.Name(), lab.FormatSize(size)), func(b *testing.B) {
 				ctx := context.Background()
 				p, err := l.Open(ctx, lab.TransportTCP)

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// peerStack is a running node with its endpoint, pipe and socket
+// services, as `send` and `recv` use it.
+type peerStack struct {
+	key     crypto.PrivKey // nil for an ephemeral identity
+	node    *node.Node
+	ep      *endpoint.Service
+	pipes   *pipe.Service
+	sockets *socket.Service
+}
+
+// startPeer starts a node. keyFile "" means an ephemeral identity; listen
+// nil means no listening at all (a pure client).
+func startPeer(ctx context.Context, keyFile string, listen []string) (*peerStack, error) {
+	var opts []node.Option
+	var key crypto.PrivKey
+	var err error
+	if keyFile != "" {
+		if key, err = node.LoadOrCreateKey(keyFile); err != nil {
+			return nil, err
+		}
+		opts = append(opts, node.WithKeyFile(keyFile))
+	} else {
+		opts = append(opts, node.WithEphemeralKey())
+	}
+	if listen == nil {
+		opts = append(opts, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+	} else {
+		opts = append(opts, node.WithListenAddrs(listen...))
+	}
+	n, err := node.New(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &peerStack{key: key, node: n}
+	if s.ep, err = endpoint.New(n); err == nil {
+		if s.pipes, err = pipe.New(s.ep); err == nil {
+			s.sockets, err = socket.New(s.pipes)
+		}
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *peerStack) Close() {
+	if s.sockets != nil {
+		s.sockets.Close()
+	}
+	if s.pipes != nil {
+		s.pipes.Close()
+	}
+	if s.ep != nil {
+		s.ep.Close()
+	}
+	s.node.Close()
+}
+
+// readAdvFile reads a pipe advertisement from a file ("-" is stdin).
+func readAdvFile(path string, stdin io.Reader) (*adv.PipeAdvertisement, error) {
+	if path == "" {
+		return nil, usageError{errors.New("--pipe ADV.xml is required (make one with `p2pmsg adv new`)")}
+	}
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	a, err := adv.Read(r)
+	if err != nil {
+		return nil, fmt.Errorf("pipe advertisement %s: %w", path, err)
+	}
+	return a, nil
+}
+
+func newIDCmd() *cobra.Command {
+	var keyFile string
+	cmd := &cobra.Command{
+		Use:   "id",
+		Short: "Create or show this peer's identity",
+		Long: `Show the identity in the key file (created, mode 0600, if it does not exist
+yet): the libp2p peer ID and the JXTA peer ID derived from the same key.
+Without --key the file is p2pmsg/identity.key in the user's configuration
+directory, the one ` + "`p2pmsg recv`" + ` uses by default.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" {
+				var err error
+				if keyFile, err = defaultKeyFile(); err != nil {
+					return err
+				}
+			}
+			key, err := node.LoadOrCreateKey(keyFile)
+			if err != nil {
+				return err
+			}
+			pid, err := peer.IDFromPrivateKey(key)
+			if err != nil {
+				return err
+			}
+			jid, err := id.PeerIDFromPublicKey(id.NetPeerGroupID, key.GetPublic())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "peer id:      %s\n", pid)
+			fmt.Fprintf(out, "jxta peer id: %s\n", jid)
+			fmt.Fprintf(out, "key file:     %s\n", keyFile)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
+	return cmd
+}

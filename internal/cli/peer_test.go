@@ -1,0 +1,340 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// daemon is a p2pmsg process running in the background, such as recv.
+type daemon struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	addrs  []string // what it announced with "listening <multiaddr>"
+	lines  chan string
+	stderr []string
+	done   chan struct{}
+}
+
+// start runs p2pmsg with args and waits for its "listening" lines, which
+// it prints together before anything else.
+func start(t *testing.T, stdin io.Reader, args ...string) *daemon {
+	t.Helper()
+	return startTo(t, stdin, nil, args...)
+}
+
+// startTo is start with the daemon's stdout going to out (nil: a buffer,
+// d.stdout).
+func startTo(t *testing.T, stdin io.Reader, out io.Writer, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{cmd: exec.Command(binary_, args...), lines: make(chan string, 64), done: make(chan struct{})}
+	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	d.cmd.Stdin = stdin
+	d.cmd.Stdout = &d.stdout
+	if out != nil {
+		d.cmd.Stdout = out
+	}
+	errPipe, err := d.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			d.lines <- sc.Text()
+		}
+		close(d.lines)
+		d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("p2pmsg %v exited without listening: %q", args, d.stderr)
+			}
+			d.stderr = append(d.stderr, l)
+			if a, ok := strings.CutPrefix(l, "listening "); ok {
+				d.addrs = append(d.addrs, a)
+				continue
+			}
+		case <-time.After(200 * time.Millisecond):
+			if len(d.addrs) > 0 {
+				return d
+			}
+			continue
+		case <-timeout:
+			t.Fatalf("p2pmsg %v announced nothing; stderr %q", args, d.stderr)
+		}
+	}
+}
+
+// wait waits for the daemon to exit and returns its exit code; its
+// stderr is then complete in d.stderr.
+func (d *daemon) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(2 * time.Minute):
+		d.cmd.Process.Kill()
+		<-d.done
+		t.Fatalf("p2pmsg did not exit; stderr %q", d.stderr)
+	}
+	for l := range d.lines {
+		d.stderr = append(d.stderr, l)
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+func writeFile(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newPipeAdv(t *testing.T, typ string) string {
+	t.Helper()
+	r := run(t, nil, "adv", "new", "--type", typ, "--name", "t")
+	if r.code != 0 {
+		t.Fatalf("adv new: %s", r.stderr)
+	}
+	return writeFile(t, "pipe.xml", r.stdout)
+}
+
+const loopback = "/ip4/127.0.0.1/tcp/0"
+
+func TestSendRecvJSON(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--json", "--count", "3")
+	if !strings.Contains(recv.addrs[0], "/p2p/12D3") {
+		t.Fatalf("announced %q, want a full multiaddr", recv.addrs[0])
+	}
+	doc := writeFile(t, "doc.bin", []byte{0, 1, 2, 255})
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "text=héllo", "--elem", "blob=@"+doc, "--ns", "app", "--count", "3")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(recv.stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("recv printed %d lines: %q", len(lines), recv.stdout.String())
+	}
+	want := `{"elements":[{"namespace":"app","name":"text","mime":"text/plain;charset=UTF-8","data":"` +
+		base64.StdEncoding.EncodeToString([]byte("héllo")) + `"},{"namespace":"app","name":"blob","mime":"application/octet-stream","data":"AAEC/w=="}]}`
+	for _, l := range lines {
+		if l != want {
+			t.Fatalf("recv printed\n%s\nwant\n%s", l, want)
+		}
+	}
+}
+
+func TestSendRecvReadableOutAndEncoded(t *testing.T) {
+	a := newPipeAdv(t, "secure")
+	out := t.TempDir()
+	key := filepath.Join(t.TempDir(), "id.key")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--key", key, "--out", out, "--count", "1")
+	doc := bytes.Repeat([]byte("<employee><name>Ryan</name></employee>\n"), 500)
+	docFile := writeFile(t, "doc.xml", doc)
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "note=see attached",
+		"--elem", "doc=@"+docFile, "--encode", "zstd:3,seal", "--select", "doc")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	text := recv.stdout.String()
+	if !strings.Contains(text, "message 1 from 12D3") || !strings.Contains(text, "note (text/plain;charset=UTF-8): see attached") ||
+		!strings.Contains(text, "doc (application/octet-stream): 19500 bytes") {
+		t.Fatalf("recv printed %q", text)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "000001-01-doc"))
+	if err != nil || !bytes.Equal(got, doc) {
+		t.Fatalf("--out file: %v (%d bytes)", err, len(got))
+	}
+}
+
+// TestSocket10MiB: a 10 MiB file crosses send --socket / recv --socket
+// byte for byte, and both exit 0. The data goes through files, not this
+// process's memory: children inherit its peak RSS, which other tests
+// measure.
+func TestSocket10MiB(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	dir := t.TempDir()
+	in, err := os.Create(filepath.Join(dir, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	rng := rand.New(rand.NewPCG(3, 4))
+	chunk := make([]byte, 64<<10)
+	for range 160 {
+		for i := range chunk {
+			chunk[i] = byte(rng.Uint32())
+		}
+		in.Write(chunk)
+		h.Write(chunk)
+	}
+	want := h.Sum(nil)
+	in.Seek(0, io.SeekStart)
+	defer in.Close()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
+	send.Stdin = in
+	var serr bytes.Buffer
+	send.Stderr = &serr
+	if err := send.Run(); err != nil {
+		t.Fatalf("send --socket: %v: %s", err, serr.Bytes())
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv --socket exit %d: %q", code, recv.stderr)
+	}
+	out.Seek(0, io.SeekStart)
+	h.Reset()
+	n, err := io.Copy(h, out)
+	if err != nil || !bytes.Equal(h.Sum(nil), want) {
+		t.Fatalf("received %d bytes, not the %d sent (%v)", n, 10<<20, err)
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	other := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback)
+	for name, args := range map[string][]string{
+		"unknown pipe": {"send", "--pipe", other, "--peer", recv.addrs[0], "--elem", "x=y", "--timeout", "10s"},
+		"dead peer": {"send", "--pipe", a, "--elem", "x=y", "--timeout", "10s",
+			"--peer", "/ip4/127.0.0.1/tcp/1/p2p/" + recv.addrs[0][strings.LastIndex(recv.addrs[0], "/")+1:]},
+		"missing file": {"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=@/nonexistent"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, nil, args...)
+			failsCleanly(t, r)
+			if r.code != 1 {
+				t.Errorf("exit %d, want 1", r.code)
+			}
+			want := map[string]string{"unknown pipe": "no peer has the pipe bound", "dead peer": "connect",
+				"missing file": "no such file"}[name]
+			if !strings.Contains(string(r.stderr), want) {
+				t.Errorf("stderr %q does not say %q", r.stderr, want)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"send", "--pipe", a, "--elem", "x=y"},                              // no peer
+		{"send", "--pipe", a, "--peer", "/ip4/127.0.0.1/tcp/1"},             // no /p2p/, no elements
+		{"send", "--pipe", a, "--peer", recv.addrs[0]},                      // nothing to send
+		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "novalue"}, // bad element
+		{"recv", "--socket", "--json", "--pipe", a},
+		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y", "--encode", "lzma"}, // unknown codec
+	} {
+		r := run(t, nil, args...)
+		failsCleanly(t, r)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", args, r.code)
+		}
+	}
+}
+
+func TestID(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "sub", "id.key")
+	first := run(t, nil, "id", "--key", key)
+	again := run(t, nil, "id", "--key", key)
+	if first.code != 0 || !bytes.Equal(first.stdout, again.stdout) {
+		t.Fatalf("id: %s / %s / %s", first.stdout, again.stdout, first.stderr)
+	}
+	if !bytes.Contains(first.stdout, []byte("peer id:      12D3")) || !bytes.Contains(first.stdout, []byte("jxta peer id: urn:jxta:cbid-")) {
+		t.Fatalf("id printed %q", first.stdout)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", st, err)
+	}
+	os.Chmod(key, 0o644)
+	failsCleanly(t, run(t, nil, "id", "--key", key))
+}
+
+func TestCodecEncodeDecode(t *testing.T) {
+	doc := bytes.Repeat([]byte("<employee id=\"1\"><lname>Smith</lname></employee>"), 300)
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	wrong := writeFile(t, "wrong", []byte(strings.Repeat("cd", 32)))
+	for _, c := range [][]string{{"--codec", "gzip", "--level", "9"}, {"--codec", "zstd:19"}, {"--codec", "s2"}, {"--codec", "deflate:6,seal", "--key", psk}} {
+		enc := run(t, doc, append([]string{"codec", "encode"}, c...)...)
+		if enc.code != 0 || len(enc.stdout) >= len(doc) {
+			t.Fatalf("%v: exit %d, %d bytes: %s", c, enc.code, len(enc.stdout), enc.stderr)
+		}
+		args := []string{"codec", "decode"}
+		if len(c) > 2 && c[2] == "--key" {
+			failsCleanly(t, run(t, enc.stdout, "codec", "decode"))                 // no key
+			failsCleanly(t, run(t, enc.stdout, "codec", "decode", "--key", wrong)) // wrong key
+			tampered := bytes.Clone(enc.stdout)
+			tampered[len(tampered)-1] ^= 1
+			failsCleanly(t, run(t, tampered, "codec", "decode", "--key", psk))
+			args = append(args, "--key", psk)
+		}
+		dec := run(t, enc.stdout, args...)
+		if dec.code != 0 || !bytes.Equal(dec.stdout, doc) {
+			t.Fatalf("%v: decode exit %d: %s", c, dec.code, dec.stderr)
+		}
+	}
+	// A frame that claims more than --max-size is refused before decoding.
+	enc := run(t, doc, "codec", "encode", "--codec", "zstd")
+	failsCleanly(t, run(t, enc.stdout, "codec", "decode", "--max-size", "1000"))
+	failsCleanly(t, run(t, []byte("not a frame"), "codec", "decode"))
+	failsCleanly(t, run(t, nil, "codec", "encode"))
+}
+
+// TestRecvSkipsUndecodable: a message recv cannot decode is reported on
+// stderr and skipped; the receiver goes on.
+func TestRecvSkipsUndecodable(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=secret", "--encode", "seal", "--psk", psk)
+	if r.code != 0 {
+		t.Fatalf("send: %s", r.stderr)
+	}
+	r = run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=\x1b[2Jplain")
+	if r.code != 0 {
+		t.Fatalf("send: %s", r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %q", code, recv.stderr)
+	}
+	if !strings.Contains(strings.Join(recv.stderr, "\n"), "dropped") {
+		t.Fatalf("stderr %q does not report the dropped message", recv.stderr)
+	}
+	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8): \uFFFD[2Jplain") {
+		t.Fatalf("recv printed %q", out)
+	}
+}

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+func newRecvCmd() *cobra.Command {
+	var (
+		advFile, keyFile, outDir, pskFile string
+		listen, dicts                     []string
+		asJSON, useSocket                 bool
+		count                             int
+	)
+	cmd := &cobra.Command{
+		Use:   "recv --pipe ADV.xml",
+		Short: "Bind a pipe and print the messages that arrive (or accept a socket)",
+		Long: `Bind the pipe of an advertisement on this peer and print every message sent
+to it. First, each of the peer's full multiaddrs is printed on stderr as a
+line "listening <multiaddr>": give one to ` + "`p2pmsg send --peer`" + `.
+
+Messages are printed readably (text elements as text), or with --json one
+line per message in the ` + "`p2pmsg msg decode`" + ` schema; --out DIR also writes
+each element to a file. Encoded elements (see ` + "`send --encode`" + `) are decoded
+first: sealed ones with this peer's identity, or with --psk.
+
+With --socket, accept one socket connection on the pipe instead, copy it
+to stdout, and exit at its end.`,
+		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
+  p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count < 0 {
+				return usageError{errors.New("--count must be >= 0")}
+			}
+			if useSocket && (asJSON || outDir != "" || count != 0) {
+				return usageError{errors.New("--socket copies bytes: --json, --out and --count do not apply")}
+			}
+			a, err := readAdvFile(advFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			if keyFile == "" {
+				if keyFile, err = defaultKeyFile(); err != nil {
+					return err
+				}
+			}
+			var keys codecKeys
+			if err := keys.load(pskFile, dicts); err != nil {
+				return err
+			}
+			if outDir != "" {
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			p, err := startPeer(ctx, keyFile, listen)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			keys.identity = p.key
+			if useSocket {
+				return recvSocket(ctx, cmd, p, a)
+			}
+			reg, err := keys.registry()
+			if err != nil {
+				return err
+			}
+			dec, err := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()))
+			if err != nil {
+				return err
+			}
+			in, err := p.pipes.NewInputPipe(a)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			announce(cmd, p)
+			out := cmd.OutOrStdout()
+			for n := 1; count == 0 || n <= count; n++ {
+				r, err := in.ReceiveFrom(ctx)
+				if err != nil {
+					if ctx.Err() != nil && cmd.Context().Err() == nil {
+						return nil // interrupted: a normal way to stop
+					}
+					return err
+				}
+				m, err := dec.Decode(r.Message)
+				if err != nil {
+					// One bad message (any peer can send one) does not
+					// stop a receiver; it is reported and skipped.
+					fmt.Fprintf(cmd.ErrOrStderr(), "p2pmsg: message from %s dropped: %s\n", r.From, oneLine(err.Error()))
+					n--
+					continue
+				}
+				if outDir != "" {
+					if err := writeElements(outDir, n, m); err != nil {
+						return err
+					}
+				}
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetEscapeHTML(false)
+					if err := enc.Encode(toJSON(m)); err != nil {
+						return err
+					}
+				} else if err := printMessage(out, n, r, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&advFile, "pipe", "", "pipe advertisement file (required)")
+	f.StringArrayVar(&listen, "listen", []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, "multiaddr to listen on (repeatable)")
+	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
+	f.BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
+	f.StringVar(&outDir, "out", "", "also write each element to a file in this directory")
+	f.IntVar(&count, "count", 0, "exit after this many messages (0: run until interrupted)")
+	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
+	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
+	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file for encoded elements (repeatable)")
+	return cmd
+}
+
+// announce prints the peer's full multiaddrs on stderr.
+func announce(cmd *cobra.Command, p *peerStack) {
+	for _, a := range p.node.Addrs() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "listening %s\n", a)
+	}
+}
+
+func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.PipeAdvertisement) error {
+	l, err := p.sockets.Listen(a)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	announce(cmd, p)
+	c, err := l.AcceptContext(ctx)
+	if err != nil {
+		if ctx.Err() != nil && cmd.Context().Err() == nil {
+			return nil
+		}
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if _, err := io.Copy(cmd.OutOrStdout(), c); err != nil {
+		if ctx.Err() != nil && cmd.Context().Err() == nil {
+			return nil // interrupted
+		}
+		return fmt.Errorf("socket from %s: %w", c.RemotePeer(), err)
+	}
+	// Closing tells the sender that everything arrived.
+	return c.Close()
+}
+
+// printMessage writes a message readably: text elements as text, others
+// as their size.
+func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message) error {
+	via := ""
+	if r.Relayed {
+		via = ", relayed"
+	}
+	if _, err := fmt.Fprintf(w, "message %d from %s (%d elements%s)\n", n, r.From, m.Len(), via); err != nil {
+		return err
+	}
+	for _, e := range m.Elements() {
+		name := e.Name
+		if e.Namespace != "" {
+			name = e.Namespace + ":" + e.Name
+		}
+		var body string
+		switch {
+		case encoding.IsEncoded(e):
+			body = fmt.Sprintf("%d bytes, still encoded", len(e.Data))
+		case isText(e.Type()) && utf8.Valid(e.Data):
+			body = strings.ReplaceAll(printable(strings.TrimRight(string(e.Data), "\r\n")), "\n", "\n    ")
+		default:
+			body = fmt.Sprintf("%d bytes", len(e.Data))
+		}
+		if _, err := fmt.Fprintf(w, "  %s (%s): %s\n", name, e.Type(), body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printable replaces control characters other than newline and tab, so
+// that text from the network cannot drive the terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return '\uFFFD'
+	}, s)
+}
+
+func isText(mime string) bool {
+	mime = strings.ToLower(mime)
+	return strings.HasPrefix(mime, "text/") || strings.Contains(mime, "xml") || strings.Contains(mime, "json")
+}
+
+// writeElements writes each element of message n to its own file.
+func writeElements(dir string, n int, m *message.Message) error {
+	for i, e := range m.Elements() {
+		path := filepath.Join(dir, fmt.Sprintf("%06d-%02d-%s", n, i, safeName(e.Name)))
+		if err := os.WriteFile(path, e.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// safeName keeps a file name to letters, digits, '.', '-' and '_'.
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] == '.' {
+		b = append([]byte("element"), b...)
+	}
+	if len(b) > 100 {
+		b = b[:100]
+	}
+	return string(b)
+}

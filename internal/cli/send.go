@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// propagateGrace is how long `send` stays up after publishing on a
+// propagate pipe, which has no acknowledgement, so that gossipsub can
+// write the message out before the process exits.
+const propagateGrace = time.Second
+
+func newSendCmd() *cobra.Command {
+	var (
+		advFile, keyFile, ns, mime, encode, sel, pskFile string
+		peers, elems, dicts                              []string
+		count                                            int
+		useSocket                                        bool
+		timeout                                          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "send --pipe ADV.xml --peer MULTIADDR --elem NAME=VALUE",
+		Short: "Send messages on a pipe (or stdin over a socket)",
+		Long: `Send one message per --count on the pipe of an advertisement, to where the
+pipe is bound at the --peer given (a full multiaddr ending in /p2p/<id>, as
+` + "`p2pmsg recv`" + ` prints it). Each --elem NAME=VALUE adds a text element, and
+NAME=@FILE an element holding the file's bytes; --ns and --mime set their
+namespace and MIME type. For unicast and secure pipes send exits 0 once the
+receiving peer has every message; propagate pipes have no acknowledgement.
+
+--encode compresses or encrypts the elements named by --select (all by
+default) with a codec chain such as gzip:6, zstd:3 or zstd:9,seal (compress,
+then encrypt); seal encrypts to the receiving peer's identity, so only it
+can open the element, or with --psk to a pre-shared key.
+--encode auto chooses per element and message between sending it as it is
+and one codec and level, by what it learned of the codecs, of the path to
+the peer (measured before sending) and of the peer's decode speed.
+
+With --socket, copy stdin over a socket connection instead, half-close,
+and exit 0 once the peer has read everything (like nc).`,
+		Example: `  p2pmsg send --pipe chat.xml --peer /ip4/127.0.0.1/tcp/9701/p2p/12D3KooW… --elem text=hello
+  p2pmsg send --pipe chat.xml --peer … --elem doc=@report.xml --encode zstd:9,seal --select doc
+  tar c dir | p2pmsg send --socket --pipe chat.xml --peer …`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := readAdvFile(advFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			if len(peers) == 0 {
+				return usageError{errors.New("--peer MULTIADDR is required (recv prints its multiaddrs)")}
+			}
+			var infos []peer.AddrInfo
+			for _, s := range peers {
+				ai, err := peer.AddrInfoFromString(s)
+				if err != nil {
+					return usageError{fmt.Errorf("--peer %q: want a multiaddr ending in /p2p/<peer id>: %v", s, err)}
+				}
+				infos = append(infos, *ai)
+			}
+			if count < 1 {
+				return usageError{errors.New("--count must be >= 1")}
+			}
+			if useSocket && (len(elems) > 0 || encode != "") {
+				return usageError{errors.New("--socket sends stdin: --elem and --encode do not apply")}
+			}
+			if !useSocket && len(elems) == 0 {
+				return usageError{errors.New("nothing to send: give --elem NAME=VALUE or NAME=@FILE, or --socket")}
+			}
+			if sel != "" && encode == "" {
+				return usageError{errors.New("--select needs --encode")}
+			}
+			var keys codecKeys
+			if err := keys.load(pskFile, dicts); err != nil {
+				return err
+			}
+			var m *message.Message
+			if !useSocket {
+				if m, err = buildMessage(elems, ns, mime); err != nil {
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if timeout > 0 && !useSocket {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			p, err := startPeer(ctx, keyFile, nil)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			if useSocket {
+				return sendSocket(ctx, cmd, p, a, infos)
+			}
+			out, err := p.pipes.NewOutputPipe(ctx, a, pipe.ToPeers(infos...))
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			var sender encoding.Sender = out
+			if encode != "" {
+				keys.recipient = out.RemotePeer()
+				if keys.recipient == "" && len(infos) == 1 {
+					keys.recipient = infos[0].ID
+				}
+				names := elementNames(elems)
+				if sel != "" {
+					names = strings.Split(sel, ",")
+				}
+				var scheme encoding.Scheme
+				if encode == autoEncode {
+					flush := out.Flush
+					if a.Type == adv.Propagate {
+						flush = nil
+					}
+					auto, done, err := newAutoScheme(ctx, p, keys.recipient, names, a.ID.String(), flush, cmd.ErrOrStderr())
+					if err != nil {
+						return err
+					}
+					defer done()
+					scheme = auto
+				} else {
+					codecs, err := keys.codecs(encode)
+					if err != nil {
+						return err
+					}
+					if scheme, err = encoding.New(codecs, encoding.WithSelector(encoding.ByName(names...)), encoding.WithPipeID(a.ID.String())); err != nil {
+						return err
+					}
+				}
+				if sender, err = encoding.NewOutput(out, scheme); err != nil {
+					return err
+				}
+			}
+			if a.Type == adv.Propagate {
+				if err := out.WaitMembers(ctx, 1); err != nil {
+					return err
+				}
+			}
+			for range count {
+				if err := sender.Send(ctx, m); err != nil {
+					return err
+				}
+			}
+			if a.Type == adv.Propagate {
+				return sleep(ctx, propagateGrace)
+			}
+			return out.Flush(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&advFile, "pipe", "", "pipe advertisement file (required)")
+	f.StringArrayVar(&peers, "peer", nil, "full multiaddr of a peer where the pipe may be bound (repeatable)")
+	f.StringArrayVar(&elems, "elem", nil, "element NAME=VALUE (text) or NAME=@FILE (repeatable)")
+	f.StringVar(&ns, "ns", "", "namespace of the elements")
+	f.StringVar(&mime, "mime", "", "MIME type of the elements (default text/plain;charset=UTF-8 for text, application/octet-stream for files)")
+	f.IntVar(&count, "count", 1, "how many times to send the message")
+	f.StringVar(&keyFile, "key", "", "identity key file (default: a fresh identity)")
+	f.BoolVar(&useSocket, "socket", false, "copy stdin over a socket connection instead")
+	f.StringVar(&encode, "encode", "", "codec chain for the selected elements, e.g. gzip:6 or zstd:9,seal, or auto")
+	f.StringVar(&sel, "select", "", "comma-separated names of the elements to encode (default all)")
+	f.StringVar(&pskFile, "psk", "", "pre-shared key file for seal (32 bytes, raw or hex); default: seal to the receiver's identity")
+	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file; the first one is used to compress")
+	f.DurationVar(&timeout, "timeout", time.Minute, "give up sending messages after this long (0: never; --socket only bounds connecting)")
+	return cmd
+}
+
+// buildMessage makes the message the --elem flags describe.
+func buildMessage(elems []string, ns, mime string) (*message.Message, error) {
+	m := message.New()
+	for _, spec := range elems {
+		name, value, ok := strings.Cut(spec, "=")
+		if !ok || name == "" {
+			return nil, usageError{fmt.Errorf("--elem %q: want NAME=VALUE or NAME=@FILE", spec)}
+		}
+		e := message.Element{Namespace: ns, Name: name, MIME: mime}
+		if file, isFile := strings.CutPrefix(value, "@"); isFile {
+			data, err := readFileLimited(file, 1<<30, "element file")
+			if err != nil {
+				return nil, err
+			}
+			e.Data = data
+			if e.MIME == "" {
+				e.MIME = "application/octet-stream"
+			}
+		} else {
+			e.Data = []byte(value)
+			if e.MIME == "" {
+				e.MIME = "text/plain;charset=UTF-8"
+			}
+		}
+		m.Add(e)
+	}
+	return m, nil
+}
+
+func elementNames(elems []string) []string {
+	var names []string
+	for _, spec := range elems {
+		name, _, _ := strings.Cut(spec, "=")
+		names = append(names, name)
+	}
+	return names
+}
+
+func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.PipeAdvertisement, infos []peer.AddrInfo) error {
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	c, err := p.sockets.Dial(dctx, a, pipe.ToPeers(infos...))
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	// What the peer sends back goes to stdout, as nc does; its end of
+	// stream means it has read everything and closed.
+	back := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(cmd.OutOrStdout(), c)
+		back <- err
+	}()
+	// stdin is read in its own goroutine, so an interrupt is noticed
+	// even while stdin is idle.
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, cmd.InOrStdin())
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			return fmt.Errorf("socket to %s: %w", c.RemotePeer(), err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("socket to %s: interrupted: %w", c.RemotePeer(), ctx.Err())
+	}
+	if err := c.CloseWrite(); err != nil {
+		return fmt.Errorf("socket to %s: %w", c.RemotePeer(), err)
+	}
+	if err := <-back; err != nil {
+		return fmt.Errorf("socket to %s: waiting for the peer to finish: %w", c.RemotePeer(), err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

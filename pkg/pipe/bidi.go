@@ -1,0 +1,534 @@
+package pipe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// Bidirectional pipes live on the endpoint service BidiService; the
+// endpoint parameter says what a message is:
+//
+//	c/<pipe key>/<conn>  connect (client to listener)
+//	a/<conn>             accepted (listener to client)
+//	r/<conn>             refused
+//	d/<conn>             a message of the connection, either way
+//	x/<conn>             closed, either way
+//
+// <conn> is 22 random URL-safe base64 characters chosen by the client; a
+// connection is known by its remote peer and <conn>, so no peer can
+// inject into another's connection. The listener answers a/ from Accept,
+// on the accepting goroutine, so nothing the application then sends can
+// overtake the answer; it answers r/ through a small bounded queue, and
+// drops refusals when a peer floods it (the dialler's handshake then
+// times out).
+const (
+	opConnect = 'c'
+	opAccept  = 'a'
+	opRefuse  = 'r'
+	opData    = 'd'
+	opClose   = 'x'
+)
+
+// closeTimeout bounds how long Close waits for the other side to have
+// everything.
+const closeTimeout = 5 * time.Second
+
+type connKey struct {
+	peer peer.ID
+	conn string
+}
+
+// Listener is a bidirectional pipe listener (JXTA's JxtaServerPipe): it
+// accepts connections from peers that Connect to its pipe.
+type Listener struct {
+	svc     *Service
+	adv     *adv.PipeAdvertisement
+	key     string
+	accept  chan *Bidi
+	release func()
+
+	mu     sync.Mutex // orders enqueueing against Close
+	closed bool
+	done   chan struct{}
+}
+
+// Listen binds a as a bidirectional pipe listener on this peer. The pipe
+// must be unicast or secure (ErrWrongType); a secure listener accepts
+// only over authenticated, encrypted connections. Connecting to a
+// listener on the same node is not supported.
+func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
+	if err := checkAdv(a); err != nil {
+		return nil, err
+	}
+	if a.Type == adv.Propagate {
+		return nil, fmt.Errorf("%w: bidirectional pipes are unicast or secure, not %s", ErrWrongType, a.Type)
+	}
+	l := &Listener{svc: s, adv: a, key: Key(a.ID), accept: make(chan *Bidi, s.opts.backlog), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := s.servers[l.key]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: bidirectional pipe %s", ErrBound, a.ID)
+	}
+	s.servers[l.key] = l
+	s.bind(l.key, RoleBidi)
+	s.mu.Unlock()
+	stop := s.provide(a.ID)
+	l.release = func() {
+		stop()
+		s.mu.Lock()
+		if s.servers[l.key] == l {
+			delete(s.servers, l.key)
+		}
+		s.unbind(l.key, RoleBidi)
+		s.mu.Unlock()
+	}
+	return l, nil
+}
+
+// Adv returns the pipe's advertisement.
+func (l *Listener) Adv() *adv.PipeAdvertisement { return l.adv }
+
+// Accept waits for the next connection and tells the connecting peer it
+// is accepted; the peer's Connect returns then. Connections whose peer
+// gave up waiting are skipped.
+func (l *Listener) Accept(ctx context.Context) (*Bidi, error) {
+	for {
+		var b *Bidi
+		select {
+		case b = <-l.accept:
+		default:
+			select {
+			case b = <-l.accept:
+			case <-l.done:
+				return nil, fmt.Errorf("%w: listener of %s", ErrClosed, l.adv.ID)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if b.Err() != nil {
+			continue // the peer closed while waiting in the backlog
+		}
+		if err := l.svc.ep.Send(ctx, b.control(opAccept), message.New()); err != nil {
+			b.fail(err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		return b, nil
+	}
+}
+
+// enqueue offers b to Accept; false if the listener is closed or its
+// backlog is full.
+func (l *Listener) enqueue(b *Bidi) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	select {
+	case l.accept <- b:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops listening; connections not yet accepted are closed.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	l.release()
+	var wg sync.WaitGroup
+	for drained := false; !drained; {
+		select {
+		case b := <-l.accept:
+			wg.Add(1)
+			go func() { defer wg.Done(); b.Close() }()
+		default:
+			drained = true
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+// Bidi is one end of a bidirectional pipe connection (JXTA's
+// JxtaBiDiPipe): it sends to and receives from the peer at the other end,
+// in order. It is safe for concurrent use.
+type Bidi struct {
+	svc    *Service
+	adv    *adv.PipeAdvertisement
+	remote peer.ID
+	rjxta  id.ID
+	conn   string
+	dst    endpoint.Address
+	queue  chan *Received
+
+	answer chan byte // the listener's answer, for the connecting side
+
+	mu   sync.Mutex
+	err  error // why the connection ended; io.EOF when the remote closed
+	done chan struct{}
+}
+
+func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
+	return &Bidi{
+		svc: s, adv: a, remote: remote, rjxta: s.jxtaID(remote), conn: conn,
+		dst:   endpoint.PeerAddress(remote, BidiService, string(opData)+"/"+conn),
+		queue: make(chan *Received, s.opts.queue), done: make(chan struct{}),
+	}
+}
+
+// register adds b to the service's connections unless one with the same
+// key exists.
+func (s *Service) register(b *Bidi) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	k := connKey{b.remote, b.conn}
+	if _, ok := s.conns[k]; ok {
+		return fmt.Errorf("%w: duplicate connection %s from %s", ErrRefused, b.conn, b.remote)
+	}
+	s.conns[k] = b
+	s.host.ConnManager().Protect(b.remote, "pipe-bidi")
+	return nil
+}
+
+func (s *Service) unregister(b *Bidi) {
+	s.mu.Lock()
+	k := connKey{b.remote, b.conn}
+	if s.conns[k] == b {
+		delete(s.conns, k)
+	}
+	still := false
+	for k := range s.conns {
+		if k.peer == b.remote {
+			still = true
+			break
+		}
+	}
+	s.mu.Unlock()
+	if !still {
+		s.host.ConnManager().Unprotect(b.remote, "pipe-bidi")
+	}
+}
+
+// Connect opens a connection to the listener of a, found as output pipes
+// find their input. It fails with ErrNotResolved when no listener is
+// found and ErrRefused when the listener refuses (it closed, or its
+// backlog is full).
+func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ...ResolveOption) (*Bidi, error) {
+	if err := checkAdv(a); err != nil {
+		return nil, err
+	}
+	if a.Type == adv.Propagate {
+		return nil, fmt.Errorf("%w: bidirectional pipes are unicast or secure, not %s", ErrWrongType, a.Type)
+	}
+	var rc resolveConfig
+	for _, o := range opts {
+		if err := o(&rc); err != nil {
+			return nil, err
+		}
+	}
+	p, err := s.resolve(ctx, a, RoleBidi, rc.peers)
+	if err != nil {
+		return nil, err
+	}
+	if a.Type == adv.UnicastSecure {
+		if err := s.checkSecure(p); err != nil {
+			return nil, err
+		}
+	}
+	var raw [16]byte
+	rand.Read(raw[:])
+	b := s.newBidi(a, p, base64.RawURLEncoding.EncodeToString(raw[:]))
+	b.answer = make(chan byte, 1)
+	if err := s.register(b); err != nil {
+		return nil, err
+	}
+	// The listener answers when its application accepts; wait for that
+	// at most the resolve timeout.
+	hctx, cancel := context.WithTimeout(ctx, s.opts.resolveTimeout)
+	defer cancel()
+	req := endpoint.PeerAddress(p, BidiService, string(opConnect)+"/"+Key(a.ID)+"/"+b.conn)
+	if err := s.ep.Send(hctx, req, message.New()); err != nil {
+		b.fail(err)
+		return nil, fmt.Errorf("pipe %s: connecting to %s: %w", a.ID, p, err)
+	}
+	select {
+	case op := <-b.answer:
+		if op == opAccept {
+			return b, nil
+		}
+		b.fail(ErrRefused)
+		return nil, fmt.Errorf("%w: by %s for %s", ErrRefused, p, a.ID)
+	case <-b.done:
+		// An accepted connection may end at once (the listener sent and
+		// closed): the answer came first, on the same stream.
+		select {
+		case op := <-b.answer:
+			if op == opAccept {
+				return b, nil
+			}
+		default:
+		}
+		return nil, fmt.Errorf("%w: connecting to %s for %s: %w", ErrRefused, p, a.ID, b.Err())
+	case <-hctx.Done():
+		b.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s did not accept within %v: %w", ErrRefused, p, s.opts.resolveTimeout, hctx.Err())
+	}
+}
+
+// deliverBidi handles everything that arrives on BidiService.
+func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
+	op, key, conn, ok := parseBidiParam(d.Param)
+	if !ok {
+		return
+	}
+	if op == opConnect {
+		s.incoming(d, key, conn)
+		return
+	}
+	s.mu.Lock()
+	b := s.conns[connKey{d.Source, conn}]
+	s.mu.Unlock()
+	if b == nil {
+		return
+	}
+	switch op {
+	case opAccept, opRefuse:
+		if b.answer != nil {
+			select {
+			case b.answer <- op:
+			default:
+			}
+		}
+	case opData:
+		if b.adv.Type == adv.UnicastSecure && d.Security == "" {
+			return
+		}
+		select {
+		case <-b.done:
+			return
+		default:
+		}
+		r := &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: b.adv.ID, Security: d.Security, Relayed: d.Relayed, delivery: d}
+		select {
+		case b.queue <- r:
+		case <-b.done:
+		case <-ctx.Done():
+		}
+	case opClose:
+		b.end(io.EOF)
+	}
+}
+
+// maxConnID bounds a connection ID; Connect makes 22 bytes.
+const maxConnID = 64
+
+// parseBidiParam splits a BidiService parameter into its operation, the
+// pipe key (connect only) and the connection ID.
+func parseBidiParam(param string) (op byte, key, conn string, ok bool) {
+	if len(param) < 3 || param[1] != '/' {
+		return 0, "", "", false
+	}
+	op, rest := param[0], param[2:]
+	switch op {
+	case opConnect:
+		key, conn, ok = strings.Cut(rest, "/")
+		if !ok || key == "" {
+			return 0, "", "", false
+		}
+	case opAccept, opRefuse, opData, opClose:
+		conn = rest
+	default:
+		return 0, "", "", false
+	}
+	if conn == "" || len(conn) > maxConnID || strings.Contains(conn, "/") {
+		return 0, "", "", false
+	}
+	return op, key, conn, true
+}
+
+// incoming handles a connect request for the listener with key.
+func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
+	s.mu.Lock()
+	l := s.servers[key]
+	s.mu.Unlock()
+	if l == nil || (l.adv.Type == adv.UnicastSecure && d.Security == "") {
+		s.refuse(d.Source, conn)
+		return
+	}
+	b := s.newBidi(l.adv, d.Source, conn)
+	if err := s.register(b); err != nil {
+		s.refuse(d.Source, conn)
+		return
+	}
+	if !l.enqueue(b) {
+		s.unregister(b)
+		s.refuse(d.Source, conn)
+	}
+}
+
+// refusal is an r/ answer waiting to be sent.
+type refusal struct {
+	to   peer.ID
+	conn string
+}
+
+// refuse queues a refusal; when the queue is full (a peer flooding us
+// with connect requests) it is dropped, and the dialler times out.
+func (s *Service) refuse(to peer.ID, conn string) {
+	select {
+	case s.refusals <- refusal{to, conn}:
+	default:
+	}
+}
+
+// sendRefusals is the one goroutine that sends refusals, so their cost is
+// bounded whatever peers send.
+func (s *Service) sendRefusals() {
+	defer s.wg.Done()
+	for {
+		select {
+		case r := <-s.refusals:
+			ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
+			s.ep.Send(ctx, endpoint.PeerAddress(r.to, BidiService, string(opRefuse)+"/"+r.conn), message.New())
+			cancel()
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// Adv returns the pipe's advertisement.
+func (b *Bidi) Adv() *adv.PipeAdvertisement { return b.adv }
+
+// RemotePeer returns the peer at the other end, proven by its key.
+func (b *Bidi) RemotePeer() peer.ID { return b.remote }
+
+// RemoteJXTAPeerID returns the JXTA peer ID of the other end.
+func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
+
+// Send sends m to the other end. A failed Send ends the connection,
+// because what reached the other end is then unknown.
+func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
+	select {
+	case <-b.done:
+		return fmt.Errorf("pipe %s: send on an ended connection: %w", b.adv.ID, b.Err())
+	default:
+	}
+	if b.adv.Type == adv.UnicastSecure {
+		if err := b.svc.checkSecure(b.remote); err != nil {
+			b.fail(err)
+			return err
+		}
+	}
+	if err := b.svc.ep.Send(ctx, b.dst, m); err != nil {
+		b.fail(err)
+		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+	}
+	return nil
+}
+
+// Receive returns the next message from the other end; io.EOF once the
+// other end has closed and every message it sent has been received.
+func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
+	r, err := b.ReceiveFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Message, nil
+}
+
+// ReceiveFrom is Receive with the message's provenance.
+func (b *Bidi) ReceiveFrom(ctx context.Context) (*Received, error) {
+	return receive(ctx, b.queue, b.done, b.Err)
+}
+
+// Err returns why the connection ended: nil while it is open, io.EOF if
+// the other end closed it, ErrClosed if this end did, or the failure.
+func (b *Bidi) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Flush waits until the other end has received every message sent so
+// far, or ctx ends.
+func (b *Bidi) Flush(ctx context.Context) error {
+	if err := b.svc.ep.Flush(ctx, b.remote); err != nil {
+		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+	}
+	return nil
+}
+
+// Close ends the connection: it tells the other end, which receives
+// io.EOF after the messages already sent, and waits (a few seconds at
+// most) until the other end has them all.
+func (b *Bidi) Close() error {
+	if !b.end(ErrClosed) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(b.svc.ctx, closeTimeout)
+	defer cancel()
+	if err := b.svc.ep.Send(ctx, b.control(opClose), message.New()); err != nil {
+		return fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
+	}
+	if err := b.svc.ep.Flush(ctx, b.remote); err != nil {
+		return fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
+	}
+	return nil
+}
+
+// control is the address of a control message about b.
+func (b *Bidi) control(op byte) endpoint.Address {
+	return endpoint.PeerAddress(b.remote, BidiService, string(op)+"/"+b.conn)
+}
+
+func (b *Bidi) fail(err error) { b.end(err) }
+
+// end records why the connection ended, once; it reports whether this
+// call ended it.
+func (b *Bidi) end(err error) bool {
+	b.mu.Lock()
+	if b.err != nil {
+		b.mu.Unlock()
+		return false
+	}
+	b.err = err
+	close(b.done)
+	b.mu.Unlock()
+	b.svc.unregister(b)
+	return true
+}

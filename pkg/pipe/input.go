@@ -1,0 +1,314 @@
+package pipe
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// InputOption configures an input pipe.
+type InputOption func(*inputConfig) error
+
+type inputConfig struct {
+	handler func(*Received)
+}
+
+// WithHandler delivers each message to f instead of Receive's queue. f
+// runs on the connection's reader (for propagate pipes, on the pipe's
+// own reader): while it runs, the sender waits, so return promptly or
+// hand off. A panicking handler loses its message only.
+func WithHandler(f func(*Received)) InputOption {
+	return func(c *inputConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil handler", ErrBadOption)
+		}
+		c.handler = f
+		return nil
+	}
+}
+
+// InputPipe is a pipe bound on this peer: messages sent to it arrive
+// here. It is safe for concurrent use.
+type InputPipe struct {
+	svc     *Service
+	adv     *adv.PipeAdvertisement
+	key     string
+	queue   chan *Received
+	handler func(*Received)
+	done    chan struct{}
+	once    sync.Once
+	release func() // undoes the binding
+
+	dropped atomic.Uint64
+}
+
+// NewInputPipe binds the pipe a describes on this peer. A pipe can be
+// bound once per peer (ErrBound); propagate pipes are the exception, as
+// every binding subscribes. Messages are received with Receive, or handed
+// to the WithHandler function.
+func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*InputPipe, error) {
+	if err := checkAdv(a); err != nil {
+		return nil, err
+	}
+	var c inputConfig
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	p := &InputPipe{svc: s, adv: a, key: Key(a.ID), handler: c.handler, done: make(chan struct{})}
+	if p.handler == nil {
+		p.queue = make(chan *Received, s.opts.queue)
+	}
+	if a.Type == adv.Propagate {
+		if err := s.subscribe(p); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := s.inputs[p.key]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: input pipe %s", ErrBound, a.ID)
+	}
+	s.inputs[p.key] = p
+	s.bind(p.key, RoleInput)
+	s.mu.Unlock()
+	stop := s.provide(a.ID)
+	p.release = func() {
+		stop()
+		s.mu.Lock()
+		if s.inputs[p.key] == p {
+			delete(s.inputs, p.key)
+		}
+		s.unbind(p.key, RoleInput)
+		s.mu.Unlock()
+	}
+	return p, nil
+}
+
+// Adv returns the pipe's advertisement.
+func (p *InputPipe) Adv() *adv.PipeAdvertisement { return p.adv }
+
+// Receive returns the next message. After Close it still returns the
+// messages already queued, then ErrClosed.
+func (p *InputPipe) Receive(ctx context.Context) (*message.Message, error) {
+	r, err := p.ReceiveFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Message, nil
+}
+
+// ReceiveFrom is Receive with the message's provenance.
+func (p *InputPipe) ReceiveFrom(ctx context.Context) (*Received, error) {
+	if p.queue == nil {
+		return nil, ErrHandler
+	}
+	return receive(ctx, p.queue, p.done, func() error { return fmt.Errorf("%w: input pipe %s", ErrClosed, p.adv.ID) })
+}
+
+func receive(ctx context.Context, q chan *Received, done <-chan struct{}, closed func() error) (*Received, error) {
+	select {
+	case r := <-q:
+		return r, nil
+	default:
+	}
+	select {
+	case r := <-q:
+		return r, nil
+	case <-done:
+		select {
+		case r := <-q:
+			return r, nil
+		default:
+			return nil, closed()
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Dropped counts messages refused because they did not arrive over an
+// authenticated, encrypted connection (secure pipes) or could not be
+// decoded (propagate pipes).
+func (p *InputPipe) Dropped() uint64 { return p.dropped.Load() }
+
+// Close unbinds the pipe. Messages already queued can still be received.
+func (p *InputPipe) Close() error {
+	p.once.Do(func() {
+		close(p.done)
+		if p.release != nil {
+			p.release()
+		}
+	})
+	return nil
+}
+
+// deliver queues r or runs the handler; it reports why it could not.
+func (p *InputPipe) deliver(ctx context.Context, r *Received) error {
+	if p.handler != nil {
+		p.handler(r)
+		return nil
+	}
+	closed := func() error { return fmt.Errorf("%w: input pipe %s", ErrClosed, p.adv.ID) }
+	select {
+	case <-p.done:
+		return closed()
+	default:
+	}
+	select {
+	case p.queue <- r:
+		return nil
+	case <-p.done:
+		return closed()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliverData receives unicast and secure pipe messages from the
+// endpoint.
+func (s *Service) deliverData(ctx context.Context, d *endpoint.Delivery) {
+	s.mu.Lock()
+	p := s.inputs[d.Param]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if p.adv.Type == adv.UnicastSecure && d.Security == "" {
+		p.dropped.Add(1)
+		return
+	}
+	p.deliver(ctx, &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID,
+		Security: d.Security, Relayed: d.Relayed, delivery: d})
+}
+
+// topicRef is a joined propagate topic shared by the service's input and
+// output pipes of one pipe ID.
+type topicRef struct {
+	topic  *pubsub.Topic
+	refs   int
+	inputs []*InputPipe
+}
+
+func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	name := TopicPrefix + a.ID.String()
+	t := s.topics[name]
+	if t == nil {
+		topic, err := s.opts.ps.Join(name)
+		if err != nil {
+			return nil, fmt.Errorf("pipe: joining %s: %w", name, err)
+		}
+		t = &topicRef{topic: topic}
+		s.topics[name] = t
+	}
+	t.refs++
+	return t.topic, nil
+}
+
+func (s *Service) leaveTopic(a *adv.PipeAdvertisement, in *InputPipe) {
+	name := TopicPrefix + a.ID.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topics[name]
+	if t == nil {
+		return
+	}
+	for i, p := range t.inputs {
+		if p == in {
+			t.inputs = append(t.inputs[:i], t.inputs[i+1:]...)
+			break
+		}
+	}
+	if t.refs--; t.refs == 0 {
+		t.topic.Close()
+		delete(s.topics, name)
+	}
+}
+
+// subscribe binds a propagate input pipe: it subscribes to the pipe's
+// topic and delivers what arrives there.
+func (s *Service) subscribe(p *InputPipe) error {
+	topic, err := s.joinTopic(p.adv)
+	if err != nil {
+		return err
+	}
+	// Gossipsub does not slow publishers down: a subscriber more than
+	// its buffer behind loses messages. Give it at least the queue.
+	sub, err := topic.Subscribe(pubsub.WithBufferSize(max(32, 2*s.opts.queue)))
+	if err != nil {
+		s.leaveTopic(p.adv, nil)
+		return fmt.Errorf("pipe: subscribing to %s: %w", topic.String(), err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	var stop func()
+	p.release = func() {
+		cancel()
+		sub.Cancel()
+		stop()
+		s.mu.Lock()
+		s.unbind(p.key, RolePropagate)
+		s.mu.Unlock()
+		s.leaveTopic(p.adv, p)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		sub.Cancel()
+		s.leaveTopic(p.adv, nil)
+		return ErrClosed
+	}
+	s.topics[TopicPrefix+p.adv.ID.String()].inputs = append(s.topics[TopicPrefix+p.adv.ID.String()].inputs, p)
+	s.bind(p.key, RolePropagate)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	stop = s.provide(p.adv.ID)
+	go func() {
+		defer s.wg.Done()
+		for {
+			msg, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			m, err := wire.Unmarshal(msg.Data, wire.WithMaxMessageSize(int64(max(len(msg.Data), 64))))
+			if err != nil {
+				p.dropped.Add(1)
+				continue
+			}
+			from := msg.GetFrom()
+			p.safeDeliver(ctx, &Received{Message: m, From: from, FromJXTA: s.jxtaID(from), Pipe: p.adv.ID})
+		}
+	}()
+	return nil
+}
+
+// safeDeliver is deliver for callers with no endpoint to recover a
+// panicking handler: the pipe's own reader and local sends.
+func (p *InputPipe) safeDeliver(ctx context.Context, r *Received) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.dropped.Add(1)
+			err = fmt.Errorf("%w: handler of %s panicked: %v", ErrHandler, p.adv.ID, v)
+		}
+	}()
+	return p.deliver(ctx, r)
+}

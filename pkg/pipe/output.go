@@ -1,0 +1,285 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// ResolveOption configures how an output pipe or Connect finds the
+// pipe's binding.
+type ResolveOption func(*resolveConfig) error
+
+type resolveConfig struct {
+	peers []peer.AddrInfo
+}
+
+// ToPeers resolves the pipe only among these peers (JXTA's
+// createOutputPipe with a peer set), connecting to them first when
+// addresses are given; no other peer is asked.
+func ToPeers(peers ...peer.AddrInfo) ResolveOption {
+	return func(c *resolveConfig) error {
+		for _, p := range peers {
+			if p.ID == "" {
+				return fmt.Errorf("%w: peer without an ID", ErrBadOption)
+			}
+		}
+		c.peers = append(c.peers, peers...)
+		return nil
+	}
+}
+
+// OutputPipe sends to the pipe's input(s), wherever they are bound. It is
+// safe for concurrent use; messages from one output pipe keep their order.
+type OutputPipe struct {
+	svc *Service
+	adv *adv.PipeAdvertisement
+	key string
+	rc  resolveConfig
+
+	// unicast and secure: the resolved peer, "" until resolved again.
+	mu     sync.Mutex
+	remote peer.ID
+	dst    endpoint.Address
+	sentTo map[peer.ID]struct{} // peers sent to since the last Flush
+	noted  atomic.Value         // peer.ID last added to sentTo
+
+	// propagate
+	topic *pubsub.Topic
+	once  sync.Once
+
+	closed atomic.Bool
+}
+
+var _ interface {
+	Send(context.Context, *message.Message) error
+} = (*OutputPipe)(nil)
+
+// NewOutputPipe creates an output pipe for a. For unicast and secure
+// pipes it resolves the input's peer first and fails with ErrNotResolved
+// if none is found before ctx or the resolve timeout ends. A propagate
+// output pipe joins the pipe's topic and returns at once; WaitMembers
+// waits for members to be known.
+func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, opts ...ResolveOption) (*OutputPipe, error) {
+	if err := checkAdv(a); err != nil {
+		return nil, err
+	}
+	o := &OutputPipe{svc: s, adv: a, key: Key(a.ID)}
+	for _, opt := range opts {
+		if err := opt(&o.rc); err != nil {
+			return nil, err
+		}
+	}
+	if a.Type == adv.Propagate {
+		topic, err := s.joinTopic(a)
+		if err != nil {
+			return nil, err
+		}
+		o.topic = topic
+		s.connectProviders(ctx, a, o.rc.peers)
+		return o, nil
+	}
+	if _, _, err := o.resolved(ctx); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Adv returns the pipe's advertisement.
+func (o *OutputPipe) Adv() *adv.PipeAdvertisement { return o.adv }
+
+// RemotePeer returns the peer a unicast or secure output pipe currently
+// sends to, "" while it must resolve again. Its identity is proven by the
+// connection's handshake.
+func (o *OutputPipe) RemotePeer() peer.ID {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.remote
+}
+
+func (o *OutputPipe) resolved(ctx context.Context) (peer.ID, endpoint.Address, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.remote != "" {
+		return o.remote, o.dst, nil
+	}
+	p, err := o.svc.resolve(ctx, o.adv, RoleInput, o.rc.peers)
+	if err != nil {
+		return "", endpoint.Address{}, err
+	}
+	o.remote = p
+	o.dst = endpoint.PeerAddress(p, DataService, o.key)
+	return o.remote, o.dst, nil
+}
+
+func (o *OutputPipe) forget(p peer.ID) {
+	o.mu.Lock()
+	if o.remote == p {
+		o.remote = ""
+	}
+	o.mu.Unlock()
+}
+
+// Send sends m on the pipe. A unicast or secure message is on its way
+// when Send returns (best effort: the receiver does not acknowledge); if
+// sending fails the pipe forgets its peer and the next Send resolves the
+// binding again. A propagate message goes to every member known now.
+func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
+	if o.closed.Load() {
+		return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
+	}
+	if o.topic != nil {
+		return o.publish(ctx, m)
+	}
+	p, dst, err := o.resolved(ctx)
+	if err != nil {
+		return err
+	}
+	if p == o.svc.host.ID() {
+		if err := o.svc.deliverLocal(ctx, o.key, m); err != nil {
+			o.forget(p)
+			return err
+		}
+		return nil
+	}
+	if o.adv.Type == adv.UnicastSecure {
+		if err := o.svc.checkSecure(p); err != nil {
+			return err
+		}
+	}
+	if last, _ := o.noted.Load().(peer.ID); last != p { // the map is touched only when the peer changes
+		o.mu.Lock()
+		if o.sentTo == nil {
+			o.sentTo = map[peer.ID]struct{}{}
+		}
+		o.sentTo[p] = struct{}{}
+		o.noted.Store(p)
+		o.mu.Unlock()
+	}
+	if err := o.svc.ep.Send(ctx, dst, m); err != nil {
+		o.forget(p)
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+	}
+	return nil
+}
+
+func (o *OutputPipe) publish(ctx context.Context, m *message.Message) error {
+	n, err := wire.Size(m)
+	if err != nil {
+		return err
+	}
+	if n > int64(o.svc.opts.maxPropagate) {
+		return fmt.Errorf("%w: %d bytes on propagate pipe %s (limit %d)", ErrTooLarge, n, o.adv.ID, o.svc.opts.maxPropagate)
+	}
+	b, err := wire.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := o.topic.Publish(ctx, b); err != nil {
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+	}
+	return nil
+}
+
+// Flush waits until the peers a unicast or secure output pipe sent to
+// have received every message sent so far and handed it to the input
+// pipe (queued it, or run the handler), or ctx ends. Messages on the
+// endpoint are otherwise unacknowledged, so a program that sends and
+// exits calls Flush first. If a failed Send may have cost earlier
+// messages, Flush says so (endpoint.ErrMaybeLost). Propagate pipes have no
+// such acknowledgement: Flush returns at once.
+func (o *OutputPipe) Flush(ctx context.Context) error {
+	if o.topic != nil {
+		return nil
+	}
+	o.mu.Lock()
+	peers := make([]peer.ID, 0, len(o.sentTo))
+	for p := range o.sentTo {
+		peers = append(peers, p)
+	}
+	o.sentTo = nil
+	o.noted.Store(peer.ID(""))
+	o.mu.Unlock()
+	var errs []error
+	for _, p := range peers {
+		if err := o.svc.ep.Flush(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+	}
+	return nil
+}
+
+// Members returns the connected peers known to be bound to a propagate
+// pipe (nil for other pipes).
+func (o *OutputPipe) Members() []peer.ID {
+	if o.topic == nil {
+		return nil
+	}
+	return o.topic.ListPeers()
+}
+
+// WaitMembers waits until at least n members of a propagate pipe are
+// known, or ctx ends. Gossipsub learns members from its neighbours'
+// subscription announcements, so a message sent right after a peer binds
+// can miss it; waiting avoids that.
+func (o *OutputPipe) WaitMembers(ctx context.Context, n int) error {
+	if o.topic == nil {
+		return fmt.Errorf("%w: only propagate pipes have members", ErrWrongType)
+	}
+	for {
+		if len(o.topic.ListPeers()) >= n {
+			return nil
+		}
+		if err := sleep(ctx, pollInterval); err != nil {
+			return fmt.Errorf("pipe %s: %d of %d members known: %w", o.adv.ID, len(o.topic.ListPeers()), n, err)
+		}
+	}
+}
+
+// Close releases the pipe; Send then fails with ErrClosed.
+func (o *OutputPipe) Close() error {
+	o.once.Do(func() {
+		o.closed.Store(true)
+		if o.topic != nil {
+			o.svc.leaveTopic(o.adv, nil)
+		}
+	})
+	return nil
+}
+
+// checkSecure refuses a peer reached over any connection that is not
+// authenticated and encrypted.
+func (s *Service) checkSecure(p peer.ID) error {
+	conns := s.host.Network().ConnsToPeer(p)
+	for _, c := range conns {
+		if endpoint.ConnSecurity(c) == "" {
+			return fmt.Errorf("%w: %s via %s", ErrInsecure, p, c.RemoteMultiaddr())
+		}
+	}
+	return nil
+}
+
+// deliverLocal hands a message to an input pipe bound on this peer.
+func (s *Service) deliverLocal(ctx context.Context, key string, m *message.Message) error {
+	s.mu.Lock()
+	p := s.inputs[key]
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: no longer bound on this peer", ErrNotResolved)
+	}
+	self := s.host.ID()
+	return p.safeDeliver(ctx, &Received{Message: m.Clone(), From: self, FromJXTA: s.node.JXTAPeerID(), Pipe: p.adv.ID, Security: "local"})
+}

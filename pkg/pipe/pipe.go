@@ -1,0 +1,496 @@
+// Package pipe is JXTA's pipe layer on p2pmsg's endpoint service: virtual
+// channels named by pipe IDs and described by pipe advertisements, bound
+// by input pipes on some peers and reached through output pipes from
+// others, wherever the inputs happen to live.
+//
+// It builds on package endpoint (addressed messages over libp2p streams),
+// package adv (pipe advertisements) and, for propagate pipes,
+// go-libp2p-pubsub. It knows nothing of sockets.
+//
+// # Pipe types
+//
+//   - JxtaUnicast: one input pipe, best effort. An output pipe resolves the
+//     peer where the input is bound and sends to it over the endpoint.
+//   - JxtaUnicastSecure: as unicast, but a message is sent and accepted
+//     only over connections that are authenticated and encrypted (TLS 1.3
+//     or Noise, or QUIC's built-in TLS), and the receiver learns the
+//     sender's identity (Received.From, proven by its key). libp2p secures
+//     a relayed connection end to end between the two peers, so this holds
+//     through circuit relays too: the relay forwards only ciphertext.
+//   - JxtaPropagate: every peer bound to the pipe gets each message. Each
+//     propagate pipe is a gossipsub topic named TopicPrefix + pipe ID;
+//     binding an input pipe subscribes, and membership is gossipsub's: the
+//     members are the peers subscribed to the topic, learnt from every
+//     connected peer's subscription announcements. Below gossipsub's mesh
+//     degree (6) every member is a direct mesh neighbour, so a message goes
+//     straight from the sender to each member; larger groups get
+//     gossipsub's bounded fan-out and gossip repair. Members find each
+//     other by being connected (bootstrap peers, mDNS, the DHT); with a
+//     DHT, binding a propagate input also publishes a provider record and
+//     an output pipe connects to the providers it finds. Messages are
+//     signed by their author (pubsub's StrictSign), so Received.From is
+//     proven here too.
+//
+// Bidirectional pipes (JXTA's JxtaServerPipe and JxtaBiDiPipe) are
+// Listen/Accept on one side and Connect on the other; each Bidi both
+// sends and receives, in order, over the endpoint.
+//
+// # Binding resolution
+//
+// An output pipe or Connect finds where its pipe is bound (a) among the
+// peers the caller names (ToPeers), otherwise (b) by asking every
+// connected peer, in the spirit of JXTA's Pipe Binding Protocol, over
+// ResolverProtocol, and (c) when the node has a DHT, by looking up the
+// pipe's provider records and asking those peers. Resolution is bounded by
+// the caller's context and WithResolveTimeout; failure wraps
+// ErrNotResolved. An output pipe whose send fails forgets the peer and
+// resolves again on the next Send.
+//
+// Binding answers are not authenticated beyond the answering peer's
+// identity: any connected peer can claim a binding, and the first claim
+// wins. A secure pipe guarantees who is at the other end (Received.From,
+// OutputPipe.RemotePeer, Bidi.RemotePeer), not that the peer was entitled
+// to bind the pipe; name the peers you trust with ToPeers, or check the
+// identity, when that matters.
+//
+// # Flow control and its limits
+//
+// Unicast messages and bidirectional pipes from one peer share that
+// peer's endpoint stream, and an input pipe or Bidi whose queue is full
+// holds the stream until the application receives: the sender slows down
+// instead of memory growing, but other pipes from the same peer wait too.
+// Receive promptly, or hand off from a handler. Queues are bounded in
+// messages (WithQueueLen), so in bytes by that times the endpoint's
+// message limit. Propagate pipes are best effort: gossipsub does not slow
+// a publisher down, and a member more than its subscription buffer
+// (twice the queue length) behind loses messages. A handler may still run
+// once after its pipe's Close returns.
+//
+// # On the wire
+//
+// A unicast message is an endpoint message to service DataService with
+// the pipe's 20-character Key as parameter: 54 bytes beyond a one-byte
+// payload (JXTA 2.x needed 877).
+package pipe
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+)
+
+// Endpoint services and protocols of the pipe layer.
+const (
+	// DataService carries unicast and secure pipe messages; the endpoint
+	// parameter is the pipe's Key.
+	DataService = "jxta-pipe"
+	// BidiService carries bidirectional pipes' handshakes and messages.
+	BidiService = "jxta-bidi"
+	// TopicPrefix + pipe ID is a propagate pipe's gossipsub topic.
+	TopicPrefix = "/p2pmsg/pipe/"
+)
+
+// Errors. Errors this package makes wrap one of these (use errors.Is);
+// failures of the layers below (endpoint, libp2p, gossipsub) are passed
+// on wrapped with the pipe they concern.
+var (
+	ErrClosed      = errors.New("pipe: closed")
+	ErrBound       = errors.New("pipe: already bound on this peer")
+	ErrNotResolved = errors.New("pipe: no peer has the pipe bound")
+	ErrBadAdv      = errors.New("pipe: invalid pipe advertisement")
+	ErrBadOption   = errors.New("pipe: invalid option")
+	ErrWrongType   = errors.New("pipe: not possible with this pipe type")
+	ErrInsecure    = errors.New("pipe: connection to the peer is not authenticated and encrypted")
+	ErrRefused     = errors.New("pipe: connection refused")
+	ErrPeerGone    = errors.New("pipe: remote peer went away")
+	ErrTooLarge    = errors.New("pipe: message too large")
+	ErrHandler     = errors.New("pipe: input pipe delivers to its handler")
+)
+
+// Roles a peer can have a pipe bound in, as binding resolution asks for
+// them.
+const (
+	// RoleInput is an input pipe (unicast or secure).
+	RoleInput = "input"
+	// RoleBidi is a bidirectional pipe listener.
+	RoleBidi = "bidi"
+	// RolePropagate is a propagate input pipe.
+	RolePropagate = "propagate"
+)
+
+// Key is the compact name of a pipe on the wire: 20 URL-safe base64
+// characters of the SHA-256 of its ID (120 bits, so distinct pipes do not
+// collide).
+func Key(p id.ID) string {
+	sum := sha256.Sum256([]byte(p.String()))
+	return base64.RawURLEncoding.EncodeToString(sum[:15])
+}
+
+// Received is a message that arrived on a pipe, and who sent it.
+type Received struct {
+	Message *message.Message
+	// From is the sending peer, proven by its key: the authenticated
+	// libp2p connection for unicast and bidirectional pipes, the author's
+	// signature for propagate pipes.
+	From     peer.ID
+	FromJXTA id.ID // From's JXTA peer ID, derived from its key
+	Pipe     id.ID
+	// Security is what authenticated and encrypted the connection it came
+	// on (see endpoint.Delivery.Security); empty for propagate messages,
+	// which are signed end to end but travel hop by hop.
+	Security string
+	// Relayed is true when it came through a circuit relay.
+	Relayed bool
+
+	delivery *endpoint.Delivery // what Release releases
+}
+
+// Release hands the message's buffers back for reuse by later messages
+// (see endpoint.Delivery.Release). Call it only when nothing will read
+// the message or its data again; it is optional, and a no-op the second
+// time.
+func (r *Received) Release() {
+	if d := r.delivery; d != nil {
+		r.delivery = nil
+		d.Release()
+	}
+}
+
+type options struct {
+	resolveTimeout time.Duration
+	queryPeers     int
+	queue          int
+	backlog        int
+	ps             *pubsub.PubSub
+	routing        routing.ContentRouting
+	noRouting      bool
+	maxPropagate   int
+}
+
+// Option configures a Service.
+type Option func(*options) error
+
+// WithResolveTimeout bounds binding resolution when the caller's context
+// has no earlier deadline (default 10 s, at least 10 ms).
+func WithResolveTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: resolve timeout %v below 10ms", ErrBadOption, d)
+		}
+		o.resolveTimeout = d
+		return nil
+	}
+}
+
+// WithQueryPeers bounds how many connected peers one resolution asks
+// (default 64, 1 to 4096).
+func WithQueryPeers(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("%w: query peers %d out of [1, 4096]", ErrBadOption, n)
+		}
+		o.queryPeers = n
+		return nil
+	}
+}
+
+// WithQueueLen sets how many received messages an input pipe or a Bidi
+// holds before the sender is slowed down (default 64, 1 to 65536).
+func WithQueueLen(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1<<16 {
+			return fmt.Errorf("%w: queue length %d out of [1, 65536]", ErrBadOption, n)
+		}
+		o.queue = n
+		return nil
+	}
+}
+
+// WithBacklog sets how many connections a bidirectional pipe listener
+// holds before Accept takes them; more are refused (default 16, 1 to
+// 4096).
+func WithBacklog(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("%w: backlog %d out of [1, 4096]", ErrBadOption, n)
+		}
+		o.backlog = n
+		return nil
+	}
+}
+
+// WithPubSub makes propagate pipes use ps. Default: a gossipsub router the
+// service starts on the node's host, with messages of at most
+// DefaultMaxPropagate bytes. With ps, propagate messages are still held to
+// DefaultMaxPropagate bytes: ps must accept RPCs of that size plus a few
+// KiB, or gossipsub drops them without telling the sender. All members of
+// a pipe must accept the same sizes.
+func WithPubSub(ps *pubsub.PubSub) Option {
+	return func(o *options) error {
+		if ps == nil {
+			return fmt.Errorf("%w: nil pubsub", ErrBadOption)
+		}
+		o.ps = ps
+		return nil
+	}
+}
+
+// WithRouting publishes and finds pipe bindings as provider records in r.
+// Default: the node's DHT when it has one (node.WithDHT), else none.
+func WithRouting(r routing.ContentRouting) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil routing", ErrBadOption)
+		}
+		o.routing = r
+		return nil
+	}
+}
+
+// WithoutRouting keeps pipe bindings out of the node's DHT.
+func WithoutRouting() Option {
+	return func(o *options) error { o.noRouting = true; return nil }
+}
+
+// DefaultMaxPropagate is the largest propagate message, in bytes, of the
+// gossipsub router the service starts itself (gossipsub's own default).
+const DefaultMaxPropagate = 1 << 20
+
+// propagateHeadroom is what a gossipsub RPC adds to a message: topic,
+// sequence number, author, signature and key.
+const propagateHeadroom = 4 << 10
+
+// Service is a node's pipe service.
+type Service struct {
+	ep   *endpoint.Service
+	node *node.Node
+	host host.Host
+	opts options
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	inputs   map[string]*InputPipe // by Key: unicast and secure inputs
+	bindings map[bindingKey]int    // roles bound here, for resolution
+	servers  map[string]*Listener  // by Key
+	conns    map[connKey]*Bidi
+	topics   map[string]*topicRef // by pipe ID string
+	closed   bool
+	wg       sync.WaitGroup
+	notifiee *network.NotifyBundle
+	refusals chan refusal
+}
+
+type bindingKey struct{ key, role string }
+
+// New starts the pipe service on ep.
+func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
+	o := options{resolveTimeout: 10 * time.Second, queryPeers: 64, queue: 64, backlog: 16, maxPropagate: DefaultMaxPropagate}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	n := ep.Node()
+	if o.routing == nil && !o.noRouting {
+		if r := n.Routing(); r != nil {
+			o.routing = r
+		}
+	}
+	if o.noRouting {
+		o.routing = nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{
+		ep: ep, node: n, host: n.Host(), opts: o, ctx: ctx, stop: cancel,
+		inputs: map[string]*InputPipe{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
+		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
+		refusals: make(chan refusal, 64),
+	}
+	if s.opts.ps == nil {
+		// gossipsub bounds whole RPCs (topic, signature, key), which it
+		// drops silently when too large: leave room beyond the message.
+		ps, err := pubsub.NewGossipSub(ctx, s.host, pubsub.WithMaxMessageSize(o.maxPropagate+propagateHeadroom))
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
+		}
+		s.opts.ps = ps
+	}
+	if err := ep.Register(DataService, "", endpoint.ListenerFunc(s.deliverData)); err != nil {
+		cancel()
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	if err := ep.Register(BidiService, "", endpoint.ListenerFunc(s.deliverBidi)); err != nil {
+		ep.Unregister(DataService, "")
+		cancel()
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	s.host.SetStreamHandler(ResolverProtocol, s.handleQuery)
+	s.notifiee = &network.NotifyBundle{DisconnectedF: s.disconnected}
+	s.host.Network().Notify(s.notifiee)
+	s.wg.Add(1)
+	go s.sendRefusals()
+	return s, nil
+}
+
+// Endpoint returns the endpoint service the pipes run on.
+func (s *Service) Endpoint() *endpoint.Service { return s.ep }
+
+// Node returns the node the pipes run on.
+func (s *Service) Node() *node.Node { return s.node }
+
+// Close closes every pipe of the service and stops it. The endpoint
+// service and the node stay up.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	inputs := mapValues(s.inputs)
+	servers := mapValues(s.servers)
+	conns := mapValues(s.conns)
+	var topicInputs []*InputPipe
+	for _, t := range s.topics {
+		topicInputs = append(topicInputs, t.inputs...)
+	}
+	s.mu.Unlock()
+	s.host.Network().StopNotify(s.notifiee)
+	s.host.RemoveStreamHandler(ResolverProtocol)
+	s.ep.Unregister(DataService, "")
+	s.ep.Unregister(BidiService, "")
+	for _, p := range append(inputs, topicInputs...) {
+		p.Close()
+	}
+	for _, l := range servers {
+		l.Close()
+	}
+	// Tell the other ends, in parallel, each bounded by closeTimeout.
+	var wg sync.WaitGroup
+	for _, b := range conns {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Close() }()
+	}
+	wg.Wait()
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// bind records a role for resolution; release undoes it.
+func (s *Service) bind(key, role string) {
+	s.bindings[bindingKey{key, role}]++
+}
+
+func (s *Service) unbind(key, role string) {
+	k := bindingKey{key, role}
+	if s.bindings[k]--; s.bindings[k] <= 0 {
+		delete(s.bindings, k)
+	}
+}
+
+func (s *Service) bound(key, role string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bindings[bindingKey{key, role}] > 0
+}
+
+// Announce makes this peer answer binding resolution for the pipe in role
+// without the pipe service receiving anything on it: for layers above,
+// such as sockets, that carry the pipe's data themselves. Release undoes
+// it. role is any short name the resolving side asks for.
+func (s *Service) Announce(a *adv.PipeAdvertisement, role string) (release func(), err error) {
+	if err := checkAdv(a); err != nil {
+		return nil, err
+	}
+	if role == "" || len(role) > 64 {
+		return nil, fmt.Errorf("%w: role %q", ErrBadOption, role)
+	}
+	key := Key(a.ID)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.bind(key, role)
+	s.mu.Unlock()
+	stopProvide := s.provide(a.ID)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopProvide()
+			s.mu.Lock()
+			s.unbind(key, role)
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+func checkAdv(a *adv.PipeAdvertisement) error {
+	if a == nil {
+		return fmt.Errorf("%w: nil", ErrBadAdv)
+	}
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadAdv, err)
+	}
+	return nil
+}
+
+// disconnected fails the bidirectional pipes of a peer that is no longer
+// connected at all.
+func (s *Service) disconnected(nw network.Network, c network.Conn) {
+	p := c.RemotePeer()
+	if cs := nw.Connectedness(p); cs == network.Connected || cs == network.Limited {
+		return
+	}
+	s.mu.Lock()
+	var gone []*Bidi
+	for k, b := range s.conns {
+		if k.peer == p {
+			gone = append(gone, b)
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range gone {
+		b.fail(fmt.Errorf("%w: %s", ErrPeerGone, p))
+	}
+}
+
+// jxtaID derives a peer's JXTA peer ID from its key.
+func (s *Service) jxtaID(p peer.ID) id.ID {
+	pub := s.host.Peerstore().PubKey(p)
+	if pub == nil {
+		var err error
+		if pub, err = p.ExtractPublicKey(); err != nil {
+			return id.ID{}
+		}
+	}
+	j, _ := id.PeerIDFromPublicKey(s.node.Group(), pub)
+	return j
+}

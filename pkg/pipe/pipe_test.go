@@ -1,0 +1,645 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/goleak"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"))
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// newPipes starts the endpoint and pipe services on n, closed when the
+// test ends.
+func newPipes(t *testing.T, n *node.Node, opts ...pipe.Option) *pipe.Service {
+	t.Helper()
+	ep, err := endpoint.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pipe.New(ep, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); ep.Close() })
+	return s
+}
+
+func newAdv(t *testing.T, typ adv.PipeType) *adv.PipeAdvertisement {
+	t.Helper()
+	a, err := adv.New(typ, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func text(m *message.Message, name string) string {
+	e, _ := m.Get("", name)
+	return string(e.Data)
+}
+
+func TestUnicastResolvedByQuery(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb, _ := newPipes(t, nodes[0]), newPipes(t, nodes[1]), newPipes(t, nodes[2])
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := sb.NewInputPipe(a); !errors.Is(err, pipe.ErrBound) {
+		t.Fatalf("second binding: %v", err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if out.RemotePeer() != nodes[1].ID() {
+		t.Fatalf("resolved to %s, want %s", out.RemotePeer(), nodes[1].ID())
+	}
+	for i := range 200 {
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		r, err := in.ReceiveFrom(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(r.Message, "n"); got != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %s", i, got)
+		}
+		if r.From != nodes[0].ID() || r.FromJXTA != nodes[0].JXTAPeerID() || r.Pipe != a.ID || r.Security == "" {
+			t.Fatalf("provenance %+v", r)
+		}
+	}
+}
+
+func TestUnknownPipeAndBadInput(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa := newPipes(t, nodes[0])
+	newPipes(t, nodes[1])
+	// nodes[2] runs no pipe service at all: it cannot answer.
+	a := newAdv(t, adv.Unicast)
+	_, err := sa.NewOutputPipe(ctx(t), a)
+	if !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("unbound pipe: %v", err)
+	}
+	// Every peer answered (or could not), so resolution ended without
+	// waiting for its timeout.
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("resolution waited for the timeout although every peer had answered: %v", err)
+	}
+	_, err = sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
+	if !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("unbound pipe at a given peer: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx(t), 50*time.Millisecond)
+	defer cancel()
+	if _, err := sa.Connect(short, a); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("connect to an unbound pipe: %v", err)
+	}
+	if _, err := sa.NewInputPipe(nil); !errors.Is(err, pipe.ErrBadAdv) {
+		t.Fatalf("nil advertisement: %v", err)
+	}
+	if _, err := sa.NewInputPipe(&adv.PipeAdvertisement{Type: adv.Unicast}); !errors.Is(err, pipe.ErrBadAdv) {
+		t.Fatalf("advertisement without ID: %v", err)
+	}
+	if _, err := sa.Listen(newAdv(t, adv.Propagate)); !errors.Is(err, pipe.ErrWrongType) {
+		t.Fatalf("bidi on a propagate pipe: %v", err)
+	}
+	for _, o := range []pipe.Option{pipe.WithQueueLen(0), pipe.WithResolveTimeout(0), pipe.WithBacklog(-1), pipe.WithQueryPeers(0), pipe.WithPubSub(nil)} {
+		ep, _ := endpoint.New(testutil.NewNode(t))
+		if _, err := pipe.New(ep, o); !errors.Is(err, pipe.ErrBadOption) {
+			t.Errorf("bad option accepted: %v", err)
+		}
+		ep.Close()
+	}
+}
+
+func TestExplicitPeerNotYetConnected(t *testing.T) {
+	a, b := testutil.NewNode(t), testutil.NewNode(t)
+	sa, sb := newPipes(t, a), newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	in, _ := sb.NewInputPipe(ad)
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad, pipe.ToPeers(b.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "hi"))); err != nil {
+		t.Fatal(err)
+	}
+	m, err := in.Receive(ctx(t))
+	if err != nil || text(m, "q") != "hi" {
+		t.Fatalf("%v %v", m, err)
+	}
+}
+
+func TestHandlerAndLocalDelivery(t *testing.T) {
+	n := testutil.NewNode(t)
+	s := newPipes(t, n)
+	a := newAdv(t, adv.Unicast)
+	got := make(chan *pipe.Received, 2)
+	var calls int
+	in, err := s.NewInputPipe(a, pipe.WithHandler(func(r *pipe.Received) {
+		calls++
+		if calls == 1 {
+			panic("handler bug")
+		}
+		got <- r
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := in.Receive(ctx(t)); !errors.Is(err, pipe.ErrHandler) {
+		t.Fatalf("Receive on a handler pipe: %v", err)
+	}
+	out, err := s.NewOutputPipe(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Send(ctx(t), message.New(message.Text("", "q", "lost")))
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "kept"))); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if text(r.Message, "q") != "kept" || r.From != n.ID() {
+		t.Fatalf("%+v", r)
+	}
+	if in.Dropped() != 1 {
+		t.Fatalf("dropped %d, want the panicking delivery counted", in.Dropped())
+	}
+}
+
+func TestCloseKeepsQueuedMessages(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	a := newAdv(t, adv.Unicast)
+	in, _ := sb.NewInputPipe(a)
+	out, err := sa.NewOutputPipe(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i))))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for pipe.QueueLen(in) < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	in.Close()
+	for i := range 3 {
+		m, err := in.Receive(ctx(t))
+		if err != nil || text(m, "n") != fmt.Sprint(i) {
+			t.Fatalf("queued message %d after Close: %v %v", i, m, err)
+		}
+	}
+	if _, err := in.Receive(ctx(t)); !errors.Is(err, pipe.ErrClosed) {
+		t.Fatalf("after the queue: %v", err)
+	}
+}
+
+// TestReresolveAfterPeerGoes: the input moves to another peer; the output
+// pipe's next Send after a failure finds it there.
+func TestReresolveAfterPeerGoes(t *testing.T) {
+	a := testutil.NewNode(t)
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testutil.NewNode(t)
+	for _, n := range []*node.Node{b, c} {
+		if err := a.Connect(ctx(t), n.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa, sc := newPipes(t, a), newPipes(t, c)
+	epb, _ := endpoint.New(b)
+	sb, _ := pipe.New(epb)
+	ad := newAdv(t, adv.Unicast)
+	inB, _ := sb.NewInputPipe(ad)
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "to b"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := inB.Receive(ctx(t)); text(m, "q") != "to b" {
+		t.Fatal("b did not get its message")
+	}
+	sb.Close()
+	epb.Close()
+	b.Close()
+	inC, _ := sc.NewInputPipe(ad)
+	defer inC.Close()
+	var sendErr error
+	for i := 0; i < 100; i++ {
+		sctx, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+		sendErr = out.Send(sctx, message.New(message.Text("", "q", "to c")))
+		cancel()
+		if sendErr == nil && out.RemotePeer() == c.ID() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out.RemotePeer() != c.ID() {
+		t.Fatalf("output pipe still sends to %s (last error %v)", out.RemotePeer(), sendErr)
+	}
+	if m, err := inC.Receive(ctx(t)); err != nil || text(m, "q") != "to c" {
+		t.Fatalf("c: %v %v", m, err)
+	}
+}
+
+// relayed returns nodes a, r, b where b is reachable only through relay
+// r, a is connected to b through r, and a pipe service runs on a and b.
+func relayed(t *testing.T) (a, b *node.Node, sa, sb *pipe.Service) {
+	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	a = testutil.NewNode(t)
+	b = testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+	if err := b.Connect(ctx(t), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx(t), b.Host(), r.AddrInfo()); err != nil {
+		t.Fatalf("reservation on the relay: %v", err)
+	}
+	circuit, _ := ma.NewMultiaddr(r.Addrs()[0].String() + "/p2p-circuit")
+	if err := a.Connect(ctx(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+		t.Fatalf("A to B through R: %v", err)
+	}
+	return a, b, newPipes(t, a), newPipes(t, b)
+}
+
+func TestSecureThroughRelay(t *testing.T) {
+	a, _, sa, sb := relayed(t)
+	ad := newAdv(t, adv.UnicastSecure)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "secret", "s3"))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.ReceiveFrom(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text(r.Message, "secret") != "s3" || r.From != a.ID() || r.FromJXTA != a.JXTAPeerID() || !r.Relayed || r.Security == "" {
+		t.Fatalf("received %+v", r)
+	}
+}
+
+func TestBidi(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	newPipes(t, nodes[2])
+	ad := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := sb.Listen(ad); !errors.Is(err, pipe.ErrBound) {
+		t.Fatalf("second listener: %v", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // an echo server that upper-cases nothing: it counts
+		defer wg.Done()
+		c, err := l.Accept(ctx(t))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if c.RemotePeer() != nodes[0].ID() || c.RemoteJXTAPeerID() != nodes[0].JXTAPeerID() {
+			t.Errorf("server sees %s", c.RemotePeer())
+		}
+		for i := 0; ; i++ {
+			m, err := c.Receive(ctx(t))
+			if errors.Is(err, io.EOF) {
+				c.Close()
+				return
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m.Add(message.Text("", "seq", fmt.Sprint(i)))
+			if err := c.Send(ctx(t), m); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	c, err := sa.Connect(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RemotePeer() != nodes[1].ID() {
+		t.Fatalf("connected to %s", c.RemotePeer())
+	}
+	for i := range 50 {
+		if err := c.Send(ctx(t), message.New(message.Text("", "q", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		m, err := c.Receive(ctx(t))
+		if err != nil || text(m, "q") != fmt.Sprint(i) || text(m, "seq") != fmt.Sprint(i) {
+			t.Fatalf("reply %d: %v %v", i, m, err)
+		}
+	}
+	c.Close()
+	wg.Wait()
+	if _, err := c.Receive(ctx(t)); !errors.Is(err, pipe.ErrClosed) {
+		t.Fatalf("receive after close: %v", err)
+	}
+	if err := c.Send(ctx(t), message.New()); !errors.Is(err, pipe.ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+}
+
+func TestBidiRefusedAndPeerGone(t *testing.T) {
+	a := testutil.NewNode(t)
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.Connect(ctx(t), b.AddrInfo())
+	sa := newPipes(t, a)
+	epb, _ := endpoint.New(b)
+	sb, _ := pipe.New(epb, pipe.WithBacklog(1))
+	t.Cleanup(func() { sb.Close(); epb.Close() })
+	ad := newAdv(t, adv.Unicast)
+	l, _ := sb.Listen(ad)
+	// Connect returns once the listener accepts; until then the request
+	// waits in the backlog, which holds one: the second is refused.
+	first := make(chan *pipe.Bidi, 1)
+	go func() {
+		c, err := sa.Connect(ctx(t), ad)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- c
+	}()
+	for pipe.BacklogLen(l) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := sa.Connect(ctx(t), ad); !errors.Is(err, pipe.ErrRefused) {
+		t.Fatalf("connect beyond the backlog: %v", err)
+	}
+	srv, err := l.Accept(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's first message cannot overtake the acceptance.
+	srv.Send(ctx(t), message.New(message.Text("", "q", "greeting")))
+	c1 := <-first
+	if c1 == nil {
+		t.FailNow()
+	}
+	if m, err := c1.Receive(ctx(t)); err != nil || text(m, "q") != "greeting" {
+		t.Fatalf("%v %v", m, err)
+	}
+	// Closing the service ends its connections gracefully: the tail
+	// arrives, then io.EOF.
+	for i := range 100 {
+		srv.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i))))
+	}
+	go sb.Close()
+	for i := range 100 {
+		if m, err := c1.Receive(ctx(t)); err != nil || text(m, "n") != fmt.Sprint(i) {
+			t.Fatalf("message %d of the tail: %v %v", i, m, err)
+		}
+	}
+	if _, err := c1.Receive(ctx(t)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the tail: %v, want io.EOF", err)
+	}
+}
+
+func TestBidiPeerGone(t *testing.T) {
+	a := testutil.NewNode(t)
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.Connect(ctx(t), b.AddrInfo())
+	sa := newPipes(t, a)
+	epb, _ := endpoint.New(b)
+	sb, _ := pipe.New(epb)
+	t.Cleanup(func() { sb.Close(); epb.Close() })
+	ad := newAdv(t, adv.Unicast)
+	l, _ := sb.Listen(ad)
+	go func() {
+		if srv, err := l.Accept(ctx(t)); err == nil {
+			srv.Send(ctx(t), message.New(message.Text("", "q", "last words")))
+		}
+	}()
+	c, err := sa.Connect(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Receive(ctx(t)); err != nil || text(m, "q") != "last words" {
+		t.Fatalf("%v %v", m, err)
+	}
+	b.Close() // the peer vanishes without closing its pipes
+	if _, err := c.Receive(ctx(t)); !errors.Is(err, pipe.ErrPeerGone) {
+		t.Fatalf("receive from a vanished peer: %v, want ErrPeerGone", err)
+	}
+}
+
+func TestBidiAcceptCloseOrdering(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Unicast)
+	l, _ := sb.Listen(ad)
+	defer l.Close()
+	for i := range 30 {
+		go func() {
+			if srv, err := l.Accept(ctx(t)); err == nil {
+				srv.Send(ctx(t), message.New(message.Text("", "q", "hi")))
+				srv.Close()
+			}
+		}()
+		c, err := sa.Connect(ctx(t), ad)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if m, err := c.Receive(ctx(t)); err != nil || text(m, "q") != "hi" {
+			t.Fatalf("connection %d: %v %v", i, m, err)
+		}
+		if _, err := c.Receive(ctx(t)); !errors.Is(err, io.EOF) {
+			t.Fatalf("connection %d: %v, want io.EOF", i, err)
+		}
+		c.Close()
+	}
+}
+
+func TestLocalOutputReresolves(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Unicast)
+	local, _ := sa.NewInputPipe(ad)
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil || out.RemotePeer() != nodes[0].ID() {
+		t.Fatalf("local resolution: %v %v", out.RemotePeer(), err)
+	}
+	local.Close()
+	if err := out.Send(ctx(t), message.New()); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("send to a closed local input: %v", err)
+	}
+	remote, _ := sb.NewInputPipe(ad)
+	defer remote.Close()
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "moved"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := remote.Receive(ctx(t)); err != nil || text(m, "q") != "moved" {
+		t.Fatalf("%v %v", m, err)
+	}
+	out.Close()
+	if err := out.Send(ctx(t), message.New()); !errors.Is(err, pipe.ErrClosed) {
+		t.Fatalf("send after Close: %v", err)
+	}
+}
+
+func TestPropagate(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 4)
+	svcs := make([]*pipe.Service, len(nodes))
+	for i, n := range nodes {
+		svcs[i] = newPipes(t, n)
+	}
+	ad := newAdv(t, adv.Propagate)
+	var ins []*pipe.InputPipe
+	for _, s := range svcs[1:] {
+		in, err := s.NewInputPipe(ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		ins = append(ins, in)
+	}
+	out, err := svcs[0].NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range ins {
+		seen := map[string]bool{}
+		for range 5 {
+			r, err := in.ReceiveFrom(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.From != nodes[0].ID() || r.FromJXTA != nodes[0].JXTAPeerID() {
+				t.Fatalf("from %s", r.From)
+			}
+			seen[text(r.Message, "n")] = true
+		}
+		if len(seen) != 5 {
+			t.Fatalf("member got %v", seen)
+		}
+	}
+	big := message.New(message.Bytes("", "b", make([]byte, pipe.DefaultMaxPropagate)))
+	if err := out.Send(ctx(t), big); !errors.Is(err, pipe.ErrTooLarge) {
+		t.Fatalf("oversized propagate message: %v", err)
+	}
+	// The largest message allowed still arrives: gossipsub's own limit
+	// leaves room for what it adds.
+	limit := message.New(message.Bytes("", "b", make([]byte, pipe.DefaultMaxPropagate-64)))
+	if err := out.Send(ctx(t), limit); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if m, err := in.Receive(ctx(t)); err != nil || m.Len() != 1 || len(m.At(0).Data) != pipe.DefaultMaxPropagate-64 {
+			t.Fatalf("largest propagate message: %v", err)
+		}
+	}
+	if err := (&pipe.OutputPipe{}).WaitMembers(ctx(t), 1); !errors.Is(err, pipe.ErrWrongType) {
+		t.Fatalf("WaitMembers on a unicast pipe: %v", err)
+	}
+}
+
+// TestDHTResolution: A knows only R; B's binding reaches A through the
+// DHT's provider records.
+func TestDHTResolution(t *testing.T) {
+	r := testutil.NewNode(t, node.WithDHT(node.DHTServer))
+	b := testutil.NewNode(t, node.WithDHT(node.DHTServer), node.WithBootstrapPeers(r.AddrInfo()))
+	a := testutil.NewNode(t, node.WithDHT(node.DHTServer), node.WithBootstrapPeers(r.AddrInfo()))
+	for _, n := range []*node.Node{r, a, b} {
+		if err := n.RefreshRouting(ctx(t)); err != nil {
+			t.Logf("refresh: %v", err)
+		}
+	}
+	sa, sb := newPipes(t, a), newPipes(t, b)
+	newPipes(t, r)
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out *pipe.OutputPipe
+	for i := 0; i < 100; i++ { // until B's provider record is stored
+		a.Host().Network().ClosePeer(b.ID())
+		rctx, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+		out, err = sa.NewOutputPipe(rctx, ad)
+		cancel()
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("resolution through the DHT: %v", err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "via dht"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "via dht" {
+		t.Fatalf("%v %v", m, err)
+	}
+}

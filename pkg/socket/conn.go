@@ -1,0 +1,243 @@
+package socket
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+)
+
+// Conn is a socket connection. It implements net.Conn, with CloseWrite
+// and CloseRead for half-closing as *net.TCPConn has.
+type Conn struct {
+	st     network.Stream
+	adv    *adv.PipeAdvertisement
+	brMu   sync.Mutex
+	br     *bufio.Reader // what the handshake read ahead, if anything
+	local  Addr
+	remote Addr
+
+	// yamux streams take one writer at a time (two at once can overrun
+	// the peer's window, which kills the whole libp2p connection), so
+	// writes queue here, honouring the write deadline while they wait.
+	wlock     chan struct{}
+	dlMu      sync.Mutex
+	wdeadline time.Time
+	closed    chan struct{}
+	closeOnce sync.Once
+	readEOF   atomic.Bool // the other side finished sending
+	// reading is held (shared) by Reads and (exclusively) by the linger
+	// after Close: yamux wakes one waiting reader per arrival, so the
+	// drain must not run beside a Read.
+	reading sync.RWMutex
+}
+
+// lingerTimeout bounds how long a closed connection keeps reading and
+// discarding what the other side still sends.
+const lingerTimeout = 5 * time.Second
+
+var _ net.Conn = (*Conn)(nil)
+
+func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Conn {
+	c := st.Conn()
+	if br != nil && br.Buffered() == 0 {
+		br = nil
+	}
+	return &Conn{st: st, adv: a, br: br,
+		local:  Addr{Peer: c.LocalPeer(), Pipe: a.ID},
+		remote: Addr{Peer: c.RemotePeer(), Pipe: a.ID},
+		wlock:  make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// Read implements net.Conn. It returns io.EOF after the other side's last
+// byte once that side has closed or half-closed.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.reading.RLock()
+	defer c.reading.RUnlock()
+	if c.isClosed() {
+		return 0, c.wrap("read", ErrClosed)
+	}
+	c.brMu.Lock()
+	if c.br != nil {
+		n, _ := c.br.Read(b)
+		if c.br.Buffered() == 0 {
+			c.br = nil
+		}
+		c.brMu.Unlock()
+		return n, nil
+	}
+	c.brMu.Unlock()
+	n, err := c.st.Read(b)
+	if err == io.EOF {
+		c.readEOF.Store(true)
+	}
+	return n, c.wrap("read", err)
+}
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Write implements net.Conn. It blocks while the other side's receive
+// window is full (flow control).
+func (c *Conn) Write(b []byte) (int, error) {
+	if err := c.lockWrite(); err != nil {
+		return 0, c.wrap("write", err)
+	}
+	defer func() { <-c.wlock }()
+	n, err := c.st.Write(b)
+	return n, c.wrap("write", err)
+}
+
+func (c *Conn) lockWrite() error {
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	default:
+	}
+	c.dlMu.Lock()
+	dl := c.wdeadline
+	c.dlMu.Unlock()
+	var expired <-chan time.Time
+	if !dl.IsZero() {
+		d := time.Until(dl)
+		if d <= 0 {
+			return timeoutError{os.ErrDeadlineExceeded}
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	case <-expired:
+		return timeoutError{os.ErrDeadlineExceeded}
+	case <-c.closed:
+		return ErrClosed
+	}
+}
+
+// Close closes the connection in both directions. The other side reads
+// the bytes already written, then io.EOF. If the other side has not
+// finished sending, what it still sends is read and discarded for up to
+// a few seconds, then the stream is reset and its writes fail; without
+// that, on yamux they would stall for ever once its window filled.
+// Pending Reads and Writes are unblocked with net.ErrClosed.
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() { close(c.closed); first = true })
+	if !first {
+		return c.wrap("close", ErrClosed)
+	}
+	if c.readEOF.Load() {
+		c.st.SetWriteDeadline(time.Unix(1, 0)) // unblock pending Writes
+		return c.wrap("close", c.st.Close())
+	}
+	err := c.st.CloseWrite()
+	c.st.SetWriteDeadline(time.Unix(1, 0)) // unblock pending Writes
+	c.st.SetReadDeadline(time.Unix(1, 0))  // and Reads
+	go c.linger()
+	return c.wrap("close", err)
+}
+
+// linger drains what the other side still sends after Close.
+func (c *Conn) linger() {
+	c.reading.Lock() // once the Reads Close unblocked have returned
+	defer c.reading.Unlock()
+	c.st.SetReadDeadline(time.Now().Add(lingerTimeout))
+	if _, err := io.Copy(io.Discard, c.st); err != nil {
+		c.st.Reset()
+		return
+	}
+	c.st.Close()
+}
+
+// CloseWrite half-closes: the other side reads io.EOF after the bytes
+// already written, and this side can still read.
+func (c *Conn) CloseWrite() error { return c.wrap("close", c.st.CloseWrite()) }
+
+// CloseRead stops reading. Unlike TCP, the multiplexer does not tell the
+// other side: its further writes stall once its flow-control window is
+// full, until it closes (or this side closes, see Close).
+func (c *Conn) CloseRead() error { return c.wrap("close", c.st.CloseRead()) }
+
+// LocalAddr implements net.Conn: this peer and the pipe.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr implements net.Conn: the other peer and the pipe.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// RemotePeer is the peer at the other end, proven by its key.
+func (c *Conn) RemotePeer() peer.ID { return c.remote.Peer }
+
+// Security names what authenticates and encrypts the connection (see
+// endpoint.Delivery.Security).
+func (c *Conn) Security() string { return endpoint.ConnSecurity(c.st.Conn()) }
+
+// Adv returns the pipe's advertisement.
+func (c *Conn) Adv() *adv.PipeAdvertisement { return c.adv }
+
+// SetDeadline implements net.Conn.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.setWriteDeadline(t)
+	return c.wrap("set", c.st.SetDeadline(t))
+}
+
+func (c *Conn) setWriteDeadline(t time.Time) {
+	c.dlMu.Lock()
+	c.wdeadline = t
+	c.dlMu.Unlock()
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.wrap("set", c.st.SetReadDeadline(t)) }
+
+// SetWriteDeadline implements net.Conn.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.setWriteDeadline(t)
+	return c.wrap("set", c.st.SetWriteDeadline(t))
+}
+
+// wrap turns a stream error into a *net.OpError, as package net reports
+// errors; io.EOF stays itself, and a deadline's error reports Timeout().
+func (c *Conn) wrap(op string, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if c.isClosed() {
+		err = ErrClosed
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, timeoutError{}) {
+		err = timeoutError{err}
+	}
+	return &net.OpError{Op: op, Net: Network, Source: c.local, Addr: c.remote, Err: err}
+}
+
+// timeoutError marks a deadline's error so errors.Is(err,
+// os.ErrDeadlineExceeded) holds, as it does for package net's conns.
+type timeoutError struct{ error }
+
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+func (e timeoutError) Unwrap() error { return e.error }
+func (e timeoutError) Is(target error) bool {
+	_, ok := target.(timeoutError)
+	return ok || target == os.ErrDeadlineExceeded
+}

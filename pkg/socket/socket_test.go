@@ -1,0 +1,240 @@
+package socket_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/goleak"
+	"golang.org/x/net/nettest"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"))
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func newSockets(t testing.TB, n *node.Node, opts ...socket.Option) *socket.Service {
+	t.Helper()
+	ep, err := endpoint.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := socket.New(ps, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); ps.Close(); ep.Close() })
+	return s
+}
+
+func newAdv(t testing.TB, typ adv.PipeType) *adv.PipeAdvertisement {
+	a, err := adv.New(typ, "sock", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// pair returns a dialled and an accepted connection between two nodes.
+func pair(t testing.TB, sa, sb *socket.Service, a *adv.PipeAdvertisement) (c1, c2 *socket.Conn) {
+	t.Helper()
+	l, err := sb.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c1, err = sa.Dial(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err = l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c1, c2
+}
+
+// TestConformance runs golang.org/x/net/nettest's net.Conn suite.
+func TestConformance(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	nettest.TestConn(t, func() (net.Conn, net.Conn, func(), error) {
+		c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+		return c1, c2, func() { c1.Close(); c2.Close() }, nil
+	})
+}
+
+func TestLargeTransferHalfClose(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c1.Close()
+	defer c2.Close()
+	data := make([]byte, 10<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	go func() {
+		c1.Write(data)
+		c1.CloseWrite()
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, c2)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("copied %d bytes: %v", n, err)
+	}
+	if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatal("data damaged")
+	}
+	// The half-closed side still reads what the other side writes.
+	if _, err := c2.Write([]byte("ack")); err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	got, err := io.ReadAll(c1)
+	if err != nil || string(got) != "ack" {
+		t.Fatalf("after half-close: %q %v", got, err)
+	}
+	if c1.RemotePeer() != nodes[1].ID() || c1.Security() == "" || c2.RemoteAddr().(socket.Addr).Peer != nodes[0].ID() {
+		t.Fatalf("addresses %v %v", c1.RemoteAddr(), c2.RemoteAddr())
+	}
+}
+
+func TestRefusedAndUnresolved(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1], socket.WithBacklog(1))
+	a := newAdv(t, adv.Unicast)
+	if _, err := sa.Dial(ctx(t), a); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("dial without a listener: %v", err)
+	}
+	l, err := sb.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Listen(a); !errors.Is(err, socket.ErrBound) {
+		t.Fatalf("second listener: %v", err)
+	}
+	c1, err := sa.Dial(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if _, err := sa.Dial(ctx(t), a); !errors.Is(err, socket.ErrRefused) {
+		t.Fatalf("dial beyond the backlog: %v", err)
+	}
+	l.Close()
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("accept on a closed listener")
+	}
+	if _, err := sa.Dial(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo())); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("dial after the listener closed: %v", err)
+	}
+	if _, err := sa.Listen(newAdv(t, adv.Propagate)); !errors.Is(err, pipe.ErrWrongType) {
+		t.Fatalf("socket on a propagate pipe: %v", err)
+	}
+	if _, err := socket.New(nil, socket.WithBacklog(0)); !errors.Is(err, socket.ErrBadOption) {
+		t.Fatalf("bad option: %v", err)
+	}
+}
+
+func TestDeadlineIsTimeout(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.UnicastSecure))
+	defer c1.Close()
+	defer c2.Close()
+	c1.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	_, err := c1.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+}
+
+// TestCloseWhilePeerWrites: after one side closes, the other side's
+// writes fail (after a short linger) instead of stalling for ever, and
+// what was written before the close still arrives.
+func TestCloseWhilePeerWrites(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c1.Close()
+	if _, err := c2.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	if _, err := c2.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) || !errors.Is(err, socket.ErrClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+	got := make([]byte, 3)
+	if _, err := io.ReadFull(c1, got); err != nil || string(got) != "bye" {
+		t.Fatalf("bytes written before close: %q %v", got, err)
+	}
+	c1.SetWriteDeadline(time.Now().Add(time.Minute)) // a hang fails the test, not the deadline
+	chunk := make([]byte, 256<<10)
+	var err error
+	for err == nil { // until the linger ends; the deadline catches a stall
+		_, err = c1.Write(chunk)
+	}
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("writing to a closed peer: %v, want a reset", err)
+	}
+}
+
+func TestSocketThroughRelay(t *testing.T) {
+	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	a := testutil.NewNode(t)
+	b := testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+	if err := b.Connect(ctx(t), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx(t), b.Host(), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	circuit, _ := ma.NewMultiaddr(r.Addrs()[0].String() + "/p2p-circuit")
+	if err := a.Connect(ctx(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := pair(t, newSockets(t, a), newSockets(t, b), newAdv(t, adv.UnicastSecure))
+	defer c1.Close()
+	defer c2.Close()
+	// Well past go-libp2p's default relay limit of 128 KiB.
+	data := bytes.Repeat([]byte("relayed "), 512<<10/8)
+	go func() { c1.Write(data); c1.CloseWrite() }()
+	got, err := io.ReadAll(c2)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("relayed %d of %d bytes: %v", len(got), len(data), err)
+	}
+	if c2.Security() == "" {
+		t.Fatal("relayed socket not secured")
+	}
+}
