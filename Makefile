@@ -10,7 +10,7 @@ FUZZTIME  ?= 3000x
 # Every go test -fuzz target, as package:Target.
 FUZZ_PKGS := ./pkg/...
 
-.PHONY: run build test vet unit jxse-jar fuzz bench benchmarks clean
+.PHONY: run build test vet unit jxse-jar fuzz bench benchmarks plans clean
 
 run: build
 	./$(BIN) --help
@@ -18,7 +18,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/p2pmsg
 
-test: vet unit fuzz bench
+test: vet unit fuzz bench plans
 	@echo "make test: all checks passed"
 
 vet:
@@ -53,6 +53,27 @@ bench:
 
 benchmarks:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+# The Testground plans (testplans/, a module of its own, so ./... above
+# does not reach it): vet, race-enabled tests, validation of the manifests
+# and compositions with Testground's own types (testplans/validate, a
+# module of its own too), then the dsl and lan AMTT compositions through
+# the Docker-free local runner with PLANS_TRIALS trials, checked complete
+# and physically sound (no control message beats its link; gzip cuts the
+# 172 KB document's AMTT on dsl by more than half).
+PLANS_TRIALS ?= 3
+PLANS_OUT    ?= $(CURDIR)/testplans/results/ci
+plans:
+	cd testplans && $(GO) vet ./... && test -z "$$(gofmt -l .)"
+	cd testplans && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...
+	cd testplans/validate && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	rm -rf $(PLANS_OUT)
+	cd testplans && $(GO) run ./cmd/tgrun run -f amtt/compositions/dsl.toml -f amtt/compositions/lan.toml \
+	  --param trials=$(PLANS_TRIALS) --param warmup=0 --out $(PLANS_OUT) --run-id ci --timeout 3m
+	cd testplans && $(GO) run ./cmd/amttcheck -results $(PLANS_OUT)/amtt/ci-dsl/amtt.jsonl -profile dsl \
+	  -trials $(PLANS_TRIALS) -min-decrease gzip=50
+	cd testplans && $(GO) run ./cmd/amttcheck -results $(PLANS_OUT)/amtt/ci-lan/amtt.jsonl -profile lan \
+	  -trials $(PLANS_TRIALS)
 
 clean:
 	rm -rf bin

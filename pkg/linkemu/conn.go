@@ -14,10 +14,52 @@ type Option func(*config)
 
 type config struct {
 	seed uint64
+	sw   *Switch
 }
 
 // WithSeed seeds the jitter generator (default 1), so that runs repeat.
 func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
+
+// WithSwitch makes the connection take its link from sw, packet by
+// packet, instead of the link it was made with (which still sets the
+// queue limits): the link can then change while the connection runs.
+func WithSwitch(sw *Switch) Option { return func(c *config) { c.sw = sw } }
+
+// Switch holds a link that can change while connections made with
+// WithSwitch run, as when a laptop moves from its office LAN to a DSL
+// line: every packet queued after Set crosses the new link (packets
+// already queued keep their schedule, and none overtakes another). It is
+// safe for concurrent use.
+type Switch struct {
+	mu   sync.RWMutex
+	link Link
+}
+
+// NewSwitch returns a switch holding l.
+func NewSwitch(l Link) (*Switch, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &Switch{link: l}, nil
+}
+
+// Set changes the link.
+func (s *Switch) Set(l Link) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.link = l
+	s.mu.Unlock()
+	return nil
+}
+
+// Link returns the current link.
+func (s *Switch) Link() Link {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.link
+}
 
 // Conn wraps c: what is written crosses l.Up, what is read crosses l.Down.
 // Deadlines, Close and addresses behave as on a net.Conn. Close delivers
@@ -36,6 +78,10 @@ func Conn(c net.Conn, l Link, opts ...Option) (net.Conn, error) {
 	sc.rFeed, sc.rApp = net.Pipe()
 	sc.egress = newDirection(l.Up, cfg.seed)
 	sc.ingress = newDirection(l.Down, cfg.seed^0x9e3779b97f4a7c15)
+	if cfg.sw != nil {
+		sc.egress.shapeOf = func() Shape { return cfg.sw.Link().Up }
+		sc.ingress.shapeOf = func() Shape { return cfg.sw.Link().Down }
+	}
 	sc.wg.Add(4)
 	go func() { sc.pump(sc.wPump, sc.egress); close(sc.egressPumped) }() // app writes -> egress queue
 	go sc.deliver(sc.egress, c, sc.egressDone())                         // egress queue -> c
@@ -90,7 +136,7 @@ func (c *shapedConn) Close() error {
 		// A Write returns once the pump has read its bytes, a moment
 		// before it queues them: wait for that too. Everything written
 		// is then queued bytes plus at most one packet in hand.
-		t := time.NewTimer(c.egress.drainTime() + c.egress.shape.TransferTime(c.egress.packetSize()) + 2*time.Second)
+		t := time.NewTimer(c.egress.drainTime() + c.egress.cur().TransferTime(c.egress.packetSize()) + 2*time.Second)
 		select {
 		case <-c.egressPumped:
 			select {
@@ -163,8 +209,9 @@ type packet struct {
 
 // direction is one side's bottleneck: its queue and schedule.
 type direction struct {
-	shape Shape
-	limit int
+	shape   Shape
+	shapeOf func() Shape // the current shape, when a Switch sets it
+	limit   int
 
 	mu          sync.Mutex
 	cond        *sync.Cond
@@ -183,13 +230,22 @@ func newDirection(s Shape, seed uint64) *direction {
 	return d
 }
 
+// cur is the shape packets queued now cross.
+func (d *direction) cur() Shape {
+	if d.shapeOf != nil {
+		return d.shapeOf()
+	}
+	return d.shape
+}
+
 // packetSize is about a millisecond of the link, between an Ethernet
 // frame and 64 KiB.
 func (d *direction) packetSize() int {
-	if d.shape.Bandwidth <= 0 {
+	s := d.cur()
+	if s.Bandwidth <= 0 {
 		return 64 << 10
 	}
-	return min(max(int(d.shape.Bandwidth/1000), 1460), 64<<10)
+	return min(max(int(s.Bandwidth/1000), 1460), 64<<10)
 }
 
 func (d *direction) push(data []byte, abort <-chan struct{}) error {
@@ -204,15 +260,16 @@ func (d *direction) push(data []byte, abort <-chan struct{}) error {
 		}
 		return net.ErrClosed
 	}
+	shape := d.cur()
 	now := time.Now()
 	start := now
 	if d.linkFree.After(start) {
 		start = d.linkFree
 	}
-	d.linkFree = start.Add(d.shape.SerializationTime(len(data)))
-	at := d.linkFree.Add(d.shape.Latency)
-	if d.shape.Jitter > 0 {
-		at = at.Add(time.Duration(d.rng.Int64N(int64(d.shape.Jitter))))
+	d.linkFree = start.Add(shape.SerializationTime(len(data)))
+	at := d.linkFree.Add(shape.Latency)
+	if shape.Jitter > 0 {
+		at = at.Add(time.Duration(d.rng.Int64N(int64(shape.Jitter))))
 	}
 	if at.Before(d.lastArrival) {
 		at = d.lastArrival // FIFO: no overtaking
@@ -278,5 +335,5 @@ func (d *direction) close(err error) {
 func (d *direction) drainTime() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return max(0, time.Until(d.lastArrival)) + d.shape.SerializationTime(d.pending)
+	return max(0, time.Until(d.lastArrival)) + d.cur().SerializationTime(d.pending)
 }

@@ -1,0 +1,73 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// `lab amtt --json` prints exactly the issue's fields, one object per
+// codec and document, and --out writes the results, table and chart.
+func TestLabAMTT(t *testing.T) {
+	out := t.TempDir()
+	r := run(t, nil, "lab", "amtt", "--profile", "lan", "--codecs", "none,gzip", "--sizes", "1,50",
+		"--trials", "3", "--warmup", "0", "--json", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines:\n%s", len(lines), r.stdout)
+	}
+	want := []string{"amtt_ns", "bytes", "codec", "control_amtt_ns", "decrease_pct", "profile", "records", "trials"}
+	for i, l := range lines {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(l), &obj); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		var keys []string
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, want) {
+			t.Fatalf("line %d has keys %v, want %v", i, keys, want)
+		}
+		if obj["profile"] != "lan" || obj["trials"] != 3.0 || obj["amtt_ns"].(float64) <= 0 {
+			t.Errorf("line %d: %v", i, obj)
+		}
+	}
+	if !bytes.Contains(r.stderr, []byte("lab amtt: lan")) || !bytes.Contains(r.stderr, []byte("left")) {
+		t.Errorf("no progress on stderr: %s", r.stderr)
+	}
+	for _, f := range []string{"amtt.jsonl", "amtt.md", "amtt.svg"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "amtt.md"))
+	if !bytes.Contains(md, []byte("| records | bytes | trials | control (ms) | gzip (ms) | gzip % decrease |")) {
+		t.Errorf("table:\n%s", md)
+	}
+}
+
+func TestLabAMTTUsage(t *testing.T) {
+	if r := run(t, nil, "lab", "amtt", "--help"); r.code != 0 || !bytes.Contains(r.stdout, []byte("dsl")) {
+		t.Errorf("--help: exit %d", r.code)
+	}
+	for _, args := range [][]string{
+		{"--trials", "2"}, {"--profile", "moon"}, {"--up", "fast"}, {"--rtt", "soon"},
+		{"--codecs", "lzma"}, {"--sizes", "0"}, {"--sizes", "x"},
+	} {
+		r := run(t, nil, append([]string{"lab", "amtt"}, args...)...)
+		failsCleanly(t, r)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.stderr)
+		}
+	}
+}

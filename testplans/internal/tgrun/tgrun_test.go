@@ -1,0 +1,368 @@
+package tgrun_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/testground/sdk-go/run"
+	"github.com/testground/sdk-go/runtime"
+	"github.com/testground/sdk-go/sync"
+	"go.uber.org/goleak"
+
+	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/tgrun"
+)
+
+// fakePlanEnv makes this test binary act as a plan instance: tgrun runs
+// it instead of a built plan, so the tests exercise the real SDK against
+// the embedded sync service without building anything.
+const fakePlanEnv = "TGRUN_TEST_FAKE_PLAN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakePlanEnv) != "" {
+		fakePlan()
+		os.Exit(0)
+	}
+	// The SDK's RunEnv starts go-metrics' process-wide meter ticker,
+	// which never stops.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
+
+func fakePlan() {
+	plan.LoopbackHTTP()
+	run.InvokeMap(map[string]interface{}{
+		"ok": func(re *runtime.RunEnv, ic *run.InitContext) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := ic.SyncClient.SignalAndWait(ctx, "both", re.TestInstanceCount); err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			lab.WriteAMTTJSON(&b, []lab.AMTTResult{{
+				Profile: "dsl", Codec: re.TestGroupID, Records: 1, Bytes: 254, Trials: 3,
+				ControlAMTT: time.Second, AMTT: time.Second / 2, DecreasePct: 50,
+			}})
+			re.RecordMessage("param greeting=%s", re.TestInstanceParams["greeting"])
+			fmt.Fprintln(os.Stderr, "to stderr")
+			return plan.WriteOutput(re, tgrun.AMTTFile, b.Bytes())
+		},
+		"fail": func(re *runtime.RunEnv) error {
+			if re.TestGroupID == "b" {
+				return errors.New("deliberate failure")
+			}
+			return nil
+		},
+		"hang": func(re *runtime.RunEnv) error {
+			time.Sleep(time.Hour)
+			return nil
+		},
+		"exit": func(re *runtime.RunEnv) error {
+			os.Exit(3)
+			return nil
+		},
+	})
+}
+
+const manifest = `name = "fake"
+
+[builders."exec:go"]
+enabled = true
+
+[runners."local:exec"]
+enabled = true
+
+[[testcases]]
+name = "ok"
+instances = { min = 2, max = 2 }
+  [testcases.params]
+  greeting = { type = "string", desc = "a word", unit = "word", default = "hello" }
+  count    = { type = "int", desc = "a number", unit = "things", default = 7 }
+
+[[testcases]]
+name = "fail"
+instances = { min = 2, max = 2 }
+
+[[testcases]]
+name = "hang"
+instances = { min = 2, max = 2 }
+
+[[testcases]]
+name = "exit"
+instances = { min = 2, max = 2 }
+`
+
+func composition(tcase, params string) string {
+	return `[global]
+plan = "fake"
+case = "` + tcase + `"
+total_instances = 2
+builder = "exec:go"
+runner = "local:exec"
+
+[global.run.test_params]
+` + params + `
+
+[[groups]]
+id = "a"
+instances = { count = 1 }
+
+[[groups]]
+id = "b"
+instances = { count = 1 }
+  [groups.run.test_params]
+`
+}
+
+// writePlan lays out a fake plan with one composition and returns its path.
+func writePlan(t *testing.T, tcase, params string) string {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "fake", "compositions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fake", "manifest.toml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := filepath.Join(dir, "fake", "compositions", tcase+".toml")
+	if err := os.WriteFile(c, []byte(composition(tcase, params)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runFake(t *testing.T, tcase, params string, timeout time.Duration) (*tgrun.Result, string, error) {
+	c := writePlan(t, tcase, params)
+	var log bytes.Buffer
+	res, err := tgrun.Run(context.Background(), tgrun.Options{
+		Composition: c, OutDir: t.TempDir(), RunID: "r1", Timeout: timeout,
+		Binary: os.Args[0], Env: []string{fakePlanEnv + "=1"}, Log: &log,
+	})
+	return res, log.String(), err
+}
+
+func TestRunOK(t *testing.T) {
+	res, log, err := runFake(t, "ok", `greeting = "bonjour"`, time.Minute)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if len(res.Outcomes) != 2 || res.Outcomes[0].Outcome != "ok" || res.Outcomes[1].Outcome != "ok" {
+		t.Fatalf("outcomes %+v", res.Outcomes)
+	}
+	for _, want := range []string{"<< a[000] >> param greeting=bonjour", "<< b[000] >> to stderr", "<< b[000] >> OK"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	// Testground's layout, and the merged results.
+	for _, f := range []string{"a/0/amtt.jsonl", "b/0/run.out", "outcome.json", "amtt.jsonl", "amtt.md", "amtt.svg"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(res.Dir, "amtt.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	merged, err := lab.ReadAMTTJSON(f)
+	if err != nil || len(merged) != 2 {
+		t.Fatalf("merged %+v, %v", merged, err)
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	for _, c := range []struct {
+		tcase, want string
+	}{
+		{"fail", "failure"},
+		{"hang", "timeout"},
+		{"exit", "exit"},
+	} {
+		t.Run(c.tcase, func(t *testing.T) {
+			res, log, err := runFake(t, c.tcase, "", 5*time.Second)
+			if !errors.Is(err, tgrun.ErrRunFailed) {
+				t.Fatalf("err = %v, want ErrRunFailed\n%s", err, log)
+			}
+			var got []string
+			for _, oc := range res.Outcomes {
+				got = append(got, oc.Outcome)
+			}
+			if !strings.Contains(strings.Join(got, " "), c.want) {
+				t.Fatalf("outcomes %v, want one %s\n%s", got, c.want, log)
+			}
+			b, err := os.ReadFile(filepath.Join(res.Dir, "outcome.json"))
+			if err != nil || !bytes.Contains(b, []byte(`"outcome": "`+c.want+`"`)) {
+				t.Fatalf("outcome.json: %s %v", b, err)
+			}
+		})
+	}
+}
+
+// The environment is what Testground's local:exec runner gives, in the
+// SDK's own names: the SDK reads back exactly the parameters.
+func TestInstanceEnv(t *testing.T) {
+	rp := runtime.RunParams{
+		TestPlan: "amtt", TestCase: "amtt", TestRun: "r9", TestInstanceCount: 2,
+		TestGroupID: "sender", TestGroupInstanceCount: 1,
+		TestInstanceParams: map[string]string{"profile": "dsl", "codecs": "none,gzip:6"},
+		TestOutputsPath:    "/out", TestTempPath: "/tmp/x",
+	}
+	env := tgrun.InstanceEnv(rp, "127.0.0.1", 5050, []string{"EXTRA=1"})
+	got, err := runtime.ParseRunParams(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TestPlan != rp.TestPlan || got.TestCase != rp.TestCase || got.TestRun != rp.TestRun ||
+		got.TestInstanceCount != 2 || got.TestGroupID != "sender" || got.TestGroupInstanceCount != 1 ||
+		got.TestOutputsPath != "/out" || got.TestTempPath != "/tmp/x" || got.TestSidecar ||
+		!reflect.DeepEqual(got.TestInstanceParams, rp.TestInstanceParams) {
+		t.Fatalf("parsed %+v\nfrom %v", got, env)
+	}
+	joined := strings.Join(env, "\n")
+	for _, want := range []string{"SYNC_SERVICE_HOST=127.0.0.1", "SYNC_SERVICE_PORT=5050", "TEST_SIDECAR=false", "EXTRA=1"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("env lacks %s", want)
+		}
+	}
+}
+
+// The embedded service speaks the SDK's protocol: barriers and pub/sub.
+func TestSyncService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ss, err := tgrun.StartSyncService(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	t.Setenv(sync.EnvServiceHost, ss.Host())
+	t.Setenv(sync.EnvServicePort, fmt.Sprint(ss.Port()))
+	re := runtime.NewRunEnv(runtime.RunParams{TestPlan: "p", TestCase: "c", TestRun: "r", TestInstanceCount: 2})
+	defer re.Close()
+	var clients []*sync.DefaultClient
+	for range 2 {
+		c, err := sync.NewBoundClient(ctx, re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	type info struct{ N int }
+	topic := sync.NewTopic("t", &info{})
+	ch := make(chan *info, 1)
+	if _, err := clients[1].Subscribe(ctx, topic, ch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients[0].Publish(ctx, topic, &info{N: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-ch; got.N != 42 {
+		t.Fatalf("received %+v", got)
+	}
+	done := make(chan error, 2)
+	for _, c := range clients {
+		go func() { _, err := c.SignalAndWait(ctx, "s", 2); done <- err }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGroupParams(t *testing.T) {
+	c := writePlan(t, "ok", `greeting = "global"`)
+	comp, err := tgrun.LoadComposition(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := tgrun.LoadManifest(filepath.Join(filepath.Dir(filepath.Dir(c)), "manifest.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := man.TestCase("ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp.Groups[1].Run.TestParams = map[string]string{"greeting": "group"}
+	p, err := tgrun.GroupParams(comp, tc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p["a"]["greeting"] != "global" || p["b"]["greeting"] != "group" || p["a"]["count"] != "7" {
+		t.Fatalf("params %v", p)
+	}
+	if p, _ := tgrun.GroupParams(comp, tc, map[string]string{"greeting": "cli"}); p["b"]["greeting"] != "cli" {
+		t.Fatalf("override lost: %v", p)
+	}
+	for _, bad := range []map[string]string{{"nope": "x"}, {"greeting": "a=b"}, {"greeting": "a|b"}} {
+		if _, err := tgrun.GroupParams(comp, tc, bad); !errors.Is(err, tgrun.ErrComposition) {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestLoadCompositionErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"noplan":  "[global]\ncase = \"c\"\n[[groups]]\nid = \"a\"\ninstances = { count = 1 }\n",
+		"runs":    "[global]\nplan = \"p\"\ncase = \"c\"\n[[groups]]\nid = \"a\"\ninstances = { count = 1 }\n[[runs]]\nid = \"r\"\n",
+		"total":   "[global]\nplan = \"p\"\ncase = \"c\"\ntotal_instances = 3\n[[groups]]\nid = \"a\"\ninstances = { count = 1 }\n",
+		"dup":     "[global]\nplan = \"p\"\ncase = \"c\"\n[[groups]]\nid = \"a\"\ninstances = { count = 1 }\n[[groups]]\nid = \"a\"\ninstances = { count = 1 }\n",
+		"percent": "[global]\nplan = \"p\"\ncase = \"c\"\n[[groups]]\nid = \"a\"\ninstances = { percentage = 0.5 }\n",
+		"syntax":  "[global\n",
+	} {
+		p := filepath.Join(dir, name+".toml")
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := tgrun.LoadComposition(p); !errors.Is(err, tgrun.ErrComposition) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// Every composition in the repository resolves against its plan's
+// manifest the way tgrun will run it.
+func TestRepositoryCompositions(t *testing.T) {
+	comps, _ := filepath.Glob("../../*/compositions/*.toml")
+	if len(comps) < 3 {
+		t.Fatalf("found only %v", comps)
+	}
+	for _, c := range comps {
+		comp, err := tgrun.LoadComposition(c)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		dir, err := tgrun.FindPlanDir(c, comp.Global.Plan)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		man, err := tgrun.LoadManifest(filepath.Join(dir, "manifest.toml"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		tc, err := man.TestCase(comp.Global.Case)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if _, err := tgrun.GroupParams(comp, tc, nil); err != nil {
+			t.Errorf("%s: %v", c, err)
+		}
+		if b, _ := json.Marshal(comp); len(b) == 0 {
+			t.Errorf("%s: empty", c)
+		}
+	}
+}
