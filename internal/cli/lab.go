@@ -19,6 +19,8 @@ func labLayers() map[string]lab.Layer {
 		"tcp":      lab.TCPLayer{},
 		"stream":   lab.StreamLayer{NewHost: lab.NodeHost},
 		"endpoint": lab.EndpointLayer{},
+		"pipe":     lab.PipeLayer{},
+		"socket":   lab.SocketLayer{},
 	}
 }
 
@@ -28,6 +30,8 @@ func newLabCmd() *cobra.Command {
 		Short: "Run p2pmsg's experiments on this machine",
 	}
 	cmd.AddCommand(newLabRTTCmd(), newLabCodecsCmd())
+	cmd.AddCommand(newLabAMTTCmd())
+	cmd.AddCommand(newLabGridCmd())
 	return cmd
 }
 
@@ -48,7 +52,9 @@ bytes the layer writes per message beyond the payload.
 
 Layers: ` + strings.Join(lab.LayerNames(labLayers()), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
 stream a raw libp2p stream with a 4-byte length prefix between hosts
-configured as p2pmsg nodes, endpoint the endpoint service).`,
+configured as p2pmsg nodes, endpoint the endpoint service, pipe a unicast
+output pipe to an input pipe that echoes through a second pipe, socket a
+socket connection echoing every byte).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			known := labLayers()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -18,9 +19,15 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
+
+// drainTimeout bounds how long recv --count waits, once done, for its
+// senders to finish their streams.
+const drainTimeout = 2 * time.Second
 
 func newRecvCmd() *cobra.Command {
 	var (
@@ -86,10 +93,21 @@ to stdout, and exit at its end.`,
 			if err != nil {
 				return err
 			}
-			dec, err := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()))
+			// The receiver times its decodes into the models kept beside
+			// its identity and serves them, as its decode profile, to
+			// senders choosing with --encode auto (pathinfo), which may
+			// also probe the path from this end.
+			models, saveModels := loadModels(keyFile, cmd.ErrOrStderr())
+			defer saveModels()
+			dec, err := adaptive.NewDecoder(adaptive.WithModels(models), adaptive.WithRegistry(reg), adaptive.WithPipeID(a.ID.String()))
 			if err != nil {
 				return err
 			}
+			info, err := pathinfo.New(p.node, models, pathinfo.WithRegistry(reg))
+			if err != nil {
+				return err
+			}
+			defer info.Close()
 			in, err := p.pipes.NewInputPipe(a)
 			if err != nil {
 				return err
@@ -128,7 +146,11 @@ to stdout, and exit at its end.`,
 					return err
 				}
 			}
-			return nil
+			// Let the senders see their last messages delivered: their
+			// Flush waits for this end to finish the stream cleanly.
+			sctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			defer cancel()
+			return p.ep.Shutdown(sctx)
 		},
 	}
 	f := cmd.Flags()

@@ -130,7 +130,7 @@ and exit 0 once the peer has read everything (like nc).`,
 					if a.Type == adv.Propagate {
 						flush = nil
 					}
-					auto, done, err := newAutoScheme(ctx, p, keys.recipient, names, a.ID.String(), flush, cmd.ErrOrStderr())
+					auto, done, err := newAutoScheme(ctx, p, keyFile, keys.recipient, names, a.ID.String(), flush, cmd.ErrOrStderr())
 					if err != nil {
 						return err
 					}

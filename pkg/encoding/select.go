@@ -92,6 +92,14 @@ const markParam = ";x-p2pmsg-encode=1"
 
 func stripMark(mime string) string { return strings.TrimSuffix(mime, markParam) }
 
+// Unmark returns e without the Producer's mark, as a scheme sends an
+// element it selected but chose not to encode (the adaptive scheme's
+// identity choice). An unmarked element is returned unchanged.
+func Unmark(e message.Element) message.Element {
+	e.MIME = stripMark(e.MIME)
+	return e
+}
+
 // Producer creates elements marked for encoding, the paper's element
 // producer: elements created through it are selected by Marked (and so by
 // every Scheme, whatever its selector), others are not. The mark is a MIME

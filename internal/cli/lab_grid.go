@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/lab"
+)
+
+// Files `lab grid --out DIR` writes.
+const (
+	gridJSONFile     = "grid.jsonl"
+	gridMarkdownFile = "grid.md"
+	gridChartFile    = "grid.svg"
+	gridSwitchFile   = "switch.md"
+)
+
+func newLabGridCmd() *cobra.Command {
+	var (
+		profiles, docs, choices, cpus, out, traceFile, modelsFile, from string
+		switchFrom, switchTo, switchDoc                                 string
+		asJSON, full, doSwitch                                          bool
+		trials, warmup                                                  int
+		slow                                                            float64
+		maxMessage                                                      time.Duration
+		seed                                                            uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "grid",
+		Short: "The adaptive encoding against every fixed choice, on a grid of links and documents",
+		Long: `Measure the AMTT (the AMTT experiment's trial protocol: send through an
+encoding adapter, acknowledge once decoded, time send-to-acknowledgement, drop
+the warm-up, the highest and the lowest, average) of the adaptive scheme
+"auto" against "identity" (elements as they are) and every fixed codec, per
+link profile × document × receiver CPU, between two p2pmsg nodes in this
+process. All choices of a cell are measured side by side, round by round in
+rotating order, on one connection: compare figures within a cell, and repeat
+runs on a busy machine.
+
+The sender is one node for the whole run: its models carry over from cell to
+cell; each link's receiver is a new peer, whose path it probes (pathinfo) and
+whose decode profile it fetches. A "slow" receiver's decoding is throttled
+(--slow-factor times longer: a 450 MHz-class CPU against this machine's).
+A fixed choice whose encoded document would take longer than --max-message
+over the link is skipped in that cell.
+
+The default run is small (a few minutes); --full is every profile
+(` + strings.Join(lab.AllGridProfiles, ", ") + `), document
+(` + strings.Join(lab.AllGridDocs, ", ") + `),
+fixed choice (` + strings.Join(lab.AllGridChoices, ", ") + `) and both CPUs,
+which takes hours.
+
+Then, unless --switch=false, the link-change run: auto sends one document
+over a connection whose link switches (--switch-from → --switch-to), and
+the report says after how many messages auto was back within 5% (or 1 ms)
+of the best fixed choice on the new link.
+
+Output: Markdown on stdout (the summary per cell with the targets, then
+every choice's AMTT per link), or --json one object per cell and choice;
+--out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + ` and the heat map
+` + gridChartFile + ` (auto's excess over the best fixed choice per cell). Progress goes to
+stderr, auto's decisions to --trace FILE. --from FILE reports an earlier
+run's JSON lines again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, Seed: seed, Progress: cmd.ErrOrStderr()}
+			if warmup == 0 {
+				cfg.Warmup = -1
+			}
+			if full {
+				cfg.Profiles, cfg.Docs, cfg.Choices, cfg.CPUs = lab.AllGridProfiles, lab.AllGridDocs, lab.AllGridChoices, []string{lab.CPUFast, lab.CPUSlow}
+			}
+			for _, f := range []struct {
+				name, val string
+				dst       *[]string
+			}{{"profile", profiles, &cfg.Profiles}, {"docs", docs, &cfg.Docs}, {"choices", choices, &cfg.Choices}, {"cpu", cpus, &cfg.CPUs}} {
+				if cmd.Flags().Changed(f.name) {
+					*f.dst = splitList(f.val)
+				}
+			}
+			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 {
+				return usageError{fmt.Errorf("--trials must be >= %d, --warmup and --max-message >= 0", lab.MinAMTTTrials)}
+			}
+			if from != "" { // reports of an earlier run
+				f, err := os.Open(from)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				res, err := lab.ReadGridJSON(f)
+				if err != nil {
+					return err
+				}
+				if out != "" {
+					if err := writeGridFiles(out, res, nil); err != nil {
+						return err
+					}
+				}
+				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
+			}
+			models := adaptive.NewModels()
+			if modelsFile != "" {
+				m, err := adaptive.Load(modelsFile)
+				if err != nil {
+					return err
+				}
+				models = m
+			}
+			cfg.Models = models
+			if traceFile != "" {
+				f, err := os.Create(traceFile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.Trace = f
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			res, err := lab.RunGrid(ctx, cfg)
+			if err != nil {
+				if errors.Is(err, lab.ErrGridConfig) {
+					return usageError{err}
+				}
+				return err
+			}
+			var sw *lab.SwitchResult
+			if doSwitch {
+				sw, err = lab.RunSwitch(ctx, lab.SwitchConfig{
+					From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast,
+					Models: models, Seed: seed, Progress: cmd.ErrOrStderr(), Trace: cfg.Trace,
+				})
+				if err != nil {
+					if errors.Is(err, lab.ErrGridConfig) {
+						return usageError{err}
+					}
+					return err
+				}
+			}
+			if modelsFile != "" {
+				if err := models.Save(modelsFile); err != nil {
+					return err
+				}
+			}
+			if out != "" {
+				if err := writeGridFiles(out, res, sw); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return lab.WriteGridJSON(w, res)
+			}
+			if err := lab.WriteGridMarkdown(w, res); err != nil {
+				return err
+			}
+			if sw != nil {
+				fmt.Fprintln(w)
+				return lab.WriteSwitchMarkdown(w, sw)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profiles, "profile", strings.Join(lab.DefaultGridProfiles, ","), "comma-separated link profiles (loopback: none)")
+	f.StringVar(&docs, "docs", strings.Join(lab.DefaultGridDocs, ","), "comma-separated documents: employees-N, dataset-N, random-SIZE")
+	f.StringVar(&choices, "choices", strings.Join(lab.DefaultGridChoices, ","), "comma-separated fixed choices: identity and codec specs (auto picks among the same codecs)")
+	f.StringVar(&cpus, "cpu", lab.CPUFast, "comma-separated receiver CPUs: fast, slow")
+	f.Float64Var(&slow, "slow-factor", lab.DefaultSlowFactor, "how many times longer a slow receiver decodes")
+	f.BoolVar(&full, "full", false, "every profile, document, fixed choice and both CPUs (hours)")
+	f.IntVar(&trials, "trials", lab.DefaultGridTrials, "measured rounds per document")
+	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")
+	f.DurationVar(&maxMessage, "max-message", lab.DefaultGridMaxMessage, "skip a fixed choice whose document takes longer over the link")
+	f.BoolVar(&doSwitch, "switch", true, "also run the link-change experiment")
+	f.StringVar(&switchFrom, "switch-from", "lan", "link before the change")
+	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")
+	f.StringVar(&switchDoc, "switch-doc", lab.DefaultSwitchDoc, "document of the link-change run")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per cell and choice per line")
+	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridSwitchFile+" and "+gridChartFile+" into this directory")
+	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file")
+	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file")
+	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")
+	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of auto's exploration")
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func writeGridFiles(dir string, res []lab.GridResult, sw *lab.SwitchResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var j, md, svg, sm bytes.Buffer
+	if err := lab.WriteGridJSON(&j, res); err != nil {
+		return err
+	}
+	if err := lab.WriteGridMarkdown(&md, res); err != nil {
+		return err
+	}
+	if err := lab.WriteGridChart(&svg, res); err != nil {
+		return err
+	}
+	files := map[string][]byte{gridJSONFile: j.Bytes(), gridMarkdownFile: md.Bytes(), gridChartFile: svg.Bytes()}
+	if sw != nil {
+		if err := lab.WriteSwitchMarkdown(&sm, sw); err != nil {
+			return err
+		}
+		files[gridSwitchFile] = sm.Bytes()
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

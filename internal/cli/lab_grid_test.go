@@ -1,0 +1,93 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+)
+
+func TestLabGrid(t *testing.T) {
+	out := t.TempDir()
+	r := run(t, nil, "lab", "grid", "--profile", "loopback", "--docs", "employees-1,random-4K", "--choices", "identity,s2:1",
+		"--trials", "3", "--warmup", "1", "--switch=false", "--json", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d JSON lines, want 2 documents × (2 choices + auto): %s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var v struct {
+			Choice string `json:"choice"`
+			AMTT   int64  `json:"amtt_ns"`
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Choice == "" || v.AMTT <= 0 {
+			t.Fatalf("line %q: %v", l, err)
+		}
+	}
+	for _, f := range []string{"grid.jsonl", "grid.md", "grid.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if r := run(t, nil, "lab", "grid", "--trials", "1"); r.code != 2 {
+		t.Fatalf("--trials 1: exit %d, want 2", r.code)
+	}
+	if r := run(t, nil, "lab", "grid", "--profile", "moon"); r.code != 2 {
+		t.Fatalf("unknown profile: exit %d, want 2", r.code)
+	}
+}
+
+// send --encode auto to a recv, twice: the document arrives intact, and
+// the models are kept in the configuration directory between runs.
+func TestSendEncodeAuto(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	cfg, got := t.TempDir(), t.TempDir()
+	// Without --count: recv exiting after the last message could race the
+	// second send's final flush. It is killed at the end of the test.
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--out", got)
+	doc := bytes.Repeat([]byte("<order><id>10248</id><city>Reims</city><freight>32.38</freight></order>"), 700)
+	docFile := writeFile(t, "doc.xml", doc)
+	for range 2 {
+		cmd := exec.Command(binary_, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "doc=@"+docFile,
+			"--mime", "text/xml", "--encode", "auto")
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+cfg)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("send: %v: %s", err, out)
+		}
+		// recv serves pathinfo: the sender measures the path and gets
+		// the receiver's decode profile without a warning.
+		if len(out) != 0 {
+			t.Fatalf("send warned: %s", out)
+		}
+		if _, err := adaptive.Load(filepath.Join(cfg, "p2pmsg", adaptive.DefaultFile)); err != nil {
+			t.Fatalf("models file: %v", err)
+		}
+	}
+	// Both sends flushed: recv has both messages; wait for it to write them.
+	for _, f := range []string{"000001-00-doc", "000002-00-doc"} {
+		var b []byte
+		var err error
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if b, err = os.ReadFile(filepath.Join(got, f)); err == nil && len(b) == len(doc) {
+				break
+			}
+		}
+		if !bytes.Equal(b, doc) {
+			t.Fatalf("%s: %v, %d bytes, want the document", f, err, len(b))
+		}
+	}
+	m, _ := adaptive.Load(filepath.Join(cfg, "p2pmsg", adaptive.DefaultFile))
+	if len(m.Specs()) == 0 {
+		t.Fatal("the models file holds nothing")
+	}
+}

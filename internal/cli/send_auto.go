@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// autoEncode is the --encode value that chooses per element.
+const autoEncode = "auto"
+
+// autoEnsureTimeout bounds measuring the path before sending.
+const autoEnsureTimeout = 15 * time.Second
+
+// modelsFile is where the adaptive scheme's models are kept: beside the
+// identity key file in use, or, for a fresh identity, beside the default
+// one in the user's configuration directory.
+func modelsFile(keyFile string) (string, error) {
+	if keyFile == "" {
+		var err error
+		if keyFile, err = defaultKeyFile(); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(filepath.Dir(keyFile), adaptive.DefaultFile), nil
+}
+
+// loadModels loads the adaptive models kept in the data directory (empty
+// ones when there are none, or the file is unreadable, which is reported
+// on warn) and returns them with the function that saves them back.
+func loadModels(keyFile string, warn io.Writer) (*adaptive.Models, func()) {
+	file, err := modelsFile(keyFile)
+	if err != nil {
+		fmt.Fprintf(warn, "p2pmsg: %v; adaptive models are not kept\n", err)
+		return adaptive.NewModels(), func() {}
+	}
+	models, err := adaptive.Load(file)
+	if err != nil {
+		fmt.Fprintf(warn, "p2pmsg: %v; starting with empty adaptive models\n", err)
+		models = adaptive.NewModels()
+	}
+	return models, func() {
+		if err := models.Save(file); err != nil {
+			fmt.Fprintf(warn, "p2pmsg: %v\n", err)
+		}
+	}
+}
+
+// newAutoScheme returns the adaptive scheme for `send --encode auto`:
+// models loaded from the data directory, the path to the recipient
+// measured by pathinfo (a probe when there is no recent history; RTT only
+// if the recipient does not run pathinfo) with its decode profile when it
+// serves one. done, called once sending is over, times the whole transfer
+// up to flush (when given) as one exchange, so the next run starts from
+// what this one saw, and saves the models.
+func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID, names []string, pipeID string, flush func(context.Context) error, warn io.Writer) (encoding.Scheme, func(), error) {
+	models, saveModels := loadModels(keyFile, warn)
+	var codecs []encoding.Codec
+	for _, spec := range adaptive.DefaultSpecs {
+		c, err := codecbench.NewCodec(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		codecs = append(codecs, c)
+	}
+	opts := []adaptive.Option{adaptive.WithModels(models), adaptive.WithSelector(encoding.ByName(names...)), adaptive.WithPipeID(pipeID)}
+	svc, err := pathinfo.New(p.node, models)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mon *pathinfo.Monitor
+	if to != "" {
+		mon = svc.Monitor(to)
+		ectx, cancel := context.WithTimeout(ctx, autoEnsureTimeout)
+		if err := mon.Ensure(ectx); err != nil {
+			fmt.Fprintf(warn, "send: measuring the path to %s: %v\n", to, err)
+		}
+		cancel()
+		opts = append(opts, adaptive.WithPath(mon), adaptive.WithReceiver(mon))
+	}
+	s, err := adaptive.New(codecs, opts...)
+	if err != nil {
+		svc.Close()
+		return nil, nil, err
+	}
+	ts := &sentScheme{Scheme: s}
+	done := func() {
+		if mon != nil && flush != nil && ctx.Err() == nil && flush(ctx) == nil {
+			if n, d, ok := ts.sent(); ok {
+				mon.ObserveExchange(n, d)
+			}
+		}
+		svc.Close()
+		saveModels()
+	}
+	return ts, done, nil
+}
+
+// sentScheme notes when the first message left (its encoding done) and
+// how many bytes all of them took on the wire.
+type sentScheme struct {
+	*adaptive.Scheme
+	mu    sync.Mutex
+	start time.Time
+	bytes int64
+}
+
+func (s *sentScheme) Encode(m *message.Message) (*message.Message, error) {
+	out, err := s.Scheme.Encode(m)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := wire.Size(out)
+	s.mu.Lock()
+	if s.start.IsZero() {
+		s.start = time.Now()
+	}
+	s.bytes += n
+	s.mu.Unlock()
+	return out, nil
+}
+
+func (s *sentScheme) sent() (int, time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.bytes), time.Since(s.start), !s.start.IsZero()
+}

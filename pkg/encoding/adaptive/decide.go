@@ -1,0 +1,233 @@
+package adaptive
+
+import (
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// Estimate is the predicted cost of one choice for one element.
+type Estimate struct {
+	Spec     string        // codec spec, or Identity
+	Size     int           // bytes of the element as sent
+	Encode   time.Duration // encode time here
+	Transfer time.Duration // transfer time of the message with this choice
+	Decode   time.Duration // decode time at the receiver
+	Total    time.Duration
+	// Known reports that size and encode time were measured near this
+	// size for this kind of content.
+	Known    bool
+	stale    bool
+	encKnown bool
+	xferZero time.Duration // the transfer time were the element empty
+}
+
+// Decision is what the scheme decided for one element and why.
+type Decision struct {
+	Index     int // position of the element in the message
+	Kind      Kind
+	Size      int
+	Path      Path
+	Estimates []Estimate // per candidate, identity first
+	Best      int        // index of the least Total
+	Chosen    int        // index of the choice sent
+	Explored  bool       // Chosen was sent to explore, not because it was best
+	Shadowed  []string   // specs being trial-encoded in the background, not sent
+	// EncodeTime is the measured encode time of the choice sent (0 for
+	// identity), SentSize the size of the element as sent.
+	EncodeTime time.Duration
+	SentSize   int
+	// Fallback reports that the encoding came out no smaller than the
+	// element, which was sent as it is instead.
+	Fallback bool
+}
+
+// Choice returns the spec of the choice sent.
+func (d Decision) Choice() string { return d.Estimates[d.Chosen].Spec }
+
+// elemOverhead approximates the bytes an element costs on the wire beyond
+// its data and names.
+const elemOverhead = 16
+
+// Encode returns a copy of m whose selected elements are each sent as the
+// decision rule says: as they are, or encoded with the best candidate.
+// Unselected elements are shared with m; if nothing is selected, m itself
+// is returned.
+func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
+	var out *message.Message
+	total := 0
+	for _, e := range m.All() {
+		total += wireSize(e)
+	}
+	for i, e := range m.All() {
+		if encoding.IsEncoded(e) || !s.sel.Select(e) {
+			continue
+		}
+		base := total - wireSize(e)
+		enc, d, err := s.encodeElement(i, e, base)
+		if err != nil {
+			return nil, &encoding.ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Err: err}
+		}
+		total = base + wireSize(enc)
+		if out == nil {
+			out = m.Clone()
+		}
+		out.Set(i, enc)
+		if s.trace != nil {
+			s.trace(d)
+		}
+	}
+	if out == nil {
+		return m, nil
+	}
+	return out, nil
+}
+
+func wireSize(e message.Element) int {
+	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
+}
+
+// Decide returns the decision the scheme would make for e alone in a
+// message, without encoding anything or exploring.
+func (s *Scheme) Decide(e message.Element) Decision {
+	raw := encoding.Unmark(e)
+	k := Classify(raw)
+	path := s.currentPath()
+	d := Decision{Kind: k, Size: len(e.Data), Path: path}
+	d.Estimates = s.estimates(k, len(raw.Data), wireSize(raw)-len(raw.Data), raw.MIME, path, s.receiverProfile())
+	d.Best = best(d.Estimates)
+	d.Chosen = d.Best
+	return d
+}
+
+func (s *Scheme) currentPath() Path {
+	if s.path == nil {
+		return DefaultPath
+	}
+	p := s.path.Path()
+	if !p.Known() {
+		// Keep what is known (an RTT) and assume the rest.
+		p.Bandwidth = DefaultPath.Bandwidth
+		if p.RTT <= 0 {
+			p.RTT = DefaultPath.RTT
+		}
+	}
+	return p
+}
+
+func (s *Scheme) receiverProfile() *Profile {
+	if s.recv == nil {
+		return nil
+	}
+	return s.recv.ReceiverProfile()
+}
+
+func best(ests []Estimate) int {
+	b := 0
+	for i, e := range ests {
+		if e.Total < ests[b].Total {
+			b = i
+		}
+	}
+	return b
+}
+
+func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.Element, Decision, error) {
+	raw := encoding.Unmark(e)
+	n := len(raw.Data)
+	path := s.currentPath()
+	prof := s.receiverProfile()
+	rest := base + wireSize(raw) - n
+	var d Decision
+	var shadows []int
+	if !s.reuse(&d, raw.MIME, n, rest, path, prof) {
+		k := Classify(raw)
+		d = Decision{Kind: k, Size: n, Path: path}
+		d.Estimates = s.estimates(k, n, rest, raw.MIME, path, prof)
+		d.Best = best(d.Estimates)
+		shadows = s.plan(&d, k, n)
+		s.remember(d, raw.MIME, n, rest, prof)
+	}
+	d.Index = idx
+
+	var out message.Element
+	c := s.cands[d.Chosen]
+	if c.enc == nil {
+		out = raw
+	} else {
+		t0 := s.clock.Now()
+		enc, err := c.enc.EncodeElement(raw)
+		dt := s.clock.Now().Sub(t0)
+		if err != nil {
+			if len(shadows) > 0 {
+				s.mu.Lock()
+				s.shadowing = false
+				s.mu.Unlock()
+			}
+			return e, d, err
+		}
+		d.EncodeTime = dt
+		s.models.RecordEncode(c.spec, d.Kind, n, max(len(enc.Data)-headerLen(c, raw.MIME, n), 0), dt)
+		out = enc
+		if len(enc.Data) >= n {
+			out, d.Fallback = raw, true
+		}
+	}
+	d.SentSize = len(out.Data)
+	if len(shadows) > 0 {
+		for _, i := range shadows {
+			d.Shadowed = append(d.Shadowed, s.cands[i].spec)
+		}
+		s.shadow(raw, d.Kind, shadows, d.Estimates)
+	}
+	return out, d, nil
+}
+
+// estimates predicts every candidate's cost for n bytes of kind k sent
+// with rest bytes of other content in the same message.
+func (s *Scheme) estimates(k Kind, n, rest int, mime string, path Path, prof *Profile) []Estimate {
+	m := s.models
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Estimate, len(s.cands))
+	xfer := path.TransferTime(rest + n)
+	out[0] = Estimate{Spec: Identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
+	factor := -1.0
+	for i, c := range s.cands[1:] {
+		se := m.predictSize(c.spec, k, n, s.specs)
+		et := m.predictEncode(c.spec, k.Class, n)
+		size := headerLen(c, mime, n) + int(se.bytes+0.5)
+		ratio := se.bytes / float64(max(n, 1))
+		dt, ok := prof.DecodeTime(c.name, n, ratio)
+		if !ok {
+			if factor < 0 {
+				factor = cpuFactor(prof, m.decode)
+			}
+			lt, ok := m.localDecode(c.name, n, ratio)
+			if !ok {
+				lt = priorDecode(n)
+			}
+			dt = time.Duration(float64(lt) * factor)
+		}
+		xt := path.TransferTime(rest + size)
+		xz := path.TransferTime(rest)
+		e := Estimate{Spec: c.spec, Size: size, Encode: et.d, Transfer: xt, Decode: dt, Total: et.d + xt + dt, Known: se.known && et.known, encKnown: et.known, xferZero: xz}
+		// Stale: measured long ago, or once only (one sample may have been
+		// a descheduled thread's).
+		if sa := s.explore.StaleAfter; sa > 0 && e.Known && (m.seq-min(se.seq, m.seq) > sa || m.seq-min(et.seq, m.seq) > sa) ||
+			e.Known && (se.w < 2 || et.w < 2) {
+			e.stale = true
+		}
+		out[i+1] = e
+	}
+	return out
+}
+
+// headerLen is the length of the header candidate c writes for an element
+// of n bytes of type mime.
+func headerLen(c candidate, mime string, n int) int {
+	var buf [512]byte
+	h := encoding.Header{Codec: c.name, Params: c.params, MIME: mime, Size: uint64(n)}
+	return len(encoding.AppendHeader(buf[:0], h))
+}

@@ -1,0 +1,120 @@
+package adaptive
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// plan picks what to send (d.Chosen) and which candidates to trial
+// without sending, within the exploration budget.
+func (s *Scheme) plan(d *Decision, k Kind, n int) (shadows []int) {
+	ex := s.explore
+	d.Chosen = d.Best
+	pbest := d.Estimates[d.Best].Total
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ex.Share > 0 {
+		limit := time.Duration(float64(pbest) * (1 + ex.FirstSight))
+		s.tokens = min(s.tokens+time.Duration(float64(pbest)*ex.Share), max(limit, s.tokens))
+	}
+	if ex.SendRate > 0 && s.rng.Float64() < ex.SendRate {
+		// The least known candidate predicted near the best.
+		pick := -1
+		for i, e := range d.Estimates {
+			if i == d.Best || float64(e.Total) > float64(pbest)*(1+ex.SendSlack) {
+				continue
+			}
+			if pick < 0 || !e.Known && d.Estimates[pick].Known || s.rng.IntN(2) == 0 {
+				pick = i
+			}
+		}
+		if pick >= 0 {
+			d.Chosen, d.Explored = pick, true
+		}
+	}
+	if ex.MaxShadows == 0 || s.shadowing {
+		return nil
+	}
+	defer func() { s.shadowing = len(shadows) > 0 }()
+	var todo []int
+	for i, e := range d.Estimates {
+		if i == 0 || i == d.Chosen || e.Known && !e.stale {
+			continue
+		}
+		if e.encKnown && e.Encode+e.Decode >= pbest {
+			continue // measured too slow to win even if it compressed to nothing
+		}
+		todo = append(todo, i)
+	}
+	// Most promising first: by an optimistic total, the transfer of half
+	// the predicted size (an unmeasured ratio may be off by that much).
+	opt := func(e Estimate) time.Duration { return e.Encode + e.Decode + e.xferZero + (e.Transfer-e.xferZero)/2 }
+	slices.SortFunc(todo, func(a, b int) int { return int(opt(d.Estimates[a]) - opt(d.Estimates[b])) })
+	for _, i := range todo {
+		if len(shadows) == ex.MaxShadows {
+			break
+		}
+		e := d.Estimates[i]
+		// First sight: a candidate unmeasured for this kind and size that
+		// might win is tried once, if it costs at most FirstSight·pbest.
+		if ex.FirstSight > 0 && !e.Known && float64(opt(e)) <= 1.5*float64(pbest) &&
+			float64(e.Encode) <= ex.FirstSight*float64(pbest) && s.models.firstTry(s.cands[i].spec, k, n, pbest) {
+			shadows = append(shadows, i)
+			continue
+		}
+		if e.Encode <= s.tokens {
+			s.tokens -= e.Encode
+			shadows = append(shadows, i)
+		}
+	}
+	return shadows
+}
+
+// shadow trial-encodes e with the candidates at idx in the background,
+// off the path of the message being sent, and records what they do. One
+// batch runs at a time (plan plans none while one runs); it works on
+// its own copy of the data, which the caller may reuse once sent.
+func (s *Scheme) shadow(e message.Element, k Kind, idx []int, ests []Estimate) {
+	e.Data = bytes.Clone(e.Data)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { s.mu.Lock(); s.shadowing = false; s.mu.Unlock() }()
+		n := len(e.Data)
+		for _, i := range idx {
+			c := s.cands[i]
+			t0 := s.clock.Now()
+			enc, err := c.enc.EncodeElement(e)
+			dt := s.clock.Now().Sub(t0)
+			s.mu.Lock()
+			s.tokens -= dt - ests[i].Encode // settle the reservation
+			s.mu.Unlock()
+			if err != nil {
+				continue // a codec that fails on this input is simply not learned
+			}
+			s.models.RecordEncode(c.spec, k, n, max(len(enc.Data)-headerLen(c, e.MIME, n), 0), dt)
+		}
+	}()
+}
+
+// Wait waits for the shadow trials under way, so that what they learn is
+// in the models (before saving them, or in a test).
+func (s *Scheme) Wait() { s.wg.Wait() }
+
+// firstTry reports whether spec has not been tried on kind k at size n
+// yet (or was tried when elements of it were a tenth as costly to send),
+// and marks it tried.
+func (m *Models) firstTry(spec string, k Kind, n int, pbest time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := sightKey{spec, k, bucketOf(n)}
+	last, seen := m.firstSight[key]
+	if seen && pbest < 10*last {
+		return false
+	}
+	m.firstSight[key] = pbest
+	return true
+}

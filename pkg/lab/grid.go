@@ -1,0 +1,767 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// The grid experiment measures the adaptive scheme ("auto") against
+// sending as is ("identity") and every fixed codec, by AMTT, on a grid of
+// emulated links × documents × receiver CPUs. It runs the AMTT
+// experiment's trial protocol (amtt.go) on the same peers and pipes: per
+// document a handshake, then rounds in which every choice sends the
+// document through its encoding adapter on the data pipe in turn (the
+// order rotating from round to round) and the receiver acknowledges each
+// message once decoded; the first Warmup rounds are discarded, then each
+// series' highest and lowest fifth, and the rest averaged. All choices of a cell
+// are thus measured side by side, in one run, on one connection, which is
+// what makes them comparable on a busy machine.
+//
+// The sender is one p2pmsg node for the whole run: its adaptive models
+// persist from cell to cell as a node's would from day to day, its path
+// to each new receiver is probed by pathinfo (no history: a new peer per
+// link), and the exchanges it times (any choice's) are reported to the
+// path monitor. The receiver decodes with a timing decoder and serves its
+// decode profile over pathinfo; its acknowledgements say how long it
+// decoded, so that the sender can tell transfer time from decode time.
+
+// Errors of the grid experiment.
+var ErrGridConfig = errors.New("lab: invalid grid configuration")
+
+// Choice names of the grid besides codec specs.
+const (
+	ChoiceIdentity = "identity" // the element as it is
+	ChoiceAuto     = "auto"     // the adaptive scheme
+)
+
+// Receiver CPUs.
+const (
+	CPUFast = "fast" // this machine's speed
+	CPUSlow = "slow" // decode throttled to a 450 MHz-class speed
+)
+
+// DefaultSlowFactor is how many times longer a "slow" receiver takes to
+// decode: a 450 MHz Pentium II against one core of the 2-3 GHz EPYC class
+// machine this runs on, about 6× by clock and 3× by work per cycle.
+const DefaultSlowFactor = 20
+
+// Grid defaults.
+var (
+	// AllGridProfiles are the full grid's links.
+	AllGridProfiles = []string{"dialup", "dsl", "cable", "t1", "lan", "transatlantic", "gbe", "loopback"}
+	// DefaultGridProfiles are the default run's.
+	DefaultGridProfiles = []string{"loopback", "lan", "dsl", "transatlantic"}
+	// AllGridChoices are the full grid's fixed choices: identity and
+	// every compressing codec, at its default level and the extremes.
+	AllGridChoices = []string{ChoiceIdentity, "gzip:1", "gzip:6", "gzip:9", "deflate:6", "zstd:1", "zstd:3", "zstd:9", "zstd:19", "s2:1", "s2:3", "xml:1", "xml:3"}
+	// DefaultGridChoices are the default run's: identity and every
+	// compressing codec at its default level, and zstd at its strongest.
+	DefaultGridChoices = []string{ChoiceIdentity, "gzip:6", "deflate:6", "zstd:3", "zstd:19", "s2:1", "xml:3"}
+)
+
+// Grid defaults of GridConfig.
+const (
+	DefaultGridTrials     = 5
+	DefaultGridWarmup     = 3
+	DefaultGridMaxMessage = 30 * time.Second
+)
+
+// GridConfig describes a grid run. Zero fields take the defaults.
+type GridConfig struct {
+	Profiles []string // link profiles (linkemu names, "loopback")
+	Docs     []string // documents (LoadGridDoc names)
+	// Choices are the fixed choices: ChoiceIdentity and codecbench specs.
+	// Auto chooses among the same codecs.
+	Choices []string
+	CPUs    []string // receiver CPUs: CPUFast, CPUSlow
+	// SlowFactor is the slow receiver's decode slowdown, > 1.
+	SlowFactor float64
+	Trials     int // counted rounds per document, at least MinAMTTTrials
+	Warmup     int // discarded rounds first; negative: none
+	// DocBudget lets fast cells repeat: a document gets as many rounds as
+	// fit in DocBudget by the link's analytic times, between Trials and
+	// 6·Trials. Negative: always Trials. Default 3 s.
+	DocBudget time.Duration
+	// MaxMessage skips a fixed choice in a cell when sending its encoded
+	// document over the link would take longer (the link's analytic time),
+	// so that a full grid's dial-up column ends today.
+	MaxMessage time.Duration
+	// Models are the sender's models, kept across cells; default new.
+	Models *adaptive.Models
+	// Exploration of the auto scheme; default adaptive.DefaultExploration.
+	Exploration *adaptive.Exploration
+	Seed        uint64
+	// Progress, when set, receives a line per document and cell.
+	Progress io.Writer
+	// Trace, when set, receives a line per auto decision.
+	Trace io.Writer
+}
+
+func (c GridConfig) normalize() (GridConfig, error) {
+	if len(c.Profiles) == 0 {
+		c.Profiles = DefaultGridProfiles
+	}
+	for _, p := range c.Profiles {
+		if _, err := linkemu.Lookup(p); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrGridConfig, err)
+		}
+	}
+	if len(c.Docs) == 0 {
+		c.Docs = DefaultGridDocs
+	}
+	for _, d := range c.Docs {
+		if _, err := LoadGridDoc(d); err != nil {
+			return c, err
+		}
+	}
+	if len(c.Choices) == 0 {
+		c.Choices = DefaultGridChoices
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Choices {
+		if seen[s] || s == ChoiceAuto {
+			return c, fmt.Errorf("%w: choice %q given twice (auto is always measured)", ErrGridConfig, s)
+		}
+		seen[s] = true
+		if s == ChoiceIdentity {
+			continue
+		}
+		if _, err := codecbench.NewCodec(s); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrGridConfig, err)
+		}
+	}
+	if !seen[ChoiceIdentity] {
+		c.Choices = append([]string{ChoiceIdentity}, c.Choices...)
+	}
+	if len(c.CPUs) == 0 {
+		c.CPUs = []string{CPUFast}
+	}
+	for _, cpu := range c.CPUs {
+		if cpu != CPUFast && cpu != CPUSlow {
+			return c, fmt.Errorf("%w: receiver CPU %q (want fast or slow)", ErrGridConfig, cpu)
+		}
+	}
+	if c.SlowFactor == 0 {
+		c.SlowFactor = DefaultSlowFactor
+	}
+	if c.SlowFactor <= 1 || c.SlowFactor > 1000 {
+		return c, fmt.Errorf("%w: slow factor %g (want > 1)", ErrGridConfig, c.SlowFactor)
+	}
+	switch {
+	case c.Trials == 0:
+		c.Trials = DefaultGridTrials
+	case c.Trials < MinAMTTTrials:
+		return c, fmt.Errorf("%w: %d trials, need at least %d", ErrGridConfig, c.Trials, MinAMTTTrials)
+	}
+	switch {
+	case c.Warmup == 0:
+		c.Warmup = DefaultGridWarmup
+	case c.Warmup < 0:
+		c.Warmup = 0
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultGridMaxMessage
+	}
+	if c.DocBudget == 0 {
+		c.DocBudget = 3 * time.Second
+	}
+	if c.Models == nil {
+		c.Models = adaptive.NewModels()
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return c, nil
+}
+
+// GridResult is one choice in one cell. Its JSON form is a line of
+// `p2pmsg lab grid --json`.
+type GridResult struct {
+	Profile string `json:"profile"`
+	CPU     string `json:"cpu"`
+	Doc     string `json:"doc"`
+	Bytes   int    `json:"bytes"`
+	Choice  string `json:"choice"`
+	// Trials measured (warm-up excluded); AMTT averages them without the
+	// highest and the lowest fifth (gridMean). Zero when Skipped.
+	Trials int           `json:"trials"`
+	AMTT   time.Duration `json:"amtt_ns"`
+	// SentBytes is the element's size as sent (auto: its average).
+	SentBytes int `json:"sent_bytes"`
+	// Skipped says why the choice was not measured in this cell.
+	Skipped string `json:"skipped,omitempty"`
+	// Picks counts what auto sent in the counted trials, by spec.
+	Picks map[string]int `json:"picks,omitempty"`
+}
+
+// RunGrid runs the grid and returns a result per cell and choice: per
+// receiver CPU, per profile, per document, the fixed choices in order and
+// then auto.
+func RunGrid(ctx context.Context, cfg GridConfig) ([]GridResult, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]GridDoc, len(cfg.Docs))
+	for i, name := range cfg.Docs {
+		docs[i], _ = LoadGridDoc(name)
+	}
+	var out []GridResult
+	for _, cpu := range cfg.CPUs {
+		// One receiver machine per CPU: its models (its decode profile)
+		// carry over from link to link.
+		rmodels := adaptive.NewModels()
+		for _, profile := range cfg.Profiles {
+			res, err := runGridProfile(ctx, cfg, profile, cpu, docs, rmodels)
+			out = append(out, res...)
+			if err != nil {
+				return out, fmt.Errorf("lab: grid %s/%s: %w", profile, cpu, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// gridPair is a sender and a receiver joined by the experiment's pipes
+// over one emulated link, with pathinfo on both.
+type gridPair struct {
+	snd, rcv   *AMTTPeer
+	sp, rp     AMTTPipes
+	ssvc, rsvc *pathinfo.Service
+	mon        *pathinfo.Monitor
+	rdec       *adaptive.Scheme
+}
+
+func (g *gridPair) Close() error {
+	var errs []error
+	for _, s := range []*pathinfo.Service{g.ssvc, g.rsvc} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	for _, p := range []*AMTTPeer{g.snd, g.rcv} {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openGridPair starts both peers and connects the pipes; the sender's
+// link is link, or sw's when sw is not nil.
+func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, seed uint64, cpu string, slow float64, choices []string, smodels, rmodels *adaptive.Models) (*gridPair, error) {
+	g := &gridPair{}
+	fail := func(err error) (*gridPair, error) { g.Close(); return nil, err }
+	comm, data, err := NewAMTTAdvs()
+	if err != nil {
+		return nil, err
+	}
+	if g.rcv, err = NewAMTTPeer(ctx, linkemu.Link{}, 0, ""); err != nil {
+		return fail(err)
+	}
+	if sw != nil {
+		g.snd, err = newSwitchedPeer(ctx, sw, seed)
+	} else {
+		g.snd, err = NewAMTTPeer(ctx, link, seed, "")
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := g.rcv.Listen(comm, data); err != nil {
+		return fail(err)
+	}
+	acc := make(chan error, 1)
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	go func() {
+		var err error
+		g.rp, err = g.rcv.Accept(actx)
+		acc <- err
+	}()
+	g.sp, err = g.snd.Connect(ctx, comm, data, g.rcv.Node.AddrInfo())
+	if err != nil {
+		acancel()
+	}
+	if aerr := <-acc; err == nil {
+		err = aerr
+	}
+	if err != nil {
+		return fail(fmt.Errorf("connecting the pipes: %w", err))
+	}
+	reg, err := gridRegistry(choices, cpu, slow)
+	if err != nil {
+		return fail(err)
+	}
+	if g.rdec, err = adaptive.NewDecoder(adaptive.WithModels(rmodels), adaptive.WithRegistry(reg)); err != nil {
+		return fail(err)
+	}
+	if g.rsvc, err = pathinfo.New(g.rcv.Node, rmodels, pathinfo.WithRegistry(reg)); err != nil {
+		return fail(err)
+	}
+	if g.ssvc, err = pathinfo.New(g.snd.Node, smodels); err != nil {
+		return fail(err)
+	}
+	g.mon = g.ssvc.Monitor(g.rcv.Node.ID())
+	return g, nil
+}
+
+// gridRegistry holds a decoder for every codec of the choices, each
+// throttled on a slow receiver.
+func gridRegistry(choices []string, cpu string, slow float64) (*encoding.Registry, error) {
+	reg, err := encoding.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	for _, spec := range choices {
+		if spec == ChoiceIdentity {
+			continue
+		}
+		c, err := codecbench.NewCodec(spec)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := reg.Lookup(c.Name()); err == nil {
+			continue
+		}
+		if cpu == CPUSlow {
+			c = &slowCodec{Codec: c, factor: slow}
+		}
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// slowCodec emulates a slower CPU on the decoding side: each decode is
+// followed by a pause of (factor−1) times its duration. Pausing rather
+// than spinning leaves the machine's cores to the sender, which shares
+// them in this process.
+type slowCodec struct {
+	encoding.Codec
+	factor float64
+}
+
+func (c *slowCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
+	t0 := time.Now()
+	out, err := c.Codec.Decode(dst, src, p, b, max)
+	time.Sleep(time.Duration((c.factor - 1) * float64(time.Since(t0))))
+	return out, err
+}
+
+// timedScheme times its scheme's encodes and measures what they produce.
+type timedScheme struct {
+	encoding.Scheme
+	last atomic.Int64 // ns of the last Encode
+	wire atomic.Int64 // wire size of the last encoded message
+}
+
+func (t *timedScheme) Encode(m *message.Message) (*message.Message, error) {
+	t0 := time.Now()
+	out, err := t.Scheme.Encode(m)
+	t.last.Store(int64(time.Since(t0)))
+	if err == nil {
+		n, _ := wire.Size(out)
+		t.wire.Store(n)
+	}
+	return out, err
+}
+
+// identityScheme sends selected elements as they are (their Producer mark
+// removed): today's uncompressed practice.
+type identityScheme struct{}
+
+func (identityScheme) Encode(m *message.Message) (*message.Message, error) {
+	out := m.Clone()
+	for i, e := range m.All() {
+		out.Set(i, encoding.Unmark(e))
+	}
+	return out, nil
+}
+
+func (identityScheme) Decode(m *message.Message) (*message.Message, error) { return m, nil }
+
+// gridChoice is one choice's adapter on the sender's data pipe.
+type gridChoice struct {
+	name   string
+	scheme *timedScheme
+	out    *encoding.Output
+	size   map[string]int           // encoded element size by document (fixed choices)
+	cost   map[string]time.Duration // one encode of the document, as first timed
+}
+
+// Protocol elements of the grid beyond the AMTT experiment's.
+const (
+	elChoice  = "choice" // the choice a data message was sent with
+	elDocName = "docname"
+	elDecode  = "dec" // receiver's decode time, ns, in an acknowledgement
+)
+
+func runGridProfile(ctx context.Context, cfg GridConfig, profile, cpu string, docs []GridDoc, rmodels *adaptive.Models) ([]GridResult, error) {
+	p, _ := linkemu.Lookup(profile)
+	g, err := openGridPair(ctx, p.Link, nil, cfg.Seed, cpu, cfg.SlowFactor, cfg.Choices, cfg.Models, rmodels)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- serveGridReceiver(rctx, g.rp, g.rdec) }()
+	res, err := runGridSender(ctx, cfg, profile, cpu, p.Link, docs, g)
+	if err != nil {
+		cancel()
+		<-served
+		return res, err
+	}
+	cancel()
+	if serr := <-served; serr != nil && !errors.Is(serr, context.Canceled) {
+		return res, serr
+	}
+	return res, nil
+}
+
+func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*gridChoice, *adaptive.Scheme, error) {
+	var out []*gridChoice
+	var codecs []encoding.Codec
+	for _, spec := range cfg.Choices {
+		var s encoding.Scheme = identityScheme{}
+		if spec != ChoiceIdentity {
+			c, err := codecbench.NewCodec(spec)
+			if err != nil {
+				return nil, nil, err
+			}
+			codecs = append(codecs, c)
+			if s, err = encoding.New([]encoding.Codec{c}); err != nil {
+				return nil, nil, err
+			}
+		}
+		out = append(out, &gridChoice{name: spec, scheme: &timedScheme{Scheme: s}, size: map[string]int{}, cost: map[string]time.Duration{}})
+	}
+	opts := []adaptive.Option{
+		adaptive.WithModels(cfg.Models), adaptive.WithPath(g.mon), adaptive.WithReceiver(g.mon),
+		adaptive.WithSeed(cfg.Seed), adaptive.WithTrace(trace),
+	}
+	if cfg.Exploration != nil {
+		opts = append(opts, adaptive.WithExploration(*cfg.Exploration))
+	}
+	auto, err := adaptive.New(codecs, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	out = append(out, &gridChoice{name: ChoiceAuto, scheme: &timedScheme{Scheme: auto}, size: map[string]int{}, cost: map[string]time.Duration{}})
+	for _, c := range out {
+		if c.out, err = encoding.NewOutput(g.sp.Data, c.scheme); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, auto, nil
+}
+
+func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, link linkemu.Link, docs []GridDoc, g *gridPair) ([]GridResult, error) {
+	if err := g.mon.Ensure(ctx); err != nil {
+		return nil, fmt.Errorf("probing the path: %w", err)
+	}
+	var mu sync.Mutex
+	var lastDecision adaptive.Decision
+	trace := func(d adaptive.Decision) {
+		mu.Lock()
+		lastDecision = d
+		mu.Unlock()
+	}
+	choices, auto, err := newChoices(cfg, g, trace)
+	if err != nil {
+		return nil, err
+	}
+	defer auto.Wait() // its trials in the background, before the nodes close
+	if cfg.Progress != nil {
+		pth := g.mon.Path()
+		fmt.Fprintf(cfg.Progress, "lab grid: %s/%s: probed rtt %v, %.3g MB/s\n", profile, cpu, pth.RTT.Round(time.Microsecond), pth.Bandwidth/1e6)
+	}
+	if err := g.sp.Comm.Send(ctx, protoMsg(opHello, elVersion, amttVersion)); err != nil {
+		return nil, err
+	}
+	if _, err := expect(ctx, g.sp.Comm, opReady, ""); err != nil {
+		return nil, err
+	}
+	var out []GridResult
+	for _, doc := range docs {
+		// The fixed choices' encoded sizes, and which fit the time limit.
+		var run []*gridChoice
+		skipped := map[string]string{}
+		for _, c := range choices {
+			size := len(doc.Data)
+			if c.name != ChoiceAuto && c.name != ChoiceIdentity {
+				t0 := time.Now()
+				e, err := c.scheme.Scheme.(*encoding.Codecs).EncodeElement(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data))
+				c.cost[doc.Name] = time.Since(t0)
+				if err != nil {
+					return out, err
+				}
+				size = len(e.Data)
+			}
+			c.size[doc.Name] = size
+			if t := link.Up.TransferTime(size); c.name != ChoiceAuto && t > cfg.MaxMessage {
+				skipped[c.name] = fmt.Sprintf("%v over the link", t.Round(time.Second))
+				continue
+			}
+			run = append(run, c)
+		}
+		if len(run) == 1 { // auto alone: nothing to compare with
+			skipped[ChoiceAuto] = "every fixed choice skipped"
+			run = nil
+		}
+		if err := g.sp.Comm.Send(ctx, protoMsg(opSet, elDocName, doc.Name)); err != nil {
+			return out, err
+		}
+		if _, err := expect(ctx, g.sp.Comm, opReady, ""); err != nil {
+			return out, err
+		}
+		g.mon.FetchProfile(ctx) // what the receiver learned of its decoding so far
+		times := make([][]time.Duration, len(run))
+		sent := make([]int, len(run))
+		picks := map[string]int{}
+		total := cfg.Warmup + gridRounds(cfg, link, run, doc.Name)
+		for t := range total {
+			seq := strconv.Itoa(t)
+			for k := range run {
+				i := (k + t) % len(run)
+				c := run[i]
+				m := message.New(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data),
+					message.Text(amttNS, elOp, opEnc), message.Text(amttNS, elSeq, seq), message.Text(amttNS, elChoice, c.name))
+				tctx, cancel := context.WithTimeout(ctx, max(time.Minute, 20*link.Up.TransferTime(c.size[doc.Name])))
+				start := time.Now()
+				err := c.out.Send(tctx, m)
+				var ack *message.Message
+				if err == nil {
+					ack, err = expect(tctx, g.sp.Data, opAck, seq)
+				}
+				d := time.Since(start)
+				cancel()
+				if err != nil {
+					return out, fmt.Errorf("%s, round %d, %s: %w", doc.Name, t, c.name, err)
+				}
+				dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
+				enc := time.Duration(c.scheme.last.Load())
+				g.mon.ObserveExchange(int(c.scheme.wire.Load()), d-enc-time.Duration(dec))
+				if t < cfg.Warmup {
+					continue
+				}
+				times[i] = append(times[i], d)
+				if c.name == ChoiceAuto {
+					mu.Lock()
+					dd := lastDecision
+					mu.Unlock()
+					picks[dd.Choice()]++
+					sent[i] += dd.SentSize
+					if cfg.Trace != nil {
+						writeDecision(cfg.Trace, profile, cpu, doc.Name, t, d, dd)
+					}
+				} else {
+					sent[i] += c.size[doc.Name]
+				}
+			}
+		}
+		for _, c := range choices {
+			r := GridResult{Profile: profile, CPU: cpu, Doc: doc.Name, Bytes: len(doc.Data), Choice: c.name, Skipped: skipped[c.name]}
+			if i := slices.Index(run, c); i >= 0 {
+				r.Trials = len(times[i])
+				r.AMTT = gridMean(times[i])
+				r.SentBytes = sent[i] / max(len(times[i]), 1)
+				if c.name == ChoiceAuto {
+					r.Picks = picks
+				}
+			}
+			out = append(out, r)
+		}
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "lab grid: %s/%s %s: %s\n", profile, cpu, doc.Name, progressLine(out[len(out)-len(choices):]))
+		}
+	}
+	if err := g.sp.Comm.Send(ctx, protoMsg(opDone)); err != nil {
+		return out, err
+	}
+	if _, err := expect(ctx, g.sp.Comm, opBye, ""); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// gridMean is the AMTT of a series: the AMTT experiment's trimmed mean
+// generalised to long series, dropping the highest and the lowest fifth
+// (at least one each; for five trials exactly trimmedMean). On a machine
+// shared with other work, delays come in bursts that a single dropped
+// maximum does not absorb.
+func gridMean(d []time.Duration) time.Duration {
+	if len(d) < MinAMTTTrials {
+		return trimmedMean(d)
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	k := max(1, len(s)/5)
+	s = s[k : len(s)-k]
+	var sum time.Duration
+	for _, v := range s {
+		sum += v
+	}
+	return sum / time.Duration(len(s))
+}
+
+// gridRounds is how many rounds a document gets: Trials, or more where
+// rounds are short (see DocBudget), estimated from the link's analytic
+// times, the encode times first seen (twice, for the decode), and a
+// millisecond of processing per message.
+func gridRounds(cfg GridConfig, link linkemu.Link, run []*gridChoice, doc string) int {
+	if cfg.DocBudget < 0 {
+		return cfg.Trials
+	}
+	var round time.Duration
+	for _, c := range run {
+		round += link.Up.TransferTime(c.size[doc]) + link.RTT() + time.Millisecond + 2*c.cost[doc] // encode, and about as much to decode
+	}
+	if round <= 0 {
+		return cfg.Trials
+	}
+	return min(max(cfg.Trials, int(cfg.DocBudget/round)), 6*cfg.Trials)
+}
+
+func progressLine(rs []GridResult) string {
+	var parts []string
+	for _, r := range rs {
+		if r.Skipped != "" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %v", r.Choice, fmtDur(r.AMTT)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+func writeDecision(w io.Writer, profile, cpu, doc string, round int, took time.Duration, d adaptive.Decision) {
+	b := d.Estimates[d.Best]
+	ch := d.Estimates[d.Chosen]
+	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v) best-predicted %s %v [enc %v xfer %v dec %v] path %.3gMB/s rtt %v",
+		profile, cpu, doc, round, ch.Spec, d.SentSize, fmtDur(took), b.Spec, fmtDur(b.Total), fmtDur(b.Encode), fmtDur(b.Transfer), fmtDur(b.Decode),
+		d.Path.Bandwidth/1e6, d.Path.RTT.Round(time.Microsecond))
+	if d.Explored {
+		fmt.Fprint(w, " explore")
+	}
+	if len(d.Shadowed) > 0 {
+		fmt.Fprintf(w, " shadow %v", d.Shadowed)
+	}
+	fmt.Fprint(w, " |")
+	for _, e := range d.Estimates {
+		k := ""
+		if !e.Known {
+			k = "?"
+		}
+		fmt.Fprintf(w, " %s%s=%s(%s+%s+%s)", e.Spec, k, fmtDur(e.Total), fmtDur(e.Encode), fmtDur(e.Transfer), fmtDur(e.Decode))
+	}
+	fmt.Fprintln(w)
+}
+
+// serveGridReceiver answers the sender until it says it is done: it
+// decodes every data message with dec, timing it, checks the document and
+// acknowledges it with the decode time.
+func serveGridReceiver(ctx context.Context, p AMTTPipes, dec encoding.Scheme) error {
+	hello, err := p.Comm.Receive(ctx)
+	if err != nil {
+		return err
+	}
+	if op, v := field(hello, elOp), field(hello, elVersion); op != opHello || v != amttVersion {
+		return fmt.Errorf("%w: handshake %q version %q", ErrAMTTProtocol, op, v)
+	}
+	if err := p.Comm.Send(ctx, protoMsg(opReady)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		doc GridDoc
+	)
+	dataErr := make(chan error, 1)
+	go func() {
+		defer cancel() // a failure here ends the wait on the comm pipe too
+		dataErr <- func() error {
+			for {
+				m, err := p.Data.Receive(ctx)
+				if err != nil {
+					return err
+				}
+				t0 := time.Now()
+				m, err = dec.Decode(m)
+				d := time.Since(t0)
+				if err != nil {
+					return err
+				}
+				e, ok := m.Get(amttNS, elDoc)
+				mu.Lock()
+				want := doc
+				mu.Unlock()
+				if !ok || !message.SameMIME(e.MIME, want.MIME) || string(e.Data) != string(want.Data) {
+					return fmt.Errorf("%w: %s: document differs from %s", ErrAMTTProtocol, field(m, elChoice), want.Name)
+				}
+				if err := p.Data.Send(ctx, protoMsg(opAck, elSeq, field(m, elSeq), elDecode, strconv.FormatInt(int64(d), 10))); err != nil {
+					return err
+				}
+			}
+		}()
+	}()
+	defer func() { cancel(); <-dataErr }()
+	for {
+		m, err := p.Comm.Receive(ctx)
+		if err != nil {
+			select {
+			case derr := <-dataErr:
+				dataErr <- derr
+				if derr != nil && !errors.Is(derr, context.Canceled) {
+					return derr
+				}
+			default:
+			}
+			return err
+		}
+		switch op := field(m, elOp); op {
+		case opSet:
+			d, err := LoadGridDoc(field(m, elDocName))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			doc = d
+			mu.Unlock()
+			if err := p.Comm.Send(ctx, protoMsg(opReady)); err != nil {
+				return err
+			}
+		case opDone:
+			return p.Comm.Send(ctx, protoMsg(opBye))
+		default:
+			return fmt.Errorf("%w: %q on the communication pipe", ErrAMTTProtocol, op)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package lab
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		got, ref time.Duration
+		pct      float64
+		want     bool
+	}{
+		{105 * time.Millisecond, 100 * time.Millisecond, 5, true},
+		{106 * time.Millisecond, 100 * time.Millisecond, 5, false},
+		{2900 * time.Microsecond, 2 * time.Millisecond, 5, true}, // the 1 ms floor
+		{3100 * time.Microsecond, 2 * time.Millisecond, 5, false},
+		{90 * time.Millisecond, 100 * time.Millisecond, 2, true},
+	} {
+		if got := within(tc.got, tc.ref, tc.pct); got != tc.want {
+			t.Errorf("within(%v, %v, %g%%) = %v", tc.got, tc.ref, tc.pct, got)
+		}
+	}
+}
+
+func TestGridMean(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	// Five trials: the AMTT experiment's trimmed mean.
+	if got, want := gridMean(ms(1, 2, 3, 4, 100)), trimmedMean(ms(1, 2, 3, 4, 100)); got != want {
+		t.Fatalf("five trials: %v, want %v", got, want)
+	}
+	// Ten: a fifth off each end, so two bursts of delay are dropped.
+	if got := gridMean(ms(10, 10, 10, 10, 10, 10, 10, 10, 90, 95)); got != 10*time.Millisecond {
+		t.Fatalf("ten trials with two delayed: %v", got)
+	}
+}
+
+func TestAdaptation(t *testing.T) {
+	ms := time.Millisecond
+	steps := func(times ...int) []SwitchStep {
+		var out []SwitchStep
+		for i, v := range times {
+			out = append(out, SwitchStep{Index: i + 1, Time: time.Duration(v) * ms, Choice: "x"})
+		}
+		return out
+	}
+	best := 100 * ms
+	// Two slow messages, then right, with one isolated delay later.
+	at, misses := adaptation(steps(500, 300, 101, 100, 102, 180, 100, 101), best)
+	if at != 3 || misses != 1 {
+		t.Fatalf("adapted at %d with %d misses, want 3 and 1", at, misses)
+	}
+	if at, _ := adaptation(steps(500, 300, 200), best); at != -1 {
+		t.Fatalf("never within, but adapted at %d", at)
+	}
+	ref := []GridResult{{Profile: "dsl", Choice: "x", AMTT: 103 * ms}, {Profile: "dsl", Choice: "y", AMTT: 200 * ms}}
+	s := steps(500, 300, 100, 100)
+	s[0].Choice, s[1].Choice = "y", "y"
+	if at := choiceAdaptation(s, ref, "dsl", best); at != 3 {
+		t.Fatalf("choice adapted at %d, want 3", at)
+	}
+}

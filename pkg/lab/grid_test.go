@@ -1,0 +1,191 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/lab"
+)
+
+// The grid between real nodes, in its smallest form: every choice has a
+// row per cell, auto's picks add up, and the sender's models learned.
+// Nothing is asserted about the times.
+func TestRunGridLoopback(t *testing.T) {
+	models := adaptive.NewModels()
+	var progress, trace bytes.Buffer
+	res, err := lab.RunGrid(amttCtx(t), lab.GridConfig{
+		Profiles: []string{"loopback"}, Docs: []string{"employees-1", "random-4K"},
+		Choices: []string{"identity", "gzip:6", "s2:1"}, CPUs: []string{lab.CPUFast, lab.CPUSlow},
+		Trials: 3, Warmup: 1, DocBudget: -1, Models: models, Progress: &progress, Trace: &trace,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2*2*4 {
+		t.Fatalf("%d results, want 16 (2 CPUs × 2 documents × 3 choices and auto)", len(res))
+	}
+	for _, r := range res {
+		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" {
+			t.Fatalf("result %+v", r)
+		}
+		if r.Choice == lab.ChoiceAuto {
+			n := 0
+			for _, c := range r.Picks {
+				n += c
+			}
+			if n != 3 {
+				t.Fatalf("auto's picks %v do not count its 3 trials", r.Picks)
+			}
+		}
+	}
+	if len(models.Specs()) == 0 {
+		t.Fatal("the sender's models learned nothing")
+	}
+	if !strings.Contains(progress.String(), "probed") || strings.Count(trace.String(), "\n") != 2*2*3 {
+		t.Fatalf("progress %q, trace of %d lines", progress.String(), strings.Count(trace.String(), "\n"))
+	}
+	cells := lab.Summarize(res)
+	if len(cells) != 4 {
+		t.Fatalf("%d cells, want 4", len(cells))
+	}
+}
+
+func TestRunSwitchSmall(t *testing.T) {
+	res, err := lab.RunSwitch(amttCtx(t), lab.SwitchConfig{
+		From: "gbe", To: "lan", Doc: "employees-50", Before: 2, After: 3,
+		Choices: []string{"identity", "s2:1"}, RefTrials: 3, Watch: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) != 5 || res.Steps[1].Link != "gbe" || res.Steps[2].Link != "lan" {
+		t.Fatalf("steps %+v", res.Steps)
+	}
+	if len(res.Reference) != 4 || res.BestTo.Profile != "lan" || res.BestFrom.Profile != "gbe" {
+		t.Fatalf("reference %+v, best %+v / %+v", res.Reference, res.BestFrom, res.BestTo)
+	}
+	var md bytes.Buffer
+	if err := lab.WriteSwitchMarkdown(&md, res); err != nil || !strings.Contains(md.String(), "| 5 | lan |") {
+		t.Fatalf("markdown %v:\n%s", err, md.String())
+	}
+}
+
+func TestGridConfigErrors(t *testing.T) {
+	for _, cfg := range []lab.GridConfig{
+		{Profiles: []string{"moon"}},
+		{Docs: []string{"employees-0"}},
+		{Docs: []string{"novel-3"}},
+		{Choices: []string{"gzip:6", "gzip:6"}},
+		{Choices: []string{"auto"}},
+		{Choices: []string{"lzma"}},
+		{CPUs: []string{"quantum"}},
+		{SlowFactor: 0.5},
+		{Trials: 2},
+	} {
+		if _, err := lab.RunGrid(context.Background(), cfg); !errors.Is(err, lab.ErrGridConfig) {
+			t.Errorf("%+v: err %v, want ErrGridConfig", cfg, err)
+		}
+	}
+}
+
+func TestLoadGridDoc(t *testing.T) {
+	for _, name := range lab.AllGridDocs {
+		d, err := lab.LoadGridDoc(name)
+		if err != nil || len(d.Data) == 0 {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if strings.HasPrefix(name, "random") != (d.MIME == "application/octet-stream") {
+			t.Fatalf("%s sent as %s", name, d.MIME)
+		}
+		if !strings.HasPrefix(name, "random") {
+			if err := xml.Unmarshal(d.Data, new(any)); err != nil {
+				t.Fatalf("%s is not XML: %v", name, err)
+			}
+		}
+	}
+	a, _ := lab.LoadGridDoc("random-64K")
+	b, _ := lab.LoadGridDoc("random-64K")
+	if len(a.Data) != 64<<10 || !bytes.Equal(a.Data, b.Data) {
+		t.Fatal("random-64K is not 64 KiB of the same bytes each time")
+	}
+}
+
+func gridResults() []lab.GridResult {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	var out []lab.GridResult
+	add := func(profile, doc string, amtt map[string]float64) {
+		for _, c := range []string{"identity", "gzip:6", "xml:3", "auto"} {
+			r := lab.GridResult{Profile: profile, CPU: lab.CPUFast, Doc: doc, Bytes: 1000, Choice: c, Trials: 5, AMTT: ms(amtt[c]), SentBytes: 500}
+			if amtt[c] == 0 {
+				r.Trials, r.Skipped = 0, "60s over the link"
+			}
+			if c == "auto" {
+				r.Picks = map[string]int{"xml:3": 4, "gzip:6": 1}
+			}
+			out = append(out, r)
+		}
+	}
+	add("dsl", "doc-a", map[string]float64{"identity": 100, "gzip:6": 50, "xml:3": 40, "auto": 41})
+	add("dsl", "doc-b", map[string]float64{"identity": 0, "gzip:6": 50, "xml:3": 40, "auto": 60})
+	add("lan", "doc-a", map[string]float64{"identity": 2, "gzip:6": 2.5, "xml:3": 2.6, "auto": 2.5})
+	return out
+}
+
+func TestSummarize(t *testing.T) {
+	cells := lab.Summarize(gridResults())
+	if len(cells) != 3 {
+		t.Fatalf("%d cells", len(cells))
+	}
+	a, b, c := cells[0], cells[1], cells[2]
+	if a.Best != "xml:3" || math.Abs(a.Excess-2.5) > 1e-9 || !a.MeetsBest || !a.MeetsIdent || !a.MeetsGzip {
+		t.Errorf("doc-a on dsl: %+v", a)
+	}
+	if a.AutoPicks != "xml:3×4 gzip:6×1" {
+		t.Errorf("picks %q", a.AutoPicks)
+	}
+	if b.MeetsBest || b.MeetsGzip || !b.MeetsIdent || !math.IsNaN(b.OverIdent) {
+		t.Errorf("doc-b on dsl (identity skipped, auto 50%% over the best): %+v", b)
+	}
+	// 0.5 ms over identity's 2 ms is 25%, but within the 1 ms floor.
+	if c.Best != "identity" || !c.MeetsBest || !c.MeetsIdent {
+		t.Errorf("doc-a on lan: %+v", c)
+	}
+}
+
+func TestGridReports(t *testing.T) {
+	res := gridResults()
+	var j bytes.Buffer
+	if err := lab.WriteGridJSON(&j, res); err != nil {
+		t.Fatal(err)
+	}
+	back, err := lab.ReadGridJSON(&j)
+	if err != nil || len(back) != len(res) || back[4].Skipped == "" || back[3].Picks["xml:3"] != 4 {
+		t.Fatalf("JSON round trip: %v, %+v", err, back)
+	}
+	var md bytes.Buffer
+	if err := lab.WriteGridMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	var svg bytes.Buffer
+	if err := lab.WriteGridChart(&svg, res); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(svg.Bytes()), []byte("<?xml")) || !bytes.Contains(svg.Bytes(), []byte("+50%")) {
+		t.Fatal("the chart is not an SVG with the cells' labels")
+	}
+	if err := lab.WriteGridChart(&svg, nil); err == nil {
+		t.Fatal("charted nothing")
+	}
+}

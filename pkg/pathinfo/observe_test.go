@@ -1,0 +1,126 @@
+package pathinfo
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// testMonitor is a monitor on no network: what it learns comes only from
+// the exchanges a test reports.
+func testMonitor(p adaptive.Path) *Monitor {
+	s := &Service{models: adaptive.NewModels(), cfg: config{clock: fixedClock{time.Unix(1_700_000_000, 0)}, maxAge: time.Hour}}
+	return &Monitor{svc: s, key: "peer", kick: make(chan struct{}, 1), path: p, known: p.Known()}
+}
+
+// exchange is an exchange of n bytes on a path of RTT rtt, bandwidth bw
+// and a fixed cost over.
+func exchange(n int, rtt time.Duration, bw float64, over time.Duration) time.Duration {
+	return rtt + over + time.Duration(float64(n)/bw*float64(time.Second))
+}
+
+const lanBW = 12.5e6
+
+func lan() adaptive.Path { return adaptive.Path{RTT: 200 * time.Microsecond, Bandwidth: lanBW} }
+
+func TestSmallExchangesTeachTheFixedCost(t *testing.T) {
+	m := testMonitor(lan())
+	for range 5 {
+		m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, 1500*time.Microsecond))
+	}
+	if m.Path().Bandwidth != lanBW {
+		t.Fatalf("bandwidth moved to %g on small exchanges", m.Path().Bandwidth)
+	}
+	if d := m.overhead - 1500*time.Microsecond; d < -2*time.Microsecond || d > 2*time.Microsecond {
+		t.Fatalf("fixed cost %v, want 1.5ms", m.overhead)
+	}
+	// A delay spike raises it only a little; a low sample lowers it fast.
+	m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, 20*time.Millisecond))
+	if m.overhead > 3*time.Millisecond {
+		t.Fatalf("one 20 ms spike raised the fixed cost to %v", m.overhead)
+	}
+}
+
+func TestExchangesRefineTheBandwidth(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 200 * time.Microsecond, Bandwidth: 15e6}) // the probe said 15 MB/s
+	m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, time.Millisecond))
+	for range 30 {
+		m.ObserveExchange(100_000, exchange(100_000, 200*time.Microsecond, lanBW, time.Millisecond))
+	}
+	if bw := m.Path().Bandwidth; math.Abs(bw-lanBW) > 0.02*lanBW {
+		t.Fatalf("bandwidth %g after 30 exchanges at %g", bw, lanBW)
+	}
+	if m.Stats().Changes != 0 {
+		t.Fatal("refining counted as a change")
+	}
+}
+
+func TestLinkChangeIsBelievedAtOnceWhenMuchSlower(t *testing.T) {
+	m := testMonitor(lan())
+	m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, time.Millisecond))
+	// The LAN became a DSL uplink: 46 kB take 575 ms instead of 3.7.
+	m.ObserveExchange(46_000, exchange(46_000, 60*time.Millisecond, 80_000, time.Millisecond))
+	bw := m.Path().Bandwidth
+	if bw > 100_000 || bw < 60_000 {
+		t.Fatalf("after one exchange on the slower link: %g B/s, want about 80000", bw)
+	}
+	select {
+	case <-m.kick:
+	default:
+		t.Fatal("the watch loop was not asked to probe again")
+	}
+	if r, ok := m.svc.models.Peer("peer"); !ok || r.Path.Bandwidth != bw {
+		t.Fatalf("the new path was not remembered: %+v", r)
+	}
+}
+
+func TestModerateSurpriseMustRepeat(t *testing.T) {
+	m := testMonitor(lan())
+	m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, time.Millisecond))
+	slow := exchange(100_000, 200*time.Microsecond, lanBW/3, time.Millisecond)
+	m.ObserveExchange(100_000, slow) // a burst of load, or the link?
+	if m.Path().Bandwidth != lanBW {
+		t.Fatalf("one 3× surprise changed the bandwidth to %g", m.Path().Bandwidth)
+	}
+	m.ObserveExchange(100_000, exchange(100_000, 200*time.Microsecond, lanBW, time.Millisecond))
+	m.ObserveExchange(100_000, slow) // not in a row: still noise
+	if m.Stats().Changes != 0 {
+		t.Fatal("two surprises apart taken as a change")
+	}
+	m.ObserveExchange(100_000, slow)
+	if bw := m.Path().Bandwidth; math.Abs(bw-lanBW/3) > 0.05*lanBW {
+		t.Fatalf("two 3× surprises in a row left %g, want %g", bw, lanBW/3)
+	}
+}
+
+func TestFirstExchangeSetsAnUnknownBandwidth(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 60 * time.Millisecond})
+	if m.Path().Known() {
+		t.Fatal("known before any measurement")
+	}
+	m.ObserveExchange(100, exchange(100, 60*time.Millisecond, 80_000, 0)) // too short to tell
+	if m.Path().Known() {
+		t.Fatal("a 1 ms transfer set the bandwidth")
+	}
+	m.ObserveExchange(80_000, exchange(80_000, 60*time.Millisecond, 80_000, 0))
+	if bw := m.Path().Bandwidth; math.Abs(bw-80_000) > 1 {
+		t.Fatalf("bandwidth %g, want 80000", bw)
+	}
+}
+
+// A path believed fast makes even a mid-sized message look too small to
+// tell its rate; when it takes seconds, it tells anyway.
+func TestGrossUnderestimateIsCaughtOnSmallPredictions(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 60 * time.Millisecond, Bandwidth: 60e6}) // a probe gone wrong
+	m.ObserveExchange(300, exchange(300, 60*time.Millisecond, 80_000, time.Millisecond))
+	m.ObserveExchange(17_000, exchange(17_000, 60*time.Millisecond, 80_000, time.Millisecond))
+	if bw := m.Path().Bandwidth; bw > 100_000 {
+		t.Fatalf("17 kB taking 210 ms left the bandwidth at %g", bw)
+	}
+}

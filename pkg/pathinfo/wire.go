@@ -1,0 +1,190 @@
+package pathinfo
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrProtocol reports a malformed or out-of-bounds pathinfo message.
+var ErrProtocol = errors.New("pathinfo: protocol error")
+
+// Requests, one per stream: the first byte says which.
+const (
+	opProbe   byte = 1 // probe: uvarint size, uvarint gap (ns), then size bytes; answered by a report
+	opProfile byte = 2 // profile request: answered by uvarint length and the profile
+)
+
+// Bounds of the protocol.
+const (
+	// MaxProbe is the largest probe a node accepts.
+	MaxProbe = 4 << 20
+	// maxBursts bounds a report's bursts.
+	maxBursts = 64
+	// maxGap bounds the gap a sender may ask bursts to be split at.
+	maxGap = 10 * time.Second
+	// maxReport bounds a report's encoded size.
+	maxReport = 16 + maxBursts*30
+)
+
+// A burst is a run of reads of a probe with no gap longer than the
+// requested one between them: with slow start, the first burst is the
+// initial window and the gaps between bursts are round trips.
+type burst struct {
+	Bytes int
+	Start time.Duration // since the first byte arrived
+	Dur   time.Duration // from its first read to its last
+}
+
+// report is what the receiver of a probe saw.
+type report struct {
+	Received   int           // bytes of the probe received
+	FirstChunk int           // bytes in the first read, which carry no timing
+	Span       time.Duration // from the first read to the last
+	Bursts     []burst
+}
+
+// probeHeader is a probe request's header.
+type probeHeader struct {
+	Size int
+	Gap  time.Duration
+}
+
+func appendProbeHeader(b []byte, h probeHeader) []byte {
+	b = append(b, opProbe)
+	b = binary.AppendUvarint(b, uint64(h.Size))
+	return binary.AppendUvarint(b, uint64(h.Gap))
+}
+
+// readRequest reads a request's op and, for a probe, its header, refusing
+// sizes and gaps beyond the protocol's bounds.
+func readRequest(r *bufio.Reader) (byte, probeHeader, error) {
+	op, err := r.ReadByte()
+	if err != nil {
+		return 0, probeHeader{}, err
+	}
+	switch op {
+	case opProfile:
+		return op, probeHeader{}, nil
+	case opProbe:
+		size, err := binary.ReadUvarint(r)
+		if err != nil || size == 0 || size > MaxProbe {
+			return 0, probeHeader{}, fmt.Errorf("%w: probe size", ErrProtocol)
+		}
+		gap, err := binary.ReadUvarint(r)
+		if err != nil || gap > uint64(maxGap) {
+			return 0, probeHeader{}, fmt.Errorf("%w: probe gap", ErrProtocol)
+		}
+		return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
+	}
+	return 0, probeHeader{}, fmt.Errorf("%w: unknown request %d", ErrProtocol, op)
+}
+
+func appendReport(b []byte, r report) []byte {
+	b = binary.AppendUvarint(b, uint64(r.Received))
+	b = binary.AppendUvarint(b, uint64(r.FirstChunk))
+	b = binary.AppendUvarint(b, uint64(r.Span))
+	b = binary.AppendUvarint(b, uint64(len(r.Bursts)))
+	for _, u := range r.Bursts {
+		b = binary.AppendUvarint(b, uint64(u.Bytes))
+		b = binary.AppendUvarint(b, uint64(u.Start))
+		b = binary.AppendUvarint(b, uint64(u.Dur))
+	}
+	return b
+}
+
+// parseReport decodes a report: at most maxBursts bursts, byte counts
+// within MaxProbe and adding up, durations within an hour and within the
+// span.
+func parseReport(b []byte) (report, error) {
+	var r report
+	if len(b) > maxReport {
+		return r, fmt.Errorf("%w: report of %d bytes", ErrProtocol, len(b))
+	}
+	p := 0
+	next := func(max uint64) (uint64, bool) {
+		v, n := binary.Uvarint(b[p:])
+		if n <= 0 || v > max {
+			return 0, false
+		}
+		p += n
+		return v, true
+	}
+	const hour = uint64(time.Hour)
+	recv, ok1 := next(MaxProbe)
+	first, ok2 := next(recv)
+	span, ok3 := next(hour)
+	nb, ok4 := next(maxBursts)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return r, fmt.Errorf("%w: report header", ErrProtocol)
+	}
+	r = report{Received: int(recv), FirstChunk: int(first), Span: time.Duration(span)}
+	total := uint64(0)
+	for range nb {
+		bytes, ok1 := next(MaxProbe)
+		start, ok2 := next(span)
+		dur, ok3 := next(span)
+		if !ok1 || !ok2 || !ok3 || start+dur > span {
+			return report{}, fmt.Errorf("%w: report burst", ErrProtocol)
+		}
+		total += bytes
+		r.Bursts = append(r.Bursts, burst{Bytes: int(bytes), Start: time.Duration(start), Dur: time.Duration(dur)})
+	}
+	if total > recv || p != len(b) {
+		return report{}, fmt.Errorf("%w: report bursts", ErrProtocol)
+	}
+	return r, nil
+}
+
+// readFrame reads a uvarint length (at most max) and that many bytes.
+func readFrame(r *bufio.Reader, max int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(max) {
+		return nil, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrProtocol, n, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func appendFrame(b, payload []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+// recorder times the reads of a probe and cuts them into bursts.
+type recorder struct {
+	gap    time.Duration
+	t0     time.Time
+	last   time.Time
+	rep    report
+	inited bool
+}
+
+func (c *recorder) read(n int, at time.Time) {
+	if !c.inited {
+		c.inited, c.t0, c.last = true, at, at
+		c.rep.Received, c.rep.FirstChunk = n, n
+		c.rep.Bursts = []burst{{Bytes: n}}
+		return
+	}
+	c.rep.Received += n
+	since := at.Sub(c.t0)
+	cur := &c.rep.Bursts[len(c.rep.Bursts)-1]
+	if at.Sub(c.last) > c.gap && len(c.rep.Bursts) < maxBursts {
+		c.rep.Bursts = append(c.rep.Bursts, burst{Bytes: n, Start: since})
+	} else {
+		cur.Bytes += n
+		cur.Dur = since - cur.Start
+	}
+	c.rep.Span = since
+	c.last = at
+}
