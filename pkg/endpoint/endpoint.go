@@ -187,6 +187,9 @@ type Service struct {
 	listeners map[listenerKey]Listener
 	senders   map[peer.ID]*sender
 	closed    bool
+	// draining is set by Shutdown: readers deliver no further message
+	// and end their streams cleanly at the peer's end of stream.
+	draining atomic.Bool
 	// resolved caches Resolve's answers: decoding a peer ID (base58 and
 	// multihash) costs more than the rest of a small Send.
 	resolved map[resolveKey]peer.ID
@@ -199,8 +202,9 @@ type Service struct {
 	decodeOpts []wire.Option
 	bufs       bufPool // element buffers handed back by Delivery.Release
 
-	wg    sync.WaitGroup
-	stats struct {
+	wg      sync.WaitGroup
+	readers sync.WaitGroup // incoming streams' readers, a subset of wg
+	stats   struct {
 		received, noListener, forged, panics, malformed, refused atomic.Uint64
 	}
 }
@@ -287,6 +291,34 @@ func (s *Service) Close() error {
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// Shutdown closes the service gracefully, as a receiver that is done
+// should: it stops accepting streams and messages, then waits, until ctx
+// ends, for each peer that is sending to finish its stream, so that a
+// sender's Flush learns that everything it sent was delivered rather
+// than seeing its stream reset. A message that starts arriving after
+// Shutdown began is not delivered (its sender's Flush fails). When ctx
+// ends first, the remaining streams are reset as by Close, which Shutdown
+// always ends with.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.draining.Store(true)
+	s.mu.Unlock()
+	s.node.Host().RemoveStreamHandler(ProtocolID)
+	done := make(chan struct{})
+	go func() { s.readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	err := s.Close()
+	<-done
+	return err
 }
 
 // Resolve maps an address to the libp2p peer it names. A jxta:// address
@@ -561,14 +593,16 @@ func (s *Service) handleStream(st network.Stream) {
 	// Add under the lock Close takes, so no reader starts after Close
 	// began waiting for them.
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		st.Reset()
 		return
 	}
 	s.wg.Add(1)
+	s.readers.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	defer s.readers.Done()
 	defer st.Close()
 	// Close stops readers blocked on the stream.
 	stop := context.AfterFunc(s.ctx, func() { st.Reset() })
@@ -594,6 +628,10 @@ func (s *Service) handleStream(st network.Stream) {
 				s.stats.malformed.Add(1)
 				st.Reset()
 			}
+			return
+		}
+		if s.draining.Load() {
+			st.Reset() // shutting down: the sender must not count it delivered
 			return
 		}
 		m, bufs, err := in.readMessage(n)

@@ -328,3 +328,63 @@ func TestSlowListenerBlocksSender(t *testing.T) {
 		t.Fatalf("second flush: %v", err)
 	}
 }
+
+// TestShutdownLetsSendersFlush: a receiver that shuts down gracefully
+// while a sender flushes lets the flush succeed (everything sent was
+// delivered), refuses what arrives after it began, and ends with ctx.
+func TestShutdownLetsSendersFlush(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	ch, l := collector(100)
+	b.Register("s", "", l)
+	to := endpoint.PeerAddress(nodes[1].ID(), "s", "")
+	for i := range 10 {
+		if err := a.Send(ctx(t), to, message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		recv(t, ch)
+	}
+	// The receiver has everything and shuts down; the sender's stream is
+	// still open, so Shutdown waits for it.
+	shut := make(chan error, 1)
+	go func() { shut <- b.Shutdown(ctx(t)) }()
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatalf("flush to a receiver shutting down: %v", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	// Shut down: a new message is not delivered and its flush fails.
+	a.Send(ctx(t), to, message.New(message.Text("", "n", "late")))
+	if err := a.Flush(ctx(t), nodes[1].ID()); err == nil {
+		t.Fatal("flush of a message sent after shutdown succeeded")
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("delivered after shutdown: %v", d.Message)
+	default:
+	}
+}
+
+// TestShutdownBoundedByContext: a sender that keeps its stream open does
+// not hold a shutdown beyond its context.
+func TestShutdownBoundedByContext(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	ch, l := collector(1)
+	b.Register("s", "", l)
+	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "s", ""), message.New(message.Text("", "n", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+	sctx, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
+	defer cancel()
+	if err := b.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Register("t", "", l); !errors.Is(err, endpoint.ErrClosed) {
+		t.Fatalf("Register after Shutdown: %v, want ErrClosed", err)
+	}
+}
