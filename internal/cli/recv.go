@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -196,8 +198,30 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		}
 		return fmt.Errorf("socket from %s: %w", c.RemotePeer(), err)
 	}
-	// Closing tells the sender that everything arrived.
-	return c.Close()
+	// Closing tells the sender that everything arrived. It hangs up once
+	// it has read that; exiting first could reset the connection under
+	// the close and make the sender fail.
+	if err := c.Close(); err != nil {
+		return err
+	}
+	waitHangUp(ctx, p, c.RemotePeer())
+	return nil
+}
+
+// waitHangUp waits, at most drainTimeout, until peer has no connection to
+// this node.
+func waitHangUp(ctx context.Context, p *peerStack, peer peer.ID) {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.node.Host().Network().Connectedness(peer) == network.Connected {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // printMessage writes a message readably: text elements as text, others
