@@ -23,19 +23,26 @@ import (
 )
 
 // WriteAMTTJSON writes one JSON object per result per line.
-func WriteAMTTJSON(w io.Writer, results []AMTTResult) error {
+func WriteAMTTJSON(w io.Writer, results []AMTTResult) error { return writeJSONLines(w, results) }
+
+// ReadAMTTJSON reads what WriteAMTTJSON wrote; blank lines are skipped.
+func ReadAMTTJSON(r io.Reader) ([]AMTTResult, error) { return readJSONLines[AMTTResult](r, "AMTT") }
+
+// writeJSONLines writes one JSON object per value per line.
+func writeJSONLines[T any](w io.Writer, values []T) error {
 	enc := json.NewEncoder(w)
-	for _, r := range results {
-		if err := enc.Encode(r); err != nil {
+	for _, v := range values {
+		if err := enc.Encode(v); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ReadAMTTJSON reads what WriteAMTTJSON wrote; blank lines are skipped.
-func ReadAMTTJSON(r io.Reader) ([]AMTTResult, error) {
-	var out []AMTTResult
+// readJSONLines reads what writeJSONLines wrote, skipping blank lines;
+// what names the results in errors.
+func readJSONLines[T any](r io.Reader, what string) ([]T, error) {
+	var out []T
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -43,11 +50,11 @@ func ReadAMTTJSON(r io.Reader) ([]AMTTResult, error) {
 		if len(strings.TrimSpace(string(b))) == 0 {
 			continue
 		}
-		var res AMTTResult
-		if err := json.Unmarshal(b, &res); err != nil {
-			return out, fmt.Errorf("lab: AMTT results line %d: %w", line, err)
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
+			return out, fmt.Errorf("lab: %s results line %d: %w", what, line, err)
 		}
-		out = append(out, res)
+		out = append(out, v)
 	}
 	return out, sc.Err()
 }

@@ -130,21 +130,27 @@ func (p *endpointPair) reply(_ context.Context, d *endpoint.Delivery) {
 
 // RoundTrips implements Batcher.
 func (p *endpointPair) RoundTrips(ctx context.Context, payload []byte, n int) error {
+	return runPairs(ctx, &p.run, payload, n, func(m *message.Message) error { return p.a.Send(ctx, p.dst, m) })
+}
+
+// runPairs starts a run of n message/echo pairs in *run with the first
+// send, and waits for the echo handler to end it.
+func runPairs(ctx context.Context, run *atomic.Pointer[endpointRun], payload []byte, n int, send func(*message.Message) error) error {
 	if n < 1 {
 		return nil
 	}
 	r := &endpointRun{ctx: ctx, msg: payloadMessage(payload), size: len(payload), done: make(chan error, 1)}
 	r.left.Store(int64(n))
-	p.run.Store(r)
-	if err := p.a.Send(ctx, p.dst, r.msg); err != nil {
-		p.run.CompareAndSwap(r, nil)
+	run.Store(r)
+	if err := send(r.msg); err != nil {
+		run.CompareAndSwap(r, nil)
 		return err
 	}
 	select {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
-		p.run.CompareAndSwap(r, nil)
+		run.CompareAndSwap(r, nil)
 		return ctx.Err()
 	}
 }

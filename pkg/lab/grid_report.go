@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
@@ -134,34 +133,10 @@ func formatPicks(p map[string]int) string {
 }
 
 // WriteGridJSON writes one JSON object per result per line.
-func WriteGridJSON(w io.Writer, results []GridResult) error {
-	enc := json.NewEncoder(w)
-	for _, r := range results {
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func WriteGridJSON(w io.Writer, results []GridResult) error { return writeJSONLines(w, results) }
 
-// ReadGridJSON reads what WriteGridJSON wrote.
-func ReadGridJSON(r io.Reader) ([]GridResult, error) {
-	var out []GridResult
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
-			continue
-		}
-		var res GridResult
-		if err := json.Unmarshal(b, &res); err != nil {
-			return out, fmt.Errorf("lab: grid results line %d: %w", line, err)
-		}
-		out = append(out, res)
-	}
-	return out, sc.Err()
-}
+// ReadGridJSON reads what WriteGridJSON wrote; blank lines are skipped.
+func ReadGridJSON(r io.Reader) ([]GridResult, error) { return readJSONLines[GridResult](r, "grid") }
 
 func signed(v float64) string {
 	if math.IsNaN(v) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
@@ -156,23 +157,7 @@ func (p *pipePair) onReply(rcv *pipe.Received) {
 
 // RoundTrips implements Batcher.
 func (p *pipePair) RoundTrips(ctx context.Context, payload []byte, n int) error {
-	if n < 1 {
-		return nil
-	}
-	r := &endpointRun{ctx: ctx, msg: payloadMessage(payload), size: len(payload), done: make(chan error, 1)}
-	r.left.Store(int64(n))
-	p.run.Store(r)
-	if err := p.out.Send(ctx, r.msg); err != nil {
-		p.run.CompareAndSwap(r, nil)
-		return err
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		p.run.CompareAndSwap(r, nil)
-		return ctx.Err()
-	}
+	return runPairs(ctx, &p.run, payload, n, func(m *message.Message) error { return p.out.Send(ctx, m) })
 }
 
 func (p *pipePair) RoundTrip(ctx context.Context, payload []byte) error {
