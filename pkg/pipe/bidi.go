@@ -77,28 +77,11 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 		return nil, fmt.Errorf("%w: bidirectional pipes are unicast or secure, not %s", ErrWrongType, a.Type)
 	}
 	l := &Listener{svc: s, adv: a, key: Key(a.ID), accept: make(chan *Bidi, s.opts.backlog), done: make(chan struct{})}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+	release, err := bindLocal(s, s.servers, l.key, RoleBidi, l, a.ID, "bidirectional pipe")
+	if err != nil {
+		return nil, err
 	}
-	if _, ok := s.servers[l.key]; ok {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: bidirectional pipe %s", ErrBound, a.ID)
-	}
-	s.servers[l.key] = l
-	s.bind(l.key, RoleBidi)
-	s.mu.Unlock()
-	stop := s.provide(a.ID)
-	l.release = func() {
-		stop()
-		s.mu.Lock()
-		if s.servers[l.key] == l {
-			delete(s.servers, l.key)
-		}
-		s.unbind(l.key, RoleBidi)
-		s.mu.Unlock()
-	}
+	l.release = release
 	return l, nil
 }
 

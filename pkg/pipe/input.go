@@ -74,28 +74,11 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 		}
 		return p, nil
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+	release, err := bindLocal(s, s.inputs, p.key, RoleInput, p, a.ID, "input pipe")
+	if err != nil {
+		return nil, err
 	}
-	if _, ok := s.inputs[p.key]; ok {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: input pipe %s", ErrBound, a.ID)
-	}
-	s.inputs[p.key] = p
-	s.bind(p.key, RoleInput)
-	s.mu.Unlock()
-	stop := s.provide(a.ID)
-	p.release = func() {
-		stop()
-		s.mu.Lock()
-		if s.inputs[p.key] == p {
-			delete(s.inputs, p.key)
-		}
-		s.unbind(p.key, RoleInput)
-		s.mu.Unlock()
-	}
+	p.release = release
 	return p, nil
 }
 

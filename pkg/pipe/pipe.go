@@ -404,6 +404,34 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 }
 
 // bind records a role for resolution; release undoes it.
+// bindLocal records v as this peer's binding of key in m (s.inputs or
+// s.servers) under role, and publishes a provider record for the pipe;
+// the function it returns undoes both.
+func bindLocal[T comparable](s *Service, m map[string]T, key, role string, v T, pipeID id.ID, what string) (release func(), err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := m[key]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s %s", ErrBound, what, pipeID)
+	}
+	m[key] = v
+	s.bind(key, role)
+	s.mu.Unlock()
+	stop := s.provide(pipeID)
+	return func() {
+		stop()
+		s.mu.Lock()
+		if m[key] == v {
+			delete(m, key)
+		}
+		s.unbind(key, role)
+		s.mu.Unlock()
+	}, nil
+}
+
 func (s *Service) bind(key, role string) {
 	s.bindings[bindingKey{key, role}]++
 }
