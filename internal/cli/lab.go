@@ -45,8 +45,10 @@ func newLabRTTCmd() *cobra.Command {
 		Use:   "rtt",
 		Short: "Round-trip time and bandwidth per layer, on loopback",
 		Long: `Measure message/echo round trips between two real nodes in this process,
-following the JXTA layer study (Jan & Noblet): a warm-up of --warmup pairs,
-then for each payload size --runs runs of --pairs consecutive pairs. Each row
+following the JXTA layer study (Jan & Noblet): a warm-up of --warmup pairs
+per layer, then for each payload size --runs rounds in which every layer makes
+one run of --pairs consecutive pairs, the layers taking turns in rotating
+order so that they are measured side by side under the same load. Each row
 is the median run: RTT, latency = RTT/2, bandwidth = 2·size/RTT, and the
 bytes the layer writes per message beyond the payload.
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,12 +28,17 @@ import (
 // emulated links × documents × receiver CPUs. It runs the AMTT
 // experiment's trial protocol (amtt.go) on the same peers and pipes: per
 // document a handshake, then rounds in which every choice sends the
-// document through its encoding adapter on the data pipe in turn (the
-// order rotating from round to round) and the receiver acknowledges each
+// document through its encoding adapter on the data pipe in turn (in an
+// order shuffled afresh each round) and the receiver acknowledges each
 // message once decoded; the first Warmup rounds are discarded, then each
 // series' highest and lowest fifth, and the rest averaged. All choices of a cell
 // are thus measured side by side, in one run, on one connection, which is
-// what makes them comparable on a busy machine.
+// what makes them comparable on a busy machine. The order is shuffled
+// rather than rotated because an exchange pays for some of what the one
+// before it left behind (garbage to collect, goroutines still winding
+// down): rotated, every choice would always follow the same neighbour,
+// and a light choice placed after a heavy codec (auto after xml, in the
+// list's order) would carry that codec's wake for the whole run.
 //
 // The sender is one p2pmsg node for the whole run: its adaptive models
 // persist from cell to cell as a node's would from day to day, its path
@@ -96,7 +103,7 @@ type GridConfig struct {
 	Warmup     int // discarded rounds first; negative: none
 	// DocBudget lets fast cells repeat: a document gets as many rounds as
 	// fit in DocBudget by the link's analytic times, between Trials and
-	// 6·Trials. Negative: always Trials. Default 3 s.
+	// 50·Trials. Negative: always Trials. Default 3 s.
 	DocBudget time.Duration
 	// MaxMessage skips a fixed choice in a cell when sending its encoded
 	// document over the link would take longer (the link's analytic time),
@@ -537,10 +544,10 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 		sent := make([]int, len(run))
 		picks := map[string]int{}
 		total := cfg.Warmup + gridRounds(cfg, link, run, doc.Name)
+		order := newRoundOrder(cfg.Seed, doc.Name, len(run))
 		for t := range total {
 			seq := strconv.Itoa(t)
-			for k := range run {
-				i := (k + t) % len(run)
+			for _, i := range order.next() {
 				c := run[i]
 				m := message.New(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data),
 					message.Text(amttNS, elOp, opEnc), message.Text(amttNS, elSeq, seq), message.Text(amttNS, elChoice, c.name))
@@ -602,6 +609,29 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 	return out, nil
 }
 
+// roundOrder shuffles the choices' order afresh for every round, from a
+// seed, so that a run can be repeated exactly.
+type roundOrder struct {
+	rng  *rand.Rand
+	perm []int
+}
+
+func newRoundOrder(seed uint64, doc string, n int) *roundOrder {
+	h := fnv.New64a()
+	h.Write([]byte(doc))
+	o := &roundOrder{rng: rand.New(rand.NewPCG(seed, h.Sum64())), perm: make([]int, n)}
+	for i := range o.perm {
+		o.perm[i] = i
+	}
+	return o
+}
+
+// next returns the next round's order; it is valid until the next call.
+func (o *roundOrder) next() []int {
+	o.rng.Shuffle(len(o.perm), func(i, j int) { o.perm[i], o.perm[j] = o.perm[j], o.perm[i] })
+	return o.perm
+}
+
 // gridMean is the AMTT of a series: the AMTT experiment's trimmed mean
 // generalised to long series, dropping the highest and the lowest fifth
 // (at least one each; for five trials exactly trimmedMean). On a machine
@@ -637,7 +667,7 @@ func gridRounds(cfg GridConfig, link linkemu.Link, run []*gridChoice, doc string
 	if round <= 0 {
 		return cfg.Trials
 	}
-	return min(max(cfg.Trials, int(cfg.DocBudget/round)), 6*cfg.Trials)
+	return min(max(cfg.Trials, int(cfg.DocBudget/round)), 50*cfg.Trials)
 }
 
 func progressLine(rs []GridResult) string {

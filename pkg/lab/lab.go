@@ -82,9 +82,17 @@ type RTTResult struct {
 	WireBytes int           `json:"wire_bytes"`
 }
 
-// RunRTT runs the study: for each layer, a warm-up, then for each size Runs
-// timed runs of Pairs consecutive message/echo pairs; the result per size is
-// the median run's time divided by Pairs.
+// RunRTT runs the study: every layer's pair is opened and warmed up, then
+// for each size Runs rounds in which every layer makes one timed run of
+// Pairs consecutive message/echo pairs, the layers' order rotating from
+// round to round. The result per layer and size is the median run's time
+// divided by Pairs; results come layer by layer, in cfg.Layers' order.
+//
+// Interleaving the layers' runs, rather than measuring one layer after
+// the other, puts every layer under the same machine load: a busy
+// neighbour or a frequency change then shifts all of a round's runs
+// alike, and the ratios between layers (what the study is about) stay
+// put even when the absolute times drift.
 func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 	if len(cfg.Layers) == 0 {
 		return nil, errors.New("lab: no layers to measure")
@@ -103,60 +111,70 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 	for i := range payload {
 		payload[i] = byte(i*31 + 7)
 	}
-	var results []RTTResult
-	for _, layer := range cfg.Layers {
-		res, err := runLayer(ctx, layer, transport, sizes, payload, warmup, runs, pairs, cfg.Progress)
-		if err != nil {
-			return results, fmt.Errorf("lab: layer %s: %w", layer.Name(), err)
+	n := len(cfg.Layers)
+	open := make([]Pair, 0, n)
+	defer func() {
+		for _, p := range open {
+			p.Close()
 		}
-		results = append(results, res...)
+	}()
+	fail := func(i int, err error) ([]RTTResult, error) {
+		return nil, fmt.Errorf("lab: layer %s: %w", cfg.Layers[i].Name(), err)
 	}
-	return results, nil
+	for i, layer := range cfg.Layers {
+		p, err := layer.Open(ctx, transport)
+		if err != nil {
+			return fail(i, err)
+		}
+		open = append(open, p)
+		if warmup > 0 {
+			if err := roundTrips(ctx, p, payload[:1], warmup); err != nil {
+				return fail(i, fmt.Errorf("warm-up: %w", err))
+			}
+		}
+	}
+	results := make([][]RTTResult, n)
+	times := make([][]time.Duration, n)
+	for i := range times {
+		times[i] = make([]time.Duration, runs)
+	}
+	for si, size := range sizes {
+		for r := range runs {
+			for k := range n {
+				i := (k + r + si) % n
+				start := time.Now()
+				if err := roundTrips(ctx, open[i], payload[:size], pairs); err != nil {
+					return fail(i, fmt.Errorf("size %d: %w", size, err))
+				}
+				times[i][r] = time.Since(start) / time.Duration(pairs)
+			}
+		}
+		for i, layer := range cfg.Layers {
+			rtt := median(times[i])
+			res := RTTResult{
+				Layer: layer.Name(), Transport: transport, Size: size, RTT: rtt, Latency: rtt / 2,
+				Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: open[i].WireBytes(size),
+			}
+			results[i] = append(results[i], res)
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, transport, FormatSize(size), rtt)
+			}
+		}
+	}
+	return slices.Concat(results...), nil
 }
 
-func runLayer(ctx context.Context, layer Layer, transport string, sizes []int, payload []byte, warmup, runs, pairs int, progress io.Writer) ([]RTTResult, error) {
-	p, err := layer.Open(ctx, transport)
-	if err != nil {
-		return nil, err
+// roundTrips runs n consecutive message/echo pairs on p.
+func roundTrips(ctx context.Context, p Pair, payload []byte, n int) error {
+	if b, ok := p.(Batcher); ok {
+		return b.RoundTrips(ctx, payload, n)
 	}
-	defer p.Close()
-	roundTrips := func(payload []byte, n int) error {
-		if b, ok := p.(Batcher); ok {
-			return b.RoundTrips(ctx, payload, n)
-		}
-		for i := 0; i < n; i++ {
-			if err := p.RoundTrip(ctx, payload); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if warmup > 0 {
-		if err := roundTrips(payload[:1], warmup); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
+	for range n {
+		if err := p.RoundTrip(ctx, payload); err != nil {
+			return err
 		}
 	}
-	var out []RTTResult
-	times := make([]time.Duration, runs)
-	for _, size := range sizes {
-		for r := range times {
-			start := time.Now()
-			if err := roundTrips(payload[:size], pairs); err != nil {
-				return nil, fmt.Errorf("size %d: %w", size, err)
-			}
-			times[r] = time.Since(start) / time.Duration(pairs)
-		}
-		rtt := median(times)
-		res := RTTResult{
-			Layer: layer.Name(), Transport: transport, Size: size, RTT: rtt, Latency: rtt / 2,
-			Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: p.WireBytes(size),
-		}
-		out = append(out, res)
-		if progress != nil {
-			fmt.Fprintf(progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, transport, FormatSize(size), rtt)
-		}
-	}
-	return out, nil
+	return nil
 }
 
 func median(d []time.Duration) time.Duration {

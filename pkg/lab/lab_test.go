@@ -2,6 +2,9 @@ package lab_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -36,6 +39,85 @@ func TestRunRTTBaselines(t *testing.T) {
 				t.Errorf("implausible result %+v", r)
 			}
 		}
+	}
+}
+
+// logLayer records the runs RunRTT makes on it: a layer of the lab's
+// plug-in interface that moves no bytes, to check the schedule.
+type logLayer struct {
+	name string
+	log  *[]string
+	fail int // fail the n-th round trip (1-based), 0: never
+}
+
+func (l logLayer) Name() string { return l.name }
+
+func (l logLayer) Open(context.Context, string) (lab.Pair, error) {
+	return &logPair{l: l}, nil
+}
+
+type logPair struct {
+	l     logLayer
+	trips int
+}
+
+func (p *logPair) RoundTrips(_ context.Context, payload []byte, n int) error {
+	p.trips += n
+	if p.l.fail > 0 && p.trips >= p.l.fail {
+		return errors.New("echo lost")
+	}
+	*p.l.log = append(*p.l.log, fmt.Sprintf("%s/%d×%d", p.l.name, len(payload), n))
+	return nil
+}
+
+func (p *logPair) RoundTrip(ctx context.Context, payload []byte) error {
+	return p.RoundTrips(ctx, payload, 1)
+}
+func (p *logPair) WireBytes(int) int { return 0 }
+func (p *logPair) Close() error {
+	*p.l.log = append(*p.l.log, p.l.name+" closed")
+	return nil
+}
+
+// TestRunRTTInterleaves checks the schedule: warm-ups first, then per
+// size rounds in which every layer runs once, in rotating order; results
+// layer by layer.
+func TestRunRTTInterleaves(t *testing.T) {
+	var log []string
+	res, err := lab.RunRTT(context.Background(), lab.RTTConfig{
+		Layers: []lab.Layer{logLayer{"a", &log, 0}, logLayer{"b", &log, 0}, logLayer{"c", &log, 0}},
+		Sizes:  []int{1, 8}, Warmup: 2, Runs: 3, Pairs: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a/1×2 b/1×2 c/1×2 " + // warm-ups
+		"a/1×4 b/1×4 c/1×4 b/1×4 c/1×4 a/1×4 c/1×4 a/1×4 b/1×4 " + // size 1
+		"b/8×4 c/8×4 a/8×4 c/8×4 a/8×4 b/8×4 a/8×4 b/8×4 c/8×4 " + // size 8
+		"a closed b closed c closed"
+	if got := strings.Join(log, " "); got != want {
+		t.Errorf("schedule\n got %s\nwant %s", got, want)
+	}
+	var order []string
+	for _, r := range res {
+		order = append(order, fmt.Sprintf("%s/%d", r.Layer, r.Size))
+	}
+	if got := strings.Join(order, " "); got != "a/1 a/8 b/1 b/8 c/1 c/8" {
+		t.Errorf("results in order %s", got)
+	}
+}
+
+func TestRunRTTLayerFails(t *testing.T) {
+	var log []string
+	_, err := lab.RunRTT(context.Background(), lab.RTTConfig{
+		Layers: []lab.Layer{logLayer{"a", &log, 0}, logLayer{"b", &log, 7}},
+		Sizes:  []int{1}, Warmup: -1, Runs: 3, Pairs: 4,
+	})
+	if err == nil || !strings.Contains(err.Error(), "layer b") || !strings.Contains(err.Error(), "echo lost") {
+		t.Fatalf("err = %v, want layer b's failure", err)
+	}
+	if got := strings.Join(log, " "); got != "a/1×4 b/1×4 a closed b closed" {
+		t.Errorf("log %s: want both pairs closed after b failed at the start of round 2", got)
 	}
 }
 

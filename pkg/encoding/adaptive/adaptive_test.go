@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"math"
 	"os"
 	"sync"
 	"testing"
@@ -173,6 +174,149 @@ func TestDecisionFollowsAChangingPath(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("choices %v, want %v: remembered decisions must not outlive the path", got, want)
+		}
+	}
+}
+
+// A remembered decision repriced for a new path estimates what a decision
+// made afresh on that path does.
+func TestRepricedDecisionMatchesAFreshOne(t *testing.T) {
+	for _, bw := range []float64{1e9, 10e6, 100e3} {
+		w := newWorld()
+		var got adaptive.Decision
+		cur := adaptive.Path{RTT: 100 * time.Microsecond, Bandwidth: 5e9}
+		s := w.scheme(t, adaptive.WithPath(adaptive.PathFunc(func() adaptive.Path { return cur })),
+			adaptive.WithTrace(func(d adaptive.Decision) { got = d }))
+		if _, err := s.Encode(message.New(doc(docSize))); err != nil {
+			t.Fatal(err)
+		}
+		cur = adaptive.Path{RTT: 20 * time.Millisecond, Bandwidth: bw}
+		if _, err := s.Encode(message.New(doc(docSize))); err != nil {
+			t.Fatal(err)
+		}
+		want := w.scheme(t, adaptive.WithPath(adaptive.StaticPath(cur))).Decide(doc(docSize))
+		if got.Choice() != want.Choice() || len(got.Estimates) != len(want.Estimates) {
+			t.Fatalf("%g B/s: repriced %s, fresh %s", bw, got.Choice(), want.Choice())
+		}
+		// The fresh decision's models learnt from the first encode, so
+		// predicted sizes may differ by a few bytes.
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 0.001*math.Max(a, b) }
+		for i, e := range got.Estimates {
+			if f := want.Estimates[i]; !near(float64(e.Total), float64(f.Total)) || !near(float64(e.Transfer), float64(f.Transfer)) || !near(float64(e.Size), float64(f.Size)) {
+				t.Errorf("%g B/s, %s: repriced %+v, fresh %+v", bw, e.Spec, e, f)
+			}
+		}
+	}
+}
+
+// An encode far slower than estimated is not reused: the next element is
+// estimated again from what the models learnt.
+func TestSurpriseEndsReuse(t *testing.T) {
+	w := newWorld()
+	var ests []time.Duration
+	s := w.scheme(t, adaptive.WithPath(path(100e3)), adaptive.WithTrace(func(d adaptive.Decision) {
+		for _, e := range d.Estimates {
+			if e.Spec == "strong:9" {
+				ests = append(ests, e.Encode)
+			}
+		}
+	}))
+	w.strong.enc *= 10 // the machine got busy
+	for range 3 {
+		if _, err := s.Encode(message.New(doc(docSize))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ests) != 3 || ests[1] <= ests[0] {
+		t.Fatalf("strong's encode estimates %v: the second should have learnt from the first, ten times slower", ests)
+	}
+}
+
+// While only the path moves, a remembered decision's kind stands in for
+// sampling the content again, for at most reuseCount (8) elements; then the
+// content is sampled afresh.
+func TestKindOutlivesPathDriftForAFewElements(t *testing.T) {
+	w := newWorld()
+	rtt := time.Millisecond
+	var kinds []adaptive.Kind
+	s := w.scheme(t, adaptive.WithPath(adaptive.PathFunc(func() adaptive.Path {
+		rtt *= 2 // every element sees a path that moved
+		return adaptive.Path{RTT: rtt, Bandwidth: 1e6}
+	})), adaptive.WithTrace(func(d adaptive.Decision) { kinds = append(kinds, d.Kind) }))
+	noise := make([]byte, docSize)
+	rand.Read(noise)
+	for i := range 10 {
+		e := doc(docSize)
+		if i > 0 { // same media type and size, incompressible content
+			e = encoding.Producer{}.XML("", "doc", noise)
+		}
+		if _, err := s.Encode(message.New(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	random := adaptive.Classify(encoding.Producer{}.XML("", "doc", noise))
+	if random == w.kind {
+		t.Fatalf("test data: random bytes classified as %v like the document", random)
+	}
+	for i, k := range kinds {
+		want := w.kind
+		if i >= 9 {
+			want = random
+		}
+		if k != want {
+			t.Errorf("element %d: kind %v, want %v", i, k, want)
+		}
+	}
+}
+
+// tickClock moves by step at every reading: deciding costs time on it.
+type tickClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *tickClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// Where deciding costs much against sending (a fast path), a decision and
+// its kind are kept for more elements than reuseCount: deciding is held
+// to 1% of the elements' predicted time.
+func TestCostlyDecisionsAreKeptLonger(t *testing.T) {
+	for _, tc := range []struct {
+		step time.Duration
+		want int // elements classified as the first
+	}{{0, 8 + 1}, {time.Millisecond, 40}} {
+		w := newWorld()
+		var kinds []adaptive.Kind
+		s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(w.models),
+			adaptive.WithClock(&tickClock{t: time.Unix(1e6, 0), step: tc.step}), adaptive.WithoutCalibration(),
+			adaptive.WithExploration(adaptive.NoExploration), adaptive.WithPath(path(1e9)),
+			adaptive.WithTrace(func(d adaptive.Decision) { kinds = append(kinds, d.Kind) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		noise := make([]byte, 1000)
+		rand.Read(noise)
+		for i := range 40 {
+			e := encoding.Producer{}.XML("", "doc", periodic(1000))
+			if i > 0 {
+				e = encoding.Producer{}.XML("", "doc", noise)
+			}
+			if _, err := s.Encode(message.New(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := 0
+		for first < len(kinds) && kinds[first] == kinds[0] {
+			first++
+		}
+		if first != tc.want {
+			t.Errorf("deciding costs %v a reading: %d elements took the first one's kind, want %d", tc.step, first, tc.want)
 		}
 	}
 }

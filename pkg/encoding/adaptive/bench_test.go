@@ -55,3 +55,29 @@ func BenchmarkEncodeOverhead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeDriftingPath is the scheme's cost per element when the
+// path moves by more than the drift allowed before every element (as a
+// loopback RTT does): the estimates are made afresh each time, the
+// content's kind mostly remembered.
+func BenchmarkEncodeDriftingPath(b *testing.B) {
+	z, _ := zstd.New()
+	c, _ := s2.New()
+	rtt := 30 * time.Microsecond
+	s, err := adaptive.New([]encoding.Codec{z, c}, adaptive.WithExploration(adaptive.NoExploration),
+		adaptive.WithPath(adaptive.PathFunc(func() adaptive.Path {
+			rtt = 90*time.Microsecond - rtt // 30 µs, 60 µs, 30 µs, …
+			return adaptive.Path{RTT: rtt, Bandwidth: 1e10}
+		})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := message.New(doc(64 << 10))
+	b.SetBytes(64 << 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Encode(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

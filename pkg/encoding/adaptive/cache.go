@@ -2,21 +2,51 @@ package adaptive
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
 // Decisions are remembered per media type, size bucket and size of the
 // rest of the message, and reused for the next reuseCount elements that
-// share them while the path and the receiver's profile stay as they were:
-// on a fast path, classifying and estimating every element would cost
-// more than the choice saves. Exploration happens when a decision is made
-// afresh.
+// share them: on a fast path, classifying and estimating every element
+// would cost more than the choice saves. What moved since decides how
+// much is redone:
+//
+//   - nothing (the path within pathDrift, the same receiver profile): the
+//     decision stands;
+//   - the path only: the estimates' sizes and codec times stand and only
+//     the transfers are repriced. A loopback or LAN round trip jitters by
+//     more than pathDrift from one message to the next, and the codecs'
+//     curves cost microseconds to read, a fair share of such a message;
+//   - the receiver's profile: the estimates are made afresh, but the
+//     element's kind is still the entry's. Sampling the content (a 2 KiB
+//     entropy estimate) is most of a fresh decision's cost, and what the
+//     data looks like does not depend on the link or the receiver.
+//
+// After reuseCount elements the content is sampled again whatever
+// happened, or after more where deciding afresh would cost more than
+// decideShare of the element's predicted time: a fresh decision reads
+// every candidate's curves and costs tens of microseconds, which on
+// loopback is a fifth of a small message's trip. Exploration is planned
+// whenever the estimates change.
 const (
-	reuseCount = 8
-	maxCached  = 256
+	reuseCount  = 8
+	maxReuse    = 256
+	decideShare = 0.01
+	maxCached   = 256
 	// pathDrift is how far (relative) the bandwidth or the RTT may move
-	// before remembered decisions are made afresh.
+	// before remembered decisions are repriced.
 	pathDrift = 0.2
+)
+
+// cacheHit says what of a remembered decision stands.
+type cacheHit int
+
+const (
+	cacheMiss     cacheHit = iota // classify and estimate
+	cacheKind                     // the kind stands: estimate
+	cachePrices                   // the estimates stand: reprice the transfers
+	cacheDecision                 // the decision stands
 )
 
 type cacheKey struct {
@@ -26,37 +56,128 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	d    Decision
-	prof *Profile
-	uses int
+	d     Decision
+	prof  *Profile
+	uses  int
+	limit int // uses before the content is sampled again
+	// reestimate: the choice turned out other than estimated, or was
+	// estimated from priors; the models have learnt since.
+	reestimate bool
 }
 
-func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *Profile) bool {
+// reuse fills d with what stands of the remembered decision for an
+// element of n bytes with rest bytes of other content: all of it
+// (cacheDecision), a copy of its estimates for n bytes, to be repriced
+// (cachePrices), or its kind (cacheKind); nothing for cacheMiss.
+func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *Profile) cacheHit {
 	key := cacheKey{mediaType(mime), bucketOf(n), bucketOf(rest)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ce := s.cache[key]
-	if ce == nil || ce.uses >= reuseCount || ce.prof != prof || drifted(ce.d.Path, path) {
-		return false
+	if ce == nil || ce.uses >= ce.limit {
+		return cacheMiss
 	}
 	ce.uses++
+	switch {
+	case ce.prof != prof || ce.reestimate:
+		*d = Decision{Kind: ce.d.Kind}
+		return cacheKind
+	case drifted(ce.d.Path, path):
+		*d = Decision{Kind: ce.d.Kind, Estimates: scaled(ce.d.Estimates, ce.d.Size, n)}
+		return cachePrices
+	}
 	*d = ce.d
 	d.Size, d.Path, d.Explored, d.Shadowed = n, path, false, nil
 	d.Chosen = d.Best
 	// Reused decisions still fill the exploration budget.
 	s.tokens += time.Duration(float64(d.Estimates[d.Best].Total) * s.explore.Share)
-	return true
+	return cacheDecision
 }
 
-func (s *Scheme) remember(d Decision, mime string, n, rest int, prof *Profile) {
+// scaled copies estimates made for an element of n0 bytes for one of n
+// bytes in the same size bucket: sizes and times in proportion.
+func scaled(ests []Estimate, n0, n int) []Estimate {
+	out := slices.Clone(ests)
+	if n == n0 || n0 <= 0 {
+		return out
+	}
+	f := float64(n) / float64(n0)
+	for i := range out {
+		e := &out[i]
+		e.Size = int(float64(e.Size)*f + 0.5)
+		e.Encode = time.Duration(float64(e.Encode) * f)
+		e.Decode = time.Duration(float64(e.Decode) * f)
+	}
+	return out
+}
+
+// reprice sets the transfer times of estimates for path, with rest bytes
+// of other content in the message.
+func reprice(ests []Estimate, rest int, path Path) {
+	xz := path.TransferTime(rest)
+	for i := range ests {
+		e := &ests[i]
+		e.Transfer = path.TransferTime(rest + e.Size)
+		e.Total = e.Encode + e.Transfer + e.Decode
+		if i > 0 {
+			e.xferZero = xz
+		}
+	}
+}
+
+// remember keeps d for the elements like it that follow. A decision that
+// reused part of its entry (hit is not cacheMiss) replaces the entry's
+// decision but keeps its count of uses, so that the content is sampled
+// again after reuseCount elements whatever the path did.
+//
+// took is what deciding cost: the entry is reused for as many elements as
+// keep that cost under decideShare of their predicted time.
+func (s *Scheme) remember(d Decision, mime string, n, rest int, prof *Profile, hit cacheHit, took time.Duration) {
 	key := cacheKey{mediaType(mime), bucketOf(n), bucketOf(rest)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A choice estimated from priors is estimated again next time, from
+	// what its encode teaches the models.
+	again := !d.Estimates[d.Best].Known
+	if ce := s.cache[key]; hit != cacheMiss && ce != nil {
+		ce.d, ce.prof, ce.reestimate = d, prof, again
+		return
+	}
+	limit := reuseCount
+	if pbest := float64(d.Estimates[d.Best].Total); pbest > 0 {
+		limit = int(min(max(float64(took)/(decideShare*pbest), reuseCount), maxReuse))
+	}
 	if s.cache == nil || len(s.cache) >= maxCached {
 		s.cache = make(map[cacheKey]*cacheEntry)
 	}
-	s.cache[key] = &cacheEntry{d: d, prof: prof}
+	s.cache[key] = &cacheEntry{d: d, prof: prof, limit: limit, reestimate: again}
 }
+
+// surprised marks the remembered decision for elements like one of n
+// bytes to be estimated again: encoding it took or produced far from what
+// was estimated, and the models have just learnt better.
+// If resample, the content is sampled again too.
+func (s *Scheme) surprised(mime string, n, rest int, resample bool) {
+	key := cacheKey{mediaType(mime), bucketOf(n), bucketOf(rest)}
+	s.mu.Lock()
+	if ce := s.cache[key]; ce != nil {
+		ce.reestimate = true
+		if resample {
+			ce.uses = ce.limit
+		}
+	}
+	s.mu.Unlock()
+}
+
+// surprising reports whether a measured quantity is far enough from its
+// estimate to estimate again.
+func surprising(measured, estimated float64) bool {
+	return math.Abs(measured-estimated) > surprise*math.Max(estimated, 0)
+}
+
+// surprise is how far (relative) an encode's time or size may be from its
+// estimate before remembered decisions are estimated again.
+const surprise = 0.25
 
 func drifted(a, b Path) bool {
 	rel := func(x, y float64) bool { return math.Abs(x-y) > pathDrift*math.Max(x, y) }

@@ -141,13 +141,21 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	rest := base + wireSize(raw) - n
 	var d Decision
 	var shadows []int
-	if !s.reuse(&d, raw.MIME, n, rest, path, prof) {
-		k := Classify(raw)
-		d = Decision{Kind: k, Size: n, Path: path}
-		d.Estimates = s.estimates(k, n, rest, raw.MIME, path, prof)
+	if hit := s.reuse(&d, raw.MIME, n, rest, path, prof); hit != cacheDecision {
+		t0 := s.clock.Now()
+		switch hit {
+		case cacheMiss:
+			d.Kind = Classify(raw)
+			fallthrough
+		case cacheKind:
+			d.Estimates = s.estimates(d.Kind, n, rest, raw.MIME, path, prof)
+		case cachePrices:
+			reprice(d.Estimates, rest, path)
+		}
+		d.Size, d.Path = n, path
 		d.Best = best(d.Estimates)
-		shadows = s.plan(&d, k, n)
-		s.remember(d, raw.MIME, n, rest, prof)
+		shadows = s.plan(&d, d.Kind, n)
+		s.remember(d, raw.MIME, n, rest, prof, hit, s.clock.Now().Sub(t0))
 	}
 	d.Index = idx
 
@@ -169,6 +177,11 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 		}
 		d.EncodeTime = dt
 		s.models.RecordEncode(c.spec, d.Kind, n, max(len(enc.Data)-headerLen(c, raw.MIME, n), 0), dt)
+		if e := d.Estimates[d.Chosen]; surprising(float64(len(enc.Data)), float64(e.Size)) {
+			s.surprised(raw.MIME, n, rest, true) // the content may have changed
+		} else if surprising(float64(dt), float64(e.Encode)) {
+			s.surprised(raw.MIME, n, rest, false)
+		}
 		out = enc
 		if len(enc.Data) >= n {
 			out, d.Fallback = raw, true
@@ -202,7 +215,7 @@ func (s *Scheme) estimates(k Kind, n, rest int, mime string, path Path, prof *Pr
 		dt, ok := prof.DecodeTime(c.name, n, ratio)
 		if !ok {
 			if factor < 0 {
-				factor = cpuFactor(prof, m.decode)
+				factor = m.cpuFactor(prof)
 			}
 			lt, ok := m.localDecode(c.name, n, ratio)
 			if !ok {

@@ -23,6 +23,15 @@ type Models struct {
 	// and size, with the best's predicted time then (not persisted: a
 	// restarted node may look once more).
 	firstSight map[sightKey]time.Duration
+	// decGen counts changes to decode; cpu caches cpuFactor for one
+	// profile at one decGen (it reads every curve of both: tens of
+	// microseconds, on every fresh decision otherwise).
+	decGen uint64
+	cpu    struct {
+		prof *Profile
+		gen  uint64
+		f    float64
+	}
 }
 
 type sightKey struct {
@@ -106,12 +115,21 @@ func (m *Models) RecordDecode(codec string, n, in int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
+	m.decGen++
 	s := m.decode[codec]
 	if s == nil {
 		s = new(decodeStats)
 		m.decode[codec] = s
 	}
 	s.c[ratioClass(float64(in)/float64(n))].add(n, float64(d.Nanoseconds()), m.seq, true)
+}
+
+// cpuFactor is cpuFactor(p, m.decode), cached; m.mu is held.
+func (m *Models) cpuFactor(p *Profile) float64 {
+	if c := &m.cpu; c.prof != p || c.gen != m.decGen || c.f == 0 {
+		c.prof, c.gen, c.f = p, m.decGen, cpuFactor(p, m.decode)
+	}
+	return m.cpu.f
 }
 
 // Profile returns this node's decode profile, for its peers.
