@@ -84,15 +84,19 @@ type RTTResult struct {
 
 // RunRTT runs the study: every layer's pair is opened and warmed up, then
 // for each size Runs rounds in which every layer makes one timed run of
-// Pairs consecutive message/echo pairs, the layers' order rotating from
-// round to round. The result per layer and size is the median run's time
-// divided by Pairs; results come layer by layer, in cfg.Layers' order.
+// Pairs consecutive message/echo pairs, in an order shuffled afresh each
+// round (from a fixed seed). The result per layer and size is the median
+// run's time divided by Pairs; results come layer by layer, in
+// cfg.Layers' order.
 //
 // Interleaving the layers' runs, rather than measuring one layer after
 // the other, puts every layer under the same machine load: a busy
 // neighbour or a frequency change then shifts all of a round's runs
 // alike, and the ratios between layers (what the study is about) stay
-// put even when the absolute times drift.
+// put even when the absolute times drift. Shuffling rather than rotating
+// keeps one layer from always following the same other, whose garbage
+// and winding-down goroutines it would otherwise always pay for (see the
+// grid experiment).
 func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 	if len(cfg.Layers) == 0 {
 		return nil, errors.New("lab: no layers to measure")
@@ -138,10 +142,10 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 	for i := range times {
 		times[i] = make([]time.Duration, runs)
 	}
-	for si, size := range sizes {
+	order := newRoundOrder(1, "rtt", n)
+	for _, size := range sizes {
 		for r := range runs {
-			for k := range n {
-				i := (k + r + si) % n
+			for _, i := range order.next() {
 				start := time.Now()
 				if err := roundTrips(ctx, open[i], payload[:size], pairs); err != nil {
 					return fail(i, fmt.Errorf("size %d: %w", size, err))
