@@ -44,8 +44,8 @@ the warm-up, the highest and the lowest, average) of the adaptive scheme
 "auto" against "identity" (elements as they are) and every fixed codec, per
 link profile × document × receiver CPU, between two p2pmsg nodes in this
 process. All choices of a cell are measured side by side, round by round in
-rotating order, on one connection: compare figures within a cell, and repeat
-runs on a busy machine.
+an order shuffled each round, on one connection: compare figures within a
+cell, and repeat runs on a busy machine.
 
 The sender is one node for the whole run: its models carry over from cell to
 cell; each link's receiver is a new peer, whose path it probes (pathinfo) and

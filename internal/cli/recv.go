@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -117,6 +119,7 @@ to stdout, and exit at its end.`,
 			defer in.Close()
 			announce(cmd, p)
 			out := cmd.OutOrStdout()
+			senders := map[peer.ID]bool{}
 			for n := 1; count == 0 || n <= count; n++ {
 				r, err := in.ReceiveFrom(ctx)
 				if err != nil {
@@ -125,6 +128,7 @@ to stdout, and exit at its end.`,
 					}
 					return err
 				}
+				senders[r.From] = true
 				m, err := dec.Decode(r.Message)
 				if err != nil {
 					// One bad message (any peer can send one) does not
@@ -149,10 +153,17 @@ to stdout, and exit at its end.`,
 				}
 			}
 			// Let the senders see their last messages delivered: their
-			// Flush waits for this end to finish the stream cleanly.
+			// Flush waits for this end to finish the stream cleanly, and
+			// then for the stream's close to reach them, which exiting
+			// under them would turn into a reset. So wait for them to hang
+			// up too.
 			sctx, cancel := context.WithTimeout(ctx, drainTimeout)
 			defer cancel()
-			return p.ep.Shutdown(sctx)
+			if err := p.ep.Shutdown(sctx); err != nil {
+				return err
+			}
+			waitHangUp(sctx, p, slices.Collect(maps.Keys(senders))...)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -208,14 +219,16 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	return nil
 }
 
-// waitHangUp waits, at most drainTimeout, until peer has no connection to
-// this node.
-func waitHangUp(ctx context.Context, p *peerStack, peer peer.ID) {
+// waitHangUp waits, at most drainTimeout, until none of peers has a
+// connection to this one any more.
+func waitHangUp(ctx context.Context, p *peerStack, peers ...peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for p.node.Host().Network().Connectedness(peer) == network.Connected {
+	for slices.ContainsFunc(peers, func(id peer.ID) bool {
+		return p.node.Host().Network().Connectedness(id) == network.Connected
+	}) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -175,9 +175,19 @@ func surprising(measured, estimated float64) bool {
 	return math.Abs(measured-estimated) > surprise*math.Max(estimated, 0)
 }
 
+// surprisingTime is surprising for durations, which must also be off by
+// more than minSurprise: deciding afresh costs microseconds, and a short
+// encode's time jitters by more than a quarter on a busy machine.
+func surprisingTime(measured, estimated time.Duration) bool {
+	return surprising(float64(measured), float64(estimated)) && max(measured-estimated, estimated-measured) > minSurprise
+}
+
 // surprise is how far (relative) an encode's time or size may be from its
 // estimate before remembered decisions are estimated again.
-const surprise = 0.25
+const (
+	surprise    = 0.25
+	minSurprise = 20 * time.Microsecond
+)
 
 func drifted(a, b Path) bool {
 	rel := func(x, y float64) bool { return math.Abs(x-y) > pathDrift*math.Max(x, y) }

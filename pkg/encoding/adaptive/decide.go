@@ -179,7 +179,7 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 		s.models.RecordEncode(c.spec, d.Kind, n, max(len(enc.Data)-headerLen(c, raw.MIME, n), 0), dt)
 		if e := d.Estimates[d.Chosen]; surprising(float64(len(enc.Data)), float64(e.Size)) {
 			s.surprised(raw.MIME, n, rest, true) // the content may have changed
-		} else if surprising(float64(dt), float64(e.Encode)) {
+		} else if surprisingTime(dt, e.Encode) {
 			s.surprised(raw.MIME, n, rest, false)
 		}
 		out = enc
