@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
 )
 
@@ -26,6 +29,7 @@ func (u usageError) Unwrap() error { return u.error }
 
 // Main runs the p2pmsg command with args and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	quietLibp2p()
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
@@ -39,6 +43,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// quietLibp2p keeps go-libp2p's own log lines off stderr, which carries
+// the command's messages and errors, one line each: libp2p logs benign
+// events at error level (a circuit listener closed at shutdown, "swarm
+// listener accept error"), and what matters reaches the command as an
+// error anyway. GOLOG_LOG_LEVEL, libp2p's own switch, turns them back on.
+// It must run before the first libp2p log line.
+func quietLibp2p() {
+	if os.Getenv("GOLOG_LOG_LEVEL") == "" {
+		gologshim.SetDefaultHandler(slog.DiscardHandler)
+	}
 }
 
 func oneLine(s string) string {
