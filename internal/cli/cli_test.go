@@ -241,6 +241,25 @@ func TestLabRTTJSON(t *testing.T) {
 	}
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "carrier-pigeon"))
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--sizes", "0"))
+	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "tcp", "--baseline", "stream"))
+
+	// With a baseline every row carries its ratio; the baseline's own is 1.
+	r = run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--baseline", "tcp", "--sizes", "1", "--warmup", "5", "--runs", "3", "--pairs", "3", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rtt --baseline: %s", r.stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(r.stdout)), "\n") {
+		var row struct {
+			Layer string  `json:"layer"`
+			Ratio float64 `json:"ratio_to_baseline"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if row.Ratio <= 0 || row.Layer == "tcp" && row.Ratio != 1 {
+			t.Errorf("row %q: ratio %g", l, row.Ratio)
+		}
+	}
 }
 
 func TestAdvNewShow(t *testing.T) {

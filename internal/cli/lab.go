@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -37,9 +38,9 @@ func newLabCmd() *cobra.Command {
 
 func newLabRTTCmd() *cobra.Command {
 	var (
-		layers, sizes, transport string
-		asJSON                   bool
-		warmup, runs, pairs      int
+		layers, sizes, transport, baseline string
+		asJSON                             bool
+		warmup, runs, pairs                int
 	)
 	cmd := &cobra.Command{
 		Use:   "rtt",
@@ -50,7 +51,10 @@ per layer, then for each payload size --runs rounds in which every layer makes
 one run of --pairs consecutive pairs, the layers taking turns in rotating
 order so that they are measured side by side under the same load. Each row
 is the median run: RTT, latency = RTT/2, bandwidth = 2·size/RTT, and the
-bytes the layer writes per message beyond the payload.
+bytes the layer writes per message beyond the payload. With --baseline, each
+row also gives the median over rounds of the layer's run time divided by the
+baseline's in the same round, the steadier figure for a ratio between layers
+(bandwidth ratios are its inverse).
 
 Layers: ` + strings.Join(lab.LayerNames(labLayers()), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
 stream a raw libp2p stream with a 4-byte length prefix between hosts
@@ -85,9 +89,12 @@ socket connection echoing every byte).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if baseline != "" && !slices.ContainsFunc(chosen, func(l lab.Layer) bool { return l.Name() == baseline }) {
+				return usageError{fmt.Errorf("--baseline %q is not among the --layer list", baseline)}
+			}
 			res, err := lab.RunRTT(ctx, lab.RTTConfig{
 				Layers: chosen, Sizes: sz, Transport: transport,
-				Warmup: w, Runs: runs, Pairs: pairs,
+				Warmup: w, Runs: runs, Pairs: pairs, Baseline: baseline,
 				Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
@@ -104,10 +111,18 @@ socket connection echoing every byte).`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t")
+			head := "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t"
+			if baseline != "" {
+				head += "RTT ×" + baseline + "\t"
+			}
+			fmt.Fprintln(tw, head)
 			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%d\t\n", r.Layer, r.Transport, lab.FormatSize(r.Size),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%d\t", r.Layer, r.Transport, lab.FormatSize(r.Size),
 					r.RTT, r.Latency, formatRate(r.Bandwidth), r.WireBytes)
+				if baseline != "" {
+					fmt.Fprintf(tw, "%.3f\t", r.Ratio)
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
@@ -120,6 +135,7 @@ socket connection echoing every byte).`,
 	f.IntVar(&warmup, "warmup", 1000, "message/echo pairs before measuring")
 	f.IntVar(&runs, "runs", 5, "timed runs per size")
 	f.IntVar(&pairs, "pairs", 100, "consecutive pairs per run")
+	f.StringVar(&baseline, "baseline", "", "a layer of --layer: also print each layer's RTT over it, the median of the ratios of runs made in the same round")
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -64,5 +65,31 @@ func TestAdaptation(t *testing.T) {
 	s[0].Choice, s[1].Choice = "y", "y"
 	if at := choiceAdaptation(s, ref, "dsl", best); at != 3 {
 		t.Fatalf("choice adapted at %d, want 3", at)
+	}
+}
+
+func TestPairedRatio(t *testing.T) {
+	ms := func(v ...float64) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x*float64(time.Millisecond)))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		a, b []time.Duration
+		want float64
+	}{
+		// The machine slows down mid-run: the medians' ratio (3/1 = 3)
+		// mixes rounds, the paired ratio does not.
+		{ms(1, 1, 3, 3, 3), ms(1, 1, 1, 3, 3), 1},
+		{ms(2, 4), ms(1, 2), 2},
+		{ms(1, 3), ms(1, 1), 2}, // even count: the mean of the middle two
+		{ms(1, 5), ms(0, 1), 5}, // a round without the baseline is skipped
+		{ms(1), ms(0), 0},       // nothing to compare
+	} {
+		if got := pairedRatio(tc.a, tc.b); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("pairedRatio(%v, %v) = %g, want %g", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

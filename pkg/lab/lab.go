@@ -64,6 +64,9 @@ type RTTConfig struct {
 	Warmup    int    // message/echo pairs before measuring; default 1000
 	Runs      int    // timed runs per size; default 5
 	Pairs     int    // consecutive pairs per run; default 100
+	// Baseline, when it names one of Layers, gives every result the
+	// paired ratio of its runs to the baseline's (RTTResult.Ratio).
+	Baseline string
 	// Progress, when set, receives one line per finished size.
 	Progress io.Writer
 }
@@ -80,6 +83,13 @@ type RTTResult struct {
 	Latency   time.Duration `json:"latency_ns"`
 	Bandwidth float64       `json:"bandwidth_Bps"` // 2·size/RTT, bytes per second
 	WireBytes int           `json:"wire_bytes"`
+	// Ratio is the median over rounds of this layer's run time divided by
+	// the baseline layer's in the same round (0 without a baseline). The
+	// two runs of a round are minutes closer than the medians' runs may
+	// be, so the ratio of a pair is spared the machine's drift; the
+	// median of those ratios is the steadier figure to hold a target
+	// such as "pipe RTT ≤ 1.1× endpoint RTT" against.
+	Ratio float64 `json:"ratio_to_baseline,omitempty"`
 }
 
 // RunRTT runs the study: every layer's pair is opened and warmed up, then
@@ -116,6 +126,13 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 		payload[i] = byte(i*31 + 7)
 	}
 	n := len(cfg.Layers)
+	base := -1
+	if cfg.Baseline != "" {
+		base = slices.IndexFunc(cfg.Layers, func(l Layer) bool { return l.Name() == cfg.Baseline })
+		if base < 0 {
+			return nil, fmt.Errorf("%w: baseline %q is not among the layers measured", ErrUnknownLayer, cfg.Baseline)
+		}
+	}
 	open := make([]Pair, 0, n)
 	defer func() {
 		for _, p := range open {
@@ -159,6 +176,9 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 				Layer: layer.Name(), Transport: transport, Size: size, RTT: rtt, Latency: rtt / 2,
 				Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: open[i].WireBytes(size),
 			}
+			if base >= 0 {
+				res.Ratio = pairedRatio(times[i], times[base])
+			}
 			results[i] = append(results[i], res)
 			if cfg.Progress != nil {
 				fmt.Fprintf(cfg.Progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, transport, FormatSize(size), rtt)
@@ -179,6 +199,25 @@ func roundTrips(ctx context.Context, p Pair, payload []byte, n int) error {
 		}
 	}
 	return nil
+}
+
+// pairedRatio is the median of a[r]/b[r] over the rounds r where b[r] is
+// positive.
+func pairedRatio(a, b []time.Duration) float64 {
+	var rs []float64
+	for r := range min(len(a), len(b)) {
+		if b[r] > 0 {
+			rs = append(rs, float64(a[r])/float64(b[r]))
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 1 {
+		return rs[len(rs)/2]
+	}
+	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
 }
 
 func median(d []time.Duration) time.Duration {

@@ -127,6 +127,16 @@ func TestRunRTTInterleaves(t *testing.T) {
 	}
 }
 
+func TestRunRTTUnknownBaseline(t *testing.T) {
+	var log []string
+	_, err := lab.RunRTT(context.Background(), lab.RTTConfig{
+		Layers: []lab.Layer{logLayer{"a", &log, 0}}, Baseline: "b", Sizes: []int{1}, Runs: 1, Pairs: 1,
+	})
+	if !errors.Is(err, lab.ErrUnknownLayer) || len(log) != 0 {
+		t.Fatalf("err = %v after %v, want ErrUnknownLayer before any run", err, log)
+	}
+}
+
 func TestRunRTTLayerFails(t *testing.T) {
 	var log []string
 	_, err := lab.RunRTT(context.Background(), lab.RTTConfig{
