@@ -213,15 +213,13 @@ func pairedRatio(a, b []time.Duration) float64 {
 	if len(rs) == 0 {
 		return 0
 	}
-	slices.Sort(rs)
-	if len(rs)%2 == 1 {
-		return rs[len(rs)/2]
-	}
-	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	return median(rs)
 }
 
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
+// median is the middle value of v (the mean of the middle two for an even
+// count); v is left as it was.
+func median[T ~int64 | ~float64](v []T) T {
+	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
