@@ -2,9 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -89,14 +89,14 @@ socket connection echoing every byte).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if baseline != "" && !slices.ContainsFunc(chosen, func(l lab.Layer) bool { return l.Name() == baseline }) {
-				return usageError{fmt.Errorf("--baseline %q is not among the --layer list", baseline)}
-			}
 			res, err := lab.RunRTT(ctx, lab.RTTConfig{
 				Layers: chosen, Sizes: sz, Transport: transport,
 				Warmup: w, Runs: runs, Pairs: pairs, Baseline: baseline,
 				Progress: cmd.ErrOrStderr(),
 			})
+			if errors.Is(err, lab.ErrUnknownLayer) {
+				return usageError{err} // a --baseline outside --layer, refused before any run
+			}
 			if err != nil {
 				return err
 			}
