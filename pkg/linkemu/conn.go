@@ -317,14 +317,8 @@ const (
 // sleepUntil waits until at, or returns false when abort closes first
 // (checked at least every timerSlack).
 func sleepUntil(at time.Time, abort <-chan struct{}) bool {
-	if wait := time.Until(at) - timerSlack; wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-abort:
-			t.Stop()
-			return false
-		}
+	if wait := time.Until(at) - timerSlack; wait > 0 && !timerWait(wait, abort) {
+		return false
 	}
 	if wait := time.Until(at) - spinFinal; wait > 0 {
 		preciseSleep(wait)
@@ -333,11 +327,7 @@ func sleepUntil(at time.Time, abort <-chan struct{}) bool {
 	// while goroutines run, and only a timer moves it on.
 	for i := 0; time.Now().Before(at); i++ {
 		if i == maxSpin {
-			t := time.NewTimer(time.Until(at))
-			select {
-			case <-t.C:
-			case <-abort:
-				t.Stop()
+			if !timerWait(time.Until(at), abort) {
 				return false
 			}
 			break
@@ -349,6 +339,19 @@ func sleepUntil(at time.Time, abort <-chan struct{}) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// timerWait waits d on a runtime timer, or returns false when abort
+// closes first.
+func timerWait(d time.Duration, abort <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-abort:
+		return false
 	}
 }
 

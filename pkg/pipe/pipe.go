@@ -403,7 +403,6 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 	return out
 }
 
-// bind records a role for resolution; release undoes it.
 // bindLocal records v as this peer's binding of key in m (s.inputs or
 // s.servers) under role, and publishes a provider record for the pipe;
 // the function it returns undoes both.
@@ -432,6 +431,7 @@ func bindLocal[T comparable](s *Service, m map[string]T, key, role string, v T, 
 	}, nil
 }
 
+// bind records a role for resolution; unbind undoes it.
 func (s *Service) bind(key, role string) {
 	s.bindings[bindingKey{key, role}]++
 }
