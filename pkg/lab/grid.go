@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -607,29 +605,6 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 		return out, err
 	}
 	return out, nil
-}
-
-// roundOrder shuffles the choices' order afresh for every round, from a
-// seed, so that a run can be repeated exactly.
-type roundOrder struct {
-	rng  *rand.Rand
-	perm []int
-}
-
-func newRoundOrder(seed uint64, doc string, n int) *roundOrder {
-	h := fnv.New64a()
-	h.Write([]byte(doc))
-	o := &roundOrder{rng: rand.New(rand.NewPCG(seed, h.Sum64())), perm: make([]int, n)}
-	for i := range o.perm {
-		o.perm[i] = i
-	}
-	return o
-}
-
-// next returns the next round's order; it is valid until the next call.
-func (o *roundOrder) next() []int {
-	o.rng.Shuffle(len(o.perm), func(i, j int) { o.perm[i], o.perm[j] = o.perm[j], o.perm[i] })
-	return o.perm
 }
 
 // gridMean is the AMTT of a series: the AMTT experiment's trimmed mean

@@ -12,7 +12,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -186,6 +188,30 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 		}
 	}
 	return slices.Concat(results...), nil
+}
+
+// roundOrder shuffles the order of a round's runs (layers, or a grid
+// cell's choices) afresh for every round, from a seed, so that a run can
+// be repeated exactly.
+type roundOrder struct {
+	rng  *rand.Rand
+	perm []int
+}
+
+func newRoundOrder(seed uint64, doc string, n int) *roundOrder {
+	h := fnv.New64a()
+	h.Write([]byte(doc))
+	o := &roundOrder{rng: rand.New(rand.NewPCG(seed, h.Sum64())), perm: make([]int, n)}
+	for i := range o.perm {
+		o.perm[i] = i
+	}
+	return o
+}
+
+// next returns the next round's order; it is valid until the next call.
+func (o *roundOrder) next() []int {
+	o.rng.Shuffle(len(o.perm), func(i, j int) { o.perm[i], o.perm[j] = o.perm[j], o.perm[i] })
+	return o.perm
 }
 
 // roundTrips runs n consecutive message/echo pairs on p.
