@@ -101,7 +101,7 @@ type GridConfig struct {
 	Warmup     int // discarded rounds first; negative: none
 	// DocBudget lets fast cells repeat: a document gets as many rounds as
 	// fit in DocBudget by the link's analytic times, between Trials and
-	// 50·Trials. Negative: always Trials. Default 3 s.
+	// maxRoundsPerTrial·Trials. Negative: always Trials. Default 3 s.
 	DocBudget time.Duration
 	// MaxMessage skips a fixed choice in a cell when sending its encoded
 	// document over the link would take longer (the link's analytic time),
@@ -114,7 +114,9 @@ type GridConfig struct {
 	Seed        uint64
 	// Progress, when set, receives a line per document and cell.
 	Progress io.Writer
-	// Trace, when set, receives a line per auto decision.
+	// Trace, when set, receives a line per auto decision. Tracing adds to
+	// auto's time per element (a microsecond or so on loopback), since the
+	// scheme then builds each decision in full.
 	Trace io.Writer
 }
 
@@ -370,11 +372,12 @@ func (c *slowCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bindin
 	return out, err
 }
 
-// timedScheme times its scheme's encodes and measures what they produce.
+// timedScheme times its scheme's encodes and keeps what they produce, to
+// be looked at once the exchange is timed.
 type timedScheme struct {
 	encoding.Scheme
-	last atomic.Int64 // ns of the last Encode
-	wire atomic.Int64 // wire size of the last encoded message
+	last atomic.Int64                    // ns of the last Encode
+	out  atomic.Pointer[message.Message] // the last encoded message
 }
 
 func (t *timedScheme) Encode(m *message.Message) (*message.Message, error) {
@@ -382,10 +385,45 @@ func (t *timedScheme) Encode(m *message.Message) (*message.Message, error) {
 	out, err := t.Scheme.Encode(m)
 	t.last.Store(int64(time.Since(t0)))
 	if err == nil {
-		n, _ := wire.Size(out)
-		t.wire.Store(n)
+		t.out.Store(out)
 	}
 	return out, err
+}
+
+// wireSize is the wire size of the last encoded message.
+func (t *timedScheme) wireSize() int {
+	m := t.out.Load()
+	if m == nil {
+		return 0
+	}
+	n, _ := wire.Size(m)
+	return int(n)
+}
+
+// sentAs says how the last encoded message carried the document: the
+// codec spec its header names ("name:level"), or identity, and the
+// element's size as sent.
+func (t *timedScheme) sentAs() (spec string, size int) {
+	m := t.out.Load()
+	if m == nil {
+		return "", 0
+	}
+	e, ok := m.Get(amttNS, elDoc)
+	if !ok {
+		return "", 0
+	}
+	if !encoding.IsEncoded(e) {
+		return ChoiceIdentity, len(e.Data)
+	}
+	h, _, err := encoding.ParseHeader(e.Data)
+	if err != nil {
+		return "", len(e.Data)
+	}
+	spec = h.Codec + ":" + strconv.Itoa(h.Params.Level)
+	if h.Params.DictID != 0 {
+		spec += "@" + strconv.FormatUint(uint64(h.Params.DictID), 10)
+	}
+	return spec, len(e.Data)
 }
 
 // identityScheme sends selected elements as they are (their Producer mark
@@ -460,7 +498,10 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 	}
 	opts := []adaptive.Option{
 		adaptive.WithModels(cfg.Models), adaptive.WithPath(g.mon), adaptive.WithReceiver(g.mon),
-		adaptive.WithSeed(cfg.Seed), adaptive.WithTrace(trace),
+		adaptive.WithSeed(cfg.Seed),
+	}
+	if trace != nil {
+		opts = append(opts, adaptive.WithTrace(trace))
 	}
 	if cfg.Exploration != nil {
 		opts = append(opts, adaptive.WithExploration(*cfg.Exploration))
@@ -482,12 +523,18 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 	if err := g.mon.Ensure(ctx); err != nil {
 		return nil, fmt.Errorf("probing the path: %w", err)
 	}
+	// Auto's decisions are traced only for --trace: on the fastest links
+	// copying each one out costs a fair share of what auto adds to an
+	// exchange. What it sent is read off the message instead (sentAs).
 	var mu sync.Mutex
 	var lastDecision adaptive.Decision
-	trace := func(d adaptive.Decision) {
-		mu.Lock()
-		lastDecision = d
-		mu.Unlock()
+	var trace func(adaptive.Decision)
+	if cfg.Trace != nil {
+		trace = func(d adaptive.Decision) {
+			mu.Lock()
+			lastDecision = d
+			mu.Unlock()
+		}
 	}
 	choices, auto, err := newChoices(cfg, g, trace)
 	if err != nil {
@@ -563,18 +610,19 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 				}
 				dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
 				enc := time.Duration(c.scheme.last.Load())
-				g.mon.ObserveExchange(int(c.scheme.wire.Load()), d-enc-time.Duration(dec))
+				g.mon.ObserveExchange(c.scheme.wireSize(), d-enc-time.Duration(dec))
 				if t < cfg.Warmup {
 					continue
 				}
 				times[i] = append(times[i], d)
 				if c.name == ChoiceAuto {
-					mu.Lock()
-					dd := lastDecision
-					mu.Unlock()
-					picks[dd.Choice()]++
-					sent[i] += dd.SentSize
+					spec, size := c.scheme.sentAs()
+					picks[spec]++
+					sent[i] += size
 					if cfg.Trace != nil {
+						mu.Lock()
+						dd := lastDecision
+						mu.Unlock()
 						writeDecision(cfg.Trace, profile, cpu, doc.Name, t, d, dd)
 					}
 				} else {
@@ -630,20 +678,29 @@ func gridMean(d []time.Duration) time.Duration {
 // gridRounds is how many rounds a document gets: Trials, or more where
 // rounds are short (see DocBudget), estimated from the link's analytic
 // times, the encode times first seen (twice, for the decode), and a
-// millisecond of processing per message.
+// procPerMessage of processing per message.
 func gridRounds(cfg GridConfig, link linkemu.Link, run []*gridChoice, doc string) int {
 	if cfg.DocBudget < 0 {
 		return cfg.Trials
 	}
 	var round time.Duration
 	for _, c := range run {
-		round += link.Up.TransferTime(c.size[doc]) + link.RTT() + time.Millisecond + 2*c.cost[doc] // encode, and about as much to decode
+		round += link.Up.TransferTime(c.size[doc]) + link.RTT() + procPerMessage + 2*c.cost[doc] // encode, and about as much to decode
 	}
 	if round <= 0 {
 		return cfg.Trials
 	}
-	return min(max(cfg.Trials, int(cfg.DocBudget/round)), 50*cfg.Trials)
+	return min(max(cfg.Trials, int(cfg.DocBudget/round)), maxRoundsPerTrial*cfg.Trials)
 }
+
+// A fast cell's rounds: a loopback exchange through the pipes takes
+// 50–300 µs besides its codec's time, and choices that differ by a
+// microsecond or two (auto sending as is, against identity) need a
+// thousand rounds to be told apart from the machine's noise.
+const (
+	procPerMessage    = 250 * time.Microsecond
+	maxRoundsPerTrial = 200
+)
 
 func progressLine(rs []GridResult) string {
 	var parts []string

@@ -37,7 +37,10 @@ func TestRunGridLoopback(t *testing.T) {
 		}
 		if r.Choice == lab.ChoiceAuto {
 			n := 0
-			for _, c := range r.Picks {
+			for spec, c := range r.Picks {
+				if spec != "identity" && spec != "gzip:6" && spec != "s2:1" {
+					t.Fatalf("auto's picks %v: %q is none of the choices", r.Picks, spec)
+				}
 				n += c
 			}
 			if n != 3 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -59,6 +60,31 @@ type Monitor struct {
 	streak    int           // consecutive surprises, signed by direction
 	watching  bool
 	stats     Stats
+	// view is path and profile as Path and ReceiverProfile give them, for
+	// them to read without the lock: the adaptive scheme asks for both
+	// before every element it sends, and on a fast link taking a mutex
+	// whose cache line another core last wrote costs a fair share of the
+	// scheme's whole time per element. Set by publish.
+	view atomic.Pointer[monitorView]
+}
+
+type monitorView struct {
+	path    adaptive.Path // bandwidth 0 until measured
+	profile *adaptive.Profile
+}
+
+// publish sets view from the fields; m.mu must be held. A view that did
+// not change is kept, so an exchange that teaches nothing allocates
+// nothing.
+func (m *Monitor) publish() {
+	v := monitorView{path: m.path, profile: m.profile}
+	if !m.known {
+		v.path.Bandwidth = 0
+	}
+	if old := m.view.Load(); old != nil && *old == v {
+		return
+	}
+	m.view.Store(&v)
 }
 
 // Stats counts what a monitor did.
@@ -77,6 +103,7 @@ func newMonitor(s *Service, p peer.ID) *Monitor {
 		m.path, m.pathAt, m.known = r.Path, r.PathAt, r.Path.Known()
 		m.profile, m.profileAt = r.Profile, r.ProfileAt
 	}
+	m.publish()
 	return m
 }
 
@@ -87,12 +114,7 @@ func (m *Monitor) Peer() peer.ID { return m.peer }
 // its RTT is the monitor's own, or the peerstore's latency EWMA if the
 // monitor has not measured one.
 func (m *Monitor) Path() adaptive.Path {
-	m.mu.Lock()
-	p := m.path
-	if !m.known {
-		p.Bandwidth = 0
-	}
-	m.mu.Unlock()
+	p := m.view.Load().path
 	if p.RTT <= 0 {
 		p.RTT = m.svc.host.Peerstore().LatencyEWMA(m.peer)
 	}
@@ -101,9 +123,7 @@ func (m *Monitor) Path() adaptive.Path {
 
 // ReceiverProfile returns the peer's decode profile, or nil.
 func (m *Monitor) ReceiverProfile() *adaptive.Profile {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.profile
+	return m.view.Load().profile
 }
 
 // Stats returns what the monitor did so far.
@@ -118,6 +138,7 @@ func (m *Monitor) Stats() Stats {
 func (m *Monitor) SetPath(p adaptive.Path) {
 	m.mu.Lock()
 	m.path, m.known, m.pathAt = p, p.Known(), m.svc.cfg.clock.Now()
+	m.publish()
 	m.mu.Unlock()
 	m.save()
 }
@@ -203,6 +224,7 @@ func (m *Monitor) PingRTT(ctx context.Context) (time.Duration, error) {
 	m.mu.Lock()
 	m.path.RTT = best
 	m.stats.Pings += pings
+	m.publish()
 	m.mu.Unlock()
 	return best, nil
 }
@@ -286,6 +308,7 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 	m.pathAt = m.svc.cfg.clock.Now()
 	m.streak = 0
 	p := m.path
+	m.publish()
 	m.mu.Unlock()
 	m.save()
 	return p, nil
@@ -401,6 +424,7 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 	m.mu.Lock()
 	m.profile, m.profileAt = p, m.svc.cfg.clock.Now()
 	m.stats.Profiles++
+	m.publish()
 	m.mu.Unlock()
 	m.save()
 	return p, nil
@@ -437,7 +461,10 @@ const informative = 2 * time.Millisecond
 // bandwidth was set anew.
 func (m *Monitor) observe(n int, d time.Duration) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer func() {
+		m.publish()
+		m.mu.Unlock()
+	}()
 	m.stats.Exchanges++
 	if !m.known {
 		if xfer := d - m.path.RTT - m.overhead; xfer >= minSpan {

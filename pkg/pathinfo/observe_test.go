@@ -16,7 +16,9 @@ func (c fixedClock) Now() time.Time { return c.t }
 // the exchanges a test reports.
 func testMonitor(p adaptive.Path) *Monitor {
 	s := &Service{models: adaptive.NewModels(), cfg: config{clock: fixedClock{time.Unix(1_700_000_000, 0)}, maxAge: time.Hour}}
-	return &Monitor{svc: s, key: "peer", kick: make(chan struct{}, 1), path: p, known: p.Known()}
+	m := &Monitor{svc: s, key: "peer", kick: make(chan struct{}, 1), path: p, known: p.Known()}
+	m.publish()
+	return m
 }
 
 // exchange is an exchange of n bytes on a path of RTT rtt, bandwidth bw

@@ -52,8 +52,9 @@
 // costs no more than the best choice's predicted total; beyond that the
 // scheme keeps a token bucket filled with a share (1% by default) of each
 // element's predicted time, and spends it on trials of candidates whose
-// estimates are unmeasured or stale. Rarely (2%) it also sends a candidate
-// predicted within 10% of the best, so that real transfers and decodes
+// estimates are unmeasured or stale. Rarely (2% of the decisions it
+// makes or reprices, not reuses) it also sends a candidate predicted
+// within 10% of the best, so that real transfers and decodes
 // check the models. All of it is bounded in cost by construction.
 package adaptive
 
@@ -62,6 +63,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -123,6 +125,10 @@ type Scheme struct {
 	rng    *rand.Rand
 	tokens time.Duration
 	cache  map[cacheKey]*cacheEntry
+	// fast is the last decision reused to send an element as it is
+	// (asIs); pending is exploration budget it added since plan last ran.
+	fast    atomic.Pointer[fastPath]
+	pending atomic.Int64
 	// shadowing is set while a batch of shadow trials runs.
 	shadowing bool
 	wg        sync.WaitGroup

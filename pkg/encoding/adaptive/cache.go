@@ -3,6 +3,7 @@ package adaptive
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,10 +15,14 @@ import (
 //
 //   - nothing (the path within pathDrift, the same receiver profile): the
 //     decision stands;
-//   - the path only: the estimates' sizes and codec times stand and only
-//     the transfers are repriced. A loopback or LAN round trip jitters by
-//     more than pathDrift from one message to the next, and the codecs'
-//     curves cost microseconds to read, a fair share of such a message;
+//   - the path only: if the remembered choice would still be the best
+//     with the transfers priced for the new path (stands), the decision
+//     stands; otherwise the estimates' sizes and codec times stand and
+//     only the transfers are repriced. A loopback or LAN round trip
+//     jitters by more than pathDrift from one message to the next, and
+//     the codecs' curves cost microseconds to read, a fair share of such
+//     a message; checking that the choice stands costs a tenth of that
+//     and allocates nothing;
 //   - the receiver's profile: the estimates are made afresh, but the
 //     element's kind is still the entry's. Sampling the content (a 2 KiB
 //     entropy estimate) is most of a fresh decision's cost, and what the
@@ -32,7 +37,7 @@ import (
 const (
 	reuseCount  = 8
 	maxReuse    = 256
-	decideShare = 0.01
+	decideShare = 0.002
 	maxCached   = 256
 	// pathDrift is how far (relative) the bandwidth or the RTT may move
 	// before remembered decisions are repriced.
@@ -58,8 +63,8 @@ type cacheKey struct {
 type cacheEntry struct {
 	d     Decision
 	prof  *Profile
-	uses  int
-	limit int // uses before the content is sampled again
+	uses  atomic.Int64 // also counted by the fast path, without the lock
+	limit int64        // uses before the content is sampled again
 	// reestimate: the choice turned out other than estimated, or was
 	// estimated from priors; the models have learnt since.
 	reestimate bool
@@ -74,15 +79,15 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ce := s.cache[key]
-	if ce == nil || ce.uses >= ce.limit {
+	if ce == nil || ce.uses.Load() >= ce.limit {
 		return cacheMiss
 	}
-	ce.uses++
+	ce.uses.Add(1)
 	switch {
 	case ce.prof != prof || ce.reestimate:
 		*d = Decision{Kind: ce.d.Kind}
 		return cacheKind
-	case drifted(ce.d.Path, path):
+	case drifted(ce.d.Path, path) && !stands(ce.d.Estimates, ce.d.Best, ce.d.Size, n, rest, path):
 		*d = Decision{Kind: ce.d.Kind, Estimates: scaled(ce.d.Estimates, ce.d.Size, n)}
 		return cachePrices
 	}
@@ -90,8 +95,43 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	d.Size, d.Path, d.Explored, d.Shadowed = n, path, false, nil
 	d.Chosen = d.Best
 	// Reused decisions still fill the exploration budget.
-	s.tokens += time.Duration(float64(d.Estimates[d.Best].Total) * s.explore.Share)
+	share := time.Duration(float64(d.Estimates[d.Best].Total) * s.explore.Share)
+	s.tokens += share
+	if d.Best == 0 && !drifted(ce.d.Path, path) {
+		s.fast.Store(&fastPath{mime: mime, key: key, prof: prof, path: ce.d.Path, entry: ce, share: share})
+	}
 	return cacheDecision
+}
+
+// fastPath is the last decision reused to send an element as it is, for
+// the next elements like it to take without the lock or the map: on a
+// fast path, where sending as is wins, the scheme's memory is cold after
+// each trip through the network stack and the codecs, and each cache line
+// it touches costs a fair share of what deciding may cost (a tenth of a
+// microsecond each, for a 40 µs loopback exchange). It is replaced
+// whenever an entry changes under the lock.
+type fastPath struct {
+	mime  string // the element's MIME type as given
+	key   cacheKey
+	prof  *Profile
+	path  Path // the decision's
+	entry *cacheEntry
+	share time.Duration // added to the exploration budget per use
+}
+
+// asIs reports whether the last decision reused to send an element as it
+// is (fastPath) stands for an element of n bytes with rest bytes of other
+// content, as reuse would report cacheDecision; if so it counts the use.
+func (s *Scheme) asIs(mime string, n, rest int, path Path, prof *Profile) bool {
+	f := s.fast.Load()
+	if f == nil || f.prof != prof || f.mime != mime || bucketOf(n) != f.key.bucket || bucketOf(rest) != f.key.restBucket || drifted(f.path, path) {
+		return false
+	}
+	if f.entry.uses.Add(1) > f.entry.limit {
+		return false // used up: reuse sees it so too, and decides afresh
+	}
+	s.pending.Add(int64(f.share))
+	return true
 }
 
 // scaled copies estimates made for an element of n0 bytes for one of n
@@ -109,6 +149,36 @@ func scaled(ests []Estimate, n0, n int) []Estimate {
 		e.Decode = time.Duration(float64(e.Decode) * f)
 	}
 	return out
+}
+
+// stands reports whether best would still be the best of estimates made
+// for an element of n0 bytes, were they scaled for n bytes and repriced
+// for path with rest bytes of other content: what scaled, reprice and
+// best would say, without copying the estimates. A path that drifts
+// rarely changes the choice: with no slow start and no loss, a larger RTT
+// adds the same to every choice's transfer, and only the bandwidth weighs
+// the bytes a codec saves against its time.
+func stands(ests []Estimate, best, n0, n, rest int, path Path) bool {
+	f := 1.0
+	if n != n0 && n0 > 0 {
+		f = float64(n) / float64(n0)
+	}
+	total := func(e Estimate) time.Duration {
+		size := e.Size
+		if f != 1 {
+			size = int(float64(e.Size)*f + 0.5)
+			e.Encode = time.Duration(float64(e.Encode) * f)
+			e.Decode = time.Duration(float64(e.Decode) * f)
+		}
+		return e.Encode + path.TransferTime(rest+size) + e.Decode
+	}
+	tb := total(ests[best])
+	for i, e := range ests {
+		if t := total(e); i != best && (t < tb || t == tb && i < best) {
+			return false
+		}
+	}
+	return true
 }
 
 // reprice sets the transfer times of estimates for path, with rest bytes
@@ -139,13 +209,14 @@ func (s *Scheme) remember(d Decision, mime string, n, rest int, prof *Profile, h
 	// A choice estimated from priors is estimated again next time, from
 	// what its encode teaches the models.
 	again := !d.Estimates[d.Best].Known
+	s.fast.Store(nil) // the entry it holds may change
 	if ce := s.cache[key]; hit != cacheMiss && ce != nil {
 		ce.d, ce.prof, ce.reestimate = d, prof, again
 		return
 	}
-	limit := reuseCount
+	limit := int64(reuseCount)
 	if pbest := float64(d.Estimates[d.Best].Total); pbest > 0 {
-		limit = int(min(max(float64(took)/(decideShare*pbest), reuseCount), maxReuse))
+		limit = int64(min(max(float64(took)/(decideShare*pbest), reuseCount), maxReuse))
 	}
 	if s.cache == nil || len(s.cache) >= maxCached {
 		s.cache = make(map[cacheKey]*cacheEntry)
@@ -161,9 +232,10 @@ func (s *Scheme) surprised(mime string, n, rest int, resample bool) {
 	key := cacheKey{mediaType(mime), bucketOf(n), bucketOf(rest)}
 	s.mu.Lock()
 	if ce := s.cache[key]; ce != nil {
+		s.fast.Store(nil)
 		ce.reestimate = true
 		if resample {
-			ce.uses = ce.limit
+			ce.uses.Store(ce.limit)
 		}
 	}
 	s.mu.Unlock()

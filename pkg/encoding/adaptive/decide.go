@@ -25,15 +25,19 @@ type Estimate struct {
 
 // Decision is what the scheme decided for one element and why.
 type Decision struct {
-	Index     int // position of the element in the message
-	Kind      Kind
-	Size      int
-	Path      Path
-	Estimates []Estimate // per candidate, identity first
-	Best      int        // index of the least Total
-	Chosen    int        // index of the choice sent
-	Explored  bool       // Chosen was sent to explore, not because it was best
-	Shadowed  []string   // specs being trial-encoded in the background, not sent
+	Index int // position of the element in the message
+	Kind  Kind
+	Size  int
+	Path  Path
+	// Estimates are per candidate, identity first. A reused decision
+	// keeps the estimates it was made with (for the size and path of
+	// then) for as long as the path has not moved enough to change the
+	// choice.
+	Estimates []Estimate
+	Best      int      // index of the least Total
+	Chosen    int      // index of the choice sent
+	Explored  bool     // Chosen was sent to explore, not because it was best
+	Shadowed  []string // specs being trial-encoded in the background, not sent
 	// EncodeTime is the measured encode time of the choice sent (0 for
 	// identity), SentSize the size of the element as sent.
 	EncodeTime time.Duration
@@ -139,6 +143,9 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	path := s.currentPath()
 	prof := s.receiverProfile()
 	rest := base + wireSize(raw) - n
+	if s.trace == nil && s.asIs(raw.MIME, n, rest, path, prof) {
+		return raw, Decision{}, nil // nothing reads the decision
+	}
 	var d Decision
 	var shadows []int
 	if hit := s.reuse(&d, raw.MIME, n, rest, path, prof); hit != cacheDecision {

@@ -1,0 +1,170 @@
+package adaptive
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// stands must say what repricing would: that the remembered choice is
+// still the best. Random estimates and paths, with and without slow start
+// and loss, sizes scaled within a bucket.
+func TestStandsAgreesWithRepricing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	randPath := func() Path {
+		p := Path{RTT: time.Duration(1+rng.IntN(200_000)) * time.Microsecond, Bandwidth: 1e3 * float64(1+rng.IntN(1e6))}
+		if rng.IntN(3) == 0 {
+			p.InitWindow = 10 * DefaultMSS
+		}
+		if rng.IntN(4) == 0 {
+			p.Loss = rng.Float64() * 0.05
+		}
+		return p
+	}
+	var stood, moved int
+	for range 20000 {
+		n0 := 1 + rng.IntN(1<<20)
+		n := n0 + rng.IntN(n0/4+1) - n0/8
+		rest := rng.IntN(300)
+		ests := make([]Estimate, 1+rng.IntN(7))
+		ests[0] = Estimate{Spec: Identity, Size: n0}
+		for i := 1; i < len(ests); i++ {
+			ests[i] = Estimate{Size: 1 + rng.IntN(n0+64),
+				Encode: time.Duration(rng.IntN(int(50 * time.Millisecond))), Decode: time.Duration(rng.IntN(int(10 * time.Millisecond)))}
+		}
+		old := randPath()
+		reprice(ests, rest, old)
+		b := best(ests)
+		path := randPath()
+		if rng.IntN(2) == 0 { // a drift, as a busy loopback's
+			path = old
+			path.RTT = time.Duration(float64(old.RTT) * (0.3 + 2*rng.Float64()))
+			path.Bandwidth *= 0.5 + rng.Float64()
+		}
+		re := scaled(ests, n0, n)
+		reprice(re, rest, path)
+		want := best(re) == b
+		if got := stands(ests, b, n0, n, rest, path); got != want {
+			t.Fatalf("stands = %v, repricing says %v: n0 %d n %d rest %d, %+v → %+v, estimates %+v", got, want, n0, n, rest, old, path, ests)
+		}
+		if want {
+			stood++
+		} else {
+			moved++
+		}
+	}
+	if stood < 1000 || moved < 1000 {
+		t.Fatalf("stood %d, moved %d: the cases should cover both", stood, moved)
+	}
+}
+
+// On a fast path, elements sent as they are take the fast path (no lock,
+// no map) without changing what the scheme does: each counts as a use of
+// the remembered decision, the decision is made afresh after as many uses
+// as reuse allows, its share of the exploration budget is paid in, and a
+// traced scheme decides the same.
+func TestFastPathCountsLikeReuse(t *testing.T) {
+	c, err := s2.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var traced []Decision
+	newScheme := func(opts ...Option) *Scheme {
+		s, err := New([]encoding.Codec{c}, append([]Option{WithoutCalibration(), WithModels(NewModels()),
+			WithClock(&stillClock{}), WithPath(StaticPath(Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}))}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fast, slow := newScheme(), newScheme(WithTrace(func(d Decision) { traced = append(traced, d) }))
+	doc := encoding.Producer{}.XML("", "doc", bytes.Repeat([]byte("<a>payload</a>"), 100))
+	var entries []*cacheEntry // the entry each element used
+	for i := range 2*reuseCount + 2 {
+		for _, s := range []*Scheme{fast, slow} {
+			out, err := s.Encode(message.New(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if encoding.IsEncoded(out.At(0)) {
+				t.Fatalf("element %d encoded on a 10 GB/s path", i)
+			}
+		}
+		if f := fast.fast.Load(); f != nil {
+			entries = append(entries, f.entry)
+		} else {
+			entries = append(entries, nil)
+		}
+	}
+	if len(traced) != len(entries) {
+		t.Fatalf("%d decisions traced, want %d", len(traced), len(entries))
+	}
+	// Element 0 decides, 1 reuses through the lock and sets the fast
+	// path, 2..reuseCount take it; reuseCount+1 decides afresh.
+	e := entries[1]
+	if e == nil {
+		t.Fatal("no fast path after a reused decision to send as is")
+	}
+	for i := 2; i <= reuseCount; i++ {
+		if entries[i] != e {
+			t.Fatalf("element %d: fast path changed within the decision's uses", i)
+		}
+	}
+	if got := e.uses.Load(); got < reuseCount {
+		t.Fatalf("%d uses counted, want at least %d", got, reuseCount)
+	}
+	// Used up: the next element decided afresh, and the one after took
+	// the fast path of the new decision.
+	if entries[reuseCount+1] != nil || entries[reuseCount+2] == nil || entries[reuseCount+2] == e {
+		t.Fatalf("after %d uses: fast paths %p then %p, want none then a new one", reuseCount, entries[reuseCount+1], entries[reuseCount+2])
+	}
+	fast.Wait()
+	slow.Wait()
+	fast.mu.Lock()
+	tokens := fast.tokens + time.Duration(fast.pending.Load())
+	fast.mu.Unlock()
+	slow.mu.Lock()
+	want := slow.tokens
+	slow.mu.Unlock()
+	if tokens != want {
+		t.Fatalf("exploration budget %v through the fast path, %v through the lock", tokens, want)
+	}
+}
+
+// Any change to a remembered decision under the lock drops the fast path.
+func TestFastPathDroppedOnChange(t *testing.T) {
+	c, err := s2.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New([]encoding.Codec{c}, WithoutCalibration(), WithModels(NewModels()), WithClock(&stillClock{}),
+		WithPath(StaticPath(Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := encoding.Producer{}.XML("", "doc", bytes.Repeat([]byte("<a>payload</a>"), 100))
+	for range 2 {
+		if _, err := s.Encode(message.New(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.fast.Load() == nil {
+		t.Fatal("no fast path")
+	}
+	s.surprised(doc.MIME, len(doc.Data), 0, false)
+	if s.fast.Load() != nil {
+		t.Fatal("fast path kept after a surprise")
+	}
+	if s.asIs("text/xml", 1400, 0, Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}, nil) {
+		t.Fatal("asIs with no fast path")
+	}
+}
+
+type stillClock struct{}
+
+func (*stillClock) Now() time.Time { return time.Unix(1e6, 0) }
