@@ -98,7 +98,7 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	share := time.Duration(float64(d.Estimates[d.Best].Total) * s.explore.Share)
 	s.tokens += share
 	if d.Best == 0 && !drifted(ce.d.Path, path) {
-		s.fast.Store(&fastPath{mime: mime, key: key, prof: prof, path: ce.d.Path, entry: ce, share: share})
+		s.fast.Store(&fastPath{mime: mime, key: key, prof: prof, path: ce.d.Path, entry: ce, share: share, d: *d})
 	}
 	return cacheDecision
 }
@@ -117,21 +117,23 @@ type fastPath struct {
 	path  Path // the decision's
 	entry *cacheEntry
 	share time.Duration // added to the exploration budget per use
+	d     Decision      // as reuse gives it, for a trace
 }
 
-// asIs reports whether the last decision reused to send an element as it
-// is (fastPath) stands for an element of n bytes with rest bytes of other
-// content, as reuse would report cacheDecision; if so it counts the use.
-func (s *Scheme) asIs(mime string, n, rest int, path Path, prof *Profile) bool {
+// asIs returns the last decision reused to send an element as it is
+// (fastPath) if it stands for an element of n bytes with rest bytes of
+// other content, as reuse would report cacheDecision, and counts the use;
+// otherwise nil.
+func (s *Scheme) asIs(mime string, n, rest int, path Path, prof *Profile) *fastPath {
 	f := s.fast.Load()
 	if f == nil || f.prof != prof || f.mime != mime || bucketOf(n) != f.key.bucket || bucketOf(rest) != f.key.restBucket || drifted(f.path, path) {
-		return false
+		return nil
 	}
 	if f.entry.uses.Add(1) > f.entry.limit {
-		return false // used up: reuse sees it so too, and decides afresh
+		return nil // used up: reuse sees it so too, and decides afresh
 	}
 	s.pending.Add(int64(f.share))
-	return true
+	return f
 }
 
 // scaled copies estimates made for an element of n0 bytes for one of n

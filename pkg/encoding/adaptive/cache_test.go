@@ -3,6 +3,7 @@ package adaptive
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,14 +67,15 @@ func TestStandsAgreesWithRepricing(t *testing.T) {
 // On a fast path, elements sent as they are take the fast path (no lock,
 // no map) without changing what the scheme does: each counts as a use of
 // the remembered decision, the decision is made afresh after as many uses
-// as reuse allows, its share of the exploration budget is paid in, and a
-// traced scheme decides the same.
+// as reuse allows, its share of the exploration budget is paid in, and
+// traces show what the lock's path would: a scheme kept off the fast path
+// (slow) decides and traces the same.
 func TestFastPathCountsLikeReuse(t *testing.T) {
 	c, err := s2.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var traced []Decision
+	var traced, viaLock []Decision
 	newScheme := func(opts ...Option) *Scheme {
 		s, err := New([]encoding.Codec{c}, append([]Option{WithoutCalibration(), WithModels(NewModels()),
 			WithClock(&stillClock{}), WithPath(StaticPath(Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}))}, opts...)...)
@@ -82,10 +84,12 @@ func TestFastPathCountsLikeReuse(t *testing.T) {
 		}
 		return s
 	}
-	fast, slow := newScheme(), newScheme(WithTrace(func(d Decision) { traced = append(traced, d) }))
+	fast := newScheme(WithTrace(func(d Decision) { traced = append(traced, d) }))
+	slow := newScheme(WithTrace(func(d Decision) { viaLock = append(viaLock, d) }))
 	doc := encoding.Producer{}.XML("", "doc", bytes.Repeat([]byte("<a>payload</a>"), 100))
 	var entries []*cacheEntry // the entry each element used
 	for i := range 2*reuseCount + 2 {
+		slow.fast.Store(nil)
 		for _, s := range []*Scheme{fast, slow} {
 			out, err := s.Encode(message.New(doc))
 			if err != nil {
@@ -101,8 +105,14 @@ func TestFastPathCountsLikeReuse(t *testing.T) {
 			entries = append(entries, nil)
 		}
 	}
-	if len(traced) != len(entries) {
-		t.Fatalf("%d decisions traced, want %d", len(traced), len(entries))
+	if len(traced) != len(entries) || len(viaLock) != len(entries) {
+		t.Fatalf("%d and %d decisions traced, want %d", len(traced), len(viaLock), len(entries))
+	}
+	for i := range traced {
+		if a, b := traced[i], viaLock[i]; a.Choice() != b.Choice() || a.Size != b.Size || a.SentSize != b.SentSize || a.Index != b.Index ||
+			a.Path != b.Path || a.Kind != b.Kind || !slices.Equal(a.Estimates, b.Estimates) || a.Explored != b.Explored || len(a.Shadowed) != len(b.Shadowed) {
+			t.Fatalf("element %d: traced %+v through the fast path, %+v through the lock", i, a, b)
+		}
 	}
 	// Element 0 decides, 1 reuses through the lock and sets the fast
 	// path, 2..reuseCount take it; reuseCount+1 decides afresh.
@@ -160,7 +170,7 @@ func TestFastPathDroppedOnChange(t *testing.T) {
 	if s.fast.Load() != nil {
 		t.Fatal("fast path kept after a surprise")
 	}
-	if s.asIs("text/xml", 1400, 0, Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}, nil) {
+	if s.asIs("text/xml", 1400, 0, Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}, nil) != nil {
 		t.Fatal("asIs with no fast path")
 	}
 }

@@ -143,8 +143,13 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	path := s.currentPath()
 	prof := s.receiverProfile()
 	rest := base + wireSize(raw) - n
-	if s.trace == nil && s.asIs(raw.MIME, n, rest, path, prof) {
-		return raw, Decision{}, nil // nothing reads the decision
+	if f := s.asIs(raw.MIME, n, rest, path, prof); f != nil {
+		var d Decision // read only by a trace
+		if s.trace != nil {
+			d = f.d
+			d.Index, d.Size, d.Path, d.SentSize = idx, n, path, n
+		}
+		return raw, d, nil
 	}
 	var d Decision
 	var shadows []int
