@@ -418,11 +418,7 @@ func (t *timedScheme) sentAs() (spec string, size int) {
 	if err != nil {
 		return "", len(e.Data)
 	}
-	spec = h.Codec + ":" + strconv.Itoa(h.Params.Level)
-	if h.Params.DictID != 0 {
-		spec += "@" + strconv.FormatUint(uint64(h.Params.DictID), 10)
-	}
-	return spec, len(e.Data)
+	return adaptive.SpecOf(h.Codec, h.Params), len(e.Data)
 }
 
 // identityScheme sends selected elements as they are (their Producer mark

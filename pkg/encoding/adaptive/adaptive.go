@@ -138,9 +138,12 @@ var _ encoding.Scheme = (*Scheme)(nil)
 
 // Spec names a codec as the models know it: "name:level", with
 // "@dictID" when it compresses with a dictionary.
-func Spec(c encoding.Codec) string {
-	p := c.Params()
-	s := fmt.Sprintf("%s:%d", c.Name(), p.Level)
+func Spec(c encoding.Codec) string { return SpecOf(c.Name(), c.Params()) }
+
+// SpecOf is Spec for a codec known by its name and parameters, as an
+// encoded element's header gives them.
+func SpecOf(name string, p encoding.Params) string {
+	s := fmt.Sprintf("%s:%d", name, p.Level)
 	if p.DictID != 0 {
 		s += fmt.Sprintf("@%d", p.DictID)
 	}

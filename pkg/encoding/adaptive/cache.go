@@ -140,17 +140,28 @@ func (s *Scheme) asIs(mime string, n, rest int, path Path, prof *Profile) *fastP
 // bytes in the same size bucket: sizes and times in proportion.
 func scaled(ests []Estimate, n0, n int) []Estimate {
 	out := slices.Clone(ests)
-	if n == n0 || n0 <= 0 {
-		return out
-	}
-	f := float64(n) / float64(n0)
-	for i := range out {
-		e := &out[i]
-		e.Size = int(float64(e.Size)*f + 0.5)
-		e.Encode = time.Duration(float64(e.Encode) * f)
-		e.Decode = time.Duration(float64(e.Decode) * f)
+	if f := scaleFactor(n0, n); f != 1 {
+		for i := range out {
+			out[i] = scaleBy(out[i], f)
+		}
 	}
 	return out
+}
+
+// scaleFactor is how much larger an element of n bytes is than one of n0.
+func scaleFactor(n0, n int) float64 {
+	if n == n0 || n0 <= 0 {
+		return 1
+	}
+	return float64(n) / float64(n0)
+}
+
+// scaleBy scales an estimate's size and codec times by f.
+func scaleBy(e Estimate, f float64) Estimate {
+	e.Size = int(float64(e.Size)*f + 0.5)
+	e.Encode = time.Duration(float64(e.Encode) * f)
+	e.Decode = time.Duration(float64(e.Decode) * f)
+	return e
 }
 
 // stands reports whether best would still be the best of estimates made
@@ -161,18 +172,12 @@ func scaled(ests []Estimate, n0, n int) []Estimate {
 // adds the same to every choice's transfer, and only the bandwidth weighs
 // the bytes a codec saves against its time.
 func stands(ests []Estimate, best, n0, n, rest int, path Path) bool {
-	f := 1.0
-	if n != n0 && n0 > 0 {
-		f = float64(n) / float64(n0)
-	}
+	f := scaleFactor(n0, n)
 	total := func(e Estimate) time.Duration {
-		size := e.Size
 		if f != 1 {
-			size = int(float64(e.Size)*f + 0.5)
-			e.Encode = time.Duration(float64(e.Encode) * f)
-			e.Decode = time.Duration(float64(e.Decode) * f)
+			e = scaleBy(e, f)
 		}
-		return e.Encode + path.TransferTime(rest+size) + e.Decode
+		return e.Encode + path.TransferTime(rest+e.Size) + e.Decode
 	}
 	tb := total(ests[best])
 	for i, e := range ests {
