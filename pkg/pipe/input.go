@@ -2,6 +2,7 @@ package pipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -74,11 +75,25 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 		}
 		return p, nil
 	}
+	// The pipe has its own endpoint listener, under its key: the
+	// endpoint's first lookup finds it, so a message takes no second
+	// lookup and no service lock. It is registered before the binding is
+	// announced, so the first message sent after resolving finds it.
+	if err := s.ep.Register(DataService, p.key, endpoint.ListenerFunc(p.deliverData)); err != nil {
+		if errors.Is(err, endpoint.ErrExists) {
+			return nil, fmt.Errorf("%w: input pipe %s", ErrBound, a.ID)
+		}
+		return nil, fmt.Errorf("pipe: binding %s: %w", a.ID, err)
+	}
 	release, err := bindLocal(s, s.inputs, p.key, RoleInput, p, a.ID, "input pipe")
 	if err != nil {
+		s.ep.Unregister(DataService, p.key)
 		return nil, err
 	}
-	p.release = release
+	p.release = func() {
+		release()
+		s.ep.Unregister(DataService, p.key)
+	}
 	return p, nil
 }
 
@@ -162,22 +177,22 @@ func (p *InputPipe) deliver(ctx context.Context, r *Received) error {
 	}
 }
 
-// deliverData receives unicast and secure pipe messages from the
+// deliverData receives the unicast or secure pipe's messages from the
 // endpoint.
-func (s *Service) deliverData(ctx context.Context, d *endpoint.Delivery) {
-	s.mu.Lock()
-	p := s.inputs[d.Param]
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
+func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 	if p.adv.Type == adv.UnicastSecure && d.Security == "" {
 		p.dropped.Add(1)
+		d.Release()
 		return
 	}
 	p.deliver(ctx, &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID,
 		Security: d.Security, Relayed: d.Relayed, delivery: d})
 }
+
+// dropData receives pipe messages for pipes not bound here: a sender
+// that has not yet learnt the pipe is gone. Unicast is best effort, and
+// the sender finds out when it resolves again.
+func dropData(_ context.Context, d *endpoint.Delivery) { d.Release() }
 
 // topicRef is a joined propagate topic shared by the service's input and
 // output pipes of one pipe ID.

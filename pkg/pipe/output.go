@@ -47,12 +47,13 @@ type OutputPipe struct {
 	key string
 	rc  resolveConfig
 
-	// unicast and secure: the resolved peer, "" until resolved again.
+	// unicast and secure: the resolved binding, nil until resolved
+	// again. It is read without a lock by every Send; mu serialises
+	// resolving and guards sentTo.
+	bound  atomic.Pointer[binding]
 	mu     sync.Mutex
-	remote peer.ID
-	dst    endpoint.Address
-	sentTo map[peer.ID]struct{} // peers sent to since the last Flush
-	noted  atomic.Value         // peer.ID last added to sentTo
+	sentTo map[peer.ID]struct{}    // peers sent to since the last Flush
+	noted  atomic.Pointer[binding] // the binding last added to sentTo
 
 	// propagate
 	topic *pubsub.Topic
@@ -89,7 +90,7 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 		s.connectProviders(ctx, a, o.rc.peers)
 		return o, nil
 	}
-	if _, _, err := o.resolved(ctx); err != nil {
+	if _, err := o.resolved(ctx); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -98,36 +99,44 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 // Adv returns the pipe's advertisement.
 func (o *OutputPipe) Adv() *adv.PipeAdvertisement { return o.adv }
 
+// binding is where a unicast or secure output pipe sends.
+type binding struct {
+	peer peer.ID
+	dst  endpoint.Address
+}
+
 // RemotePeer returns the peer a unicast or secure output pipe currently
 // sends to, "" while it must resolve again. Its identity is proven by the
 // connection's handshake.
 func (o *OutputPipe) RemotePeer() peer.ID {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.remote
+	if b := o.bound.Load(); b != nil {
+		return b.peer
+	}
+	return ""
 }
 
-func (o *OutputPipe) resolved(ctx context.Context) (peer.ID, endpoint.Address, error) {
+func (o *OutputPipe) resolved(ctx context.Context) (*binding, error) {
+	if b := o.bound.Load(); b != nil {
+		return b, nil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.remote != "" {
-		return o.remote, o.dst, nil
+	if b := o.bound.Load(); b != nil { // resolved while we waited
+		return b, nil
 	}
 	p, err := o.svc.resolve(ctx, o.adv, RoleInput, o.rc.peers)
 	if err != nil {
-		return "", endpoint.Address{}, err
+		return nil, err
 	}
-	o.remote = p
-	o.dst = endpoint.PeerAddress(p, DataService, o.key)
-	return o.remote, o.dst, nil
+	b := &binding{peer: p, dst: endpoint.PeerAddress(p, DataService, o.key)}
+	o.bound.Store(b)
+	return b, nil
 }
 
-func (o *OutputPipe) forget(p peer.ID) {
-	o.mu.Lock()
-	if o.remote == p {
-		o.remote = ""
-	}
-	o.mu.Unlock()
+// forget drops b, so that the next Send resolves again, unless another
+// Send has already replaced it.
+func (o *OutputPipe) forget(b *binding) {
+	o.bound.CompareAndSwap(b, nil)
 }
 
 // Send sends m on the pipe. A unicast or secure message is on its way
@@ -141,33 +150,33 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.topic != nil {
 		return o.publish(ctx, m)
 	}
-	p, dst, err := o.resolved(ctx)
+	b, err := o.resolved(ctx)
 	if err != nil {
 		return err
 	}
-	if p == o.svc.host.ID() {
+	if b.peer == o.svc.self {
 		if err := o.svc.deliverLocal(ctx, o.key, m); err != nil {
-			o.forget(p)
+			o.forget(b)
 			return err
 		}
 		return nil
 	}
 	if o.adv.Type == adv.UnicastSecure {
-		if err := o.svc.checkSecure(p); err != nil {
+		if err := o.svc.checkSecure(b.peer); err != nil {
 			return err
 		}
 	}
-	if last, _ := o.noted.Load().(peer.ID); last != p { // the map is touched only when the peer changes
+	if o.noted.Load() != b { // the map is touched only when the binding changes
 		o.mu.Lock()
 		if o.sentTo == nil {
 			o.sentTo = map[peer.ID]struct{}{}
 		}
-		o.sentTo[p] = struct{}{}
-		o.noted.Store(p)
+		o.sentTo[b.peer] = struct{}{}
+		o.noted.Store(b)
 		o.mu.Unlock()
 	}
-	if err := o.svc.ep.Send(ctx, dst, m); err != nil {
-		o.forget(p)
+	if err := o.svc.ep.Send(ctx, b.dst, m); err != nil {
+		o.forget(b)
 		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
 	return nil
@@ -208,7 +217,7 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 		peers = append(peers, p)
 	}
 	o.sentTo = nil
-	o.noted.Store(peer.ID(""))
+	o.noted.Store(nil)
 	o.mu.Unlock()
 	var errs []error
 	for _, p := range peers {
@@ -280,6 +289,5 @@ func (s *Service) deliverLocal(ctx context.Context, key string, m *message.Messa
 	if p == nil {
 		return fmt.Errorf("%w: no longer bound on this peer", ErrNotResolved)
 	}
-	self := s.host.ID()
-	return p.safeDeliver(ctx, &Received{Message: m.Clone(), From: self, FromJXTA: s.node.JXTAPeerID(), Pipe: p.adv.ID, Security: "local"})
+	return p.safeDeliver(ctx, &Received{Message: m.Clone(), From: s.self, FromJXTA: s.node.JXTAPeerID(), Pipe: p.adv.ID, Security: "local"})
 }

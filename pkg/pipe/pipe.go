@@ -281,6 +281,7 @@ type Service struct {
 	ep   *endpoint.Service
 	node *node.Node
 	host host.Host
+	self peer.ID // host.ID(), which every send compares with
 	opts options
 	ctx  context.Context
 	stop context.CancelFunc
@@ -318,7 +319,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
-		ep: ep, node: n, host: n.Host(), opts: o, ctx: ctx, stop: cancel,
+		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
 		inputs: map[string]*InputPipe{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
@@ -333,7 +334,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		}
 		s.opts.ps = ps
 	}
-	if err := ep.Register(DataService, "", endpoint.ListenerFunc(s.deliverData)); err != nil {
+	if err := ep.Register(DataService, "", endpoint.ListenerFunc(dropData)); err != nil {
 		cancel()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}

@@ -62,7 +62,7 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) (peer.ID, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.resolveTimeout)
 	defer cancel()
-	self := s.host.ID()
+	self := s.self
 	key := Key(a.ID)
 	if len(explicit) == 0 && role == RoleInput && s.bound(key, role) {
 		return self, nil
@@ -293,7 +293,7 @@ func (s *Service) provide(p id.ID) (stop func()) {
 // as members.
 func (s *Service) connectProviders(ctx context.Context, a *adv.PipeAdvertisement, explicit []peer.AddrInfo) {
 	for _, ai := range explicit {
-		if ai.ID != s.host.ID() && len(ai.Addrs) > 0 {
+		if ai.ID != s.self && len(ai.Addrs) > 0 {
 			s.host.Connect(ctx, ai) // best effort: members may come and go
 		}
 	}
@@ -313,7 +313,7 @@ func (s *Service) connectProviders(ctx context.Context, a *adv.PipeAdvertisement
 		fctx, cancel := context.WithTimeout(s.ctx, s.opts.resolveTimeout)
 		defer cancel()
 		for ai := range r.FindProvidersAsync(fctx, pipeCID(a.ID), 64) {
-			if ai.ID != s.host.ID() && s.host.Network().Connectedness(ai.ID) != network.Connected {
+			if ai.ID != s.self && s.host.Network().Connectedness(ai.ID) != network.Connected {
 				s.host.Connect(fctx, ai)
 			}
 		}
