@@ -242,6 +242,7 @@ func TestLabRTTJSON(t *testing.T) {
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "carrier-pigeon"))
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--sizes", "0"))
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "tcp", "--baseline", "stream"))
+	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "pipe,endpoint,pipe"))
 
 	// With a baseline every row carries its ratio; the baseline's own is 1.
 	r = run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--baseline", "tcp", "--sizes", "1", "--warmup", "5", "--runs", "3", "--pairs", "3", "--json")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -48,8 +49,11 @@ func newLabRTTCmd() *cobra.Command {
 		Long: `Measure message/echo round trips between two real nodes in this process,
 following the JXTA layer study (Jan & Noblet): a warm-up of --warmup pairs
 per layer, then for each payload size --runs rounds in which every layer makes
-one run of --pairs consecutive pairs, the layers taking turns in rotating
-order so that they are measured side by side under the same load. Each row
+one run of --pairs consecutive pairs, in an order shuffled each round, so
+that the layers are measured side by side under the same load. The paper
+timed 5 runs of 100 pairs (--runs 5 --pairs 100); the default's many short
+runs keep a CPU stolen for a few milliseconds from skewing a layer. The
+endpoint, pipe and socket layers share one pair of nodes. Each row
 is the median run: RTT, latency = RTT/2, bandwidth = 2·size/RTT, and the
 bytes the layer writes per message beyond the payload. With --baseline, each
 row also gives the median over rounds of the layer's run time divided by the
@@ -70,6 +74,9 @@ socket connection echoing every byte).`,
 				l, ok := known[name]
 				if !ok {
 					return usageError{fmt.Errorf("unknown layer %q (have %s)", name, strings.Join(lab.LayerNames(known), ", "))}
+				}
+				if slices.ContainsFunc(chosen, func(c lab.Layer) bool { return c.Name() == name }) {
+					return usageError{fmt.Errorf("layer %q given twice", name)}
 				}
 				chosen = append(chosen, l)
 			}
@@ -133,8 +140,8 @@ socket connection echoing every byte).`,
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	f.IntVar(&warmup, "warmup", 1000, "message/echo pairs before measuring")
-	f.IntVar(&runs, "runs", 5, "timed runs per size")
-	f.IntVar(&pairs, "pairs", 100, "consecutive pairs per run")
+	f.IntVar(&runs, "runs", lab.DefaultRuns, "timed runs per size")
+	f.IntVar(&pairs, "pairs", lab.DefaultPairs, "consecutive pairs per run")
 	f.StringVar(&baseline, "baseline", "", "a layer of --layer: also print each layer's RTT over it, the median of the ratios of runs made in the same round")
 	return cmd
 }

@@ -54,43 +54,30 @@ type EndpointLayer struct{}
 func (EndpointLayer) Name() string { return "endpoint" }
 
 // Open implements Layer.
-func (EndpointLayer) Open(ctx context.Context, transport string) (Pair, error) {
-	p := &endpointPair{}
-	var err error
-	if p.na, err = NewNode(ctx, transport); err != nil {
-		return nil, err
-	}
-	if p.nb, err = NewNode(ctx, transport); err != nil {
-		p.Close()
-		return nil, err
-	}
-	if err = p.na.Connect(ctx, p.nb.AddrInfo()); err != nil {
-		p.Close()
-		return nil, err
-	}
-	if p.a, err = endpoint.New(p.na); err != nil {
-		p.Close()
-		return nil, err
-	}
-	if p.b, err = endpoint.New(p.nb); err != nil {
-		p.Close()
-		return nil, err
-	}
-	back := endpoint.PeerAddress(p.na.ID(), replyService, "")
-	p.b.Register(echoService, "", endpoint.ListenerFunc(func(ctx context.Context, d *endpoint.Delivery) {
+func (l EndpointLayer) Open(ctx context.Context, transport string) (Pair, error) {
+	return openOwn(ctx, transport, l)
+}
+
+func (EndpointLayer) openOn(_ context.Context, s *stack) (Pair, error) {
+	p := &endpointPair{a: s.ea, b: s.eb, dst: endpoint.PeerAddress(s.nb.ID(), echoService, "")}
+	back := endpoint.PeerAddress(s.na.ID(), replyService, "")
+	if err := p.b.Register(echoService, "", endpoint.ListenerFunc(func(ctx context.Context, d *endpoint.Delivery) {
 		p.b.Send(ctx, back, d.Message)
 		d.Release() // Send has written it: its buffers can take the next message
-	}))
-	p.a.Register(replyService, "", endpoint.ListenerFunc(p.reply))
-	p.dst = endpoint.PeerAddress(p.nb.ID(), echoService, "")
+	})); err != nil {
+		return nil, fmt.Errorf("lab: endpoint layer: %w", err)
+	}
+	if err := p.a.Register(replyService, "", endpoint.ListenerFunc(p.reply)); err != nil {
+		p.b.Unregister(echoService, "")
+		return nil, fmt.Errorf("lab: endpoint layer: %w", err)
+	}
 	return p, nil
 }
 
 type endpointPair struct {
-	na, nb *node.Node
-	a, b   *endpoint.Service
-	dst    endpoint.Address
-	run    atomic.Pointer[endpointRun] // the run in progress
+	a, b *endpoint.Service
+	dst  endpoint.Address
+	run  atomic.Pointer[endpointRun] // the run in progress
 }
 
 // endpointRun is a run of consecutive message/echo pairs.
@@ -167,20 +154,9 @@ func (p *endpointPair) WireBytes(size int) int {
 	return int(n) - size + hdr
 }
 
+// Close removes the echo's listeners; the stack stays up.
 func (p *endpointPair) Close() error {
-	var errs []error
-	for _, s := range []*endpoint.Service{p.a, p.b} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	for _, n := range []*node.Node{p.na, p.nb} {
-		if n != nil {
-			errs = append(errs, n.Close())
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("lab: closing endpoint pair: %w", err)
-	}
+	p.b.Unregister(echoService, "")
+	p.a.Unregister(replyService, "")
 	return nil
 }

@@ -43,6 +43,52 @@ func TestRunRTTBaselines(t *testing.T) {
 	}
 }
 
+// TestRunRTTStackLayers runs the endpoint, pipe and socket layers in one
+// study, where they share their nodes, beside the stream baseline; then
+// each on nodes of its own, as Open makes them.
+func TestRunRTTStackLayers(t *testing.T) {
+	layers := []lab.Layer{lab.StreamLayer{NewHost: lab.NodeHost}, lab.EndpointLayer{}, lab.PipeLayer{}, lab.SocketLayer{}}
+	res, err := lab.RunRTT(context.Background(), lab.RTTConfig{
+		Layers: layers, Sizes: []int{1, 100 << 10}, Warmup: 10, Runs: 3, Pairs: 5, Baseline: "endpoint",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 8 {
+		t.Fatalf("%d results, want 8", len(res))
+	}
+	wantWire := map[string][2]int{"stream": {4, 4}, "endpoint": {20, 64}, "pipe": {20, 96}, "socket": {0, 0}}
+	for _, r := range res {
+		w := wantWire[r.Layer]
+		if r.RTT <= 0 || r.Ratio <= 0 || r.WireBytes < w[0] || r.WireBytes > w[1] {
+			t.Errorf("implausible result %+v", r)
+		}
+	}
+	for _, l := range layers[1:] {
+		p, err := l.Open(context.Background(), lab.TransportTCP)
+		if err != nil {
+			t.Fatalf("%s: %v", l.Name(), err)
+		}
+		for _, size := range []int{1, 100 << 10} {
+			if err := p.RoundTrip(context.Background(), make([]byte, size)); err != nil {
+				t.Errorf("%s: %d bytes: %v", l.Name(), size, err)
+			}
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("%s: close: %v", l.Name(), err)
+		}
+	}
+}
+
+func TestRunRTTLayerTwice(t *testing.T) {
+	_, err := lab.RunRTT(context.Background(), lab.RTTConfig{
+		Layers: []lab.Layer{lab.PipeLayer{}, lab.EndpointLayer{}, lab.PipeLayer{}}, Sizes: []int{1}, Runs: 1, Pairs: 1,
+	})
+	if err == nil || !strings.Contains(err.Error(), "layer pipe given twice") {
+		t.Fatalf("err = %v, want a refusal", err)
+	}
+}
+
 // logLayer records the runs RunRTT makes on it: a layer of the lab's
 // plug-in interface that moves no bytes, to check the schedule.
 type logLayer struct {

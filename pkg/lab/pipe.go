@@ -10,69 +10,11 @@ import (
 	"sync/atomic"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
-	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
-	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
-
-// stack is two connected nodes with endpoint and pipe services: what the
-// pipe and socket layers run on.
-type stack struct {
-	na, nb *node.Node
-	ea, eb *endpoint.Service
-	pa, pb *pipe.Service
-}
-
-func openStack(ctx context.Context, transport string) (*stack, error) {
-	s := &stack{}
-	var err error
-	if s.na, err = NewNode(ctx, transport); err != nil {
-		return nil, err
-	}
-	if s.nb, err = NewNode(ctx, transport); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err = s.na.Connect(ctx, s.nb.AddrInfo()); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if s.ea, err = endpoint.New(s.na); err == nil {
-		if s.eb, err = endpoint.New(s.nb); err == nil {
-			if s.pa, err = pipe.New(s.ea); err == nil {
-				s.pb, err = pipe.New(s.eb)
-			}
-		}
-	}
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *stack) Close() error {
-	var errs []error
-	for _, p := range []*pipe.Service{s.pa, s.pb} {
-		if p != nil {
-			errs = append(errs, p.Close())
-		}
-	}
-	for _, e := range []*endpoint.Service{s.ea, s.eb} {
-		if e != nil {
-			errs = append(errs, e.Close())
-		}
-	}
-	for _, n := range []*node.Node{s.na, s.nb} {
-		if n != nil {
-			errs = append(errs, n.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // PipeLayer measures unicast pipes: a message with one element holding
 // the payload goes through an output pipe to the other node's input pipe,
@@ -85,23 +27,29 @@ type PipeLayer struct{}
 func (PipeLayer) Name() string { return "pipe" }
 
 // Open implements Layer.
-func (PipeLayer) Open(ctx context.Context, transport string) (Pair, error) {
-	s, err := openStack(ctx, transport)
-	if err != nil {
-		return nil, err
-	}
-	p := &pipePair{stack: s}
-	fail := func(err error) (Pair, error) {
-		p.Close()
+func (l PipeLayer) Open(ctx context.Context, transport string) (Pair, error) {
+	return openOwn(ctx, transport, l)
+}
+
+func (PipeLayer) openOn(ctx context.Context, s *stack) (Pair, error) {
+	fail := func(p *pipePair, err error) (Pair, error) {
+		if p != nil {
+			p.Close()
+		}
 		return nil, fmt.Errorf("lab: pipe layer: %w", err)
+	}
+	if err := s.pipes(); err != nil {
+		return fail(nil, err)
 	}
 	there, err1 := adv.New(adv.Unicast, "lab-echo", "")
 	back, err2 := adv.New(adv.Unicast, "lab-reply", "")
 	if err := errors.Join(err1, err2); err != nil {
-		return fail(err)
+		return fail(nil, err)
 	}
+	p := &pipePair{key: pipe.Key(there.ID)}
+	var err error
 	if p.reply, err = s.pa.NewInputPipe(back, pipe.WithHandler(p.onReply)); err != nil {
-		return fail(err)
+		return fail(p, err)
 	}
 	var echo atomic.Pointer[pipe.OutputPipe]
 	if p.echo, err = s.pb.NewInputPipe(there, pipe.WithHandler(func(r *pipe.Received) {
@@ -110,26 +58,39 @@ func (PipeLayer) Open(ctx context.Context, transport string) (Pair, error) {
 		}
 		r.Release() // Send has written it
 	})); err != nil {
-		return fail(err)
+		return fail(p, err)
 	}
-	out, err := s.pb.NewOutputPipe(ctx, back)
-	if err != nil {
-		return fail(err)
+	if p.back, err = s.pb.NewOutputPipe(ctx, back); err != nil {
+		return fail(p, err)
 	}
-	echo.Store(out)
+	echo.Store(p.back)
 	if p.out, err = s.pa.NewOutputPipe(ctx, there); err != nil {
-		return fail(err)
+		return fail(p, err)
 	}
-	p.key = pipe.Key(there.ID)
 	return p, nil
 }
 
 type pipePair struct {
-	*stack
-	out         *pipe.OutputPipe
+	out, back   *pipe.OutputPipe
 	echo, reply *pipe.InputPipe
 	key         string
 	run         atomic.Pointer[endpointRun]
+}
+
+// Close closes the pair's pipes; the stack stays up.
+func (p *pipePair) Close() error {
+	var errs []error
+	for _, o := range []*pipe.OutputPipe{p.out, p.back} {
+		if o != nil {
+			errs = append(errs, o.Close())
+		}
+	}
+	for _, in := range []*pipe.InputPipe{p.echo, p.reply} {
+		if in != nil {
+			errs = append(errs, in.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // onReply runs for each echo: it checks it and sends the next message of
@@ -184,15 +145,18 @@ type SocketLayer struct{}
 func (SocketLayer) Name() string { return "socket" }
 
 // Open implements Layer.
-func (SocketLayer) Open(ctx context.Context, transport string) (Pair, error) {
-	s, err := openStack(ctx, transport)
-	if err != nil {
-		return nil, err
-	}
-	p := &socketPair{stack: s}
+func (l SocketLayer) Open(ctx context.Context, transport string) (Pair, error) {
+	return openOwn(ctx, transport, l)
+}
+
+func (SocketLayer) openOn(ctx context.Context, s *stack) (Pair, error) {
+	p := &socketPair{}
 	fail := func(err error) (Pair, error) {
 		p.Close()
 		return nil, fmt.Errorf("lab: socket layer: %w", err)
+	}
+	if err := s.pipes(); err != nil {
+		return fail(err)
 	}
 	a, err := adv.New(adv.Unicast, "lab-socket", "")
 	if err != nil {
@@ -226,7 +190,6 @@ func (SocketLayer) Open(ctx context.Context, transport string) (Pair, error) {
 }
 
 type socketPair struct {
-	*stack
 	sa, sb *socket.Service
 	c      *socket.Conn
 	wg     sync.WaitGroup
@@ -260,6 +223,8 @@ func (p *socketPair) RoundTrip(ctx context.Context, payload []byte) error {
 // WireBytes is zero: a socket writes the payload and nothing else.
 func (p *socketPair) WireBytes(int) int { return 0 }
 
+// Close closes the connection and the socket services, and waits for
+// the echo to end; the stack stays up.
 func (p *socketPair) Close() error {
 	if p.c != nil {
 		p.c.Close()
@@ -269,7 +234,6 @@ func (p *socketPair) Close() error {
 			s.Close()
 		}
 	}
-	err := p.stack.Close()
 	p.wg.Wait()
-	return err
+	return nil
 }
