@@ -214,6 +214,13 @@ type GridResult struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Picks counts what auto sent in the counted trials, by spec.
 	Picks map[string]int `json:"picks,omitempty"`
+	// Paired gives auto, for each fixed choice measured beside it, the
+	// median over rounds of auto's exchange time over that choice's in
+	// the same round. The rounds' machine load and the order they ran in
+	// weigh on both alike, so this is the steadier figure for how much
+	// slower or faster auto is than a choice close to it, such as
+	// identity on a fast path.
+	Paired map[string]float64 `json:"paired,omitempty"`
 }
 
 // RunGrid runs the grid and returns a result per cell and choice: per
@@ -633,6 +640,12 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 				r.SentBytes = sent[i] / max(len(times[i]), 1)
 				if c.name == ChoiceAuto {
 					r.Picks = picks
+					r.Paired = map[string]float64{}
+					for j, o := range run {
+						if j != i {
+							r.Paired[o.name] = pairedRatio(times[i], times[j])
+						}
+					}
 				}
 			}
 			out = append(out, r)

@@ -42,6 +42,9 @@ type GridCell struct {
 	// (negative: auto was faster).
 	Excess      float64 `json:"excess_pct"`
 	OverIdent   float64 `json:"over_identity_pct"` // NaN when identity was skipped
+	// PairedIdent is auto's paired ratio to identity (GridResult.Paired);
+	// NaN when identity was skipped or the results predate it.
+	PairedIdent float64 `json:"paired_identity"`
 	OverGzip    float64 `json:"over_gzip_pct"`     // NaN when gzip:6 was not measured
 	MeetsBest   bool    `json:"meets_best"`        // within 5% or 1 ms of the best
 	MeetsIdent  bool    `json:"meets_identity"`    // within 2% of identity (no floor)
@@ -67,7 +70,7 @@ func Summarize(results []GridResult) []GridCell {
 	}
 	var out []GridCell
 	for _, k := range order {
-		c := GridCell{Profile: k.p, CPU: k.c, Doc: k.d, OverIdent: math.NaN(), OverGzip: math.NaN(), fixedByName: map[string]GridResult{}}
+		c := GridCell{Profile: k.p, CPU: k.c, Doc: k.d, OverIdent: math.NaN(), OverGzip: math.NaN(), PairedIdent: math.NaN(), fixedByName: map[string]GridResult{}}
 		var auto *GridResult
 		for _, r := range byKey[k] {
 			c.Bytes = r.Bytes
@@ -97,6 +100,9 @@ func Summarize(results []GridResult) []GridCell {
 			c.identityT = r.AMTT
 			c.OverIdent = pct(c.Auto, r.AMTT)
 			c.MeetsIdent = withinPct(c.Auto, r.AMTT, 2)
+			if v, ok := auto.Paired[ChoiceIdentity]; ok {
+				c.PairedIdent = v
+			}
 		}
 		if r, ok := c.fixedByName[GridGzip]; ok && r.Trials > 0 {
 			c.gzipT = r.AMTT
@@ -175,23 +181,32 @@ func yes(b bool) string {
 func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 	bw := bufio.NewWriter(w)
 	cells := Summarize(results)
-	fmt.Fprintln(bw, "| link | cpu | document | bytes | best fixed | best (ms) | auto (ms) | auto sent | over best | over identity | over gzip:6 | ≤5%/1 ms of best | ≤2% of identity | ≤5% of gzip |")
-	fmt.Fprintln(bw, "|---|---|---|---:|---|---:|---:|---|---:|---:|---:|:-:|:-:|:-:|")
-	var n, okBest, okIdent, okGzip int
+	fmt.Fprintln(bw, "| link | cpu | document | bytes | best fixed | best (ms) | auto (ms) | auto sent | over best | over identity | paired ×identity | over gzip:6 | ≤5%/1 ms of best | ≤2% of identity | ≤5% of gzip |")
+	fmt.Fprintln(bw, "|---|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|:-:|:-:|:-:|")
+	var n, okBest, okIdent, okGzip, nPaired, okPaired int
 	for _, c := range cells {
 		if c.Unmeasured {
-			fmt.Fprintf(bw, "| %s | %s | %s | %d | – | – | – | – | – | – | – | – | – | – |\n", c.Profile, c.CPU, c.Doc, c.Bytes)
+			fmt.Fprintf(bw, "| %s | %s | %s | %d | – | – | – | – | – | – | – | – | – | – | – |\n", c.Profile, c.CPU, c.Doc, c.Bytes)
 			continue
 		}
 		n++
 		okBest += b2i(c.MeetsBest)
 		okIdent += b2i(c.MeetsIdent)
 		okGzip += b2i(c.MeetsGzip)
-		fmt.Fprintf(bw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		paired := "–"
+		if !math.IsNaN(c.PairedIdent) {
+			paired = fmt.Sprintf("%.3f", c.PairedIdent)
+			nPaired++
+			okPaired += b2i(c.PairedIdent <= 1.02)
+		}
+		fmt.Fprintf(bw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			c.Profile, c.CPU, c.Doc, c.Bytes, c.Best, ms(c.BestT), ms(c.Auto), c.AutoPicks,
-			signed(c.Excess), signedAbs(c.OverIdent, c.Auto-c.identityT), signed(c.OverGzip), yes(c.MeetsBest), yes(c.MeetsIdent), yes(c.MeetsGzip))
+			signed(c.Excess), signedAbs(c.OverIdent, c.Auto-c.identityT), paired, signed(c.OverGzip), yes(c.MeetsBest), yes(c.MeetsIdent), yes(c.MeetsGzip))
 	}
 	fmt.Fprintf(bw, "\nTargets met in %d cells: within 5%% (or 1 ms) of the best fixed choice in %d, within 2%% of identity in %d, within 5%% of gzip always in %d.\n", n, okBest, okIdent, okGzip)
+	if nPaired > 0 {
+		fmt.Fprintf(bw, "Auto's paired ratio to identity (the median over rounds of its exchange time over identity's in the same round) is at most 1.02 in %d of the %d cells where identity was measured.\n", okPaired, nPaired)
+	}
 
 	writeModelCheck(bw, results)
 

@@ -46,6 +46,9 @@ func TestRunGridLoopback(t *testing.T) {
 			if n != 3 {
 				t.Fatalf("auto's picks %v do not count its 3 trials", r.Picks)
 			}
+			if len(r.Paired) != 3 || r.Paired["identity"] <= 0 || r.Paired["gzip:6"] <= 0 || r.Paired["s2:1"] <= 0 {
+				t.Fatalf("auto's paired ratios %v, want one for each fixed choice", r.Paired)
+			}
 		}
 	}
 	if len(models.Specs()) == 0 {
@@ -131,6 +134,9 @@ func gridResults() []lab.GridResult {
 			}
 			if c == "auto" {
 				r.Picks = map[string]int{"xml:3": 4, "gzip:6": 1}
+				if amtt["identity"] > 0 {
+					r.Paired = map[string]float64{"identity": amtt["auto"] / amtt["identity"] * 0.96}
+				}
 			}
 			out = append(out, r)
 		}
@@ -161,6 +167,9 @@ func TestSummarize(t *testing.T) {
 	if c.Best != "identity" || !c.MeetsBest || c.MeetsIdent || !c.MeetsGzip {
 		t.Errorf("doc-a on lan: %+v", c)
 	}
+	if math.Abs(a.PairedIdent-0.3936) > 1e-9 || !math.IsNaN(b.PairedIdent) || math.Abs(c.PairedIdent-1.2) > 1e-9 {
+		t.Errorf("paired ratios to identity %v, %v, %v; want 0.3936, NaN, 1.2", a.PairedIdent, b.PairedIdent, c.PairedIdent)
+	}
 }
 
 func TestGridReports(t *testing.T) {
@@ -177,7 +186,8 @@ func TestGridReports(t *testing.T) {
 	if err := lab.WriteGridMarkdown(&md, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped"} {
+	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped",
+		"| 0.394 |", "is at most 1.02 in 1 of the 2 cells"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
