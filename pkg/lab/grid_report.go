@@ -40,15 +40,15 @@ type GridCell struct {
 	AutoPicks string `json:"auto_picks"`
 	// Excess is auto's AMTT over the best fixed choice's, in percent
 	// (negative: auto was faster).
-	Excess      float64 `json:"excess_pct"`
-	OverIdent   float64 `json:"over_identity_pct"` // NaN when identity was skipped
+	Excess    float64 `json:"excess_pct"`
+	OverIdent float64 `json:"over_identity_pct"` // NaN when identity was skipped
 	// PairedIdent is auto's paired ratio to identity (GridResult.Paired);
 	// NaN when identity was skipped or the results predate it.
 	PairedIdent float64 `json:"paired_identity"`
-	OverGzip    float64 `json:"over_gzip_pct"`     // NaN when gzip:6 was not measured
-	MeetsBest   bool    `json:"meets_best"`        // within 5% or 1 ms of the best
-	MeetsIdent  bool    `json:"meets_identity"`    // within 2% of identity (no floor)
-	MeetsGzip   bool    `json:"meets_gzip"`        // within 5% of gzip always (no floor)
+	OverGzip    float64 `json:"over_gzip_pct"`  // NaN when gzip:6 was not measured
+	MeetsBest   bool    `json:"meets_best"`     // within 5% or 1 ms of the best
+	MeetsIdent  bool    `json:"meets_identity"` // within 2% of identity (no floor)
+	MeetsGzip   bool    `json:"meets_gzip"`     // within 5% of gzip always (no floor)
 	Unmeasured  bool    `json:"unmeasured,omitempty"`
 	identityT   time.Duration
 	gzipT       time.Duration
