@@ -176,8 +176,9 @@ func yes(b bool) string {
 }
 
 // WriteGridMarkdown writes the summary table (one row per cell: the best
-// fixed choice, auto, its excess and the three targets), the targets'
-// tallies, then per profile and CPU every choice's AMTT.
+// fixed choice, auto, its excess, its paired ratio to identity and the
+// three targets), the targets' tallies and the paired ratio's, then per
+// profile and CPU every choice's AMTT.
 func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 	bw := bufio.NewWriter(w)
 	cells := Summarize(results)
