@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -642,4 +643,55 @@ func TestDHTResolution(t *testing.T) {
 	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "via dht" {
 		t.Fatalf("%v %v", m, err)
 	}
+}
+
+// TestDataForUnboundPipes sends pipe data straight through the endpoint
+// to pipes not bound at the receiver (never bound, and closed): each is
+// dropped, and the bound pipe's messages, before and after, all arrive.
+// A pipe whose endpoint listener is already taken is refused.
+func TestDataForUnboundPipes(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	bound, gone := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	closed, err := sb.NewInputPipe(gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	to := func(key string) endpoint.Address { return endpoint.PeerAddress(nodes[1].ID(), pipe.DataService, key) }
+	for i, key := range []string{pipe.Key(bound.ID), "no-such-pipe", pipe.Key(gone.ID), "", pipe.Key(bound.ID)} {
+		if err := sa.Endpoint().Send(ctx(t), to(key), message.New(message.Text("", "n", strconv.Itoa(i)))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for _, want := range []string{"0", "4"} {
+		m, err := in.Receive(ctx(t))
+		if err != nil || text(m, "n") != want {
+			t.Fatalf("received %v, %v; want message %s", m, err, want)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
+	defer cancel()
+	if m, err := in.Receive(short); err == nil {
+		t.Fatalf("a message for another pipe reached this one: %v", text(m, "n"))
+	}
+
+	taken := newAdv(t, adv.Unicast)
+	if err := sb.Endpoint().Register(pipe.DataService, pipe.Key(taken.ID), endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.NewInputPipe(taken); !errors.Is(err, pipe.ErrBound) {
+		t.Fatalf("pipe whose endpoint listener is taken: %v", err)
+	}
+	sb.Endpoint().Unregister(pipe.DataService, pipe.Key(taken.ID))
+	p, err := sb.NewInputPipe(taken)
+	if err != nil {
+		t.Fatalf("after the listener left: %v", err)
+	}
+	p.Close()
 }
