@@ -116,6 +116,12 @@ type candidate struct {
 // Scheme chooses per element among identity and its candidate codecs.
 // It is safe for concurrent use.
 type Scheme struct {
+	// fast is the last decision reused to send an element as it is
+	// (asIs); pending is exploration budget it added since plan last ran.
+	// With config's first fields they are what a fast path reads of the
+	// scheme, on one or two cache lines.
+	fast    atomic.Pointer[fastPath]
+	pending atomic.Int64
 	config
 	cands []candidate // cands[0] is identity
 	specs []string    // the codecs' specs, for relative estimates
@@ -125,10 +131,6 @@ type Scheme struct {
 	rng    *rand.Rand
 	tokens time.Duration
 	cache  map[cacheKey]*cacheEntry
-	// fast is the last decision reused to send an element as it is
-	// (asIs); pending is exploration budget it added since plan last ran.
-	fast    atomic.Pointer[fastPath]
-	pending atomic.Int64
 	// shadowing is set while a batch of shadow trials runs.
 	shadowing bool
 	wg        sync.WaitGroup

@@ -175,6 +175,57 @@ func TestFastPathDroppedOnChange(t *testing.T) {
 	}
 }
 
+// The fast path is taken only by elements of the very MIME type it was
+// set for, kept in place; a type too long to keep there goes through the
+// lock and is sent as is all the same.
+func TestFastPathMIME(t *testing.T) {
+	c, err := s2.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}
+	data := bytes.Repeat([]byte("<a>payload</a>"), 100)
+	for _, tc := range []struct {
+		mime string
+		fast bool
+	}{
+		{"text/xml", true},
+		{"application/xml;charset=utf-8", true},
+		{"application/vnd.example.long+xml;charset=utf-8", false},
+	} {
+		t.Run(tc.mime, func(t *testing.T) {
+			s, err := New([]encoding.Codec{c}, WithoutCalibration(), WithModels(NewModels()), WithClock(&stillClock{}), WithPath(StaticPath(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				out, err := s.Encode(message.New(encoding.Producer{}.NewElement("", "doc", tc.mime, data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := out.At(0); encoding.IsEncoded(e) || e.MIME != tc.mime {
+					t.Fatalf("element %d sent as %q, want as is", i, e.MIME)
+				}
+			}
+			if got := s.fast.Load() != nil; got != tc.fast {
+				t.Fatalf("fast path set: %v, want %v", got, tc.fast)
+			}
+			if !tc.fast {
+				return
+			}
+			// Same length, other type; then the type itself.
+			other := []byte(tc.mime)
+			other[0]++
+			if s.asIs(string(other), len(data), 0, p, nil) != nil {
+				t.Fatalf("fast path taken by %q", other)
+			}
+			if s.asIs(tc.mime, len(data), 0, p, nil) == nil {
+				t.Fatalf("fast path not taken by %q", tc.mime)
+			}
+		})
+	}
+}
+
 type stillClock struct{}
 
 func (*stillClock) Now() time.Time { return time.Unix(1e6, 0) }

@@ -69,7 +69,7 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 			continue
 		}
 		base := total - wireSize(e)
-		enc, d, err := s.encodeElement(i, e, base)
+		enc, err := s.encodeElement(i, e, base)
 		if err != nil {
 			return nil, &encoding.ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Err: err}
 		}
@@ -78,9 +78,6 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 			out = m.Clone()
 		}
 		out.Set(i, enc)
-		if s.trace != nil {
-			s.trace(d)
-		}
 	}
 	if out == nil {
 		return m, nil
@@ -137,20 +134,41 @@ func best(ests []Estimate) int {
 	return b
 }
 
-func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.Element, Decision, error) {
+// encodeElement sends e as the decision for it says, and traces the
+// decision. Sending as is by a decision that stands (asIs) is most of what
+// a fast path does, and there the scheme's memory is cold after each trip
+// through the network stack: that path touches as little as it can, and
+// what deciding needs (a Decision is hundreds of bytes of stack) is in
+// decideAndEncode.
+func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.Element, error) {
 	raw := encoding.Unmark(e)
 	n := len(raw.Data)
 	path := s.currentPath()
 	prof := s.receiverProfile()
 	rest := base + wireSize(raw) - n
 	if f := s.asIs(raw.MIME, n, rest, path, prof); f != nil {
-		var d Decision // read only by a trace
 		if s.trace != nil {
-			d = f.d
-			d.Index, d.Size, d.Path, d.SentSize = idx, n, path, n
+			s.traceAsIs(f, idx, n, path)
 		}
-		return raw, d, nil
+		return raw, nil
 	}
+	return s.decideAndEncode(idx, e, raw, rest, path, prof)
+}
+
+//go:noinline
+func (s *Scheme) traceAsIs(f *fastPath, idx, n int, path Path) {
+	d := f.d
+	d.Index, d.Size, d.Path, d.SentSize = idx, n, path, n
+	s.trace(d)
+}
+
+// decideAndEncode is encodeElement's way when no decision to send as is
+// stands: it reuses what it can of a remembered decision or decides
+// afresh, plans exploration, and encodes.
+//
+//go:noinline
+func (s *Scheme) decideAndEncode(idx int, e, raw message.Element, rest int, path Path, prof *Profile) (message.Element, error) {
+	n := len(raw.Data)
 	var d Decision
 	var shadows []int
 	if hit := s.reuse(&d, raw.MIME, n, rest, path, prof); hit != cacheDecision {
@@ -185,7 +203,7 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 				s.shadowing = false
 				s.mu.Unlock()
 			}
-			return e, d, err
+			return e, err
 		}
 		d.EncodeTime = dt
 		s.models.RecordEncode(c.spec, d.Kind, n, max(len(enc.Data)-headerLen(c, raw.MIME, n), 0), dt)
@@ -206,7 +224,14 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 		}
 		s.shadow(raw, d.Kind, shadows, d.Estimates)
 	}
-	return out, d, nil
+	s.traceDecision(d)
+	return out, nil
+}
+
+func (s *Scheme) traceDecision(d Decision) {
+	if s.trace != nil {
+		s.trace(d)
+	}
 }
 
 // estimates predicts every candidate's cost for n bytes of kind k sent

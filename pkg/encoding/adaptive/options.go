@@ -40,20 +40,23 @@ var NoExploration = Exploration{}
 type Option func(*config) error
 
 type config struct {
+	// What sending an element as is reads first, together: see
+	// Scheme.fast.
+	sel   encoding.Selector
+	path  PathSource
+	recv  ProfileSource
+	trace func(Decision)
+
 	models    *Models
-	sel       encoding.Selector
 	reg       *encoding.Registry
 	maxElem   int
 	maxMsg    int
 	policy    encoding.Policy
 	pipeID    string
 	onErr     func(*encoding.ElementError)
-	path      PathSource
-	recv      ProfileSource
 	clock     Clock
 	seed      uint64
 	explore   Exploration
-	trace     func(Decision)
 	calibrate bool
 }
 
