@@ -57,9 +57,11 @@ func MinSize(n int) Selector {
 }
 
 // Marked selects elements created through a Producer.
-func Marked() Selector {
-	return SelectorFunc(func(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) })
-}
+func Marked() Selector { return SelectorFunc(IsMarked) }
+
+// IsMarked reports whether e was created through a Producer: what Marked
+// selects, for a scheme to test without a call through a Selector.
+func IsMarked(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) }
 
 // Any selects an element if any of sels does.
 func Any(sels ...Selector) Selector {

@@ -158,7 +158,7 @@ func SpecOf(name string, p encoding.Params) string {
 // milliseconds; see WithoutCalibration).
 func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 	cfg := config{
-		sel: encoding.Marked(), reg: encoding.Default(),
+		reg:     encoding.Default(),
 		maxElem: encoding.DefaultMaxElementSize, maxMsg: encoding.DefaultMaxMessageSize,
 		clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true,
 	}

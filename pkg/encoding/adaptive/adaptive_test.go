@@ -166,6 +166,9 @@ func TestDecisionFollowsAChangingPath(t *testing.T) {
 			mu.Lock()
 			bw = 100e3 // the LAN became a DSL line
 			mu.Unlock()
+			// Longer than a decision to send as is may go unchecked
+			// (checkAfter), so that the very next element sees it.
+			time.Sleep(20 * time.Millisecond)
 		}
 		if _, err := s2.Encode(message.New(doc(docSize))); err != nil {
 			t.Fatal(err)

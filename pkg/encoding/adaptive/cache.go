@@ -100,6 +100,7 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	if d.Best == 0 && !drifted(ce.d.Path, path) && len(mime) <= len(fastPath{}.mime) {
 		f := &fastPath{mimeLen: uint8(len(mime)), bucket: uint8(key.bucket), restBucket: uint8(key.restBucket), prof: prof, path: ce.d.Path, entry: ce, share: share, d: *d}
 		copy(f.mime[:], mime)
+		f.checked.Store(sinceEpoch())
 		s.fast.Store(f)
 	}
 	return cacheDecision
@@ -113,37 +114,75 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 // microsecond each, for a 40 µs loopback exchange). It is replaced
 // whenever an entry changes under the lock.
 //
-// What asIs reads comes first: the MIME type, buckets, profile, entry
-// and share on one cache line, the path on the next. The MIME type is
-// kept in place (a string's bytes would be one more line elsewhere), so
-// only types of up to 32 bytes take the fast path.
+// What asIs reads for every element comes first, on one cache line: the
+// MIME type, buckets, entry, share and when the path was last checked. The MIME type is kept in place (a
+// string's bytes would be one more line elsewhere), so only types of up to
+// 32 bytes take the fast path.
 type fastPath struct {
 	mime       [32]byte // the element's MIME type as given
 	mimeLen    uint8
 	bucket     uint8 // the key's
 	restBucket uint8
-	prof       *Profile
 	entry      *cacheEntry
 	share      time.Duration // added to the exploration budget per use
-	path       Path          // the decision's
-	d          Decision      // as reuse gives it, for a trace
+	checked    atomic.Int64  // when the path was last checked (sinceEpoch)
+	prof       *Profile
+	path       Path     // the decision's
+	d          Decision // as reuse gives it, for a trace
 }
 
 // asIs returns the last decision reused to send an element as it is
-// (fastPath) if it stands for an element of n bytes with rest bytes of
-// other content, as reuse would report cacheDecision, and counts the use;
-// otherwise nil.
-func (s *Scheme) asIs(mime string, n, rest int, path Path, prof *Profile) *fastPath {
+// (fastPath) if it stands for an element of n bytes of type mime with rest
+// bytes of other content, as reuse would report cacheDecision, and counts
+// the use; otherwise nil.
+//
+// Whether the path has drifted or the receiver's profile changed is
+// checked on every checkEvery-th use, and on any use more than checkAfter
+// after the last check: reading them is two calls through interfaces into
+// the path source's memory, which costs a third of a microsecond when it
+// is cold (BenchmarkEncodeCold), more than all the rest, while reading
+// the clock costs tens of nanoseconds. So a remembered decision to send
+// as is outlives a change by at most checkEvery−1 elements sent within
+// checkAfter of each other: by microseconds, on a path where sending as
+// is wins. The clock is the system's, not the scheme's Clock (which times
+// codecs): this bounds freshness, it measures nothing.
+func (s *Scheme) asIs(mime string, n, rest int) *fastPath {
 	f := s.fast.Load()
-	if f == nil || f.prof != prof || len(mime) != int(f.mimeLen) || string(f.mime[:len(mime)]) != mime ||
-		bucketOf(n) != int(f.bucket) || bucketOf(rest) != int(f.restBucket) || drifted(f.path, path) {
+	if f == nil || len(mime) != int(f.mimeLen) || string(f.mime[:len(mime)]) != mime ||
+		bucketOf(n) != int(f.bucket) || bucketOf(rest) != int(f.restBucket) {
 		return nil
 	}
-	if f.entry.uses.Add(1) > f.entry.limit {
+	u := f.entry.uses.Add(1)
+	if u > f.entry.limit {
 		return nil // used up: reuse sees it so too, and decides afresh
+	}
+	if now := sinceEpoch(); u%checkEvery == 0 || now-f.checked.Load() > int64(checkAfter) {
+		if !s.stillAsIs(f) {
+			f.entry.uses.Add(-1) // reuse counts it
+			return nil
+		}
+		f.checked.Store(now)
 	}
 	s.pending.Add(int64(f.share))
 	return f
+}
+
+// The fast path checks the path and the receiver's profile every
+// checkEvery uses, and on a use more than checkAfter after the last check.
+const (
+	checkEvery = 4
+	checkAfter = 10 * time.Millisecond
+)
+
+// epoch makes sinceEpoch monotonic: time.Since reads the monotonic clock.
+var epoch = time.Now()
+
+func sinceEpoch() int64 { return int64(time.Since(epoch)) }
+
+// stillAsIs reports whether f's decision stands for the path and the
+// receiver's profile of now.
+func (s *Scheme) stillAsIs(f *fastPath) bool {
+	return f.prof == s.receiverProfile() && !drifted(f.path, s.currentPath())
 }
 
 // scaled copies estimates made for an element of n0 bytes for one of n

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ func TestFastPathDroppedOnChange(t *testing.T) {
 	if s.fast.Load() != nil {
 		t.Fatal("fast path kept after a surprise")
 	}
-	if s.asIs("text/xml", 1400, 0, Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}, nil) != nil {
+	if s.asIs("text/xml", 1400, 0) != nil {
 		t.Fatal("asIs with no fast path")
 	}
 }
@@ -216,10 +217,10 @@ func TestFastPathMIME(t *testing.T) {
 			// Same length, other type; then the type itself.
 			other := []byte(tc.mime)
 			other[0]++
-			if s.asIs(string(other), len(data), 0, p, nil) != nil {
+			if s.asIs(string(other), len(data), 0) != nil {
 				t.Fatalf("fast path taken by %q", other)
 			}
-			if s.asIs(tc.mime, len(data), 0, p, nil) == nil {
+			if s.asIs(tc.mime, len(data), 0) == nil {
 				t.Fatalf("fast path not taken by %q", tc.mime)
 			}
 		})
@@ -229,3 +230,45 @@ func TestFastPathMIME(t *testing.T) {
 type stillClock struct{}
 
 func (*stillClock) Now() time.Time { return time.Unix(1e6, 0) }
+
+// The fast path checks the path every checkEvery uses: when the path
+// slows down so that encoding wins, the elements after the next check are
+// encoded.
+func TestFastPathSeesPathChange(t *testing.T) {
+	c, err := s2.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	p := Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10}
+	s, err := New([]encoding.Codec{c}, WithoutCalibration(), WithModels(NewModels()), WithClock(&stillClock{}),
+		WithExploration(NoExploration), WithPath(PathFunc(func() Path { mu.Lock(); defer mu.Unlock(); return p })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := encoding.Producer{}.XML("", "doc", bytes.Repeat([]byte("<a>payload</a>"), 1000))
+	send := func() bool {
+		out, err := s.Encode(message.New(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return encoding.IsEncoded(out.At(0))
+	}
+	for range 3 {
+		if send() {
+			t.Fatal("encoded on a 10 GB/s path")
+		}
+	}
+	if s.fast.Load() == nil {
+		t.Fatal("no fast path")
+	}
+	mu.Lock()
+	p = Path{RTT: 30 * time.Millisecond, Bandwidth: 1e4}
+	mu.Unlock()
+	sent := 0
+	for !send() {
+		if sent++; sent > checkEvery {
+			t.Fatalf("still sent as is %d elements after the path slowed down", sent)
+		}
+	}
+}

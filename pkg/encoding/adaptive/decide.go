@@ -65,7 +65,7 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 		total += wireSize(e)
 	}
 	for i, e := range m.All() {
-		if encoding.IsEncoded(e) || !s.sel.Select(e) {
+		if encoding.IsEncoded(e) || !encoding.IsMarked(e) && (s.sel == nil || !s.sel.Select(e)) {
 			continue
 		}
 		base := total - wireSize(e)
@@ -143,22 +143,20 @@ func best(ests []Estimate) int {
 func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.Element, error) {
 	raw := encoding.Unmark(e)
 	n := len(raw.Data)
-	path := s.currentPath()
-	prof := s.receiverProfile()
 	rest := base + wireSize(raw) - n
-	if f := s.asIs(raw.MIME, n, rest, path, prof); f != nil {
+	if f := s.asIs(raw.MIME, n, rest); f != nil {
 		if s.trace != nil {
-			s.traceAsIs(f, idx, n, path)
+			s.traceAsIs(f, idx, n)
 		}
 		return raw, nil
 	}
-	return s.decideAndEncode(idx, e, raw, rest, path, prof)
+	return s.decideAndEncode(idx, e, raw, rest, s.currentPath(), s.receiverProfile())
 }
 
 //go:noinline
-func (s *Scheme) traceAsIs(f *fastPath, idx, n int, path Path) {
+func (s *Scheme) traceAsIs(f *fastPath, idx, n int) {
 	d := f.d
-	d.Index, d.Size, d.Path, d.SentSize = idx, n, path, n
+	d.Index, d.Size, d.Path, d.SentSize = idx, n, s.currentPath(), n
 	s.trace(d)
 }
 

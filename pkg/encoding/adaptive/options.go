@@ -42,7 +42,7 @@ type Option func(*config) error
 type config struct {
 	// What sending an element as is reads first, together: see
 	// Scheme.fast.
-	sel   encoding.Selector
+	sel   encoding.Selector // besides encoding.IsMarked; nil: none
 	path  PathSource
 	recv  ProfileSource
 	trace func(Decision)
@@ -79,7 +79,7 @@ func WithSelector(s encoding.Selector) Option {
 		if s == nil {
 			return fmt.Errorf("%w: nil selector", encoding.ErrBadOption)
 		}
-		c.sel = encoding.Any(encoding.Marked(), s)
+		c.sel = s
 		return nil
 	}
 }
