@@ -32,7 +32,7 @@ func newLabGridCmd() *cobra.Command {
 		asJSON, full, doSwitch                                          bool
 		trials, warmup                                                  int
 		slow                                                            float64
-		maxMessage                                                      time.Duration
+		maxMessage, budget                                              time.Duration
 		seed                                                            uint64
 	)
 	cmd := &cobra.Command{
@@ -52,7 +52,11 @@ cell; each link's receiver is a new peer, whose path it probes (pathinfo) and
 whose decode profile it fetches. A "slow" receiver's decoding is throttled
 (--slow-factor times longer: a 450 MHz-class CPU against this machine's).
 A fixed choice whose encoded document would take longer than --max-message
-over the link is skipped in that cell.
+over the link is skipped in that cell. Where rounds are short, a document
+gets as many as fit in --budget (by the link's analytic times), up to 200
+× --trials: on the fastest links choices a microsecond apart need hundreds
+of rounds to be told apart. Auto's paired ratio to each fixed choice comes
+with a 95% interval where a cell had six rounds or more.
 
 The default run is small (a few minutes); --full is every profile
 (` + strings.Join(lab.AllGridProfiles, ", ") + `), document
@@ -73,9 +77,12 @@ stderr, auto's decisions to --trace FILE. --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, Seed: seed, Progress: cmd.ErrOrStderr()}
+			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Seed: seed, Progress: cmd.ErrOrStderr()}
 			if warmup == 0 {
 				cfg.Warmup = -1
+			}
+			if budget == 0 {
+				cfg.DocBudget = -1
 			}
 			if full {
 				cfg.Profiles, cfg.Docs, cfg.Choices, cfg.CPUs = lab.AllGridProfiles, lab.AllGridDocs, lab.AllGridChoices, []string{lab.CPUFast, lab.CPUSlow}
@@ -88,8 +95,8 @@ run's JSON lines again.`,
 					*f.dst = splitList(f.val)
 				}
 			}
-			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 {
-				return usageError{fmt.Errorf("--trials must be >= %d, --warmup and --max-message >= 0", lab.MinAMTTTrials)}
+			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 || budget < 0 {
+				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --max-message and --budget >= 0", lab.MinAMTTTrials)}
 			}
 			if from != "" { // reports of an earlier run
 				f, err := os.Open(from)
@@ -181,6 +188,7 @@ run's JSON lines again.`,
 	f.IntVar(&trials, "trials", lab.DefaultGridTrials, "measured rounds per document")
 	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")
 	f.DurationVar(&maxMessage, "max-message", lab.DefaultGridMaxMessage, "skip a fixed choice whose document takes longer over the link")
+	f.DurationVar(&budget, "budget", lab.DefaultGridDocBudget, "time a document may take in a fast cell, for more rounds than --trials (at most 200×); 0: --trials only")
 	f.BoolVar(&doSwitch, "switch", true, "also run the link-change experiment")
 	f.StringVar(&switchFrom, "switch-from", "lan", "link before the change")
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")

@@ -16,7 +16,7 @@ import (
 func TestLabGrid(t *testing.T) {
 	out := t.TempDir()
 	r := run(t, nil, "lab", "grid", "--profile", "loopback", "--docs", "employees-1,random-4K", "--choices", "identity,s2:1",
-		"--trials", "3", "--warmup", "1", "--switch=false", "--json", "--out", out)
+		"--trials", "3", "--warmup", "1", "--budget", "0", "--switch=false", "--json", "--out", out)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -28,8 +28,10 @@ func TestLabGrid(t *testing.T) {
 		var v struct {
 			Choice string `json:"choice"`
 			AMTT   int64  `json:"amtt_ns"`
+			Trials int    `json:"trials"`
 		}
-		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Choice == "" || v.AMTT <= 0 {
+		// --budget 0: --trials rounds, however short they are.
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Choice == "" || v.AMTT <= 0 || v.Trials != 3 {
 			t.Fatalf("line %q: %v", l, err)
 		}
 	}
@@ -40,6 +42,9 @@ func TestLabGrid(t *testing.T) {
 	}
 	if r := run(t, nil, "lab", "grid", "--trials", "1"); r.code != 2 {
 		t.Fatalf("--trials 1: exit %d, want 2", r.code)
+	}
+	if r := run(t, nil, "lab", "grid", "--budget", "-1s"); r.code != 2 {
+		t.Fatalf("--budget -1s: exit %d, want 2", r.code)
 	}
 	if r := run(t, nil, "lab", "grid", "--profile", "moon"); r.code != 2 {
 		t.Fatalf("unknown profile: exit %d, want 2", r.code)

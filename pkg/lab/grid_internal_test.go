@@ -93,3 +93,35 @@ func TestPairedRatio(t *testing.T) {
 		}
 	}
 }
+
+func TestSignRank(t *testing.T) {
+	// Ranks of the sign test's 95% interval for a median, as tabulated.
+	for _, tc := range []struct{ n, want int }{
+		{5, 0}, // even [min, max] covers only 93.75%
+		{6, 1},
+		{10, 2},
+		{20, 6},
+		{100, 40},
+		{1000, 469},
+	} {
+		if got := signRank(tc.n, 0.025); got != tc.want {
+			t.Errorf("signRank(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestPairedInterval(t *testing.T) {
+	var a, b []time.Duration
+	for i := range 100 {
+		a = append(a, time.Duration(100-i)*time.Millisecond) // ratios 100..1, unsorted
+		b = append(b, time.Millisecond)
+	}
+	b[0] = 0 // a round without the baseline is skipped: ratios 99..1 remain
+	lo, hi, ok := pairedInterval(a, b)
+	if !ok || lo != 40 || hi != 60 {
+		t.Fatalf("interval of 99 ratios 1..99: [%g, %g] (%v), want [40, 60]", lo, hi, ok)
+	}
+	if _, _, ok := pairedInterval(a[:5], b[1:6]); ok {
+		t.Fatal("an interval from five rounds")
+	}
+}

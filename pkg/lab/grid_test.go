@@ -49,6 +49,9 @@ func TestRunGridLoopback(t *testing.T) {
 			if len(r.Paired) != 3 || r.Paired["identity"] <= 0 || r.Paired["gzip:6"] <= 0 || r.Paired["s2:1"] <= 0 {
 				t.Fatalf("auto's paired ratios %v, want one for each fixed choice", r.Paired)
 			}
+			if len(r.PairedCI) != 0 {
+				t.Fatalf("intervals %v from 3 rounds", r.PairedCI)
+			}
 		}
 	}
 	if len(models.Specs()) == 0 {
@@ -135,7 +138,9 @@ func gridResults() []lab.GridResult {
 			if c == "auto" {
 				r.Picks = map[string]int{"xml:3": 4, "gzip:6": 1}
 				if amtt["identity"] > 0 {
-					r.Paired = map[string]float64{"identity": amtt["auto"] / amtt["identity"] * 0.96}
+					p := amtt["auto"] / amtt["identity"] * 0.96
+					r.Paired = map[string]float64{"identity": p}
+					r.PairedCI = map[string][2]float64{"identity": {p * 0.95, p * 1.05}}
 				}
 			}
 			out = append(out, r)
@@ -170,6 +175,9 @@ func TestSummarize(t *testing.T) {
 	if math.Abs(a.PairedIdent-0.3936) > 1e-9 || !math.IsNaN(b.PairedIdent) || math.Abs(c.PairedIdent-1.2) > 1e-9 {
 		t.Errorf("paired ratios to identity %v, %v, %v; want 0.3936, NaN, 1.2", a.PairedIdent, b.PairedIdent, c.PairedIdent)
 	}
+	if math.Abs(c.PairedIdentCI[0]-1.14) > 1e-9 || math.Abs(c.PairedIdentCI[1]-1.26) > 1e-9 || !math.IsNaN(b.PairedIdentCI[0]) {
+		t.Errorf("intervals %v, %v; want [1.14, 1.26], none", c.PairedIdentCI, b.PairedIdentCI)
+	}
 }
 
 func TestGridReports(t *testing.T) {
@@ -187,7 +195,8 @@ func TestGridReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped",
-		"| 0.394 |", "is at most 1.02 in 1 of the 2 cells"} {
+		"| 0.394 (0.374–0.413) |", "is at most 1.02 in 1 of the 2 cells",
+		"Of the 2 cells with rounds enough for a 95% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2% slower than identity) in 1, wholly at or below 1.02 in 1, and across 1.02 (the run cannot tell) in 0."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

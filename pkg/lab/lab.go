@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -280,6 +281,42 @@ func pairedRatio(a, b []time.Duration) float64 {
 		return 0
 	}
 	return median(rs)
+}
+
+// pairedInterval is the 95% confidence interval of pairedRatio(a, b): the
+// distribution-free one for a median, between the order statistics of the
+// per-round ratios that a sign test puts there (rounds taken as
+// independent). ok is false for fewer than six rounds, too few for one.
+func pairedInterval(a, b []time.Duration) (lo, hi float64, ok bool) {
+	var rs []float64
+	for r := range min(len(a), len(b)) {
+		if b[r] > 0 {
+			rs = append(rs, float64(a[r])/float64(b[r]))
+		}
+	}
+	j := signRank(len(rs), 0.025)
+	if j == 0 {
+		return 0, 0, false
+	}
+	slices.Sort(rs)
+	return rs[j-1], rs[len(rs)-j], true
+}
+
+// signRank is the largest rank j (from 1) with P(X < j) ≤ alpha for X
+// binomial(n, ½): the j-th smallest and the j-th largest of n values
+// bracket their median with confidence at least 1 − 2·alpha. Zero if no
+// rank does.
+func signRank(n int, alpha float64) int {
+	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
+	cum := 0.0
+	for j := 0; j <= n/2; j++ {
+		// P(X = j)
+		cum += math.Exp(lg(n) - lg(j) - lg(n-j) - float64(n)*math.Ln2)
+		if cum > alpha {
+			return j
+		}
+	}
+	return n / 2
 }
 
 // median is the middle value of v (the mean of the middle two for an even
