@@ -643,7 +643,7 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 						mu.Lock()
 						dd := lastDecision
 						mu.Unlock()
-						writeDecision(cfg.Trace, profile, cpu, doc.Name, t, d, dd)
+						writeDecision(cfg.Trace, profile, cpu, doc.Name, t, d, time.Duration(dec), dd)
 					}
 				} else {
 					sent[i] += c.size[doc.Name]
@@ -755,11 +755,19 @@ func fmtDur(d time.Duration) string {
 	return d.Round(time.Microsecond).String()
 }
 
-func writeDecision(w io.Writer, profile, cpu, doc string, round int, took time.Duration, d adaptive.Decision) {
+// writeDecision writes one line of auto's trace for decision d. took is
+// the exchange's time, dec the receiver's decode time (0 if not known):
+// with the encode time the decision measured, they are what to hold the
+// prediction against.
+func writeDecision(w io.Writer, profile, cpu, doc string, round int, took, dec time.Duration, d adaptive.Decision) {
 	b := d.Estimates[d.Best]
 	ch := d.Estimates[d.Chosen]
-	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v) best-predicted %s %v [enc %v xfer %v dec %v] path %.3gMB/s rtt %v",
-		profile, cpu, doc, round, ch.Spec, d.SentSize, fmtDur(took), b.Spec, fmtDur(b.Total), fmtDur(b.Encode), fmtDur(b.Transfer), fmtDur(b.Decode),
+	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v", profile, cpu, doc, round, ch.Spec, d.SentSize, fmtDur(took))
+	if d.EncodeTime > 0 || dec > 0 {
+		fmt.Fprintf(w, ": enc %v dec %v", fmtDur(d.EncodeTime), fmtDur(dec))
+	}
+	fmt.Fprintf(w, ") best-predicted %s %v [enc %v xfer %v dec %v] path %.3gMB/s rtt %v",
+		b.Spec, fmtDur(b.Total), fmtDur(b.Encode), fmtDur(b.Transfer), fmtDur(b.Decode),
 		d.Path.Bandwidth/1e6, d.Path.RTT.Round(time.Microsecond))
 	if d.Explored {
 		fmt.Fprint(w, " explore")

@@ -266,7 +266,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d, Explored: dd.Explored}
 			res.Steps = append(res.Steps, st)
 			if cfg.Trace != nil {
-				writeDecision(cfg.Trace, p.Name, gc.CPUs[0], doc.Name, st.Index, d, dd)
+				writeDecision(cfg.Trace, p.Name, gc.CPUs[0], doc.Name, st.Index, d, 0, dd)
 			}
 			if cfg.Progress != nil {
 				fmt.Fprintf(cfg.Progress, "lab grid switch: message %d on %s: %s, %d B, %v\n", st.Index, p.Name, st.Choice, st.SentBytes, fmtDur(d))
