@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -560,5 +561,37 @@ func (e *memEnd) Receive(ctx context.Context) (*message.Message, error) {
 		return m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// WithSelector adds elements to those a Producer marked: on a DSL line
+// the scheme encodes marked elements and the ones the selector picks, and
+// leaves the others as they are.
+func TestWithSelector(t *testing.T) {
+	w := newWorld()
+	s := w.scheme(t, adaptive.WithPath(path(100e3)), adaptive.WithSelector(encoding.MinSize(docSize)))
+	plain := func(name string, n int) message.Element {
+		e := doc(n)
+		e.Name, e.MIME = name, encoding.Unmark(e).MIME
+		return e
+	}
+	m := message.New(doc(docSize), plain("big", docSize), plain("small", docSize/2))
+	out, err := s.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := encoding.IsEncoded(out.At(i)); got != want {
+			t.Errorf("element %d (%s): encoded %v, want %v", i, out.At(i).Name, got, want)
+		}
+	}
+	back, err := s.Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Len() {
+		if a, b := back.At(i), encoding.Unmark(m.At(i)); a.Name != b.Name || a.MIME != b.MIME || !bytes.Equal(a.Data, b.Data) {
+			t.Fatalf("element %d came back as %s %q (%d B), want %s %q (%d B)", i, a.Name, a.MIME, len(a.Data), b.Name, b.MIME, len(b.Data))
+		}
 	}
 }

@@ -153,6 +153,9 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	return s.decideAndEncode(idx, e, raw, rest, s.currentPath(), s.receiverProfile())
 }
 
+// traceAsIs traces a decision taken on the fast path. It is out of line
+// so that the copy of the Decision is not in encodeElement's frame.
+//
 //go:noinline
 func (s *Scheme) traceAsIs(f *fastPath, idx, n int) {
 	d := f.d
