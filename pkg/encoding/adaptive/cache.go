@@ -28,6 +28,11 @@ import (
 //     entropy estimate) is most of a fresh decision's cost, and what the
 //     data looks like does not depend on the link or the receiver.
 //
+// A decision to send as is that stands is then taken without the lock
+// (fastPath), which looks at the path and the receiver's profile on every
+// fourth element, and on any element more than 10 ms after its last
+// look, not on every element.
+//
 // After reuseCount elements the content is sampled again whatever
 // happened, or after more where deciding afresh would cost more than
 // decideShare of the element's predicted time: a fresh decision reads
