@@ -126,3 +126,63 @@ func TestGrossUnderestimateIsCaughtOnSmallPredictions(t *testing.T) {
 		t.Fatalf("17 kB taking 210 ms left the bandwidth at %g", bw)
 	}
 }
+
+// A transfer lost in the fixed cost's jitter says the rate is higher, not
+// how much: one change raises it at most maxRise times.
+func TestRiseIsBounded(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 239 * time.Microsecond, Bandwidth: 0.649e6}) // after a long delay
+	m.ObserveExchange(300, exchange(300, 239*time.Microsecond, lanBW, time.Millisecond))
+	for range 4 {
+		m.ObserveExchange(9_000, 239*time.Microsecond+500*time.Microsecond) // less than the fixed cost: no time left for the bytes
+	}
+	if bw := m.Path().Bandwidth; bw > 0.649e6*maxRise*maxRise*1.001 || bw <= 0.649e6 {
+		t.Fatalf("bandwidth %g after 4 exchanges too short to time, want above 0.649e6 and at most %g", bw, 0.649e6*maxRise*maxRise)
+	}
+}
+
+// A rate believed far too high makes every message look small; big ones
+// that keep taking far longer than the fixed cost bring it back.
+func TestOverestimateRecovers(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 239 * time.Microsecond, Bandwidth: 9e9})
+	over := time.Millisecond
+	for range 3 {
+		m.ObserveExchange(300, exchange(300, 239*time.Microsecond, lanBW, over))
+	}
+	for i := range 6 {
+		for _, n := range []int{9_000, 43_000} {
+			m.ObserveExchange(n, exchange(n, 239*time.Microsecond, lanBW, over))
+		}
+		if bw := m.Path().Bandwidth; bw < 2*lanBW {
+			if bw < lanBW/2 {
+				t.Fatalf("bandwidth %g after %d rounds, want about %g", bw, i+1, lanBW)
+			}
+			return
+		}
+	}
+	t.Fatalf("bandwidth still %g after 12 exchanges at %g", m.Path().Bandwidth, lanBW)
+}
+
+// On a fast path, a delay of a few milliseconds on a big message is the
+// machine's, unless the next big message has one too.
+func TestDelaysApartOnAFastPathAreNoise(t *testing.T) {
+	const bw = 500e6
+	rtt, over := 26*time.Microsecond, 30*time.Microsecond
+	m := testMonitor(adaptive.Path{RTT: rtt, Bandwidth: bw})
+	for range 3 {
+		m.ObserveExchange(300, exchange(300, rtt, bw, over))
+	}
+	n := 172_000
+	for range 3 {
+		m.ObserveExchange(n, exchange(n, rtt, bw, over)+3*time.Millisecond) // a pause
+		m.ObserveExchange(300, exchange(300, rtt, bw, over))
+		m.ObserveExchange(n, exchange(n, rtt, bw, over)) // as predicted
+	}
+	if got := m.Path().Bandwidth; got != bw || m.Stats().Changes != 0 {
+		t.Fatalf("bandwidth %g (%d changes) after pauses apart, want %g", got, m.Stats().Changes, bw)
+	}
+	m.ObserveExchange(n, exchange(n, rtt, bw, over)+3*time.Millisecond)
+	m.ObserveExchange(n, exchange(n, rtt, bw, over)+3*time.Millisecond)
+	if got := m.Path().Bandwidth; got > bw/2 {
+		t.Fatalf("bandwidth %g after two slow big messages in a row, want it lowered", got)
+	}
+}
