@@ -457,14 +457,6 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 // those shorter than half the exchange's fixed costs) tell those costs.
 const informative = 2 * time.Millisecond
 
-// minTelling is the least size of an exchange whose bytes say anything of
-// the rate on a path believed fast; maxRise is how many times higher one
-// exchange may say the rate is.
-const (
-	minTelling = 4 << 10
-	maxRise    = 16 * surprise
-)
-
 // observe updates the path from one exchange and reports whether the
 // bandwidth was set anew.
 func (m *Monitor) observe(n int, d time.Duration) bool {
@@ -484,19 +476,7 @@ func (m *Monitor) observe(n int, d time.Duration) bool {
 	pred := time.Duration(float64(n) / m.path.Bandwidth * float64(time.Second))
 	far := max(pred, informative) * 16 * surprise
 	small := pred < informative || pred < (m.path.RTT+m.overhead)/2
-	excess := d - m.path.RTT - m.overhead
-	// weak: a message big enough for its bytes to weigh took informative
-	// longer than its fixed cost and predicted transfer, though less than
-	// far. It may be a delay on a busy machine, or a rate believed far
-	// too high (a rate set from a burst of fast exchanges, say, makes
-	// every message look small, and the fixed cost would then absorb the
-	// transfers for good): it counts as a surprise that must repeat, in a
-	// row, never as one believed at once.
-	weak := small && n >= minTelling && m.overheadN > 0 && excess-pred >= informative && excess < far
-	if small && !weak && (excess < far || n < minTelling) {
-		if n >= minTelling && excess-pred < informative/4 {
-			m.streak = 0 // a big message as predicted: any surprise before was noise
-		}
+	if excess := d - m.path.RTT - m.overhead; small && (excess < far || n < 4<<10) {
 		// It tells the fixed cost of an exchange: the RTT as the exchange
 		// sees it (pipes, endpoint, acknowledgement) beyond the ping's.
 		// Delays on a busy machine only ever add to it, so the estimate
@@ -513,10 +493,7 @@ func (m *Monitor) observe(n int, d time.Duration) bool {
 		m.overheadN++
 		return false
 	}
-	// An exchange can say the rate is at most maxRise times higher: one
-	// whose transfer is lost in its fixed cost's jitter would otherwise
-	// imply any rate at all.
-	xfer := max(excess, pred/maxRise, time.Microsecond)
+	xfer := max(d-m.path.RTT-m.overhead, time.Microsecond)
 	r := float64(xfer) / float64(pred)
 	implied := float64(n) / xfer.Seconds()
 	// A path much slower than thought is believed at once (waiting costs
@@ -529,7 +506,7 @@ func (m *Monitor) observe(n int, d time.Duration) bool {
 		dir = -1
 	}
 	switch {
-	case r > 16*surprise && !weak || dir != 0 && dir == m.streak && (m.overheadN > 0 || r > surprise*surprise || r < 1/(surprise*surprise)):
+	case r > 16*surprise || dir != 0 && dir == m.streak && (m.overheadN > 0 || r > surprise*surprise || r < 1/(surprise*surprise)):
 		m.path.Bandwidth, m.streak = implied, 0
 		m.pathAt = m.svc.cfg.clock.Now()
 		m.stats.Changes++
