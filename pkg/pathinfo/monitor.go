@@ -457,6 +457,9 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 // those shorter than half the exchange's fixed costs) tell those costs.
 const informative = 2 * time.Millisecond
 
+// maxRise is how many times higher one exchange may say the rate is.
+const maxRise = 16 * surprise
+
 // observe updates the path from one exchange and reports whether the
 // bandwidth was set anew.
 func (m *Monitor) observe(n int, d time.Duration) bool {
@@ -493,7 +496,12 @@ func (m *Monitor) observe(n int, d time.Duration) bool {
 		m.overheadN++
 		return false
 	}
-	xfer := max(d-m.path.RTT-m.overhead, time.Microsecond)
+	// An exchange can say the rate is at most maxRise times higher: one
+	// whose transfer is lost in the fixed cost's jitter would otherwise
+	// imply any rate at all (9 GB/s on a 12.5 MB/s LAN, in a grid run),
+	// and a rate believed far too high makes every later message look too
+	// small to correct it.
+	xfer := max(d-m.path.RTT-m.overhead, pred/maxRise, time.Microsecond)
 	r := float64(xfer) / float64(pred)
 	implied := float64(n) / xfer.Seconds()
 	// A path much slower than thought is believed at once (waiting costs

@@ -126,3 +126,16 @@ func TestGrossUnderestimateIsCaughtOnSmallPredictions(t *testing.T) {
 		t.Fatalf("17 kB taking 210 ms left the bandwidth at %g", bw)
 	}
 }
+
+// A transfer lost in the fixed cost's jitter says the rate is higher, not
+// how much: one change raises it at most maxRise times.
+func TestRiseIsBounded(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 239 * time.Microsecond, Bandwidth: 0.649e6}) // after a long delay
+	m.ObserveExchange(300, exchange(300, 239*time.Microsecond, lanBW, time.Millisecond))
+	for range 4 {
+		m.ObserveExchange(9_000, 239*time.Microsecond+500*time.Microsecond) // less than the fixed cost: no time left for the bytes
+	}
+	if bw := m.Path().Bandwidth; bw > 0.649e6*maxRise*maxRise*1.001 || bw <= 0.649e6 {
+		t.Fatalf("bandwidth %g after 4 exchanges too short to time, want above 0.649e6 and at most %g", bw, 0.649e6*maxRise*maxRise)
+	}
+}
