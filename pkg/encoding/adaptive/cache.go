@@ -120,9 +120,9 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 // whenever an entry changes under the lock.
 //
 // What asIs reads for every element comes first, on one cache line: the
-// MIME type, buckets, entry, share and when the path was last checked. The MIME type is kept in place (a
-// string's bytes would be one more line elsewhere), so only types of up to
-// 32 bytes take the fast path.
+// MIME type, buckets, entry, share and when the path was last checked.
+// The MIME type is kept in place (a string's bytes would be one more line
+// elsewhere), so only types of up to 32 bytes take the fast path.
 type fastPath struct {
 	mime       [32]byte // the element's MIME type as given
 	mimeLen    uint8
