@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -241,21 +243,56 @@ func (o *OutputPipe) Members() []peer.ID {
 }
 
 // WaitMembers waits until at least n members of a propagate pipe are
-// known, or ctx ends. Gossipsub learns members from its neighbours'
-// subscription announcements, so a message sent right after a peer binds
-// can miss it; waiting avoids that.
+// known and reachable, or ctx ends. Gossipsub learns members from its
+// neighbours' subscription announcements, so a message sent right after a
+// peer binds can miss it; waiting avoids that.
+//
+// A member counts once this node's pubsub has its own stream to it, not
+// only its announcement: a member announced before pubsub has set up its
+// way to it is listed, but messages published to it then are dropped, and
+// one sent only to members (this pipe's node does not subscribe) is never
+// gossiped again. Under load on two cores that window lasted long enough
+// to lose a message in a test.
 func (o *OutputPipe) WaitMembers(ctx context.Context, n int) error {
 	if o.topic == nil {
 		return fmt.Errorf("%w: only propagate pipes have members", ErrWrongType)
 	}
 	for {
-		if len(o.topic.ListPeers()) >= n {
+		reach := o.reachable()
+		if reach >= n {
 			return nil
 		}
 		if err := sleep(ctx, pollInterval); err != nil {
-			return fmt.Errorf("pipe %s: %d of %d members known: %w", o.adv.ID, len(o.topic.ListPeers()), n, err)
+			return fmt.Errorf("pipe %s: %d of %d members reachable (%d known): %w", o.adv.ID, reach, n, len(o.topic.ListPeers()), err)
 		}
 	}
+}
+
+// reachable counts the members this node's pubsub has opened a stream
+// to.
+func (o *OutputPipe) reachable() int {
+	k := 0
+	for _, p := range o.topic.ListPeers() {
+		if o.svc.pubsubStreamTo(p) {
+			k++
+		}
+	}
+	return k
+}
+
+// pubsubStreamTo reports whether this node has an outbound pubsub stream
+// to p: pubsub sets up its queue for a peer before it opens the stream,
+// so from then on what it publishes to p is not dropped.
+func (s *Service) pubsubStreamTo(p peer.ID) bool {
+	for _, c := range s.host.Network().ConnsToPeer(p) {
+		for _, st := range c.GetStreams() {
+			proto := string(st.Protocol())
+			if st.Stat().Direction == network.DirOutbound && (strings.HasPrefix(proto, "/meshsub/") || strings.HasPrefix(proto, "/floodsub/")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Close releases the pipe; Send then fails with ErrClosed.
