@@ -1,6 +1,7 @@
 package pathinfo
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -137,5 +138,95 @@ func TestRiseIsBounded(t *testing.T) {
 	}
 	if bw := m.Path().Bandwidth; bw > 0.649e6*maxRise*maxRise*1.001 || bw <= 0.649e6 {
 		t.Fatalf("bandwidth %g after 4 exchanges too short to time, want above 0.649e6 and at most %g", bw, 0.649e6*maxRise*maxRise)
+	}
+}
+
+// noisy is a deterministic scheduling noise: 0–40 µs, and every 7th
+// exchange a 2 ms pause.
+func noisy(i int) time.Duration {
+	if i%7 == 3 {
+		return 2 * time.Millisecond
+	}
+	return time.Duration((i*7919)%41) * time.Microsecond
+}
+
+// Excess is what a codec's short exchanges took beyond the model, against
+// sending as is: the codec's hidden costs, and the rate's error at the
+// sizes compared, so that the predicted difference becomes the one seen.
+func TestExcessComparesKindsAtTheirSizes(t *testing.T) {
+	const (
+		rtt    = 113 * time.Microsecond
+		over   = 110 * time.Microsecond
+		trueBW = 476e6
+		hidden = 100 * time.Microsecond // what an s2 exchange costs beyond its codec
+		raw    = 86_081
+		packed = 16_519
+	)
+	for _, believed := range []float64{trueBW, 202e6} {
+		m := testMonitor(adaptive.Path{RTT: rtt, Bandwidth: believed})
+		if _, ok := m.Excess("s2:1", packed, raw); ok {
+			t.Fatal("an excess before any exchange")
+		}
+		for i := range 40 {
+			if i%2 == 0 {
+				m.ObserveExchangeOf(adaptive.Identity, raw, exchange(raw, rtt, trueBW, over)+noisy(i))
+			} else {
+				m.ObserveExchangeOf("s2:1", packed, exchange(packed, rtt, trueBW, over)+hidden+noisy(i))
+			}
+		}
+		// Predicted: the bytes at the believed rate; seen: at the true one.
+		perByte := func(bw float64) float64 { return float64(time.Second) / bw }
+		want := hidden + time.Duration(float64(packed-raw)*(perByte(trueBW)-perByte(believed)))
+		got, ok := m.Excess("s2:1", packed, raw)
+		if !ok || got < want-25*time.Microsecond || got > want+25*time.Microsecond {
+			t.Errorf("believed %g: excess %v (%v), want %v ± 25µs", believed, got, ok, want)
+		}
+		for _, q := range []struct {
+			spec      string
+			size, raw int
+		}{
+			{"zstd:3", packed, raw},   // never sent
+			{"s2:1", 600, raw},        // no s2 exchange of that size
+			{"s2:1", packed, 300_000}, // nor sent as is at that size
+		} {
+			if d, ok := m.Excess(q.spec, q.size, q.raw); ok {
+				t.Errorf("Excess(%q, %d, %d) = %v with nothing seen", q.spec, q.size, q.raw, d)
+			}
+		}
+		if m.Path().Bandwidth != believed {
+			t.Errorf("short exchanges moved the rate to %g", m.Path().Bandwidth)
+		}
+	}
+}
+
+// A path change starts the record of short exchanges afresh: what they
+// left over the old path says nothing of the new.
+func TestPathChangeClearsTheSizeClasses(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 113 * time.Microsecond, Bandwidth: 476e6})
+	for i := range 40 {
+		kind, n := adaptive.Identity, 86_081
+		if i%2 == 1 {
+			kind, n = "s2:1", 16_519
+		}
+		m.ObserveExchangeOf(kind, n, exchange(n, 113*time.Microsecond, 476e6, 110*time.Microsecond))
+	}
+	if _, ok := m.Excess("s2:1", 16_519, 86_081); !ok {
+		t.Fatal("short exchanges not recorded")
+	}
+	m.SetPath(adaptive.Path{RTT: 40 * time.Millisecond, Bandwidth: 80_000})
+	if _, ok := m.Excess("s2:1", 16_519, 86_081); ok || len(m.classes) != 0 {
+		t.Fatalf("%d kinds of exchange kept across a path change", len(m.classes))
+	}
+}
+
+func TestKindsAreBounded(t *testing.T) {
+	m := testMonitor(lan())
+	for k := range 2 * maxKinds {
+		for range classReady {
+			m.ObserveExchangeOf(fmt.Sprint("codec:", k), 2_000, exchange(2_000, 200*time.Microsecond, lanBW, time.Millisecond))
+		}
+	}
+	if len(m.classes) != maxKinds {
+		t.Fatalf("%d kinds kept, want at most %d", len(m.classes), maxKinds)
 	}
 }
