@@ -88,6 +88,20 @@ func (systemClock) Now() time.Time { return time.Now() }
 // PathSource says what is known of the path to the receiver now.
 type PathSource interface{ Path() Path }
 
+// Calibration is what a PathSource may also know from the exchanges it
+// saw (package pathinfo's Monitor does): by how much exchanges whose
+// element went encoded with spec, in messages of about size bytes,
+// outlasted their predicted times, beyond what exchanges of messages of
+// about raw bytes sent as is outlasted theirs. ok is false when it has
+// not seen enough of both. The scheme adds it to the codec's predicted
+// time, so that the difference it predicts between the codec and sending
+// as is is the one seen: the model misses what a codec costs around its
+// own encode and decode (the decoder's work on the element, garbage),
+// and on loopback the rate is not one rate.
+type Calibration interface {
+	Excess(spec string, size, raw int) (d time.Duration, ok bool)
+}
+
 // PathFunc adapts a function to PathSource.
 type PathFunc func() Path
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -593,5 +595,49 @@ func TestWithSelector(t *testing.T) {
 		if a, b := back.At(i), encoding.Unmark(m.At(i)); a.Name != b.Name || a.MIME != b.MIME || !bytes.Equal(a.Data, b.Data) {
 			t.Fatalf("element %d came back as %s %q (%d B), want %s %q (%d B)", i, a.Name, a.MIME, len(a.Data), b.Name, b.MIME, len(b.Data))
 		}
+	}
+}
+
+// calibratedPath is a path whose source has seen what exchanges with each
+// codec took beyond the model.
+type calibratedPath struct {
+	path   adaptive.Path
+	excess map[string]time.Duration
+	asked  []string
+}
+
+func (c *calibratedPath) Path() adaptive.Path { return c.path }
+
+func (c *calibratedPath) Excess(spec string, size, raw int) (time.Duration, bool) {
+	c.asked = append(c.asked, fmt.Sprintf("%s %d %d", spec, size, raw))
+	d, ok := c.excess[spec]
+	return d, ok
+}
+
+func TestCalibrationCorrectsThePrediction(t *testing.T) {
+	w := newWorld()
+	// At 10 MB/s fast:1 wins (see TestDecisionFollowsThePath): 3.3 ms
+	// against 10 ms as is, strong:9 5.9 ms.
+	p := &calibratedPath{path: adaptive.Path{RTT: time.Millisecond, Bandwidth: 10e6}, excess: map[string]time.Duration{}}
+	if got := w.scheme(t, adaptive.WithPath(p)).Decide(doc(docSize)).Choice(); got != "fast:1" {
+		t.Fatalf("uncalibrated: %s, want fast:1", got)
+	}
+	if len(p.asked) != 2 || !strings.HasPrefix(p.asked[0], "fast:1 ") {
+		t.Fatalf("asked %q, want one question per codec", p.asked)
+	}
+	// Exchanges with fast:1 were seen to take 3 ms more than predicted,
+	// against sending as is: strong:9 wins.
+	p.excess["fast:1"] = 3 * time.Millisecond
+	d := w.scheme(t, adaptive.WithPath(p)).Decide(doc(docSize))
+	if got := d.Choice(); got != "strong:9" {
+		t.Fatalf("fast:1 seen 3 ms slower: %s, want strong:9; estimates %+v", got, d.Estimates)
+	}
+	if e := d.Estimates[1]; e.Excess != 3*time.Millisecond || e.Total != e.Encode+e.Transfer+e.Decode+e.Excess {
+		t.Fatalf("fast:1's estimate %+v: excess not in the total", e)
+	}
+	// Both seen slower than sending as is.
+	p.excess["fast:1"], p.excess["strong:9"] = 8*time.Millisecond, 5*time.Millisecond
+	if got := w.scheme(t, adaptive.WithPath(p)).Decide(doc(docSize)).Choice(); got != adaptive.Identity {
+		t.Fatalf("both seen slower: %s, want identity", got)
 	}
 }

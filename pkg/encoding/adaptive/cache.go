@@ -231,15 +231,9 @@ func stands(ests []Estimate, best, n0, n, rest int, path Path) bool {
 		if f != 1 {
 			e = scaleBy(e, f)
 		}
-		return e.Encode + path.TransferTime(rest+e.Size) + e.Decode
+		return e.Encode + path.TransferTime(rest+e.Size) + e.Decode + e.Excess
 	}
-	tb := total(ests[best])
-	for i, e := range ests {
-		if t := total(e); i != best && (t < tb || t == tb && i < best) {
-			return false
-		}
-	}
-	return true
+	return bestOf(len(ests), func(i int) time.Duration { return total(ests[i]) }) == best
 }
 
 // reprice sets the transfer times of estimates for path, with rest bytes
@@ -249,7 +243,7 @@ func reprice(ests []Estimate, rest int, path Path) {
 	for i := range ests {
 		e := &ests[i]
 		e.Transfer = path.TransferTime(rest + e.Size)
-		e.Total = e.Encode + e.Transfer + e.Decode
+		e.Total = e.Encode + e.Transfer + e.Decode + e.Excess
 		if i > 0 {
 			e.xferZero = xz
 		}

@@ -272,3 +272,32 @@ func TestFastPathSeesPathChange(t *testing.T) {
 		}
 	}
 }
+
+// A codec is sent only when it is predicted to save more than
+// identityMargin of sending as is.
+func TestIdentityMargin(t *testing.T) {
+	id := Estimate{Spec: Identity, Total: 1000 * time.Microsecond}
+	for _, c := range []struct {
+		name   string
+		totals []time.Duration // of the codecs after identity
+		want   int
+	}{
+		{"codec saves 1%", []time.Duration{990 * time.Microsecond}, 0},
+		{"codec saves exactly 2%", []time.Duration{980 * time.Microsecond}, 0},
+		{"codec saves 3%", []time.Duration{970 * time.Microsecond}, 1},
+		{"codec slower", []time.Duration{1100 * time.Microsecond}, 0},
+		{"best of two past the margin", []time.Duration{970 * time.Microsecond, 500 * time.Microsecond}, 2},
+		{"best of two within it", []time.Duration{1100 * time.Microsecond, 985 * time.Microsecond}, 0},
+		{"equal codecs: the first", []time.Duration{500 * time.Microsecond, 500 * time.Microsecond}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ests := []Estimate{id}
+			for _, tot := range c.totals {
+				ests = append(ests, Estimate{Spec: "x", Total: tot})
+			}
+			if got := best(ests); got != c.want {
+				t.Fatalf("best = %d, want %d", got, c.want)
+			}
+		})
+	}
+}

@@ -14,7 +14,11 @@ type Estimate struct {
 	Encode   time.Duration // encode time here
 	Transfer time.Duration // transfer time of the message with this choice
 	Decode   time.Duration // decode time at the receiver
-	Total    time.Duration
+	// Excess is what exchanges with this choice took beyond their
+	// predicted times, compared with sending as is, as the path source
+	// saw them (see Calibration); 0 when it has not.
+	Excess time.Duration
+	Total  time.Duration
 	// Known reports that size and encode time were measured near this
 	// size for this kind of content.
 	Known    bool
@@ -124,12 +128,32 @@ func (s *Scheme) receiverProfile() *Profile {
 	return s.recv.ReceiverProfile()
 }
 
+// best is the index of the estimate to send: the least Total, unless that
+// saves less than identityMargin of sending as is (index 0), which is then
+// chosen.
 func best(ests []Estimate) int {
-	b := 0
-	for i, e := range ests {
-		if e.Total < ests[b].Total {
-			b = i
+	return bestOf(len(ests), func(i int) time.Duration { return ests[i].Total })
+}
+
+// identityMargin is the share of sending as is's predicted time that a
+// codec must save to be sent instead. Sending as is costs what it is
+// predicted to cost; a codec's prediction carries its model's error (a
+// decode seen cold at the receiver, a rate known to 10%), and where the
+// gain is smaller than that error, it is a coin toss whose loss the
+// application sees against its uncompressed practice. Passing up a gain
+// of at most 2% costs at most that much against the best choice.
+const identityMargin = 0.02
+
+// bestOf is best over n totals, the first of equal ones.
+func bestOf(n int, total func(int) time.Duration) int {
+	b, tb := 0, total(0)
+	for i := 1; i < n; i++ {
+		if t := total(i); t < tb {
+			b, tb = i, t
 		}
+	}
+	if t0 := total(0); b != 0 && float64(t0-tb) <= identityMargin*float64(t0) {
+		return 0
 	}
 	return b
 }
@@ -153,13 +177,17 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	return s.decideAndEncode(idx, e, raw, rest, s.currentPath(), s.receiverProfile())
 }
 
-// traceAsIs traces a decision taken on the fast path. It is out of line
-// so that the copy of the Decision is not in encodeElement's frame.
+// traceAsIs traces a decision taken on the fast path, with the path it
+// was made for, from which the path has not drifted as of the last check
+// (reading the path source's again would cost the fast path what its
+// checks save). It
+// is out of line so that the copy of the Decision is not in
+// encodeElement's frame.
 //
 //go:noinline
 func (s *Scheme) traceAsIs(f *fastPath, idx, n int) {
 	d := f.d
-	d.Index, d.Size, d.Path, d.SentSize = idx, n, s.currentPath(), n
+	d.Index, d.Size, d.Path, d.SentSize = idx, n, f.path, n
 	s.trace(d)
 }
 
@@ -238,6 +266,21 @@ func (s *Scheme) traceDecision(d Decision) {
 // estimates predicts every candidate's cost for n bytes of kind k sent
 // with rest bytes of other content in the same message.
 func (s *Scheme) estimates(k Kind, n, rest int, mime string, path Path, prof *Profile) []Estimate {
+	out := s.predict(k, n, rest, mime, path, prof)
+	if s.calib != nil {
+		// Outside the models' lock: the source has its own.
+		for i := 1; i < len(out); i++ {
+			if x, ok := s.calib.Excess(out[i].Spec, rest+out[i].Size, rest+n); ok {
+				out[i].Excess = x
+				out[i].Total += x
+			}
+		}
+	}
+	return out
+}
+
+// predict is estimates by the models alone.
+func (s *Scheme) predict(k Kind, n, rest int, mime string, path Path, prof *Profile) []Estimate {
 	m := s.models
 	m.mu.Lock()
 	defer m.mu.Unlock()

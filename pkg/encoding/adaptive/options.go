@@ -47,6 +47,7 @@ type config struct {
 	recv  ProfileSource
 	trace func(Decision)
 
+	calib     Calibration // the path source's, if it is one
 	models    *Models
 	reg       *encoding.Registry
 	maxElem   int
@@ -129,13 +130,15 @@ func WithErrorHandler(f func(*encoding.ElementError)) Option {
 }
 
 // WithPath sets where the scheme learns about the path to the receiver.
-// Default: DefaultPath.
+// If p is also a Calibration, the scheme corrects its codecs' predicted
+// times by it. Default: DefaultPath.
 func WithPath(p PathSource) Option {
 	return func(c *config) error {
 		if p == nil {
 			return fmt.Errorf("%w: nil path source", encoding.ErrBadOption)
 		}
 		c.path = p
+		c.calib, _ = p.(Calibration)
 		return nil
 	}
 }
