@@ -53,8 +53,8 @@ whose decode profile it fetches. A "slow" receiver's decoding is throttled
 (--slow-factor times longer: a 450 MHz-class CPU against this machine's).
 A fixed choice whose encoded document would take longer than --max-message
 over the link is skipped in that cell. Where rounds are short, a document
-gets as many as fit in --budget (by the link's analytic times), up to 200
-× --trials: on the fastest links choices a microsecond apart need hundreds
+gets rounds until --budget has passed (after its warm-up), up to 4000 ×
+--trials: on the fastest links choices a microsecond apart need thousands
 of rounds to be told apart. Auto's paired ratio to each fixed choice comes
 with a 95% interval where a cell had six rounds or more.
 
@@ -73,7 +73,8 @@ Output: Markdown on stdout (the summary per cell with the targets, then
 every choice's AMTT per link), or --json one object per cell and choice;
 --out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + ` and the heat map
 ` + gridChartFile + ` (auto's excess over the best fixed choice per cell). Progress goes to
-stderr, auto's decisions to --trace FILE. --from FILE reports an earlier
+stderr, auto's decisions to --trace FILE (every one of a document's first 200
+timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -188,7 +189,7 @@ run's JSON lines again.`,
 	f.IntVar(&trials, "trials", lab.DefaultGridTrials, "measured rounds per document")
 	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")
 	f.DurationVar(&maxMessage, "max-message", lab.DefaultGridMaxMessage, "skip a fixed choice whose document takes longer over the link")
-	f.DurationVar(&budget, "budget", lab.DefaultGridDocBudget, "time a document may take in a fast cell, for more rounds than --trials (at most 200×); 0: --trials only")
+	f.DurationVar(&budget, "budget", lab.DefaultGridDocBudget, "time a document may take in a fast cell, for more rounds than --trials (at most 4000×); 0: --trials only")
 	f.BoolVar(&doSwitch, "switch", true, "also run the link-change experiment")
 	f.StringVar(&switchFrom, "switch-from", "lan", "link before the change")
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")

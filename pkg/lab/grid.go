@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,8 +101,8 @@ type GridConfig struct {
 	SlowFactor float64
 	Trials     int // counted rounds per document, at least MinAMTTTrials
 	Warmup     int // discarded rounds first; negative: none
-	// DocBudget lets fast cells repeat: a document gets as many rounds as
-	// fit in DocBudget by the link's analytic times, between Trials and
+	// DocBudget lets fast cells repeat: after its warm-up a document gets
+	// rounds until DocBudget has passed, between Trials and
 	// maxRoundsPerTrial·Trials. Negative: always Trials. Default
 	// DefaultGridDocBudget.
 	DocBudget time.Duration
@@ -371,19 +372,64 @@ func gridRegistry(choices []string, cpu string, slow float64) (*encoding.Registr
 }
 
 // slowCodec emulates a slower CPU on the decoding side: each decode is
-// followed by a pause of (factor−1) times its duration. Pausing rather
-// than spinning leaves the machine's cores to the sender, which shares
-// them in this process.
+// followed by a pause of (factor−1) times its duration, or times twice
+// the typical duration of decodes of its sizes if it took longer than
+// that. A decode the machine interrupted (a VM's pause, the collector)
+// took longer without doing more work, and a slower CPU would not have
+// multiplied the interruption: it did, by 20, in a grid run where one
+// 3.5 MB decode took 327 ms against 40–160 ms for the others. Pausing
+// rather than spinning leaves the machine's cores to the sender, which
+// shares them in this process.
 type slowCodec struct {
 	encoding.Codec
 	factor float64
+
+	mu      sync.Mutex
+	typical map[[2]int]*recentDurations // by size classes of input and output
+}
+
+// recentDurations holds the last few durations of a kind of decode.
+type recentDurations struct {
+	d    [9]time.Duration
+	n, i int
+}
+
+// add records d and returns the median of the last few, d included.
+func (r *recentDurations) add(d time.Duration) time.Duration {
+	r.d[r.i] = d
+	r.i = (r.i + 1) % len(r.d)
+	r.n = min(r.n+1, len(r.d))
+	s := slices.Clone(r.d[:r.n])
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func (c *slowCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := time.Now()
 	out, err := c.Codec.Decode(dst, src, p, b, max)
-	time.Sleep(time.Duration((c.factor - 1) * float64(time.Since(t0))))
+	d := time.Since(t0)
+	if err == nil {
+		d = c.worked(len(src), len(out), d)
+	}
+	time.Sleep(time.Duration((c.factor - 1) * float64(d)))
 	return out, err
+}
+
+// worked is the decode time to multiply: d, at most twice the median of
+// the last decodes of the same sizes.
+func (c *slowCodec) worked(in, out int, d time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.typical == nil {
+		c.typical = map[[2]int]*recentDurations{}
+	}
+	k := [2]int{bits.Len(uint(in)), bits.Len(uint(out))}
+	r := c.typical[k]
+	if r == nil {
+		r = &recentDurations{}
+		c.typical[k] = r
+	}
+	return min(d, 2*r.add(d))
 }
 
 // timedScheme times its scheme's encodes and keeps what they produce, to
@@ -455,8 +501,19 @@ type gridChoice struct {
 	name   string
 	scheme *timedScheme
 	out    *encoding.Output
-	size   map[string]int           // encoded element size by document (fixed choices)
-	cost   map[string]time.Duration // one encode of the document (the least of a few)
+	size   map[string]int // encoded element size by document (fixed choices)
+}
+
+// kind is how the last message went, for the path monitor's records by
+// kind (pathinfo.Monitor.Excess): the fixed choice's name. Auto's own
+// exchanges go unkinded: the encode time taken off them includes its
+// deciding, which would make the choice it sends look cheaper than the
+// same choice sent fixed, and so more likely to be sent again.
+func (c *gridChoice) kind() string {
+	if c.name == ChoiceAuto {
+		return ""
+	}
+	return c.name
 }
 
 // Protocol elements of the grid beyond the AMTT experiment's.
@@ -504,7 +561,7 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 				return nil, nil, err
 			}
 		}
-		out = append(out, &gridChoice{name: spec, scheme: &timedScheme{Scheme: s}, size: map[string]int{}, cost: map[string]time.Duration{}})
+		out = append(out, &gridChoice{name: spec, scheme: &timedScheme{Scheme: s}, size: map[string]int{}})
 	}
 	opts := []adaptive.Option{
 		adaptive.WithModels(cfg.Models), adaptive.WithPath(g.mon), adaptive.WithReceiver(g.mon),
@@ -520,7 +577,7 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 	if err != nil {
 		return nil, nil, err
 	}
-	out = append(out, &gridChoice{name: ChoiceAuto, scheme: &timedScheme{Scheme: auto}, size: map[string]int{}, cost: map[string]time.Duration{}})
+	out = append(out, &gridChoice{name: ChoiceAuto, scheme: &timedScheme{Scheme: auto}, size: map[string]int{}})
 	for _, c := range out {
 		if c.out, err = encoding.NewOutput(g.sp.Data, c.scheme); err != nil {
 			return nil, nil, err
@@ -539,8 +596,12 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 	var mu sync.Mutex
 	var lastDecision adaptive.Decision
 	var trace func(adaptive.Decision)
+	var wanted atomic.Bool // the round's decision goes to the trace
 	if cfg.Trace != nil {
 		trace = func(d adaptive.Decision) {
+			if !wanted.Load() {
+				return
+			}
 			mu.Lock()
 			lastDecision = d
 			mu.Unlock()
@@ -569,23 +630,11 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 		for _, c := range choices {
 			size := len(doc.Data)
 			if c.name != ChoiceAuto && c.name != ChoiceIdentity {
-				// The least of a few encodes, while they are short: the
-				// first one is cold (zstd:19 and xml:3 build their tables
-				// then) and would cut a fast cell's rounds.
-				var spent time.Duration
-				for k := 0; k < 3 && spent < costProbe; k++ {
-					t0 := time.Now()
-					e, err := c.scheme.Scheme.(*encoding.Codecs).EncodeElement(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data))
-					dt := time.Since(t0)
-					if err != nil {
-						return out, err
-					}
-					if k == 0 || dt < c.cost[doc.Name] {
-						c.cost[doc.Name] = dt
-					}
-					spent += dt
-					size = len(e.Data)
+				e, err := c.scheme.Scheme.(*encoding.Codecs).EncodeElement(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data))
+				if err != nil {
+					return out, err
 				}
+				size = len(e.Data)
 			}
 			c.size[doc.Name] = size
 			if t := link.Up.TransferTime(size); c.name != ChoiceAuto && t > cfg.MaxMessage {
@@ -608,14 +657,21 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 		times := make([][]time.Duration, len(run))
 		sent := make([]int, len(run))
 		picks := map[string]int{}
-		total := cfg.Warmup + gridRounds(cfg, link, run, doc.Name)
 		order := newRoundOrder(cfg.Seed, doc.Name, len(run))
-		for t := range total {
+		var timed time.Time
+		for t := 0; ; t++ {
+			if t == cfg.Warmup {
+				timed = time.Now()
+			}
+			if t >= cfg.Warmup+cfg.Trials && !moreRounds(cfg, t-cfg.Warmup, time.Since(timed)) {
+				break
+			}
 			seq := strconv.Itoa(t)
 			for _, i := range order.next() {
 				c := run[i]
 				m := message.New(encoding.Producer{}.NewElement(amttNS, elDoc, doc.MIME, doc.Data),
 					message.Text(amttNS, elOp, opEnc), message.Text(amttNS, elSeq, seq), message.Text(amttNS, elChoice, c.name))
+				wanted.Store(c.name == ChoiceAuto && t >= cfg.Warmup && traced(t-cfg.Warmup))
 				tctx, cancel := context.WithTimeout(ctx, max(time.Minute, 20*link.Up.TransferTime(c.size[doc.Name])))
 				start := time.Now()
 				err := c.out.Send(tctx, m)
@@ -630,7 +686,7 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 				}
 				dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
 				enc := time.Duration(c.scheme.last.Load())
-				g.mon.ObserveExchange(c.scheme.wireSize(), d-enc-time.Duration(dec))
+				g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-enc-time.Duration(dec))
 				if t < cfg.Warmup {
 					continue
 				}
@@ -639,7 +695,7 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 					spec, size := c.scheme.sentAs()
 					picks[spec]++
 					sent[i] += size
-					if cfg.Trace != nil {
+					if cfg.Trace != nil && traced(t-cfg.Warmup) {
 						mu.Lock()
 						dd := lastDecision
 						mu.Unlock()
@@ -704,34 +760,27 @@ func gridMean(d []time.Duration) time.Duration {
 	return sum / time.Duration(len(s))
 }
 
-// gridRounds is how many rounds a document gets: Trials, or more where
-// rounds are short (see DocBudget), estimated from the link's analytic
-// times, the encode times first seen (twice, for the decode), and a
-// procPerMessage of processing per message.
-func gridRounds(cfg GridConfig, link linkemu.Link, run []*gridChoice, doc string) int {
-	if cfg.DocBudget < 0 {
-		return cfg.Trials
-	}
-	var round time.Duration
-	for _, c := range run {
-		round += link.Up.TransferTime(c.size[doc]) + link.RTT() + procPerMessage + 2*c.cost[doc] // encode, and about as much to decode
-	}
-	if round <= 0 {
-		return cfg.Trials
-	}
-	return min(max(cfg.Trials, int(cfg.DocBudget/round)), maxRoundsPerTrial*cfg.Trials)
+// traced reports whether auto's decision in timed round t goes to the
+// trace: the first traceAll, then one in traceEvery, so that a fast
+// cell's thousands of rounds do not write tens of megabytes.
+func traced(t int) bool { return t < traceAll || t%traceEvery == 0 }
+
+const traceAll, traceEvery = 200, 20
+
+// moreRounds reports whether a document that had done timed rounds in
+// elapsed, at least Trials, gets another (see DocBudget). Rounds are
+// counted by the clock, not by the links' analytic times: those are far
+// from what a loopback exchange through the whole stack takes.
+func moreRounds(cfg GridConfig, done int, elapsed time.Duration) bool {
+	return cfg.DocBudget >= 0 && elapsed < cfg.DocBudget && done < maxRoundsPerTrial*cfg.Trials
 }
 
-// A fast cell's rounds: a loopback exchange through the pipes takes
-// 50–300 µs besides its codec's time, and choices that differ by a
-// microsecond or two (auto sending as is, against identity) need a
-// thousand rounds to be told apart from the machine's noise.
+// A fast cell's rounds: choices that differ by a microsecond or two (auto
+// sending as is, against identity) need thousands of rounds to be told
+// apart from the machine's noise: two identical choices came out up to 8%
+// apart in 1000 rounds on loopback.
 const (
-	procPerMessage    = 250 * time.Microsecond
-	maxRoundsPerTrial = 200
-	// costProbe bounds the time spent encoding a document again to learn
-	// a fixed choice's cost.
-	costProbe = 50 * time.Millisecond
+	maxRoundsPerTrial = 4000
 )
 
 func progressLine(rs []GridResult) string {
@@ -781,7 +830,11 @@ func writeDecision(w io.Writer, profile, cpu, doc string, round int, took, dec t
 		if !e.Known {
 			k = "?"
 		}
-		fmt.Fprintf(w, " %s%s=%s(%s+%s+%s)", e.Spec, k, fmtDur(e.Total), fmtDur(e.Encode), fmtDur(e.Transfer), fmtDur(e.Decode))
+		fmt.Fprintf(w, " %s%s=%s(%s+%s+%s", e.Spec, k, fmtDur(e.Total), fmtDur(e.Encode), fmtDur(e.Transfer), fmtDur(e.Decode))
+		if e.Excess != 0 {
+			fmt.Fprintf(w, " excess %s", fmtDur(e.Excess))
+		}
+		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
 }

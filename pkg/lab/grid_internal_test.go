@@ -125,3 +125,44 @@ func TestPairedInterval(t *testing.T) {
 		t.Fatal("an interval from five rounds")
 	}
 }
+
+// A slow receiver multiplies a decode's work, not the machine's
+// interruptions of it.
+func TestSlowCodecMultipliesWorkNotPauses(t *testing.T) {
+	c := &slowCodec{factor: 20}
+	for range 5 {
+		if got := c.worked(40_000, 170_000, 100*time.Microsecond); got != 100*time.Microsecond {
+			t.Fatalf("a typical decode counted %v, want 100µs", got)
+		}
+	}
+	if got := c.worked(40_000, 170_000, 5*time.Millisecond); got != 200*time.Microsecond {
+		t.Fatalf("a decode interrupted for 5 ms counted %v, want twice the typical 100µs", got)
+	}
+	if got := c.worked(40_000, 170_000, 150*time.Microsecond); got != 150*time.Microsecond {
+		t.Fatalf("a somewhat slow decode counted %v, want all of its 150µs", got)
+	}
+	// Other sizes have their own typical time.
+	if got := c.worked(3_000_000, 3_500_000, 5*time.Millisecond); got != 5*time.Millisecond {
+		t.Fatalf("a first decode of a larger document counted %v, want its 5ms", got)
+	}
+}
+
+func TestMoreRounds(t *testing.T) {
+	cfg := GridConfig{Trials: 5, DocBudget: time.Second}
+	for _, c := range []struct {
+		budget  time.Duration
+		done    int
+		elapsed time.Duration
+		want    bool
+	}{
+		{time.Second, 5, 100 * time.Millisecond, true},
+		{time.Second, 5, time.Second, false},
+		{time.Second, maxRoundsPerTrial * 5, time.Millisecond, false},
+		{-1, 5, 0, false},
+	} {
+		cfg.DocBudget = c.budget
+		if got := moreRounds(cfg, c.done, c.elapsed); got != c.want {
+			t.Errorf("budget %v, %d rounds done in %v: more %v, want %v", c.budget, c.done, c.elapsed, got, c.want)
+		}
+	}
+}

@@ -228,7 +228,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 			return 0, fmt.Errorf("%s: %w", c.name, err)
 		}
 		dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
-		g.mon.ObserveExchange(c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-time.Duration(dec))
+		g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-time.Duration(dec))
 		return d, nil
 	}
 	res := &SwitchResult{From: from.Name, To: to.Name, Doc: doc.Name}
