@@ -8,9 +8,11 @@ import (
 
 // A monitor keeps, per kind of exchange (how its content was encoded) and
 // per size class (powers of two from 64 B), the last classSamples short
-// exchanges: what each took beyond the RTT and its bytes at the path's
-// rate. Their medians, one kind against sending as is, are what
-// Monitor.Excess reports.
+// exchanges: their sizes and times. What each took beyond its bytes at
+// the path's rate of now, as a median per class, one kind against sending
+// as is, is what Monitor.Excess reports. The times are kept whole and the
+// bytes taken off when asked, so that a rate refined since stays
+// consistent; the RTT cancels out between kinds.
 //
 // They are not used to correct the rate itself. Tried: on loopback the
 // cost per byte is not one figure (an exchange of 43 kB cost 4.4 ns a
@@ -26,23 +28,27 @@ const (
 	classReady = 8
 )
 
-// sizeClass holds the last exchanges of one size class: what each left
-// over the RTT and its transfer at the path's rate.
+// sizeClass holds the last exchanges of one size class.
 type sizeClass struct {
-	left [classSamples]time.Duration
+	n    [classSamples]int
+	d    [classSamples]time.Duration
 	len  int // samples held, up to classSamples
 	next int // where the next goes
 }
 
-func (c *sizeClass) add(left time.Duration) {
-	c.left[c.next] = left
+func (c *sizeClass) add(n int, d time.Duration) {
+	c.n[c.next], c.d[c.next] = n, d
 	c.next = (c.next + 1) % classSamples
 	c.len = min(c.len+1, classSamples)
 }
 
-// median is the class's median leftover.
-func (c *sizeClass) median() time.Duration {
-	s := slices.Clone(c.left[:c.len])
+// left is the class's median time beyond its bytes at perByte seconds a
+// byte.
+func (c *sizeClass) left(perByte float64) time.Duration {
+	s := make([]time.Duration, c.len)
+	for i := range c.len {
+		s[i] = c.d[i] - time.Duration(float64(c.n[i])*perByte*float64(time.Second))
+	}
 	slices.Sort(s)
 	return s[len(s)/2]
 }
@@ -56,16 +62,15 @@ type sizeClasses struct {
 	c [numClasses]sizeClass
 }
 
-// add records a short exchange of n bytes that left left over the RTT and
-// its transfer at the path's rate.
-func (s *sizeClasses) add(n int, left time.Duration) { s.c[classOf(n)].add(left) }
+// add records a short exchange of n bytes that took d.
+func (s *sizeClasses) add(n int, d time.Duration) { s.c[classOf(n)].add(n, d) }
 
-// leftAt is the median leftover of the exchanges in n's class, if it has
-// enough of them.
-func (s *sizeClasses) leftAt(n int) (time.Duration, bool) {
+// leftAt is the median time beyond their bytes at bw of the exchanges in
+// n's class, if it has enough of them.
+func (s *sizeClasses) leftAt(n int, bw float64) (time.Duration, bool) {
 	c := &s.c[classOf(n)]
-	if c.len < classReady {
+	if c.len < classReady || bw <= 0 {
 		return 0, false
 	}
-	return c.median(), true
+	return c.left(1 / bw), true
 }

@@ -58,7 +58,7 @@ type Monitor struct {
 	overhead  time.Duration           // fixed cost of an exchange beyond the RTT
 	overheadN int                     // exchanges it was learned from
 	streak    int                     // consecutive surprises, signed by direction
-	classes   map[string]*sizeClasses // short exchanges by kind and size, to correct the rate
+	classes   map[string]*sizeClasses // short exchanges by kind and size, for Excess
 	watching  bool
 	stats     Stats
 	// view is path and profile as Path and ReceiverProfile give them, for
@@ -486,11 +486,11 @@ func (m *Monitor) Excess(spec string, size, raw int) (time.Duration, bool) {
 	if k == nil || id == nil {
 		return 0, false
 	}
-	lk, ok := k.leftAt(size)
+	lk, ok := k.leftAt(size, m.path.Bandwidth)
 	if !ok {
 		return 0, false
 	}
-	li, ok := id.leftAt(raw)
+	li, ok := id.leftAt(raw, m.path.Bandwidth)
 	if !ok {
 		return 0, false
 	}
@@ -555,7 +555,7 @@ func (m *Monitor) observe(kind string, n int, d time.Duration) bool {
 			sc = new(sizeClasses)
 			m.classes[kind] = sc
 		}
-		sc.add(n, d-m.path.RTT-pred)
+		sc.add(n, d)
 		return false
 	}
 	// An exchange can say the rate is at most maxRise times higher: one
