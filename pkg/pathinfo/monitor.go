@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -472,7 +473,9 @@ const maxKinds = 8
 // and their bytes at its rate), beyond what exchanges of messages of about
 // raw bytes sent as is (kind adaptive.Identity) outlasted it: from the
 // medians of the recent short exchanges of each, reported with
-// ObserveExchangeOf. ok is false until there are enough of both.
+// ObserveExchangeOf. ok is false until there are enough of both, and
+// while the difference is within the noise of the two medians (excessZ
+// standard errors).
 //
 // It is what the model misses and the codec adds: the receiver's work
 // around the codec, garbage, a rate that is not one rate (on loopback,
@@ -486,15 +489,19 @@ func (m *Monitor) Excess(spec string, size, raw int) (time.Duration, bool) {
 	if k == nil || id == nil {
 		return 0, false
 	}
-	lk, ok := k.leftAt(size, m.path.Bandwidth)
+	lk, sk, ok := k.leftAt(size, m.path.Bandwidth)
 	if !ok {
 		return 0, false
 	}
-	li, ok := id.leftAt(raw, m.path.Bandwidth)
+	li, si, ok := id.leftAt(raw, m.path.Bandwidth)
 	if !ok {
 		return 0, false
 	}
-	return lk - li, true
+	x := lk - li
+	if math.Abs(float64(x)) <= excessZ*math.Hypot(sk, si) {
+		return 0, false
+	}
+	return x, true
 }
 
 // informative is the least transfer time, by the current estimate, an

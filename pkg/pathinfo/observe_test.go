@@ -208,7 +208,10 @@ func TestPathChangeClearsTheSizeClasses(t *testing.T) {
 		if i%2 == 1 {
 			kind, n = "s2:1", 16_519
 		}
-		m.ObserveExchangeOf(kind, n, exchange(n, 113*time.Microsecond, 476e6, 110*time.Microsecond))
+		m.ObserveExchangeOf(kind, n, exchange(n, 113*time.Microsecond, 476e6, 110*time.Microsecond)+noisy(i))
+		if kind != adaptive.Identity {
+			m.ObserveExchangeOf(kind, n, exchange(n, 113*time.Microsecond, 476e6, 110*time.Microsecond)+100*time.Microsecond+noisy(i))
+		}
 	}
 	if _, ok := m.Excess("s2:1", 16_519, 86_081); !ok {
 		t.Fatal("short exchanges not recorded")
@@ -228,5 +231,31 @@ func TestKindsAreBounded(t *testing.T) {
 	}
 	if len(m.classes) != maxKinds {
 		t.Fatalf("%d kinds kept, want at most %d", len(m.classes), maxKinds)
+	}
+}
+
+// A difference within the noise of the two medians is not reported: on a
+// jittery link a few microseconds of a small element's codec drown.
+func TestExcessWithinTheNoiseIsNotReported(t *testing.T) {
+	const rtt, over = 300 * time.Microsecond, 100 * time.Microsecond
+	jitter := func(i int) time.Duration { return time.Duration((i*7919)%121) * time.Microsecond } // 0–120 µs
+	for _, c := range []struct {
+		hidden time.Duration
+		want   bool
+	}{
+		{12 * time.Microsecond, false},
+		{200 * time.Microsecond, true},
+	} {
+		m := testMonitor(adaptive.Path{RTT: rtt, Bandwidth: 125e6})
+		for i := range 64 {
+			if i%2 == 0 {
+				m.ObserveExchangeOf(adaptive.Identity, 350, exchange(350, rtt, 125e6, over)+jitter(i))
+			} else {
+				m.ObserveExchangeOf("s2:1", 340, exchange(340, rtt, 125e6, over)+c.hidden+jitter(i))
+			}
+		}
+		if x, ok := m.Excess("s2:1", 340, 350); ok != c.want {
+			t.Errorf("hidden %v under 0–120 µs of jitter: excess %v reported %v, want reported %v", c.hidden, x, ok, c.want)
+		}
 	}
 }

@@ -178,10 +178,9 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 }
 
 // traceAsIs traces a decision taken on the fast path, with the path it
-// was made for, from which the path has not drifted as of the last check
-// (reading the path source's again would cost the fast path what its
-// checks save). It
-// is out of line so that the copy of the Decision is not in
+// was made for, from which the path had not drifted at the last check
+// (reading the path source again would cost the fast path what its checks
+// save). It is out of line so that the copy of the Decision is not in
 // encodeElement's frame.
 //
 //go:noinline
