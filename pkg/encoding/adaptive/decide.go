@@ -146,13 +146,14 @@ const identityMargin = 0.02
 
 // bestOf is best over n totals, the first of equal ones.
 func bestOf(n int, total func(int) time.Duration) int {
-	b, tb := 0, total(0)
+	t0 := total(0)
+	b, tb := 0, t0
 	for i := 1; i < n; i++ {
 		if t := total(i); t < tb {
 			b, tb = i, t
 		}
 	}
-	if t0 := total(0); b != 0 && float64(t0-tb) <= identityMargin*float64(t0) {
+	if b != 0 && float64(t0-tb) <= identityMargin*float64(t0) {
 		return 0
 	}
 	return b
