@@ -131,11 +131,9 @@ type candidate struct {
 // It is safe for concurrent use.
 type Scheme struct {
 	// fast is the last decision reused to send an element as it is
-	// (asIs); pending is exploration budget it added since plan last ran.
-	// With config's first fields they are what a fast path reads of the
-	// scheme, on one or two cache lines.
-	fast    atomic.Pointer[fastPath]
-	pending atomic.Int64
+	// (asIs). With config's first fields it is what a fast path reads of
+	// the scheme, on one cache line.
+	fast atomic.Pointer[fastPath]
 	config
 	cands []candidate // cands[0] is identity
 	specs []string    // the codecs' specs, for relative estimates

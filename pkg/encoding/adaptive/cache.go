@@ -66,8 +66,10 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	uses  atomic.Int64 // also counted by the fast path, without the lock
-	limit int64        // uses before the content is sampled again
+	// uses counts the elements that reused d, those the fast path has
+	// reserved included (fastPath.left).
+	uses  int64
+	limit int64 // uses before the content is sampled again
 	d     Decision
 	prof  *Profile
 	// reestimate: the choice turned out other than estimated, or was
@@ -84,10 +86,13 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ce := s.cache[key]
-	if ce == nil || ce.uses.Load() >= ce.limit {
+	if f := s.fast.Load(); f != nil && f.entry == ce {
+		s.dropFast() // its uses not taken are the entry's again
+	}
+	if ce == nil || ce.uses >= ce.limit {
 		return cacheMiss
 	}
-	ce.uses.Add(1)
+	ce.uses++
 	switch {
 	case ce.prof != prof || ce.reestimate:
 		*d = Decision{Kind: ce.d.Kind}
@@ -102,9 +107,13 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 	// Reused decisions still fill the exploration budget.
 	share := time.Duration(float64(d.Estimates[d.Best].Total) * s.explore.Share)
 	s.tokens += share
-	if d.Best == 0 && !drifted(ce.d.Path, path) && len(mime) <= len(fastPath{}.mime) {
-		f := &fastPath{mimeLen: uint8(len(mime)), bucket: uint8(key.bucket), restBucket: uint8(key.restBucket), prof: prof, path: ce.d.Path, entry: ce, share: share, d: *d}
+	if q := ce.limit - ce.uses; d.Best == 0 && q > 0 && !drifted(ce.d.Path, path) && len(mime) <= len(fastPath{}.mime) {
+		s.dropFast()
+		f := &fastPath{mimeLen: uint8(len(mime)), bucket: uint8(key.bucket), restBucket: uint8(key.restBucket),
+			fastRest: &fastRest{entry: ce, quota: q, share: share, prof: prof, path: ce.d.Path, d: *d}}
 		copy(f.mime[:], mime)
+		f.left.Store(q)
+		ce.uses += q
 		f.checked.Store(sinceEpoch())
 		s.fast.Store(f)
 	}
@@ -116,25 +125,47 @@ func (s *Scheme) reuse(d *Decision, mime string, n, rest int, path Path, prof *P
 // fast path, where sending as is wins, the scheme's memory is cold after
 // each trip through the network stack and the codecs, and each cache line
 // it touches costs a fair share of what deciding may cost (a tenth of a
-// microsecond each, for a 40 µs loopback exchange). It is replaced
-// whenever an entry changes under the lock.
+// microsecond each, for a 40 µs loopback exchange; in the grid, with six
+// codecs' tables run between two of auto's messages, the fast path cost
+// 1.5 µs more than identity's copy of the message when it also read its
+// entry's count and a shared budget). It is replaced whenever an entry
+// changes under the lock.
 //
-// What asIs reads for every element comes first, on one cache line: the
-// MIME type, buckets, entry, share and when the path was last checked.
-// The MIME type is kept in place (a string's bytes would be one more line
-// elsewhere), so only types of up to 32 bytes take the fast path.
+// What asIs reads and writes for every element is this struct, 64 bytes:
+// the allocator places it on one cache line. The MIME type is kept in
+// place (a string's bytes would be one more line elsewhere), so only types
+// of up to 32 bytes take the fast path. The uses it may take are reserved
+// from its entry when it is set (left), so that it counts them on its own
+// line; those it did not take go back to the entry, and the exploration
+// budget of those it took is added, when it is dropped (dropFast) or when
+// plan runs (creditFast).
 type fastPath struct {
 	mime       [32]byte // the element's MIME type as given
 	mimeLen    uint8
 	bucket     uint8 // the key's
 	restBucket uint8
-	entry      *cacheEntry
-	share      time.Duration // added to the exploration budget per use
-	checked    atomic.Int64  // when the path was last checked (sinceEpoch)
-	prof       *Profile
-	path       Path     // the decision's
-	d          Decision // as reuse gives it, for a trace
+	// left counts down the uses reserved; below zero, none is left, or
+	// the fast path was dropped (withdrawn).
+	left    atomic.Int64
+	checked atomic.Int64 // when the path was last checked (sinceEpoch)
+	*fastRest
 }
+
+// fastRest is what the fast path reads only on a check, a trace or under
+// the lock.
+type fastRest struct {
+	entry    *cacheEntry
+	quota    int64         // uses reserved from entry
+	credited int64         // uses whose share was added to the budget (under mu)
+	share    time.Duration // added to the exploration budget per use
+	prof     *Profile
+	path     Path     // the decision's
+	d        Decision // as reuse gives it, for a trace
+}
+
+// withdrawn is a dropped fast path's left: below zero whatever asIs
+// subtracts after.
+const withdrawn = math.MinInt64 / 2
 
 // asIs returns the last decision reused to send an element as it is
 // (fastPath) if it stands for an element of n bytes of type mime with rest
@@ -157,19 +188,38 @@ func (s *Scheme) asIs(mime string, n, rest int) *fastPath {
 		bucketOf(n) != int(f.bucket) || bucketOf(rest) != int(f.restBucket) {
 		return nil
 	}
-	u := f.entry.uses.Add(1)
-	if u > f.entry.limit {
+	u := f.left.Add(-1)
+	if u < 0 {
 		return nil // used up: reuse sees it so too, and decides afresh
 	}
 	if now := sinceEpoch(); u%checkEvery == 0 || now-f.checked.Load() > int64(checkAfter) {
 		if !s.stillAsIs(f) {
-			f.entry.uses.Add(-1) // reuse counts it
+			f.left.Add(1) // reuse counts it
 			return nil
 		}
 		f.checked.Store(now)
 	}
-	s.pending.Add(int64(f.share))
 	return f
+}
+
+// dropFast drops the fast path, if any: the uses it did not take go back
+// to its entry, and the exploration budget of those it took is added.
+// Call with mu held.
+func (s *Scheme) dropFast() {
+	f := s.fast.Swap(nil)
+	if f == nil {
+		return
+	}
+	unused := max(f.left.Swap(withdrawn), 0)
+	f.entry.uses -= unused
+	s.creditFast(f, f.quota-unused)
+}
+
+// creditFast adds to the exploration budget the share of f's uses not yet
+// added, of used so far. Call with mu held.
+func (s *Scheme) creditFast(f *fastPath, used int64) {
+	s.tokens += time.Duration(used-f.credited) * f.share
+	f.credited = used
 }
 
 // The fast path checks the path and the receiver's profile every
@@ -264,7 +314,7 @@ func (s *Scheme) remember(d Decision, mime string, n, rest int, prof *Profile, h
 	// A choice estimated from priors is estimated again next time, from
 	// what its encode teaches the models.
 	again := !d.Estimates[d.Best].Known
-	s.fast.Store(nil) // the entry it holds may change
+	s.dropFast() // the entry it holds may change
 	if ce := s.cache[key]; hit != cacheMiss && ce != nil {
 		ce.d, ce.prof, ce.reestimate = d, prof, again
 		return
@@ -287,10 +337,10 @@ func (s *Scheme) surprised(mime string, n, rest int, resample bool) {
 	key := cacheKey{mediaType(mime), bucketOf(n), bucketOf(rest)}
 	s.mu.Lock()
 	if ce := s.cache[key]; ce != nil {
-		s.fast.Store(nil)
+		s.dropFast()
 		ce.reestimate = true
 		if resample {
-			ce.uses.Store(ce.limit)
+			ce.uses = ce.limit
 		}
 	}
 	s.mu.Unlock()

@@ -16,7 +16,9 @@ func (s *Scheme) plan(d *Decision, k Kind, n int) (shadows []int) {
 	pbest := d.Estimates[d.Best].Total
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokens += time.Duration(s.pending.Swap(0))
+	if f := s.fast.Load(); f != nil {
+		s.creditFast(f, f.quota-max(f.left.Load(), 0))
+	}
 	if ex.Share > 0 {
 		limit := time.Duration(float64(pbest) * (1 + ex.FirstSight))
 		s.tokens = min(s.tokens+time.Duration(float64(pbest)*ex.Share), max(limit, s.tokens))
