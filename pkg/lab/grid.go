@@ -372,14 +372,25 @@ func gridRegistry(choices []string, cpu string, slow float64) (*encoding.Registr
 }
 
 // slowCodec emulates a slower CPU on the decoding side: each decode is
-// followed by a pause of (factor−1) times its duration, or times twice
-// the typical duration of decodes of its sizes if it took longer than
-// that. A decode the machine interrupted (a VM's pause, the collector)
-// took longer without doing more work, and a slower CPU would not have
-// multiplied the interruption: it did, by 20, in a grid run where one
-// 3.5 MB decode took 327 ms against 40–160 ms for the others. Pausing
-// rather than spinning leaves the machine's cores to the sender, which
-// shares them in this process.
+// followed by a pause of (factor−1) times the typical duration of decodes
+// of its sizes (the median of the last few, its own included), so that
+// the decode takes about factor times the work it did. Only the work is
+// multiplied, not what the machine added to it: a decode the machine
+// interrupted (a VM's pause, the collector) took longer without doing
+// more work, and a slower CPU would not have multiplied the interruption.
+// Multiplied by 20 it did decide cells: in one grid run a 3.5 MB decode
+// took 327 ms against 40–160 ms for the others; in the next, with the
+// multiplied time capped at twice the median, the cable/slow 3.5 MB
+// cell's decodes still ranged from 171 to 309 ms, 6.7% between two
+// choices that sent the same bytes. The median alone makes the pause the
+// same for the same work.
+//
+// Pauses shorter than spinBelow spin, as the slower CPU would be busy:
+// a sleeping receiver lets its core idle, and on this VM the exchange
+// after an idle core took 75–100 µs on loopback against 40–60 µs, noise
+// larger than what the grid compares there. Longer pauses sleep, leaving
+// the machine's cores to the sender (which shares them in this process)
+// and to a grid run beside this one.
 type slowCodec struct {
 	encoding.Codec
 	factor float64
@@ -387,6 +398,9 @@ type slowCodec struct {
 	mu      sync.Mutex
 	typical map[[2]int]*recentDurations // by size classes of input and output
 }
+
+// spinBelow is the longest pause slowCodec spins rather than sleeps.
+const spinBelow = time.Millisecond
 
 // recentDurations holds the last few durations of a kind of decode.
 type recentDurations struct {
@@ -411,12 +425,23 @@ func (c *slowCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bindin
 	if err == nil {
 		d = c.worked(len(src), len(out), d)
 	}
-	time.Sleep(time.Duration((c.factor - 1) * float64(d)))
+	pause(time.Duration((c.factor - 1) * float64(d)))
 	return out, err
 }
 
-// worked is the decode time to multiply: d, at most twice the median of
-// the last decodes of the same sizes.
+// pause waits d: spinning below spinBelow, sleeping from there.
+func pause(d time.Duration) {
+	if d >= spinBelow {
+		time.Sleep(d)
+		return
+	}
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
+// worked is the decode time to multiply for a decode of in bytes to out
+// that took d: the median of the last decodes of the same sizes, d's
+// included.
 func (c *slowCodec) worked(in, out int, d time.Duration) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -429,7 +454,7 @@ func (c *slowCodec) worked(in, out int, d time.Duration) time.Duration {
 		r = &recentDurations{}
 		c.typical[k] = r
 	}
-	return min(d, 2*r.add(d))
+	return r.add(d)
 }
 
 // timedScheme times its scheme's encodes and keeps what they produce, to

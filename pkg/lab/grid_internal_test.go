@@ -135,15 +135,33 @@ func TestSlowCodecMultipliesWorkNotPauses(t *testing.T) {
 			t.Fatalf("a typical decode counted %v, want 100µs", got)
 		}
 	}
-	if got := c.worked(40_000, 170_000, 5*time.Millisecond); got != 200*time.Microsecond {
-		t.Fatalf("a decode interrupted for 5 ms counted %v, want twice the typical 100µs", got)
+	if got := c.worked(40_000, 170_000, 5*time.Millisecond); got != 100*time.Microsecond {
+		t.Fatalf("a decode interrupted for 5 ms counted %v, want the typical 100µs", got)
 	}
-	if got := c.worked(40_000, 170_000, 150*time.Microsecond); got != 150*time.Microsecond {
-		t.Fatalf("a somewhat slow decode counted %v, want all of its 150µs", got)
+	if got := c.worked(40_000, 170_000, 90*time.Microsecond); got != 100*time.Microsecond {
+		t.Fatalf("a somewhat fast decode counted %v, want the typical 100µs", got)
 	}
 	// Other sizes have their own typical time.
 	if got := c.worked(3_000_000, 3_500_000, 5*time.Millisecond); got != 5*time.Millisecond {
 		t.Fatalf("a first decode of a larger document counted %v, want its 5ms", got)
+	}
+	// The typical time follows a lasting change (a faster decoder, a
+	// warmer cache) within half the window.
+	for range 5 {
+		c.worked(40_000, 170_000, 50*time.Microsecond)
+	}
+	if got := c.worked(40_000, 170_000, 50*time.Microsecond); got != 50*time.Microsecond {
+		t.Fatalf("after six decodes of 50µs counted %v, want 50µs", got)
+	}
+}
+
+func TestPause(t *testing.T) {
+	for _, d := range []time.Duration{0, 50 * time.Microsecond, 2 * time.Millisecond} {
+		t0 := time.Now()
+		pause(d)
+		if took := time.Since(t0); took < d {
+			t.Errorf("pause(%v) returned after %v", d, took)
+		}
 	}
 }
 
