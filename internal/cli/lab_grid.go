@@ -45,7 +45,9 @@ the warm-up, the highest and the lowest, average) of the adaptive scheme
 link profile × document × receiver CPU, between two p2pmsg nodes in this
 process. All choices of a cell are measured side by side, round by round in
 an order shuffled each round, on one connection: compare figures within a
-cell, and repeat runs on a busy machine.
+cell, and repeat runs on a busy machine. A choice whose last exchange took
+under 10 ms sends the document once more, untimed, before each timed one, so
+that it is timed as in a stream of its own messages.
 
 The sender is one node for the whole run: its models carry over from cell to
 cell; each link's receiver is a new peer, whose path it probes (pathinfo) and

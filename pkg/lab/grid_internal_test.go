@@ -155,6 +155,23 @@ func TestSlowCodecMultipliesWorkNotPauses(t *testing.T) {
 	}
 }
 
+func TestSettles(t *testing.T) {
+	for _, c := range []struct {
+		last time.Duration
+		want bool
+	}{
+		{0, false}, // the first exchange: nothing to settle from
+		{40 * time.Microsecond, true},
+		{settleBelow - 1, true},
+		{settleBelow, false},
+		{300 * time.Millisecond, false},
+	} {
+		if got := settles(c.last); got != c.want {
+			t.Errorf("last exchange %v: settles %v, want %v", c.last, got, c.want)
+		}
+	}
+}
+
 func TestPause(t *testing.T) {
 	for _, d := range []time.Duration{0, 50 * time.Microsecond, 2 * time.Millisecond} {
 		t0 := time.Now()

@@ -32,7 +32,7 @@ func TestRunGridLoopback(t *testing.T) {
 		t.Fatalf("%d results, want 16 (2 CPUs × 2 documents × 3 choices and auto)", len(res))
 	}
 	for _, r := range res {
-		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" {
+		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" || r.Settled < 0 || r.Settled > r.Trials {
 			t.Fatalf("result %+v", r)
 		}
 		if r.Choice == lab.ChoiceAuto {
