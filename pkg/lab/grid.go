@@ -229,6 +229,10 @@ type GridResult struct {
 	// Settled counts the trials preceded by an untimed exchange of the
 	// same choice (settleBelow).
 	Settled int `json:"settled,omitempty"`
+	// Retired reports that the choice was measured in fewer rounds than
+	// the cell had: it was more than retireFactor times slower than the
+	// best fixed choice (retire).
+	Retired bool `json:"retired,omitempty"`
 	// Picks counts what auto sent in the counted trials, by spec.
 	Picks map[string]int `json:"picks,omitempty"`
 	// Paired gives auto, for each fixed choice measured beside it, the
@@ -722,8 +726,12 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 			g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-dec)
 			return d, dec, nil
 		}
+		retired := make([]bool, len(run))
 		var timed time.Time
 		for t := 0; ; t++ {
+			if done := t - cfg.Warmup; done >= cfg.Trials && done%cfg.Trials == 0 && bits.OnesCount(uint(done/cfg.Trials)) == 1 {
+				retire(run, times, retired)
+			}
 			if t == cfg.Warmup {
 				timed = time.Now()
 			}
@@ -732,6 +740,9 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 			}
 			seq := strconv.Itoa(t)
 			for _, i := range order.next() {
+				if retired[i] {
+					continue
+				}
 				c := run[i]
 				settle := settles(last[i])
 				if settle {
@@ -773,6 +784,7 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 				r.AMTT = gridMean(times[i])
 				r.SentBytes = sent[i] / max(len(times[i]), 1)
 				r.Settled = settled[i]
+				r.Retired = retired[i]
 				if c.name == ChoiceAuto {
 					r.Picks = picks
 					r.Paired, r.PairedCI = map[string]float64{}, map[string][2]float64{}
@@ -824,6 +836,41 @@ func gridMean(d []time.Duration) time.Duration {
 // traced reports whether auto's decision in timed round t goes to the
 // trace: the first traceAll, then one in traceEvery, so that a fast
 // cell's thousands of rounds do not write tens of megabytes.
+// retire marks in retired the fixed choices, other than identity, whose
+// AMTT so far is more than retireFactor times the best fixed choice's:
+// measured in the rounds after, they could not become the best, and
+// their rounds are time a cell with a slow receiver can give the choices
+// that might. There, a round of every choice took 80 ms for a 172 kB
+// document on GbE, of which identity and auto took 2 ms each; 93 rounds
+// in 8 s put auto anywhere within ±5% of identity, which it sent too.
+// Identity stays, as the choice the targets compare auto with round by
+// round; auto's paired ratio to a retired choice is over the rounds they
+// shared (pairedRatio). The grid retires at Trials timed rounds and at
+// every doubling of them.
+func retire(run []*gridChoice, times [][]time.Duration, retired []bool) {
+	means := make([]time.Duration, len(run))
+	best := time.Duration(0)
+	for i, c := range run {
+		if c.name == ChoiceAuto || len(times[i]) == 0 {
+			continue
+		}
+		means[i] = gridMean(times[i])
+		if best == 0 || means[i] < best {
+			best = means[i]
+		}
+	}
+	for i, c := range run {
+		if c.name != ChoiceAuto && c.name != ChoiceIdentity && float64(means[i]) > retireFactor*float64(best) {
+			retired[i] = true
+		}
+	}
+}
+
+// retireFactor is how many times slower than the best fixed choice a
+// choice is retired (retire): far beyond what a cell's noise can make of
+// Trials rounds.
+const retireFactor = 2
+
 // settles reports whether a choice whose last exchange took last (0: none
 // yet) sends the document once more, untimed, before its timed exchange:
 // if last was shorter than settleBelow (see the grid's doc).

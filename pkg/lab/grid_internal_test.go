@@ -2,6 +2,7 @@ package lab
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -169,6 +170,35 @@ func TestSettles(t *testing.T) {
 		if got := settles(c.last); got != c.want {
 			t.Errorf("last exchange %v: settles %v, want %v", c.last, got, c.want)
 		}
+	}
+}
+
+func TestRetire(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	run := []*gridChoice{{name: ChoiceIdentity}, {name: "gzip:6"}, {name: "s2:1"}, {name: "xml:3"}, {name: ChoiceAuto}}
+	times := [][]time.Duration{
+		ms(10, 10, 10, 10, 10), // identity: 5× the best, kept all the same
+		ms(5, 5, 5, 5, 5),      // gzip:6: 2.5×
+		ms(2, 2, 2, 2, 2),      // s2:1: the best
+		ms(4, 4, 4, 4, 4),      // xml:3: exactly 2×, kept
+		ms(40, 40, 40, 40, 40), // auto: never retired
+	}
+	retired := make([]bool, len(run))
+	retire(run, times, retired)
+	if want := []bool{false, true, false, false, false}; !slices.Equal(retired, want) {
+		t.Fatalf("retired %v, want %v", retired, want)
+	}
+	// Once retired, always: a later call does not bring it back.
+	times[1] = ms(2, 2, 2, 2, 2)
+	retire(run, times, retired)
+	if !retired[1] {
+		t.Fatal("gzip:6 came back")
 	}
 }
 
