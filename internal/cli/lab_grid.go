@@ -47,7 +47,9 @@ process. All choices of a cell are measured side by side, round by round in
 an order shuffled each round, on one connection: compare figures within a
 cell, and repeat runs on a busy machine. A choice whose last exchange took
 under 10 ms sends the document once more, untimed, before each timed one, so
-that it is timed as in a stream of its own messages.
+that it is timed as in a stream of its own messages. A fixed choice more than
+twice as slow as the best after --trials rounds (or any doubling of them) is
+retired from the cell's later rounds; identity never is.
 
 The sender is one node for the whole run: its models carry over from cell to
 cell; each link's receiver is a new peer, whose path it probes (pathinfo) and

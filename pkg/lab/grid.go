@@ -48,7 +48,10 @@ import (
 // first sends the document once more, untimed: each is timed as it would
 // be in a stream of its own messages, the way an application sends them.
 // Long exchanges are timed without: what their predecessor left weighs
-// little on them, and settling would double a slow link's run.
+// little on them, and settling would double a slow link's run. And a
+// fixed choice found more than twice as slow as the best is retired from
+// the cell's later rounds (retire), which then go to the choices that
+// might be the best, identity and auto.
 //
 // The sender is one p2pmsg node for the whole run: its adaptive models
 // persist from cell to cell as a node's would from day to day, its path
@@ -833,9 +836,6 @@ func gridMean(d []time.Duration) time.Duration {
 	return sum / time.Duration(len(s))
 }
 
-// traced reports whether auto's decision in timed round t goes to the
-// trace: the first traceAll, then one in traceEvery, so that a fast
-// cell's thousands of rounds do not write tens of megabytes.
 // retire marks in retired the fixed choices, other than identity, whose
 // AMTT so far is more than retireFactor times the best fixed choice's:
 // measured in the rounds after, they could not become the best, and
@@ -859,6 +859,9 @@ func retire(run []*gridChoice, times [][]time.Duration, retired []bool) {
 			best = means[i]
 		}
 	}
+	if best == 0 {
+		return
+	}
 	for i, c := range run {
 		if c.name != ChoiceAuto && c.name != ChoiceIdentity && float64(means[i]) > retireFactor*float64(best) {
 			retired[i] = true
@@ -878,6 +881,9 @@ func settles(last time.Duration) bool { return last > 0 && last < settleBelow }
 
 const settleBelow = 10 * time.Millisecond
 
+// traced reports whether auto's decision in timed round t goes to the
+// trace: the first traceAll, then one in traceEvery, so that a fast
+// cell's thousands of rounds do not write tens of megabytes.
 func traced(t int) bool { return t < traceAll || t%traceEvery == 0 }
 
 const traceAll, traceEvery = 200, 20

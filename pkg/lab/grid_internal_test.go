@@ -194,6 +194,12 @@ func TestRetire(t *testing.T) {
 	if want := []bool{false, true, false, false, false}; !slices.Equal(retired, want) {
 		t.Fatalf("retired %v, want %v", retired, want)
 	}
+	// Nothing measured yet: nothing to compare with.
+	none := make([]bool, len(run))
+	retire(run, make([][]time.Duration, len(run)), none)
+	if slices.Contains(none, true) {
+		t.Fatalf("retired %v before any round", none)
+	}
 	// Once retired, always: a later call does not bring it back.
 	times[1] = ms(2, 2, 2, 2, 2)
 	retire(run, times, retired)
