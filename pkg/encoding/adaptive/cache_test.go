@@ -313,3 +313,50 @@ func TestFastPathFitsACacheLine(t *testing.T) {
 		t.Fatalf("fastPath is %d bytes, want 64 (one cache line)", n)
 	}
 }
+
+// The fast path reserves its entry's remaining uses; dropped, it gives
+// back those it did not take, and a dropped fast path is not taken.
+func TestDroppedFastPathReturnsItsUses(t *testing.T) {
+	c, err := s2.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New([]encoding.Codec{c}, WithoutCalibration(), WithModels(NewModels()), WithClock(&stillClock{}),
+		WithExploration(NoExploration), WithPath(StaticPath(Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := encoding.Producer{}.XML("", "doc", bytes.Repeat([]byte("<a>payload</a>"), 100))
+	for range 2 { // decide, then reuse: the reuse sets the fast path
+		if _, err := s.Encode(message.New(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := s.fast.Load()
+	if f == nil {
+		t.Fatal("no fast path")
+	}
+	s.mu.Lock()
+	reserved := f.entry.uses // the reuse's own and the fast path's quota
+	s.mu.Unlock()
+	mime := encoding.Unmark(doc).MIME
+	for i := range 3 {
+		if s.asIs(mime, len(doc.Data), 0) == nil {
+			t.Fatalf("use %d: fast path not taken", i)
+		}
+	}
+	s.mu.Lock()
+	s.dropFast()
+	got, want := f.entry.uses, reserved-f.quota+3
+	s.mu.Unlock()
+	if got != want {
+		t.Fatalf("entry counts %d uses after 3 on the fast path, want %d", got, want)
+	}
+	if f.left.Load() >= 0 {
+		t.Fatalf("dropped fast path has %d uses left", f.left.Load())
+	}
+	s.fast.Store(f) // as if a racing element still held it
+	if s.asIs(mime, len(doc.Data), 0) != nil {
+		t.Fatal("a dropped fast path was taken")
+	}
+}
