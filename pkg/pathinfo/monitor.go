@@ -34,11 +34,13 @@ const (
 )
 
 // Feedback: an exchange taking more than surprise times (or less than
-// 1/surprise of) its prediction is a surprise; two in a row in the same
-// direction, or one 16·surprise times too slow, mean the path changed.
+// 1/surprise of) its prediction is a surprise; two faster in a row,
+// slowRepeat slower in a row, or one 16·surprise times too slow, mean the
+// path changed.
 const (
-	surprise  = 2.0
-	feedAlpha = 0.25
+	surprise   = 2.0
+	slowRepeat = 3
+	feedAlpha  = 0.25
 )
 
 // Monitor tracks the path to one peer and that peer's decode profile. It
@@ -59,6 +61,7 @@ type Monitor struct {
 	overhead  time.Duration           // fixed cost of an exchange beyond the RTT
 	overheadN int                     // exchanges it was learned from
 	streak    int                     // consecutive surprises, signed by direction
+	streakBW  float64                 // the highest rate a slow streak implied
 	classes   map[string]*sizeClasses // short exchanges by kind and size, for Excess
 	watching  bool
 	stats     Stats
@@ -444,10 +447,10 @@ func isUnsupported(err error) bool {
 // time spent encoding here and decoding there (an acknowledged message,
 // a request and its response). The monitor refines the bandwidth from
 // exchanges whose transfer time is long enough to tell, learns the fixed
-// cost of an exchange from the others, and when an exchange contradicts
-// the path twice in a row (or once by far) takes the path as changed:
-// it resets the bandwidth to what the exchange implies and asks its watch
-// loop, if running, to probe again.
+// cost of an exchange from the others, and when exchanges contradict the
+// path in a row (twice if faster, three times if slower, once if far
+// slower) takes the path as changed: it resets the bandwidth to what they
+// imply and asks its watch loop, if running, to probe again.
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	m.ObserveExchangeOf("", n, d)
 }
@@ -575,15 +578,34 @@ func (m *Monitor) observe(kind string, n int, d time.Duration) bool {
 	implied := float64(n) / xfer.Seconds()
 	// A path much slower than thought is believed at once (waiting costs
 	// the most), whatever the size of the exchange; any other surprise
-	// must repeat in the same direction.
+	// must repeat in the same direction: a faster one twice, a slower one
+	// slowRepeat times, as the least delayed of them says. Delays only
+	// ever make an exchange slower: on loopback, where "transfer" is
+	// copying, two garbage collections in a row made 3.5 MB exchanges
+	// look 2–3 times slower than the path, and the sender then sent s2
+	// (11 ms) in place of as is (6 ms) until the rate was seen again.
 	dir := 0
 	if r > surprise {
 		dir = 1
 	} else if r < 1/surprise {
 		dir = -1
 	}
+	run, need := 1, 2 // surprises in a row, this one included
+	if dir != 0 && dir*m.streak > 0 {
+		run = dir*m.streak + 1
+	}
+	if dir > 0 {
+		need = slowRepeat
+		if run == 1 {
+			m.streakBW = 0
+		}
+		m.streakBW = max(m.streakBW, implied)
+	}
 	switch {
-	case r > 16*surprise || dir != 0 && dir == m.streak && (m.overheadN > 0 || r > surprise*surprise || r < 1/(surprise*surprise)):
+	case r > 16*surprise || dir != 0 && run >= need && (m.overheadN > 0 || r > surprise*surprise || r < 1/(surprise*surprise)):
+		if dir > 0 && r <= 16*surprise {
+			implied = m.streakBW
+		}
 		m.path.Bandwidth, m.streak = implied, 0
 		m.pathAt = m.svc.cfg.clock.Now()
 		m.stats.Changes++
@@ -594,7 +616,7 @@ func (m *Monitor) observe(kind string, n int, d time.Duration) bool {
 		}
 		return true
 	case dir != 0:
-		m.streak = dir
+		m.streak = dir * run
 	case m.overheadN == 0:
 		// Until the fixed cost is known, the rate is not refined.
 		m.streak = 0

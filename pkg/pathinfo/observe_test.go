@@ -93,12 +93,33 @@ func TestModerateSurpriseMustRepeat(t *testing.T) {
 	}
 	m.ObserveExchange(100_000, exchange(100_000, 200*time.Microsecond, lanBW, time.Millisecond))
 	m.ObserveExchange(100_000, slow) // not in a row: still noise
-	if m.Stats().Changes != 0 {
-		t.Fatal("two surprises apart taken as a change")
-	}
 	m.ObserveExchange(100_000, slow)
+	if m.Stats().Changes != 0 {
+		t.Fatal("two slower surprises in a row taken as a change")
+	}
+	// The third in a row is the link; the least delayed of the three
+	// says its rate.
+	m.ObserveExchange(100_000, exchange(100_000, 200*time.Microsecond, lanBW/4, time.Millisecond))
 	if bw := m.Path().Bandwidth; math.Abs(bw-lanBW/3) > 0.05*lanBW {
-		t.Fatalf("two 3× surprises in a row left %g, want %g", bw, lanBW/3)
+		t.Fatalf("three slower surprises in a row (3×, 3×, 4×) left %g, want %g", bw, lanBW/3)
+	}
+	if m.Stats().Changes != 1 {
+		t.Fatalf("%d changes, want 1", m.Stats().Changes)
+	}
+}
+
+// A faster exchange cannot come of load: two in a row are believed.
+func TestFasterSurpriseIsBelievedTheSecondTime(t *testing.T) {
+	m := testMonitor(adaptive.Path{RTT: 200 * time.Microsecond, Bandwidth: lanBW / 4})
+	m.ObserveExchange(300, exchange(300, 200*time.Microsecond, lanBW, time.Millisecond))
+	fast := exchange(100_000, 200*time.Microsecond, lanBW, time.Millisecond)
+	m.ObserveExchange(100_000, fast)
+	if bw := m.Path().Bandwidth; bw != lanBW/4 {
+		t.Fatalf("one 4× faster exchange changed the bandwidth to %g", bw)
+	}
+	m.ObserveExchange(100_000, fast)
+	if bw := m.Path().Bandwidth; math.Abs(bw-lanBW) > 0.05*lanBW {
+		t.Fatalf("two 4× faster exchanges in a row left %g, want %g", bw, float64(lanBW))
 	}
 }
 
