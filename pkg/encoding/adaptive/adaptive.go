@@ -52,7 +52,11 @@
 // costs no more than the best choice's predicted total; beyond that the
 // scheme keeps a token bucket filled with a share (1% by default) of each
 // element's predicted time, and spends it on trials of candidates whose
-// estimates are unmeasured or stale. Rarely (2% of the decisions it
+// estimates are unmeasured or stale, or predicted within 10% of the best:
+// there the estimates' error decides, and what was learnt of a kind and
+// size may not hold for this content (a trial's size far from its
+// estimate has the decision made again, and weighs half in its bucket).
+// Rarely (2% of the decisions it
 // makes or reprices, not reuses) it also sends a candidate predicted
 // within 10% of the best, so that real transfers and decodes
 // check the models. All of it is bounded in cost by construction.

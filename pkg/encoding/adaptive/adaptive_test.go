@@ -445,6 +445,61 @@ func TestFirstSightTrialsEachCandidateOnce(t *testing.T) {
 	}
 }
 
+// A known candidate predicted near the best is trialled on the content at
+// hand: its estimate, learnt on other content of the same kind and size,
+// may not be that content's. Here strong:9 was learnt compressing to 14%,
+// and compresses this content to 5%: one trial must say so (a size that far
+// from its bucket's weighs half), and have the decision made again.
+func TestNearTieIsTrialledOnThisContent(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		bw         float64
+		wantShadow bool
+		wantNext   string
+	}{
+		{"near tie", 3.6e6, true, "strong:9"},     // predicted 8% behind fast:1; 21% ahead in fact
+		{"clearly behind", 20e6, false, "fast:1"}, // predicted 80% behind: not trialled
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			w.models = adaptive.NewModels()
+			for _, n := range []int{1000, docSize} {
+				for _, c := range []*fakeCodec{w.fast, w.strong} {
+					pad := c.pad
+					if c == w.strong {
+						pad = 0.14 // learnt on other content
+					}
+					for range 8 { // the bucket's full weight (one sample is stale, trialled anyway)
+						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
+					}
+				}
+			}
+			var sent, shadowed []string
+			s := w.scheme(t, adaptive.WithPath(path(tc.bw)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
+				adaptive.WithTrace(func(d adaptive.Decision) {
+					sent = append(sent, d.Choice())
+					shadowed = append(shadowed, d.Shadowed...)
+				}))
+			for range 2 {
+				if _, err := s.Encode(message.New(doc(docSize))); err != nil {
+					t.Fatal(err)
+				}
+				s.Wait()
+			}
+			if sent[0] != "fast:1" {
+				t.Fatalf("first element sent with %s, want fast:1", sent[0])
+			}
+			if got := len(shadowed) > 0 && shadowed[0] == "strong:9"; got != tc.wantShadow {
+				t.Fatalf("trials %v, want strong:9 trialled: %v", shadowed, tc.wantShadow)
+			}
+			if sent[1] != tc.wantNext {
+				t.Fatalf("second element sent with %s, want %s", sent[1], tc.wantNext)
+			}
+		})
+	}
+}
+
 func TestNoExplorationTriesNothingUnsent(t *testing.T) {
 	w := newWorld()
 	s := w.scheme(t, adaptive.WithPath(path(100e3)))

@@ -20,6 +20,9 @@ const (
 	// samples is believed (the CPU really did get slower).
 	clipFactor = 2.0
 	clipStreak = 3
+	// sizeShift is how far (relative) a size sample must be from what
+	// its bucket expects to weigh half (curve.add).
+	sizeShift = 0.25
 )
 
 func bucketOf(n int) int {
@@ -71,6 +74,12 @@ func (c *curve) add(n int, y float64, seq uint64, robust bool) {
 		return
 	}
 	alpha := max(1/(p.w+1), 1.0/maxWeight)
+	if want := p.y * x / p.n; !robust && math.Abs(y-want) > sizeShift*want {
+		// A size this far from the bucket's is other content of the same
+		// kind and size, which the next elements most likely resemble
+		// (as remembered decisions assume): sizes are exact, not noisy.
+		alpha = max(alpha, 0.5)
+	}
 	if robust {
 		want := p.y * x / p.n
 		switch {

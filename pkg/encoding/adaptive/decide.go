@@ -254,7 +254,7 @@ func (s *Scheme) decideAndEncode(idx int, e, raw message.Element, rest int, path
 		for _, i := range shadows {
 			d.Shadowed = append(d.Shadowed, s.cands[i].spec)
 		}
-		s.shadow(raw, d.Kind, shadows, d.Estimates)
+		s.shadow(raw, d.Kind, rest, shadows, d.Estimates)
 	}
 	s.traceDecision(d)
 	return out, nil
