@@ -449,7 +449,9 @@ func TestFirstSightTrialsEachCandidateOnce(t *testing.T) {
 // hand: its estimate, learnt on other content of the same kind and size,
 // may not be that content's. Here strong:9 was learnt compressing to 14%,
 // and compresses this content to 5%: one trial must say so (a size that far
-// from its bucket's weighs half), and have the decision made again.
+// from its bucket's weighs half), and have the decision made again. mid:3,
+// a near tie too, is more promising by its estimates and trialled first;
+// MaxShadows (1) does not keep strong:9 from its trial.
 func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -462,9 +464,10 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld()
+			mid := &fakeCodec{name: "mid", level: 3, pad: 0.3, enc: 3, dec: 1, clock: w.clock, period: 64}
 			w.models = adaptive.NewModels()
 			for _, n := range []int{1000, docSize} {
-				for _, c := range []*fakeCodec{w.fast, w.strong} {
+				for _, c := range []*fakeCodec{w.fast, w.strong, mid} {
 					pad := c.pad
 					if c == w.strong {
 						pad = 0.14 // learnt on other content
@@ -476,11 +479,16 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 				}
 			}
 			var sent, shadowed []string
-			s := w.scheme(t, adaptive.WithPath(path(tc.bw)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
+			s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, mid}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
+				adaptive.WithoutCalibration(), adaptive.WithRegistry(mustRegistry(w.fast, w.strong, mid)),
+				adaptive.WithPath(path(tc.bw)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
 				adaptive.WithTrace(func(d adaptive.Decision) {
 					sent = append(sent, d.Choice())
 					shadowed = append(shadowed, d.Shadowed...)
 				}))
+			if err != nil {
+				t.Fatal(err)
+			}
 			for range 2 {
 				if _, err := s.Encode(message.New(doc(docSize))); err != nil {
 					t.Fatal(err)
@@ -490,7 +498,7 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 			if sent[0] != "fast:1" {
 				t.Fatalf("first element sent with %s, want fast:1", sent[0])
 			}
-			if got := len(shadowed) > 0 && shadowed[0] == "strong:9"; got != tc.wantShadow {
+			if got := slices.Contains(shadowed, "strong:9"); got != tc.wantShadow {
 				t.Fatalf("trials %v, want strong:9 trialled: %v", shadowed, tc.wantShadow)
 			}
 			if sent[1] != tc.wantNext {

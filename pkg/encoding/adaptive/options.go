@@ -26,7 +26,10 @@ type Exploration struct {
 	// StaleAfter is how many recorded measurements later an estimate is
 	// refreshed by a shadow trial. Default 5000.
 	StaleAfter uint64
-	// MaxShadows bounds the shadow trials per element. Default 2.
+	// MaxShadows bounds the shadow trials per element of candidates
+	// unmeasured or stale; those of near ties (known, predicted within
+	// 10% of the best) are bounded by Share alone. 0 disables shadow
+	// trials. Default 2.
 	MaxShadows int
 }
 
