@@ -74,14 +74,16 @@ func (c *curve) add(n int, y float64, seq uint64, robust bool) {
 		return
 	}
 	alpha := max(1/(p.w+1), 1.0/maxWeight)
-	if want := p.y * x / p.n; !robust && math.Abs(y-want) > sizeShift*want {
-		// A size this far from the bucket's is other content of the same
-		// kind and size, which the next elements most likely resemble
-		// (as remembered decisions assume): sizes are exact, not noisy.
-		alpha = max(alpha, 0.5)
-	}
-	if robust {
-		want := p.y * x / p.n
+	want := p.y * x / p.n // what the bucket expects at n
+	if !robust {
+		if math.Abs(y-want) > sizeShift*want {
+			// A size this far from the bucket's is other content of the
+			// same kind and size, which the next elements most likely
+			// resemble (as remembered decisions assume): sizes are exact,
+			// not noisy.
+			alpha = max(alpha, 0.5)
+		}
+	} else {
 		switch {
 		case y > clipFactor*want && p.high+1 < clipStreak:
 			p.high++
