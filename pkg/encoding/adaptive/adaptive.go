@@ -56,7 +56,9 @@
 // there the estimates' error decides, and what was learnt of a kind and
 // size may not hold for this content (a trial's size far from its
 // estimate has the decision made again, and weighs half in its bucket).
-// Rarely (2% of the decisions it
+// Trials go first to the candidates whose estimates are the least sure:
+// unmeasured ones, and those whose bucket's documents compressed far
+// apart. Rarely (2% of the decisions it
 // makes or reprices, not reuses) it also sends a candidate predicted
 // within 10% of the best, so that real transfers and decodes
 // check the models. All of it is bounded in cost by construction.

@@ -508,6 +508,60 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 	}
 }
 
+// Of two near ties, the one whose documents of this kind and size were
+// seen to compress far apart is trialled first: its estimate is the one
+// most likely wrong for this content, and the budget may not reach the
+// second. Otherwise the most promising by its estimate is.
+func TestStrayingNearTieIsTrialledFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pads  []float64 // what strong:9 was seen to make of documents of this kind and size
+		first string
+	}{
+		{"steady", []float64{0.14, 0.14, 0.14, 0.14, 0.14, 0.14, 0.14, 0.14}, "mid:3"},
+		{"two documents 2× apart", []float64{0.2, 0.1, 0.2, 0.1, 0.2, 0.1, 0.2, 0.1}, "strong:9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			w.models = adaptive.NewModels() // what the world learnt of strong:9 is other content
+			mid := &fakeCodec{name: "mid", level: 3, pad: 0.3, enc: 3, dec: 1, clock: w.clock, period: 64}
+			for _, n := range []int{1000, docSize} {
+				for _, c := range []*fakeCodec{w.fast, w.strong, mid} {
+					for i := range 8 {
+						pad := c.pad
+						if c == w.strong {
+							pad = tc.pads[i]
+						}
+						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
+					}
+				}
+			}
+			var d adaptive.Decision
+			s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, mid}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
+				adaptive.WithoutCalibration(), adaptive.WithRegistry(mustRegistry(w.fast, w.strong, mid)),
+				adaptive.WithPath(path(3.6e6)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
+				adaptive.WithTrace(func(dd adaptive.Decision) { d = dd }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Encode(message.New(doc(docSize))); err != nil {
+				t.Fatal(err)
+			}
+			s.Wait()
+			best := d.Estimates[d.Best].Total
+			for _, e := range d.Estimates[1:] {
+				if e.Spec != "fast:1" && float64(e.Total) > 1.1*float64(best) {
+					t.Fatalf("%s predicted %v against the best's %v: not a near tie", e.Spec, e.Total, best)
+				}
+			}
+			if d.Choice() != "fast:1" || len(d.Shadowed) != 2 || d.Shadowed[0] != tc.first {
+				t.Fatalf("sent %s, trials %v; want fast:1 sent and %s trialled first of two", d.Choice(), d.Shadowed, tc.first)
+			}
+		})
+	}
+}
+
 func TestNoExplorationTriesNothingUnsent(t *testing.T) {
 	w := newWorld()
 	s := w.scheme(t, adaptive.WithPath(path(100e3)))

@@ -41,6 +41,12 @@ type point struct {
 	y    float64 // EWMA of the value
 	seq  uint64  // Models sequence number of the last update
 	high uint8   // consecutive clipped samples
+	// dev is, for sizes, the EWMA of how far each sample was from what
+	// the bucket expected at its size, relative (at most 1): near 0 where
+	// the kind's documents of this size all compress alike, 0.3-0.5 where
+	// they differ 2×. Not kept in the models file: it is learnt again
+	// from the next surprises.
+	dev float64
 }
 
 // curve estimates a quantity that grows with size (bytes out, nanoseconds)
@@ -83,6 +89,11 @@ func (c *curve) add(n int, y float64, seq uint64, robust bool) {
 			// not noisy.
 			alpha = max(alpha, 0.5)
 		}
+		// At that weight too: a bucket that has just been 2× off is one
+		// whose estimate may well be off again.
+		if want > 0 {
+			p.dev += alpha * (min(math.Abs(y-want)/want, 1) - p.dev)
+		}
 	} else {
 		switch {
 		case y > clipFactor*want && p.high+1 < clipStreak:
@@ -117,6 +128,7 @@ type lookup struct {
 	dist int     // buckets between the size's bucket and the nearest populated one
 	w    float64 // that bucket's weight
 	seq  uint64  // and its last update
+	dev  float64 // and its sizes' relative deviation (point.dev)
 	ok   bool    // false: the curve is empty
 }
 
@@ -145,7 +157,7 @@ func (c *curve) at(n int, ratioBelow bool) lookup {
 	if near < 0 {
 		return lookup{}
 	}
-	l := lookup{dist: nearDist, w: c.p[near].w, seq: c.p[near].seq, ok: true}
+	l := lookup{dist: nearDist, w: c.p[near].w, seq: c.p[near].seq, dev: c.p[near].dev, ok: true}
 	switch {
 	case lo >= 0 && hi >= 0:
 		a, z := c.p[lo], c.p[hi]

@@ -79,3 +79,29 @@ func TestCurveEWMAAndClipping(t *testing.T) {
 		t.Fatalf("weight %g, want capped at %d", c.p[bucketOf(1000)].w, maxWeight)
 	}
 }
+
+// A size bucket learns how far its documents stray from one another: not
+// at all where every sample is where the bucket expects it, a good part
+// where two documents alternate 2× apart. Timing samples leave it alone.
+func TestCurveSizeDeviation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sizes    []float64
+		robust   bool
+		min, max float64
+	}{
+		{"one sample", []float64{5000}, false, 0, 0},
+		{"steady", []float64{5000, 5000, 5000, 5000, 5000, 5000}, false, 0, 0},
+		{"two documents 2× apart", []float64{2600, 5200, 2600, 5200, 2600, 5200}, false, 0.3, 1},
+		{"one other document, then steady again", []float64{5000, 2500, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000}, false, 0.01, 0.15},
+		{"timings", []float64{5000, 9000, 5000, 9000}, true, 0, 0},
+	} {
+		var c curve
+		for i, y := range tc.sizes {
+			c.add(43_000, y, uint64(i+1), tc.robust)
+		}
+		if l := c.at(43_000, true); l.dev < tc.min || l.dev > tc.max {
+			t.Errorf("%s: deviation %.3f, want %g to %g", tc.name, l.dev, tc.min, tc.max)
+		}
+	}
+}

@@ -25,6 +25,7 @@ type Estimate struct {
 	stale    bool
 	encKnown bool
 	xferZero time.Duration // the transfer time were the element empty
+	sizeDev  float64       // how far the known size's samples strayed (point.dev)
 }
 
 // Decision is what the scheme decided for one element and why.
@@ -309,7 +310,7 @@ func (s *Scheme) predict(k Kind, n, rest int, mime string, path Path, prof *Prof
 		}
 		xt := path.TransferTime(rest + size)
 		xz := path.TransferTime(rest)
-		e := Estimate{Spec: c.spec, Size: size, Encode: et.d, Transfer: xt, Decode: dt, Total: et.d + xt + dt, Known: se.known && et.known, encKnown: et.known, xferZero: xz}
+		e := Estimate{Spec: c.spec, Size: size, Encode: et.d, Transfer: xt, Decode: dt, Total: et.d + xt + dt, Known: se.known && et.known, encKnown: et.known, xferZero: xz, sizeDev: se.dev}
 		// Stale: measured long ago, or once only (one sample may have been
 		// a descheduled thread's).
 		if sa := s.explore.StaleAfter; sa > 0 && e.Known && (m.seq-min(se.seq, m.seq) > sa || m.seq-min(et.seq, m.seq) > sa) ||

@@ -218,6 +218,7 @@ type sizeEstimate struct {
 	dist  int  // buckets to the nearest measurement used; numBuckets if a prior
 	seq   uint64
 	w     float64 // samples behind it, when known
+	dev   float64 // how far its samples were from it (point.dev), when known
 }
 
 // predictSize predicts the payload size of n bytes of kind k encoded with
@@ -238,7 +239,7 @@ func (m *Models) predictSize(spec string, k Kind, n int, peers []string) sizeEst
 	kc := s.size[k]
 	if kc != nil {
 		if l := kc.at(n, true); l.ok && l.dist <= 1 {
-			return sizeEstimate{bytes: l.y, known: true, dist: l.dist, seq: l.seq, w: l.w}
+			return sizeEstimate{bytes: l.y, known: true, dist: l.dist, seq: l.seq, w: l.w, dev: l.dev}
 		}
 	}
 	best := sizeEstimate{dist: numBuckets + 1}
