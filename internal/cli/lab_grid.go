@@ -30,7 +30,7 @@ func newLabGridCmd() *cobra.Command {
 		profiles, docs, choices, cpus, out, traceFile, modelsFile, from string
 		switchFrom, switchTo, switchDoc                                 string
 		asJSON, full, doSwitch                                          bool
-		trials, warmup                                                  int
+		trials, warmup, remeasure                                       int
 		slow                                                            float64
 		maxMessage, budget                                              time.Duration
 		seed                                                            uint64
@@ -49,7 +49,11 @@ cell, and repeat runs on a busy machine. A choice whose last exchange took
 under 10 ms sends the document once more, untimed, before each timed one, so
 that it is timed as in a stream of its own messages. A fixed choice more than
 twice as slow as the best after --trials rounds (or any doubling of them) is
-retired from the cell's later rounds; identity never is.
+retired from the cell's later rounds; identity never is. A cell in which
+more than a tenth of the fixed choices' exchanges took over twice their
+choice's median (the machine stalled them: another process, a busy host) is
+measured again, up to --remeasure more times, and the least disturbed
+measurement kept; the report lists those cells.
 
 The sender is one node for the whole run: its models carry over from cell to
 cell; each link's receiver is a new peer, whose path it probes (pathinfo) and
@@ -82,9 +86,12 @@ timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Seed: seed, Progress: cmd.ErrOrStderr()}
+			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Remeasure: remeasure, Seed: seed, Progress: cmd.ErrOrStderr()}
 			if warmup == 0 {
 				cfg.Warmup = -1
+			}
+			if remeasure == 0 {
+				cfg.Remeasure = -1
 			}
 			if budget == 0 {
 				cfg.DocBudget = -1
@@ -100,8 +107,8 @@ run's JSON lines again.`,
 					*f.dst = splitList(f.val)
 				}
 			}
-			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 || budget < 0 {
-				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --max-message and --budget >= 0", lab.MinAMTTTrials)}
+			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 || budget < 0 || remeasure < 0 {
+				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --max-message, --budget and --remeasure >= 0", lab.MinAMTTTrials)}
 			}
 			if from != "" { // reports of an earlier run
 				f, err := os.Open(from)
@@ -194,6 +201,7 @@ run's JSON lines again.`,
 	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")
 	f.DurationVar(&maxMessage, "max-message", lab.DefaultGridMaxMessage, "skip a fixed choice whose document takes longer over the link")
 	f.DurationVar(&budget, "budget", lab.DefaultGridDocBudget, "time a document may take in a fast cell, for more rounds than --trials (at most 4000×); 0: --trials only")
+	f.IntVar(&remeasure, "remeasure", lab.DefaultGridRemeasure, "measure a cell up to this many more times when the machine disturbed more than a tenth of its exchanges (keeping the least disturbed); 0: never")
 	f.BoolVar(&doSwitch, "switch", true, "also run the link-change experiment")
 	f.StringVar(&switchFrom, "switch-from", "lan", "link before the change")
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")

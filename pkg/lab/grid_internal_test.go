@@ -208,6 +208,34 @@ func TestRetire(t *testing.T) {
 	}
 }
 
+func TestDisturbedShare(t *testing.T) {
+	ms := func(v ...float64) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x*float64(time.Millisecond)))
+		}
+		return d
+	}
+	run := []*gridChoice{{name: ChoiceIdentity}, {name: "gzip:6"}, {name: ChoiceAuto}}
+	for _, c := range []struct {
+		name  string
+		times [][]time.Duration
+		want  float64
+	}{
+		{"quiet", [][]time.Duration{ms(1, 1.1, 0.9, 1.5, 1), ms(3, 3, 3.2, 2.9, 3), ms(1, 1, 1, 1, 1)}, 0},
+		{"twice the median is not yet disturbed", [][]time.Duration{ms(1, 1, 1, 1, 2), ms(3, 3, 3, 3, 6), nil}, 0},
+		// A choice's median is its own: gzip's 6 ms is not identity's 6 ms.
+		{"one stall each", [][]time.Duration{ms(1, 1, 1, 1, 6), ms(3, 3, 3, 3, 6.1), nil}, 0.2},
+		// Auto changes what it sends: its spread is not the machine's.
+		{"auto left out", [][]time.Duration{ms(1, 1, 1, 1, 1), ms(3, 3, 3, 3, 3), ms(0.5, 0.5, 9, 9, 9)}, 0},
+		{"nothing measured", [][]time.Duration{nil, nil, nil}, 0},
+	} {
+		if got := disturbedShare(run, c.times); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %g, want %g", c.name, got, c.want)
+		}
+	}
+}
+
 func TestPause(t *testing.T) {
 	for _, d := range []time.Duration{0, 50 * time.Microsecond, 2 * time.Millisecond} {
 		t0 := time.Now()

@@ -53,9 +53,12 @@ type GridCell struct {
 	MeetsIdent    bool       `json:"meets_identity"` // within 2% of identity (no floor)
 	MeetsGzip     bool       `json:"meets_gzip"`     // within 5% of gzip always (no floor)
 	Unmeasured    bool       `json:"unmeasured,omitempty"`
-	identityT     time.Duration
-	gzipT         time.Duration
-	fixedByName   map[string]GridResult
+	// Measured and Disturbed are GridResult's.
+	Measured    int     `json:"measured,omitempty"`
+	Disturbed   float64 `json:"disturbed,omitempty"`
+	identityT   time.Duration
+	gzipT       time.Duration
+	fixedByName map[string]GridResult
 }
 
 // Summarize returns a cell per profile, CPU and document, in the results'
@@ -95,6 +98,7 @@ func Summarize(results []GridResult) []GridCell {
 			continue
 		}
 		c.Auto = auto.AMTT
+		c.Measured, c.Disturbed = auto.Measured, auto.Disturbed
 		c.AutoPicks = formatPicks(auto.Picks)
 		c.Excess = pct(c.Auto, c.BestT)
 		c.MeetsBest = within(c.Auto, c.BestT, TargetPct)
@@ -191,12 +195,16 @@ func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 	fmt.Fprintln(bw, "| link | cpu | document | bytes | best fixed | best (ms) | auto (ms) | auto sent | over best | over identity | paired ×identity (95% interval) | over gzip:6 | ≤5%/1 ms of best | ≤2% of identity | ≤5% of gzip |")
 	fmt.Fprintln(bw, "|---|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|:-:|:-:|:-:|")
 	var n, okBest, okIdent, okGzip, nPaired, okPaired, nCI, shownWithin, shownOver int
+	var again []string
 	for _, c := range cells {
 		if c.Unmeasured {
 			fmt.Fprintf(bw, "| %s | %s | %s | %d | – | – | – | – | – | – | – | – | – | – | – |\n", c.Profile, c.CPU, c.Doc, c.Bytes)
 			continue
 		}
 		n++
+		if c.Measured > 1 {
+			again = append(again, fmt.Sprintf("%s/%s %s (%d times, %.0f%% disturbed)", c.Profile, c.CPU, c.Doc, c.Measured, 100*c.Disturbed))
+		}
 		okBest += b2i(c.MeetsBest)
 		okIdent += b2i(c.MeetsIdent)
 		okGzip += b2i(c.MeetsGzip)
@@ -223,6 +231,11 @@ func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 	if nCI > 0 {
 		fmt.Fprintf(bw, "Of the %d cells with rounds enough for a 95%% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2%% slower than identity) in %d, wholly at or below 1.02 in %d, and across 1.02 (the run cannot tell) in %d.\n",
 			nCI, shownOver, shownWithin, nCI-shownOver-shownWithin)
+	}
+
+	if len(again) > 0 {
+		fmt.Fprintf(bw, "Measured again because the machine disturbed more than %.0f%% of the exchanges (more than %v× their choice's median), the least disturbed measurement kept: %s.\n",
+			100*disturbedLimit, disturbedFactor, strings.Join(again, "; "))
 	}
 
 	writeModelCheck(bw, results)

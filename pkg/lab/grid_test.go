@@ -32,7 +32,7 @@ func TestRunGridLoopback(t *testing.T) {
 		t.Fatalf("%d results, want 16 (2 CPUs × 2 documents × 3 choices and auto)", len(res))
 	}
 	for _, r := range res {
-		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" || r.Settled < 0 || r.Settled > r.Trials {
+		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" || r.Settled < 0 || r.Settled > r.Trials || r.Measured < 1 || r.Measured > 1+lab.DefaultGridRemeasure {
 			t.Fatalf("result %+v", r)
 		}
 		if r.Choice == lab.ChoiceAuto {
@@ -57,7 +57,15 @@ func TestRunGridLoopback(t *testing.T) {
 	if len(models.Specs()) == 0 {
 		t.Fatal("the sender's models learned nothing")
 	}
-	if !strings.Contains(progress.String(), "probed") || strings.Count(trace.String(), "\n") != 2*2*3 {
+	// Three traced rounds per measurement: a disturbed cell is measured
+	// again, and its rounds are traced too.
+	measurements := 0
+	for _, r := range res {
+		if r.Choice == lab.ChoiceAuto {
+			measurements += r.Measured
+		}
+	}
+	if !strings.Contains(progress.String(), "probed") || strings.Count(trace.String(), "\n") != 3*measurements {
 		t.Fatalf("progress %q, trace of %d lines", progress.String(), strings.Count(trace.String(), "\n"))
 	}
 	cells := lab.Summarize(res)
@@ -131,7 +139,10 @@ func gridResults() []lab.GridResult {
 	var out []lab.GridResult
 	add := func(profile, doc string, amtt map[string]float64) {
 		for _, c := range []string{"identity", "gzip:6", "xml:3", "auto"} {
-			r := lab.GridResult{Profile: profile, CPU: lab.CPUFast, Doc: doc, Bytes: 1000, Choice: c, Trials: 5, AMTT: ms(amtt[c]), SentBytes: 500}
+			r := lab.GridResult{Profile: profile, CPU: lab.CPUFast, Doc: doc, Bytes: 1000, Choice: c, Trials: 5, AMTT: ms(amtt[c]), SentBytes: 500, Measured: 1}
+			if profile == "lan" {
+				r.Measured, r.Disturbed = 3, 0.15
+			}
 			if amtt[c] == 0 {
 				r.Trials, r.Skipped = 0, "60s over the link"
 			}
@@ -187,7 +198,7 @@ func TestGridReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := lab.ReadGridJSON(&j)
-	if err != nil || len(back) != len(res) || back[4].Skipped == "" || back[3].Picks["xml:3"] != 4 {
+	if err != nil || len(back) != len(res) || back[4].Skipped == "" || back[3].Picks["xml:3"] != 4 || back[8].Measured != 3 || back[8].Disturbed != 0.15 {
 		t.Fatalf("JSON round trip: %v, %+v", err, back)
 	}
 	var md bytes.Buffer
@@ -196,6 +207,7 @@ func TestGridReports(t *testing.T) {
 	}
 	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped",
 		"| 0.394 (0.374–0.413) |", "is at most 1.02 in 1 of the 2 cells",
+		"Measured again because the machine disturbed more than 10% of the exchanges (more than 2× their choice's median), the least disturbed measurement kept: lan/fast doc-a (3 times, 15% disturbed).",
 		"Of the 2 cells with rounds enough for a 95% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2% slower than identity) in 1, wholly at or below 1.02 in 1, and across 1.02 (the run cannot tell) in 0."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
