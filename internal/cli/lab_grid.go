@@ -51,7 +51,8 @@ that it is timed as in a stream of its own messages. A fixed choice more than
 twice as slow as the best after --trials rounds (or any doubling of them) is
 retired from the cell's later rounds; identity never is. A cell in which
 more than a tenth of the fixed choices' exchanges took over twice their
-choice's median (the machine stalled them: another process, a busy host) is
+choice's median and 1 ms more (the machine stalled them: another process, a
+busy host) is
 measured again, up to --remeasure more times, and the least disturbed
 measurement kept; the report lists those cells.
 

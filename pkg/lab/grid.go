@@ -900,9 +900,13 @@ type cellRun struct {
 
 // disturbedShare is the share of a measurement's exchanges of fixed
 // choices that took more than disturbedFactor times their choice's
-// median. A fixed choice repeats one operation, so such an exchange is
-// the machine's doing (another process, the host of a virtual machine),
-// not the choice's; auto is left out, as what it sends may change.
+// median, and stallMin more. A fixed choice repeats one operation, so
+// such an exchange is the machine's doing (another process, the host of
+// a virtual machine), not the choice's; auto is left out, as what it
+// sends may change. The floor leaves out the scheduler's ordinary jitter
+// on the shortest exchanges: on loopback a 45 µs exchange took twice
+// that in a tenth of the rounds on a quiet machine, which the trimmed
+// mean absorbs; what it cannot is stalls of milliseconds.
 // gridMean drops each series' highest fifth, which absorbs disturbances
 // up to about half that; a measurement with more, a period in which the
 // machine stalled the cell's exchanges again and again, is repeated
@@ -918,7 +922,8 @@ func disturbedShare(run []*gridChoice, times [][]time.Duration) float64 {
 			continue
 		}
 		s := slices.Sorted(slices.Values(times[i]))
-		limit := time.Duration(disturbedFactor * float64(s[len(s)/2]))
+		med := s[len(s)/2]
+		limit := max(time.Duration(disturbedFactor*float64(med)), med+stallMin)
 		for _, d := range s {
 			if d > limit {
 				k++
@@ -932,10 +937,14 @@ func disturbedShare(run []*gridChoice, times [][]time.Duration) float64 {
 	return float64(k) / float64(n)
 }
 
-// disturbedFactor and disturbedLimit: an exchange more than twice its
-// choice's median is disturbed; a measurement with more than a tenth of
-// its exchanges disturbed is repeated.
-const disturbedFactor, disturbedLimit = 2, 0.10
+// disturbedFactor, stallMin and disturbedLimit: an exchange more than
+// twice its choice's median, and 1 ms more, is disturbed; a measurement
+// with more than a tenth of its exchanges disturbed is repeated.
+const (
+	disturbedFactor = 2
+	stallMin        = time.Millisecond
+	disturbedLimit  = 0.10
+)
 
 // retire marks in retired the fixed choices, other than identity, whose
 // AMTT so far is more than retireFactor times the best fixed choice's:

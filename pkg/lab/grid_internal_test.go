@@ -226,6 +226,9 @@ func TestDisturbedShare(t *testing.T) {
 		{"twice the median is not yet disturbed", [][]time.Duration{ms(1, 1, 1, 1, 2), ms(3, 3, 3, 3, 6), nil}, 0},
 		// A choice's median is its own: gzip's 6 ms is not identity's 6 ms.
 		{"one stall each", [][]time.Duration{ms(1, 1, 1, 1, 6), ms(3, 3, 3, 3, 6.1), nil}, 0.2},
+		// Twice a 45 µs exchange is the scheduler's jitter, not a stall.
+		{"below the floor", [][]time.Duration{ms(0.045, 0.045, 0.045, 0.045, 0.1), ms(0.045, 0.045, 0.045, 0.045, 1.0), nil}, 0},
+		{"a millisecond's stall", [][]time.Duration{ms(0.045, 0.045, 0.045, 0.045, 1.1), ms(3, 3, 3, 3, 3), nil}, 0.1},
 		// Auto changes what it sends: its spread is not the machine's.
 		{"auto left out", [][]time.Duration{ms(1, 1, 1, 1, 1), ms(3, 3, 3, 3, 3), ms(0.5, 0.5, 9, 9, 9)}, 0},
 		{"nothing measured", [][]time.Duration{nil, nil, nil}, 0},

@@ -234,8 +234,8 @@ func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 	}
 
 	if len(again) > 0 {
-		fmt.Fprintf(bw, "Measured again because the machine disturbed more than %.0f%% of the exchanges (more than %v× their choice's median), the least disturbed measurement kept: %s.\n",
-			100*disturbedLimit, disturbedFactor, strings.Join(again, "; "))
+		fmt.Fprintf(bw, "Measured again because the machine disturbed more than %.0f%% of the exchanges (more than %v× their choice's median and %v more), the least disturbed measurement kept: %s.\n",
+			100*disturbedLimit, disturbedFactor, stallMin, strings.Join(again, "; "))
 	}
 
 	writeModelCheck(bw, results)

@@ -207,7 +207,7 @@ func TestGridReports(t *testing.T) {
 	}
 	for _, want := range []string{"| dsl | fast | doc-b |", "**no**", "Targets met in 3 cells: within 5% (or 1 ms) of the best fixed choice in 2", "skipped",
 		"| 0.394 (0.374–0.413) |", "is at most 1.02 in 1 of the 2 cells",
-		"Measured again because the machine disturbed more than 10% of the exchanges (more than 2× their choice's median), the least disturbed measurement kept: lan/fast doc-a (3 times, 15% disturbed).",
+		"Measured again because the machine disturbed more than 10% of the exchanges (more than 2× their choice's median and 1ms more), the least disturbed measurement kept: lan/fast doc-a (3 times, 15% disturbed).",
 		"Of the 2 cells with rounds enough for a 95% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2% slower than identity) in 1, wholly at or below 1.02 in 1, and across 1.02 (the run cannot tell) in 0."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
