@@ -26,19 +26,12 @@ func TestWithin(t *testing.T) {
 }
 
 func TestGridMean(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var out []time.Duration
-		for _, x := range v {
-			out = append(out, time.Duration(x)*time.Millisecond)
-		}
-		return out
-	}
 	// Five trials: the AMTT experiment's trimmed mean.
-	if got, want := gridMean(ms(1, 2, 3, 4, 100)), trimmedMean(ms(1, 2, 3, 4, 100)); got != want {
+	if got, want := gridMean(msSeries(1, 2, 3, 4, 100)), trimmedMean(msSeries(1, 2, 3, 4, 100)); got != want {
 		t.Fatalf("five trials: %v, want %v", got, want)
 	}
 	// Ten: a fifth off each end, so two bursts of delay are dropped.
-	if got := gridMean(ms(10, 10, 10, 10, 10, 10, 10, 10, 90, 95)); got != 10*time.Millisecond {
+	if got := gridMean(msSeries(10, 10, 10, 10, 10, 10, 10, 10, 90, 95)); got != 10*time.Millisecond {
 		t.Fatalf("ten trials with two delayed: %v", got)
 	}
 }
@@ -69,25 +62,27 @@ func TestAdaptation(t *testing.T) {
 	}
 }
 
-func TestPairedRatio(t *testing.T) {
-	ms := func(v ...float64) []time.Duration {
-		var out []time.Duration
-		for _, x := range v {
-			out = append(out, time.Duration(x*float64(time.Millisecond)))
-		}
-		return out
+// msSeries is a series of exchange times in milliseconds.
+func msSeries(v ...float64) []time.Duration {
+	var d []time.Duration
+	for _, x := range v {
+		d = append(d, time.Duration(x*float64(time.Millisecond)))
 	}
+	return d
+}
+
+func TestPairedRatio(t *testing.T) {
 	for _, tc := range []struct {
 		a, b []time.Duration
 		want float64
 	}{
 		// The machine slows down mid-run: the medians' ratio (3/1 = 3)
 		// mixes rounds, the paired ratio does not.
-		{ms(1, 1, 3, 3, 3), ms(1, 1, 1, 3, 3), 1},
-		{ms(2, 4), ms(1, 2), 2},
-		{ms(1, 3), ms(1, 1), 2}, // even count: the mean of the middle two
-		{ms(1, 5), ms(0, 1), 5}, // a round without the baseline is skipped
-		{ms(1), ms(0), 0},       // nothing to compare
+		{msSeries(1, 1, 3, 3, 3), msSeries(1, 1, 1, 3, 3), 1},
+		{msSeries(2, 4), msSeries(1, 2), 2},
+		{msSeries(1, 3), msSeries(1, 1), 2}, // even count: the mean of the middle two
+		{msSeries(1, 5), msSeries(0, 1), 5}, // a round without the baseline is skipped
+		{msSeries(1), msSeries(0), 0},       // nothing to compare
 	} {
 		if got := pairedRatio(tc.a, tc.b); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("pairedRatio(%v, %v) = %g, want %g", tc.a, tc.b, got, tc.want)
@@ -174,20 +169,13 @@ func TestSettles(t *testing.T) {
 }
 
 func TestRetire(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var d []time.Duration
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
 	run := []*gridChoice{{name: ChoiceIdentity}, {name: "gzip:6"}, {name: "s2:1"}, {name: "xml:3"}, {name: ChoiceAuto}}
 	times := [][]time.Duration{
-		ms(10, 10, 10, 10, 10), // identity: 5× the best, kept all the same
-		ms(5, 5, 5, 5, 5),      // gzip:6: 2.5×
-		ms(2, 2, 2, 2, 2),      // s2:1: the best
-		ms(4, 4, 4, 4, 4),      // xml:3: exactly 2×, kept
-		ms(40, 40, 40, 40, 40), // auto: never retired
+		msSeries(10, 10, 10, 10, 10), // identity: 5× the best, kept all the same
+		msSeries(5, 5, 5, 5, 5),      // gzip:6: 2.5×
+		msSeries(2, 2, 2, 2, 2),      // s2:1: the best
+		msSeries(4, 4, 4, 4, 4),      // xml:3: exactly 2×, kept
+		msSeries(40, 40, 40, 40, 40), // auto: never retired
 	}
 	retired := make([]bool, len(run))
 	retire(run, times, retired)
@@ -201,7 +189,7 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("retired %v before any round", none)
 	}
 	// Once retired, always: a later call does not bring it back.
-	times[1] = ms(2, 2, 2, 2, 2)
+	times[1] = msSeries(2, 2, 2, 2, 2)
 	retire(run, times, retired)
 	if !retired[1] {
 		t.Fatal("gzip:6 came back")
@@ -209,28 +197,21 @@ func TestRetire(t *testing.T) {
 }
 
 func TestDisturbedShare(t *testing.T) {
-	ms := func(v ...float64) []time.Duration {
-		var d []time.Duration
-		for _, x := range v {
-			d = append(d, time.Duration(x*float64(time.Millisecond)))
-		}
-		return d
-	}
 	run := []*gridChoice{{name: ChoiceIdentity}, {name: "gzip:6"}, {name: ChoiceAuto}}
 	for _, c := range []struct {
 		name  string
 		times [][]time.Duration
 		want  float64
 	}{
-		{"quiet", [][]time.Duration{ms(1, 1.1, 0.9, 1.5, 1), ms(3, 3, 3.2, 2.9, 3), ms(1, 1, 1, 1, 1)}, 0},
-		{"twice the median is not yet disturbed", [][]time.Duration{ms(1, 1, 1, 1, 2), ms(3, 3, 3, 3, 6), nil}, 0},
+		{"quiet", [][]time.Duration{msSeries(1, 1.1, 0.9, 1.5, 1), msSeries(3, 3, 3.2, 2.9, 3), msSeries(1, 1, 1, 1, 1)}, 0},
+		{"twice the median is not yet disturbed", [][]time.Duration{msSeries(1, 1, 1, 1, 2), msSeries(3, 3, 3, 3, 6), nil}, 0},
 		// A choice's median is its own: gzip's 6 ms is not identity's 6 ms.
-		{"one stall each", [][]time.Duration{ms(1, 1, 1, 1, 6), ms(3, 3, 3, 3, 6.1), nil}, 0.2},
+		{"one stall each", [][]time.Duration{msSeries(1, 1, 1, 1, 6), msSeries(3, 3, 3, 3, 6.1), nil}, 0.2},
 		// Twice a 45 µs exchange is the scheduler's jitter, not a stall.
-		{"below the floor", [][]time.Duration{ms(0.045, 0.045, 0.045, 0.045, 0.1), ms(0.045, 0.045, 0.045, 0.045, 1.0), nil}, 0},
-		{"a millisecond's stall", [][]time.Duration{ms(0.045, 0.045, 0.045, 0.045, 1.1), ms(3, 3, 3, 3, 3), nil}, 0.1},
+		{"below the floor", [][]time.Duration{msSeries(0.045, 0.045, 0.045, 0.045, 0.1), msSeries(0.045, 0.045, 0.045, 0.045, 1.0), nil}, 0},
+		{"a millisecond's stall", [][]time.Duration{msSeries(0.045, 0.045, 0.045, 0.045, 1.1), msSeries(3, 3, 3, 3, 3), nil}, 0.1},
 		// Auto changes what it sends: its spread is not the machine's.
-		{"auto left out", [][]time.Duration{ms(1, 1, 1, 1, 1), ms(3, 3, 3, 3, 3), ms(0.5, 0.5, 9, 9, 9)}, 0},
+		{"auto left out", [][]time.Duration{msSeries(1, 1, 1, 1, 1), msSeries(3, 3, 3, 3, 3), msSeries(0.5, 0.5, 9, 9, 9)}, 0},
 		{"nothing measured", [][]time.Duration{nil, nil, nil}, 0},
 	} {
 		if got := disturbedShare(run, c.times); math.Abs(got-c.want) > 1e-9 {
