@@ -52,9 +52,8 @@ twice as slow as the best after --trials rounds (or any doubling of them) is
 retired from the cell's later rounds; identity never is. A cell in which
 more than a tenth of the fixed choices' exchanges took over twice their
 choice's median and 1 ms more (the machine stalled them: another process, a
-busy host) is
-measured again, up to --remeasure more times, and the least disturbed
-measurement kept; the report lists those cells.
+busy host) is measured again, up to --remeasure more times, and the least
+disturbed measurement kept; the report lists those cells.
 
 The sender is one node for the whole run: its models carry over from cell to
 cell; each link's receiver is a new peer, whose path it probes (pathinfo) and
