@@ -921,15 +921,14 @@ func disturbedShare(run []*gridChoice, times [][]time.Duration) float64 {
 		if c.name == ChoiceAuto || len(times[i]) == 0 {
 			continue
 		}
-		s := slices.Sorted(slices.Values(times[i]))
-		med := s[len(s)/2]
+		med := median(times[i])
 		limit := max(time.Duration(disturbedFactor*float64(med)), med+stallMin)
-		for _, d := range s {
+		for _, d := range times[i] {
 			if d > limit {
 				k++
 			}
 		}
-		n += len(s)
+		n += len(times[i])
 	}
 	if n == 0 {
 		return 0
