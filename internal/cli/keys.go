@@ -32,7 +32,7 @@ func defaultKeyFile() (string, error) {
 // readPSK reads a pre-shared key file: seal.KeySize raw bytes, or that
 // many bytes in hex (blanks around it ignored).
 func readPSK(path string) ([]byte, error) {
-	b, err := readFileLimited(path, 4096, "pre-shared key")
+	b, err := readKeyFile(path, 4096, "pre-shared key")
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +43,23 @@ func readPSK(path string) ([]byte, error) {
 		return k, nil
 	}
 	return nil, fmt.Errorf("pre-shared key %s: want %d bytes, raw or in hex", path, seal.KeySize)
+}
+
+// readKeyFile reads a small secret file, refusing before reading it
+// anything but a regular file of at most max bytes: a key path naming a
+// device would otherwise be read until the bound, and a FIFO would block.
+func readKeyFile(path string, max int64, what string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %s: not a regular file (%v)", what, path, st.Mode().Type())
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("%s %s: %d bytes, more than a key's %d", what, path, st.Size(), max)
+	}
+	return readFileLimited(path, max, what)
 }
 
 func readFileLimited(path string, max int64, what string) ([]byte, error) {

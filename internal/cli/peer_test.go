@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -284,6 +286,40 @@ func TestID(t *testing.T) {
 	failsCleanly(t, run(t, nil, "id", "--key", key))
 }
 
+// TestKeyFilesMustBeRegular points the identity and pre-shared key paths
+// at a device, a FIFO, a directory and an oversized file: each is refused
+// with one line before anything is read from it (reading /dev/zero would
+// never end; opening a FIFO blocks until someone writes to it).
+func TestKeyFilesMustBeRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := writeFile(t, "big", make([]byte, 1<<20))
+	for _, path := range []string{"/dev/zero", fifo, dir, big} {
+		for _, args := range [][]string{
+			{"id", "--key", path},
+			{"codec", "encode", "--codec", "seal", "--key", path},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a timing bound
+			cmd := exec.CommandContext(ctx, binary_, args...)
+			cmd.Stdin = strings.NewReader("x")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			hung := ctx.Err() != nil
+			cancel()
+			if hung {
+				t.Fatalf("%v did not return", args)
+			}
+			if err == nil || cmd.ProcessState.ExitCode() != 1 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+				t.Errorf("%v: %v, stderr %q", args, err, stderr.String())
+			}
+		}
+	}
+}
+
 func TestCodecEncodeDecode(t *testing.T) {
 	doc := bytes.Repeat([]byte("<employee id=\"1\"><lname>Smith</lname></employee>"), 300)
 	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
@@ -334,7 +370,49 @@ func TestRecvSkipsUndecodable(t *testing.T) {
 	if !strings.Contains(strings.Join(recv.stderr, "\n"), "dropped") {
 		t.Fatalf("stderr %q does not report the dropped message", recv.stderr)
 	}
-	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8): \uFFFD[2Jplain") {
+	if out := recv.stdout.String(); !strings.Contains(out, `x (text/plain;charset=UTF-8): \x1b[2Jplain`) {
 		t.Fatalf("recv printed %q", out)
+	}
+}
+
+// TestRecvPrintsPeerTextSafely has a real peer (send) put terminal escape
+// sequences, a newline, a bidirectional override and a C1 control in
+// element names, the namespace, the MIME type and the body: recv prints
+// none of them raw, in its readable output or as JSON, so no fake
+// "message from" line, window title or cursor movement reaches the
+// terminal.
+func TestRecvPrintsPeerTextSafely(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	const (
+		name = "x\x1b]0;pwned\x07\nmessage 2 from 12D3KooWFake (1 elements)"
+		ns   = "n\u202es"
+		mime = "text/plain;x=\"\x1b[31m\u009b\""
+		body = "line1\r\x1b[2K\u009b31mline2"
+	)
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"recv", "--pipe", a, "--listen", loopback, "--count", "1"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		recv := start(t, nil, args...)
+		r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--ns", ns, "--mime", mime, "--elem", name+"="+body)
+		if r.code != 0 {
+			t.Fatalf("send: %s", r.stderr)
+		}
+		if code := recv.wait(t); code != 0 {
+			t.Fatalf("recv exit %d: %q", code, recv.stderr)
+		}
+		out := recv.stdout.String()
+		for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\u009b"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("json=%v: recv printed %q raw in %q", asJSON, bad, out)
+			}
+		}
+		if lines := strings.Count(out, "\n"); !asJSON && lines != 2 || asJSON && lines != 1 {
+			t.Errorf("json=%v: %d lines in %q", asJSON, lines, out)
+		}
+		if !asJSON && !strings.Contains(out, `x\x1b]0;pwned\x07\nmessage 2 from`) {
+			t.Errorf("the name is not shown escaped: %q", out)
+		}
 	}
 }

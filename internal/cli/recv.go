@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -143,9 +143,13 @@ to stdout, and exit at its end.`,
 					}
 				}
 				if asJSON {
-					enc := json.NewEncoder(out)
+					var js bytes.Buffer
+					enc := json.NewEncoder(&js)
 					enc.SetEscapeHTML(false)
 					if err := enc.Encode(toJSON(m)); err != nil {
+						return err
+					}
+					if _, err := out.Write(jsonSafe(js.Bytes())); err != nil {
 						return err
 					}
 				} else if err := printMessage(out, n, r, m); err != nil {
@@ -248,35 +252,24 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message) erro
 		return err
 	}
 	for _, e := range m.Elements() {
-		name := e.Name
+		name := printableLine(e.Name)
 		if e.Namespace != "" {
-			name = e.Namespace + ":" + e.Name
+			name = printableLine(e.Namespace) + ":" + name
 		}
 		var body string
 		switch {
 		case encoding.IsEncoded(e):
 			body = fmt.Sprintf("%d bytes, still encoded", len(e.Data))
 		case isText(e.Type()) && utf8.Valid(e.Data):
-			body = strings.ReplaceAll(printable(strings.TrimRight(string(e.Data), "\r\n")), "\n", "\n    ")
+			body = strings.ReplaceAll(printableText(strings.TrimRight(string(e.Data), "\r\n")), "\n", "\n    ")
 		default:
 			body = fmt.Sprintf("%d bytes", len(e.Data))
 		}
-		if _, err := fmt.Fprintf(w, "  %s (%s): %s\n", name, e.Type(), body); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s (%s): %s\n", name, printableLine(e.Type()), body); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// printable replaces control characters other than newline and tab, so
-// that text from the network cannot drive the terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
-			return r
-		}
-		return '\uFFFD'
-	}, s)
 }
 
 func isText(mime string) bool {

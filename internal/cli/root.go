@@ -57,8 +57,10 @@ func quietLibp2p() {
 	}
 }
 
+// oneLine folds s, an error or a message that may quote text from the
+// network, into one printable line.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return printableLine(strings.Join(strings.Fields(s), " "))
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {

@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -317,46 +318,95 @@ func (n *Node) Close() error {
 
 // LoadOrCreateKey reads an Ed25519 private key from path, or creates one
 // there (mode 0600, parent directories 0700) if the file does not exist. A
-// key file readable by others is refused.
+// key file readable by others, a file that is not a regular file (a
+// device, a FIFO, a directory) and one larger than 4 KiB are refused
+// before anything is read from them.
 func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
-	b, err := os.ReadFile(path)
+	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		key, _, err := crypto.GenerateEd25519Key(nil)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := crypto.MarshalPrivateKey(key)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
-		}
-		if _, err := f.Write(raw); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
-		}
-		if err := f.Close(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
-		}
-		return key, nil
+		return createKey(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s is accessible by others (mode %v); chmod 600 it", ErrKeyFile, path, st.Mode().Perm())
+	// Checked before opening too: opening a FIFO blocks until it has a
+	// writer.
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrKeyFile, path, st.Mode().Type())
 	}
-	if len(b) > 4096 {
-		return nil, fmt.Errorf("%w: %s is %d bytes, not a key", ErrKeyFile, path, len(b))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	defer f.Close()
+	b, err := readKeyFile(f, path)
+	if err != nil {
+		return nil, err
 	}
 	key, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
+	}
+	return key, nil
+}
+
+// maxKeyFile bounds a key file: a marshalled Ed25519 key is 68 bytes, an
+// RSA-4096 one about 2.4 KiB.
+const maxKeyFile = 4096
+
+// readKeyFile reads an opened key file after checking, on the open file
+// itself, that it is a regular file of at most maxKeyFile bytes that
+// only its owner can read: a device or a FIFO named by mistake (or by
+// someone else) is refused before a byte is read, and a file that grows
+// after the check is still read only up to the bound.
+func readKeyFile(f *os.File, path string) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrKeyFile, path, st.Mode().Type())
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s is accessible by others (mode %v); chmod 600 it", ErrKeyFile, path, st.Mode().Perm())
+	}
+	if st.Size() > maxKeyFile {
+		return nil, fmt.Errorf("%w: %s is %d bytes, not a key", ErrKeyFile, path, st.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%w: %s is over %d bytes, not a key", ErrKeyFile, path, maxKeyFile)
+	}
+	return b, nil
+}
+
+// createKey makes a new Ed25519 key and stores it in path (mode 0600),
+// creating the directory (0700) if needed.
+func createKey(path string) (crypto.PrivKey, error) {
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	if _, err := f.Write(raw); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
 	}
 	return key, nil
 }

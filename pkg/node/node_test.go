@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -62,6 +64,35 @@ func TestIdentityAndAddrs(t *testing.T) {
 	os.WriteFile(path, []byte("garbage"), 0o600)
 	if _, err := node.New(context.Background(), node.WithKeyFile(path)); !errors.Is(err, node.ErrKeyFile) {
 		t.Fatalf("garbage key accepted: %v", err)
+	}
+}
+
+// TestKeyFileNotAKey checks that a key path naming something other than
+// a small regular file is refused before it is read: reading /dev/zero
+// would never end, and opening a FIFO would block.
+func TestKeyFileNotAKey(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.key")
+	if err := os.WriteFile(big, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/zero", "/dev/urandom", fifo, dir, big} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := node.LoadOrCreateKey(path); done <- err }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, node.ErrKeyFile) {
+					t.Fatalf("%s accepted as a key file: %v", path, err)
+				}
+			case <-time.After(10 * time.Second): // a hang, not a timing bound
+				t.Fatalf("LoadOrCreateKey(%s) did not return", path)
+			}
+		})
 	}
 }
 
