@@ -18,6 +18,13 @@
 // (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more). Frames to one destination
 // are written in Send order under a per-peer lock, so order is kept.
 //
+// The receiver answers on the same stream (refuse.go): first with a hello
+// that states its maximum message size, so a message over it fails at the
+// sender (ErrTooLarge), then with a refusal for each message no listener
+// took, which the sender's next Send to that destination or its Flush
+// reports (ErrRefused). Nothing a receiver does not deliver is lost
+// without its sender being told.
+//
 // # Trust and flow
 //
 // The source of a message is the libp2p peer on the other end of the
@@ -27,9 +34,13 @@
 // reading, libp2p's flow control then stalls the sender, and memory stays
 // bounded. A panicking listener is recovered and counted. What one peer can
 // make the service hold is bounded per message (WithMaxMessageSize), per
-// peer in streams (WithMaxStreamsPerPeer) and in memory allocated ahead of
-// the bytes (WithMaxPrealloc), and by libp2p's resource manager; see
-// limits.go.
+// peer in streams (WithMaxStreamsPerPeer), in bytes held for it — frames
+// being read, messages being delivered or kept with Delivery.Hold —
+// (WithMemoryBudget, per peer and for all peers), in memory allocated ahead
+// of the bytes (WithMaxPrealloc), in time (a frame that stops advancing is
+// reset, WithFrameTimeout), and by libp2p's resource manager; see
+// limits.go and budget.go. A full budget stalls the peer, as a slow
+// listener does; it never drops a message.
 //
 // # Costs
 //
@@ -70,7 +81,7 @@ import (
 )
 
 // ProtocolID is the libp2p protocol that carries endpoint frames.
-const ProtocolID protocol.ID = "/p2pmsg/endpoint/1.0.0"
+const ProtocolID protocol.ID = "/p2pmsg/endpoint/1.1.0"
 
 // MaxNameLen bounds service names and parameters, in bytes.
 const MaxNameLen = 1024
@@ -110,6 +121,14 @@ type Delivery struct {
 	// bufs are the service's buffers holding the message's larger
 	// elements, for Release.
 	bufs *recvBufs
+	// The memory-budget charge (Hold, Size) and a listener's refusal
+	// (Refuse).
+	svc     *Service
+	peer    *peerIn
+	charged int64 // bytes still charged, released when the listener returns unless held
+	size    int64
+	refused byte
+	reason  string
 }
 
 // ConnSecurity returns what authenticates and encrypts c (see
@@ -143,14 +162,18 @@ type ListenerFunc func(ctx context.Context, d *Delivery)
 // Deliver implements Listener.
 func (f ListenerFunc) Deliver(ctx context.Context, d *Delivery) { f(ctx, d) }
 
-// Stats counts what the service dropped.
+// Stats counts what the service refused, dropped or waited for.
 type Stats struct {
-	Received        uint64 // messages handed to a listener
-	NoListener      uint64 // messages for an unregistered service
-	SourceForged    uint64 // messages whose source element lied
-	ListenerPanics  uint64 // listeners that panicked
-	MalformedFrames uint64 // frames or messages that failed to decode
-	StreamsRefused  uint64 // incoming streams over the per-peer limit (WithMaxStreamsPerPeer)
+	Received         uint64 // messages handed to a listener
+	NoListener       uint64 // messages for an unregistered service (refused back to their sender)
+	SourceForged     uint64 // messages whose source element lied
+	ListenerPanics   uint64 // listeners that panicked
+	MalformedFrames  uint64 // frames or messages that failed to decode
+	StreamsRefused   uint64 // incoming streams over the per-peer limit (WithMaxStreamsPerPeer)
+	FramesTimedOut   uint64 // frames reset for not advancing within the frame timeout (WithFrameTimeout)
+	BudgetWaits      uint64 // frames that waited for memory budget before being read (WithMemoryBudget)
+	RefusalsSent     uint64 // refusals written back to senders (no listener, Delivery.Refuse)
+	RefusalsReceived uint64 // refusals received from peers for messages this service sent
 }
 
 type options struct {
@@ -158,12 +181,19 @@ type options struct {
 	// Per-peer limits, see limits.go; negative means "the default".
 	maxPeerStreams            int
 	peerPrealloc, allPrealloc int64
+	// Memory and time budgets, see budget.go; zero means "the default".
+	peerBudget, allBudget int64
+	frameTimeout          time.Duration
 }
 
 // Option configures the service.
 type Option func(*options) error
 
-// WithMaxMessageSize bounds one received message (default 64 MiB, at most 1 GiB).
+// WithMaxMessageSize bounds one received message (default 64 MiB, at most
+// 1 GiB). Senders learn it when they open a stream to the service, and a
+// message over it fails at the sender with a LimitError. Set it above
+// 64 KiB: smaller messages may be sent before the sender has learnt the
+// limit, and those over it then reset the stream.
 func WithMaxMessageSize(n int64) Option {
 	return func(o *options) error {
 		if n < 64 || n > 1<<30 {
@@ -198,6 +228,8 @@ type Service struct {
 	// Incoming streams and preallocated bytes per peer (limits.go).
 	inMu       sync.Mutex
 	in         map[peer.ID]*peerIn
+	streams    map[*inStream]struct{} // being read, for the frame watchdog
+	budget     budget
 	prealloc   int64 // bytes preallocated for frames being read, all peers
 	decodeOpts []wire.Option
 	bufs       bufPool // element buffers handed back by Delivery.Release
@@ -206,6 +238,7 @@ type Service struct {
 	readers sync.WaitGroup // incoming streams' readers, a subset of wg
 	stats   struct {
 		received, noListener, forged, panics, malformed, refused atomic.Uint64
+		timedOut, budgetWaits, refusalsSent, refusalsReceived    atomic.Uint64
 	}
 }
 
@@ -220,15 +253,22 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 	if err := o.resolveLimits(); err != nil {
 		return nil, err
 	}
+	if err := o.resolveBudget(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{node: n, opts: o, ctx: ctx, stop: cancel,
 		listeners: map[listenerKey]Listener{}, senders: map[peer.ID]*sender{},
-		resolved: map[resolveKey]peer.ID{}, byAddr: map[resolveKey]*sender{}, in: map[peer.ID]*peerIn{}}
+		resolved: map[resolveKey]peer.ID{}, byAddr: map[resolveKey]*sender{}, in: map[peer.ID]*peerIn{},
+		streams: map[*inStream]struct{}{}}
+	s.budget.freed = make(chan struct{})
 	if o.maxMessage != wire.DefaultMaxMessageSize {
 		// Without options Decode uses its defaults and allocates nothing
 		// for them.
 		s.decodeOpts = []wire.Option{wire.WithMaxMessageSize(o.maxMessage)}
 	}
+	s.wg.Add(1)
+	go s.watchFrames()
 	n.Host().SetStreamHandler(ProtocolID, s.handleStream)
 	return s, nil
 }
@@ -269,6 +309,8 @@ func (s *Service) Stats() Stats {
 		Received: s.stats.received.Load(), NoListener: s.stats.noListener.Load(),
 		SourceForged: s.stats.forged.Load(), ListenerPanics: s.stats.panics.Load(),
 		MalformedFrames: s.stats.malformed.Load(), StreamsRefused: s.stats.refused.Load(),
+		FramesTimedOut: s.stats.timedOut.Load(), BudgetWaits: s.stats.budgetWaits.Load(),
+		RefusalsSent: s.stats.refusalsSent.Load(), RefusalsReceived: s.stats.refusalsReceived.Load(),
 	}
 }
 
@@ -388,7 +430,13 @@ func (s *Service) jxtaIDOf(p peer.ID) (id.ID, error) {
 }
 
 // Send delivers m to the listener at addr on another peer. It returns once
-// the message is written to the peer's stream; order is kept per peer. A
+// the message is written to the peer's stream; order is kept per peer.
+//
+// A message larger than the peer accepts fails with a LimitError
+// (ErrTooLarge) and is not sent. When the peer refused earlier messages to
+// the same addr (no listener there, or the listener refused them), Send
+// returns a RefusedError (ErrRefused) counting them and does not send m:
+// the caller decides whether to send it elsewhere or again. A
 // failed stream is dropped, and the next Send opens a new one, dialling the
 // peer again if needed. When the receiver is slow Send blocks (backpressure)
 // until ctx is done; a Send cut short that way resets the stream, so
@@ -447,6 +495,10 @@ type sender struct {
 	// for the next Flush to report.
 	unacked int
 	lost    bool
+	// back reads st's back channel (refuse.go); refused collects the
+	// refusals it reports.
+	back    *back
+	refused refusals
 }
 
 func (snd *sender) send(ctx context.Context, service, param string, m *message.Message) error {
@@ -468,6 +520,9 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		}
 	}
 	defer func() { <-snd.lock }()
+	if err := snd.takeRefusal(service, param); err != nil {
+		return err
+	}
 	if snd.st == nil {
 		st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(ctx, "endpoint"), snd.peer, ProtocolID)
 		if err != nil {
@@ -477,6 +532,14 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		snd.deadline = time.Time{}
 		snd.w = bufio.NewWriterSize(st, 32<<10)
 		snd.enc = wire.NewEncoder(snd.w)
+		snd.back = snd.startBack(st)
+	}
+	limit, err := snd.peerLimit(ctx, size)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && size > limit {
+		return &LimitError{Peer: snd.peer, Size: size, Limit: limit}
 	}
 	// Cancelling ctx unblocks a write stalled by a slow receiver.
 	if err := snd.watch.prepare(ctx, snd.st, &snd.deadline); err != nil {
@@ -484,8 +547,8 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 	}
 	if small {
 		var encoded bool
-		if encoded, err = snd.writeSmall(service, param, m); !encoded {
-			return err // not encodable: nothing was written
+		if encoded, err = snd.writeSmall(service, param, m, limit); !encoded {
+			return err // not encodable or too large: nothing was written
 		}
 	} else {
 		h := snd.hdr[:0]
@@ -507,6 +570,7 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		if snd.unacked > 0 {
 			snd.lost, snd.unacked = true, 0
 		}
+		snd.back = nil
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 		}
@@ -528,7 +592,9 @@ func isCircuit(c network.Conn) bool {
 // an acknowledgement matters, not after every message. If a failed or
 // cancelled Send since the last Flush reset a stream that carried
 // messages whose Send had succeeded, those may be lost: Flush then fails
-// with ErrMaybeLost (once), after flushing the rest.
+// with ErrMaybeLost (once), after flushing the rest. If p refused
+// messages sent to it since they were last reported (see Send), Flush
+// fails with their RefusedErrors, joined, and forgets them.
 func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	s.mu.Lock()
 	snd := s.senders[p]
@@ -545,17 +611,18 @@ func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	lost := snd.lost
 	snd.lost = false
 	maybeLost := func() error {
+		var err error
 		if lost {
-			return fmt.Errorf("%w: to %s", ErrMaybeLost, p)
+			err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
 		}
-		return nil
+		return errors.Join(err, snd.takeRefusals())
 	}
-	st := snd.st
+	st, b := snd.st, snd.back
 	if st == nil {
 		return maybeLost()
 	}
 	snd.unacked = 0
-	snd.st = nil
+	snd.st, snd.back = nil, nil
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
 	// The reader closes its side once it has read up to our end of
@@ -564,13 +631,15 @@ func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 		st.Reset()
 		return fmt.Errorf("endpoint: flushing to %s: %w", p, err)
 	}
-	st.SetReadDeadline(time.Time{})
-	if _, err := io.Copy(io.Discard, st); err != nil {
+	// The back channel reads until the receiver's end of stream, which
+	// comes after the refusals of everything it read.
+	<-b.done
+	if b.err != nil {
 		st.Reset()
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("endpoint: flushing to %s: %w", p, cerr)
+			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, cerr), snd.takeRefusals())
 		}
-		return fmt.Errorf("endpoint: flushing to %s: %w", p, err)
+		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, b.err), snd.takeRefusals())
 	}
 	st.Close()
 	return maybeLost()
@@ -584,7 +653,7 @@ func (snd *sender) close() {
 	snd.watch.disarm()
 	if snd.st != nil {
 		snd.st.Close()
-		snd.st = nil
+		snd.st, snd.back = nil, nil
 	}
 	<-snd.lock
 }
@@ -621,11 +690,15 @@ func (s *Service) handleStream(st network.Stream) {
 		st.Reset()
 		return
 	}
+	if err := writeBack(st, s.hello()); err != nil {
+		st.Reset()
+		return
+	}
 	for {
 		service, param, n, err := in.readHeader()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				s.stats.malformed.Add(1)
+				in.failed()
 				st.Reset()
 			}
 			return
@@ -634,14 +707,40 @@ func (s *Service) handleStream(st network.Stream) {
 			st.Reset() // shutting down: the sender must not count it delivered
 			return
 		}
+		// Charge the frame before reading its body; waiting here is the
+		// receiver's stall, not the peer's.
+		in.prog.reading.Store(false)
+		charge := n + frameOverhead
+		if err := s.charge(in.peer, charge); err != nil {
+			st.Reset()
+			return
+		}
+		in.prog.reading.Store(true)
 		m, bufs, err := in.readMessage(n)
+		in.prog.reading.Store(false)
 		if err != nil {
-			s.stats.malformed.Add(1)
+			s.discharge(in.peer, charge)
+			in.failed()
 			st.Reset() // the stream's framing can no longer be trusted
 			return
 		}
-		s.deliver(&Delivery{Source: src, SourceJXTA: srcJXTA, Service: service, Param: param, Message: m,
-			Security: security, Relayed: relayed, bufs: bufs})
+		extra := int64(m.Len()) * elementOverhead
+		s.forceCharge(in.peer, extra)
+		d := &Delivery{Source: src, SourceJXTA: srcJXTA, Service: service, Param: param, Message: m,
+			Security: security, Relayed: relayed, bufs: bufs,
+			svc: s, peer: in.peer, charged: charge + extra, size: charge + extra}
+		s.deliver(d)
+		if d.charged > 0 {
+			s.discharge(in.peer, d.charged)
+		}
+		if d.refused != 0 {
+			s.stats.refusalsSent.Add(1)
+			in.back = appendRefusal(in.back[:0], d.refused, service, param, d.reason)
+			if err := writeBack(st, in.back); err != nil {
+				st.Reset() // a sender that does not read its answers
+				return
+			}
+		}
 	}
 }
 
@@ -660,6 +759,7 @@ func (s *Service) deliver(d *Delivery) {
 	if l == nil {
 		s.stats.noListener.Add(1)
 		d.Release()
+		d.refused, d.reason = RefusedNoListener, ""
 		return
 	}
 	defer func() {
@@ -669,6 +769,9 @@ func (s *Service) deliver(d *Delivery) {
 	}()
 	s.stats.received.Add(1) // counted when handed over, so tests can rely on it
 	l.Deliver(s.ctx, d)
+	if d.refused != 0 && d.charged == 0 {
+		d.refused = 0 // held, so taken: a refusal now would be a lie
+	}
 }
 
 // sourceMatches checks a claimed source address against the authenticated

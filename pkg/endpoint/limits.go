@@ -2,13 +2,14 @@ package endpoint
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Per-peer limits. What one peer can make a Service hold is bounded four
-// ways:
+// Per-peer limits. What one peer can make a Service hold is bounded these
+// ways (and in bytes and time by the budgets in budget.go):
 //
 //   - one message: WithMaxMessageSize (default 64 MiB), checked against the
 //     frame header before anything is allocated for it;
@@ -24,7 +25,8 @@ import (
 //     stops its stream's reader, the window fills, and the sender blocks.
 //
 // Listeners run on the reader, so once a message is handed over the
-// service holds nothing of it.
+// service holds nothing of it; a listener that keeps it (Delivery.Hold)
+// keeps it on the peer's memory budget.
 const (
 	// DefaultMaxStreamsPerPeer is WithMaxStreamsPerPeer's default.
 	DefaultMaxStreamsPerPeer = 8
@@ -81,8 +83,9 @@ func (o *options) resolveLimits() error {
 // peerIn is what one peer holds of the service's receiving side.
 type peerIn struct {
 	id       peer.ID
-	streams  int   // endpoint streams being read
-	prealloc int64 // bytes preallocated for its frames being read
+	streams  atomic.Int32 // endpoint streams being read; changed under Service.inMu
+	prealloc int64        // bytes preallocated for its frames being read
+	held     atomic.Int64 // bytes charged to its memory budget (budget.go)
 }
 
 // openIn registers a stream from p and returns its reader state, or nil
@@ -95,19 +98,35 @@ func (s *Service) openIn(p peer.ID, st network.Stream) *inStream {
 		pi = &peerIn{id: p}
 		s.in[p] = pi
 	}
-	if pi.streams >= s.opts.maxPeerStreams {
+	if int(pi.streams.Load()) >= s.opts.maxPeerStreams {
 		return nil
 	}
-	pi.streams++
-	return newInStream(s, pi, st)
+	pi.streams.Add(1)
+	in := newInStream(s, pi, st)
+	s.streams[in] = struct{}{}
+	return in
 }
 
 func (s *Service) closeIn(in *inStream) {
 	s.inMu.Lock()
 	defer s.inMu.Unlock()
+	delete(s.streams, in)
 	pi := in.peer
-	pi.streams--
-	if pi.streams == 0 && pi.prealloc == 0 {
+	pi.streams.Add(-1)
+	s.forgetLocked(pi)
+}
+
+// forget drops pi once it has no streams and nothing charged, so that a
+// peer that comes back starts afresh but one that holds bytes keeps its
+// budget across reconnections.
+func (s *Service) forget(pi *peerIn) {
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	s.forgetLocked(pi)
+}
+
+func (s *Service) forgetLocked(pi *peerIn) {
+	if pi.streams.Load() == 0 && pi.prealloc == 0 && pi.held.Load() == 0 && s.in[pi.id] == pi {
 		delete(s.in, pi.id)
 	}
 }
@@ -130,4 +149,5 @@ func (s *Service) release(pi *peerIn, n int64) {
 	defer s.inMu.Unlock()
 	pi.prealloc -= n
 	s.prealloc -= n
+	s.forgetLocked(pi)
 }

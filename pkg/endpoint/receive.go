@@ -20,6 +20,8 @@ import (
 type inStream struct {
 	svc  *Service
 	peer *peerIn
+	st   network.Stream
+	prog progress // for the frame watchdog (budget.go)
 	br   *bufio.Reader
 	fr   frameReader
 	// The last service and param read: a stream mostly carries one
@@ -30,6 +32,15 @@ type inStream struct {
 	alloc   func(int) []byte
 	pending [][]byte
 	small   bytes.Reader // over a small frame in br's buffer
+	back    []byte       // a refusal record being written
+}
+
+// failed counts a frame that could not be read, unless the watchdog reset
+// its stream (and counted it).
+func (in *inStream) failed() {
+	if !in.prog.timedOut.Load() {
+		in.svc.stats.malformed.Add(1)
+	}
 }
 
 // smallFrame is the largest frame decoded in place from the stream's
@@ -37,7 +48,8 @@ type inStream struct {
 const smallFrame = 16 << 10
 
 func newInStream(s *Service, pi *peerIn, st network.Stream) *inStream {
-	in := &inStream{svc: s, peer: pi, br: bufio.NewReaderSize(st, 64<<10)}
+	in := &inStream{svc: s, peer: pi, st: st}
+	in.br = bufio.NewReaderSize(countingReader{st, &in.prog.read}, 64<<10)
 	in.fr.br = in.br
 	in.alloc = in.allocBuf
 	return in
@@ -66,6 +78,18 @@ func (in *inStream) takeBufs() *recvBufs {
 // readHeader reads a frame header: service, param, message length. A clean
 // end of stream before it is io.EOF.
 func (in *inStream) readHeader() (service, param string, n int64, err error) {
+	if in.br.Buffered() == 0 {
+		// Idle between frames: no deadline. The frame starts with its
+		// first byte.
+		if _, err := in.br.Peek(1); err != nil {
+			if err == io.EOF {
+				return "", "", 0, io.EOF
+			}
+			return "", "", 0, fmt.Errorf("%w: %v", ErrFrame, err)
+		}
+	}
+	in.prog.frames.Add(1)
+	in.prog.reading.Store(true)
 	if service, err = in.readName(in.service, true); err != nil {
 		return "", "", 0, err
 	}

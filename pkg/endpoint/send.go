@@ -27,10 +27,11 @@ func smallMessage(m *message.Message) bool {
 // to the stream in one call. The message is encoded first, behind room
 // left for the header, whose length field needs the message's size; so a
 // small message is planned once and copied once. encoded is false, with
-// the encoder's error, when m cannot be encoded; nothing is written then.
+// the encoder's error, when m cannot be encoded, or with a LimitError when
+// it is over limit (0: unknown); nothing is written then.
 // The stream's buffered writer is empty between Sends, so writing around
 // it keeps the order.
-func (snd *sender) writeSmall(service, param string, m *message.Message) (encoded bool, err error) {
+func (snd *sender) writeSmall(service, param string, m *message.Message, limit int64) (encoded bool, err error) {
 	room := len(service) + len(param) + 3*binary.MaxVarintLen64
 	b := snd.frame
 	if cap(b) < room+64 {
@@ -39,6 +40,9 @@ func (snd *sender) writeSmall(service, param string, m *message.Message) (encode
 	b, err = wire.Append(b[:room], m)
 	if err != nil {
 		return false, err
+	}
+	if size := int64(len(b) - room); limit > 0 && size > limit {
+		return false, &LimitError{Peer: snd.peer, Size: size, Limit: limit}
 	}
 	h := snd.hdr[:0]
 	h = binary.AppendUvarint(h, uint64(len(service)))

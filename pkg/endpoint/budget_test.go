@@ -1,0 +1,340 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// heapNow is the live heap after a collection.
+func heapNow() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// rawFrame is an endpoint frame for service/param carrying m, built by
+// hand as a hostile peer would.
+func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
+	t.Helper()
+	body, err := wire.Append(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := binary.AppendUvarint(nil, uint64(len(service)))
+	f = append(f, service...)
+	f = binary.AppendUvarint(f, uint64(len(param)))
+	f = append(f, param...)
+	f = binary.AppendUvarint(f, uint64(len(body)))
+	return append(f, body...)
+}
+
+// TestUnfinishedFramesBoundedByBudget is issue 21's row 1 at a quarter of
+// the default scale: a peer opens the most streams it may, sends on each a
+// maximum-size frame but its last byte, and stops. Unfinished frames count
+// against the per-peer budget (twice the maximum message by default), so
+// the receiver holds about two of them, not eight; the rest wait, unread,
+// in the flow-control windows.
+func TestUnfinishedFramesBoundedByBudget(t *testing.T) {
+	const maxMsg = 16 << 20
+	nodes := testutil.NewConnectedNodes(t, 2)
+	b, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(maxMsg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ch, l := collector(1)
+	b.Register("x", "", l)
+	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-64))))
+	if len(frame) > maxMsg+16 {
+		t.Fatalf("frame of %d bytes", len(frame))
+	}
+	before := heapNow()
+	var wg sync.WaitGroup
+	var streams []network.Stream
+	done := make(chan struct{}, 8)
+	for range 8 {
+		st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.Write(frame[:len(frame)-1])
+			done <- struct{}{}
+		}()
+	}
+	defer func() {
+		for _, st := range streams {
+			st.Reset()
+		}
+		wg.Wait()
+	}()
+	// Wait for the first two frames to be all but complete at the
+	// receiver, then watch the heap while the others do what they can.
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("no frame got through within a minute")
+		}
+	}
+	var peak int64
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, heapNow()-before)
+	}
+	// The bound: the default per-peer budget, plus 32 MiB of flow-control
+	// windows, plus the attacker's own frame, which lives in this process.
+	bound := int64(2*maxMsg + 1<<20 + 32<<20 + len(frame))
+	t.Logf("receiver heap grew by at most %d MiB (bound %d MiB)", peak>>20, bound>>20)
+	if peak > bound {
+		t.Fatalf("heap grew by %d MiB, over the budget's bound of %d MiB", peak>>20, bound>>20)
+	}
+	select {
+	case <-ch:
+		t.Fatal("an unfinished frame was delivered")
+	default:
+	}
+}
+
+// TestStalledFrameTimesOut: a frame that stops arriving is reset once the
+// frame timeout passes, counted, and its budget freed for the next stream.
+func TestStalledFrameTimesOut(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b, err := endpoint.New(nodes[1], endpoint.WithFrameTimeout(300*time.Millisecond),
+		endpoint.WithMaxMessageSize(1<<20), endpoint.WithMemoryBudget(1<<20+4096, 1<<20+4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ch, l := collector(1)
+	b.Register("x", "", l)
+	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, 1<<20-256))))
+	st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	if _, err := st.Write(frame[:len(frame)/2]); err != nil {
+		t.Fatal(err)
+	}
+	// The reset reaches the attacker: its reads of the back channel fail.
+	readErr := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, st); readErr <- err }()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("the stalled stream was closed, not reset")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the stalled frame was not reset within a minute")
+	}
+	if s := b.Stats(); s.FramesTimedOut != 1 || s.MalformedFrames != 0 {
+		t.Fatalf("stats %+v, want one frame timed out and none malformed", s)
+	}
+	// The budget held by the stalled frame is free again: a full-size
+	// message gets through.
+	to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
+	if err := a.Send(ctx(t), to, message.New(message.Bytes("", "b", make([]byte, 1<<20-256)))); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+}
+
+// TestBudgetBackpressureLosesNothing: a listener that keeps messages
+// (Hold) fills its sender's budget; the receiver then stops reading and the
+// sender stalls, and once the listener lets go everything arrives, in
+// order.
+func TestBudgetBackpressureLosesNothing(t *testing.T) {
+	const budget, size, count = 640 << 10, 100 << 10, 40
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(256<<10), endpoint.WithMemoryBudget(budget, budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	var mu sync.Mutex
+	var held, peak int64
+	var releases []func()
+	var got []string
+	letGo := false
+	b.Register("x", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+		e, _ := d.Message.Get("", "i")
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, string(e.Data))
+		if letGo {
+			return
+		}
+		n, release := d.Size(), d.Hold()
+		held += n
+		peak = max(peak, held)
+		releases = append(releases, func() { release(); held -= n })
+	}))
+	to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
+	sent := make(chan error, 1)
+	go func() {
+		for i := range count {
+			m := message.New(message.Text("", "i", fmt.Sprint(i)), message.Bytes("", "pad", make([]byte, size)))
+			if err := a.Send(ctx(t), to, m); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- a.Flush(ctx(t), nodes[1].ID())
+	}()
+	for b.Stats().BudgetWaits == 0 {
+		select {
+		case err := <-sent:
+			t.Fatalf("all sent without the budget filling: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	if peak > budget {
+		t.Errorf("listener held %d bytes, over the %d-byte budget", peak, budget)
+	}
+	letGo = true
+	for _, r := range releases {
+		r()
+	}
+	mu.Unlock()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != count {
+		t.Fatalf("%d of %d messages delivered", len(got), count)
+	}
+	for i, s := range got {
+		if s != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %s", i, s)
+		}
+	}
+}
+
+// TestTooLargeFailsAtSender is issue 21's row 10: a message over the
+// receiver's limit fails at the sender with an error naming the limit,
+// and the stream stays usable.
+func TestTooLargeFailsAtSender(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ch, l := collector(1)
+	b.Register("x", "", l)
+	to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
+	err = a.Send(ctx(t), to, message.New(message.Bytes("", "big", make([]byte, 2<<20))))
+	var le *endpoint.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, endpoint.ErrTooLarge) || le.Limit != 1<<20 || le.Size <= 2<<20 || le.Peer != nodes[1].ID() {
+		t.Fatalf("Send of 2 MiB to a 1 MiB receiver: %v", err)
+	}
+	t.Logf("%v", err)
+	if err := a.Send(ctx(t), to, message.New(message.Text("", "t", "small"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := recv(t, ch).Message.Get("", "t"); string(e.Data) != "small" {
+		t.Fatalf("got %q", e.Data)
+	}
+}
+
+// TestRefusalsReachTheSender: messages nobody takes are reported to their
+// sender, by Flush and by the next Send to the same destination.
+func TestRefusalsReachTheSender(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	peerB := nodes[1].ID()
+	nobody := endpoint.PeerAddress(peerB, "nobody", "p")
+	for range 3 {
+		if err := a.Send(ctx(t), nobody, message.New()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := a.Flush(ctx(t), peerB)
+	var re *endpoint.RefusedError
+	if !errors.As(err, &re) || !errors.Is(err, endpoint.ErrRefused) || re.Count != 3 || re.Code != endpoint.RefusedNoListener ||
+		re.Service != "nobody" || re.Param != "p" || re.Peer != peerB {
+		t.Fatalf("Flush after 3 messages to no listener: %v", err)
+	}
+	if err := a.Flush(ctx(t), peerB); err != nil {
+		t.Fatalf("refusals reported twice: %v", err)
+	}
+
+	n := 0
+	b.Register("picky", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+		n++
+		d.Refuse("queue full")
+	}))
+	picky := endpoint.PeerAddress(peerB, "picky", "")
+	if err := a.Send(ctx(t), picky, message.New()); err != nil {
+		t.Fatal(err)
+	}
+	for a.Stats().RefusalsReceived != 4 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	err = a.Send(ctx(t), picky, message.New())
+	if !errors.As(err, &re) || re.Count != 1 || re.Code != endpoint.RefusedByListener || re.Reason != "queue full" {
+		t.Fatalf("Send after a refusal: %v", err)
+	}
+	if err := a.Flush(ctx(t), peerB); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); n != 1 || s.RefusalsSent != 4 || s.NoListener != 3 {
+		t.Fatalf("listener ran %d times (want 1: the refused Send sends nothing), stats %+v", n, s)
+	}
+}
+
+// TestHostileBackChannel: a receiver that answers with garbage costs the
+// sender an error, not a panic or a hang.
+func TestHostileBackChannel(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	answers := [][]byte{
+		{'H', 1},                      // truncated hello
+		{'R', 1, 0, 0, 0},             // a refusal before the hello
+		{'H', 1, 0x80, 0x80, 0x80, 1}, // a hello, then
+		append([]byte{'H', 1, 10, 'R', 1}, binary.AppendUvarint(nil, 1<<40)...), // a lying length
+		{'H', 1, 10, 'Z'}, // an unknown record
+	}
+	for i, ans := range answers {
+		nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+			st.Write(ans)
+			io.Copy(io.Discard, st)
+			st.Close()
+		})
+		to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
+		a.Send(ctx(t), to, message.New(message.Bytes("", "b", bytes.Repeat([]byte{1}, 100))))
+		if err := a.Flush(ctx(t), nodes[1].ID()); err == nil && i != 2 {
+			t.Errorf("answer %d: Flush succeeded", i)
+		} else {
+			t.Logf("answer %d: %v", i, err)
+		}
+	}
+	nodes[1].Host().RemoveStreamHandler(endpoint.ProtocolID)
+}

@@ -1,0 +1,355 @@
+package endpoint
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The back channel. Frames flow from sender to receiver; the receiver
+// answers on the same stream, in the other direction, with records:
+//
+//	'H' uvarint(version) uvarint(max message size)      once, first
+//	'R' code uvarint(len) service uvarint(len) param uvarint(len) reason
+//
+// The hello tells the sender the receiver's limit, so a message over it
+// fails at the sender (ErrTooLarge) rather than as a reset stream. A
+// refusal says a message to service/param was not handed to any
+// listener: none was registered there (RefusedNoListener), or the one
+// registered refused it (RefusedByListener, Delivery.Refuse). Refusals are
+// written before the receiver reads the next frame, so they precede the
+// end of stream Flush waits for: Flush sees every refusal of the messages
+// it covers.
+
+// Refusal codes, in RefusedError.Code.
+const (
+	// RefusedNoListener: no listener is registered for the destination.
+	RefusedNoListener = 1
+	// RefusedByListener: the listener called Delivery.Refuse.
+	RefusedByListener = 2
+)
+
+const (
+	recHello   = 'H'
+	recRefusal = 'R'
+	// backVersion is the back channel's version in the hello.
+	backVersion = 1
+	// MaxReasonLen bounds a refusal's reason, in bytes: a sentence, not a
+	// document.
+	MaxReasonLen = 256
+	// backWriteTimeout bounds a receiver's write of a record: a sender
+	// that does not read its back channel for that long is not one the
+	// receiver waits for, and its stream is reset.
+	backWriteTimeout = 10 * time.Second
+	// helloWait is the size from which a Send waits for the receiver's
+	// hello on a new stream before writing, to check the message against
+	// the receiver's limit. Smaller messages go at once (the minimum limit
+	// a receiver should set is well above it; see WithMaxMessageSize) and
+	// are checked once the hello has arrived.
+	helloWait = 64 << 10
+	// maxRefusalKeys bounds the destinations whose refusals a sender
+	// keeps apart until they are reported; refusals for more are summed.
+	maxRefusalKeys = 256
+)
+
+// ErrRefused is what a RefusedError unwraps to.
+var ErrRefused = errors.New("endpoint: message refused by the receiving peer")
+
+// ErrTooLarge is what a LimitError unwraps to.
+var ErrTooLarge = errors.New("endpoint: message larger than the receiving peer accepts")
+
+// RefusedError reports messages the receiving peer did not hand to any
+// listener. It is returned by the next Send to the same destination
+// (which then sends nothing) or by Flush, once per refusal.
+type RefusedError struct {
+	Peer           peer.ID
+	Service, Param string // the destination of the refused messages; both "" for the sum over untracked destinations
+	Count          int    // messages refused
+	Code           int    // the last refusal's code (RefusedNoListener, RefusedByListener)
+	Reason         string // the last refusal's reason, as the peer gave it (untrusted text)
+}
+
+func (e *RefusedError) Error() string {
+	what := "no listener"
+	if e.Code == RefusedByListener {
+		what = "refused by the listener"
+	}
+	if e.Reason != "" {
+		what += ": " + e.Reason
+	}
+	return fmt.Sprintf("endpoint: %d message(s) to %s/%s/%s refused (%s)", e.Count, e.Peer, e.Service, e.Param, what)
+}
+
+// Unwrap returns ErrRefused.
+func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// LimitError reports a message over the receiving peer's size limit.
+type LimitError struct {
+	Peer  peer.ID
+	Size  int64 // the message's encoded size
+	Limit int64 // the largest message the peer accepts
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("endpoint: message of %d bytes over %s's limit of %d bytes", e.Size, e.Peer, e.Limit)
+}
+
+// Unwrap returns ErrTooLarge.
+func (e *LimitError) Unwrap() error { return ErrTooLarge }
+
+// Refuse tells the sender that the message was not taken, with a short
+// reason (at most MaxReasonLen bytes are sent). Call it from the listener,
+// before it returns; the message then counts as refused, not delivered,
+// and the sender's next Send to the same destination or its Flush reports
+// it (ErrRefused). A message refused must not also be held (Hold).
+func (d *Delivery) Refuse(reason string) {
+	d.refused = RefusedByListener
+	d.reason = reason
+}
+
+// hello is the record a receiver writes first on each stream.
+func (s *Service) hello() []byte {
+	b := []byte{recHello}
+	b = binary.AppendUvarint(b, backVersion)
+	return binary.AppendUvarint(b, uint64(s.opts.maxMessage))
+}
+
+// appendRefusal appends a refusal record.
+func appendRefusal(b []byte, code byte, service, param, reason string) []byte {
+	if len(reason) > MaxReasonLen {
+		reason = reason[:MaxReasonLen]
+		for !utf8.ValidString(reason) { // do not cut a character in two
+			reason = reason[:len(reason)-1]
+		}
+	}
+	b = append(b, recRefusal, code)
+	for _, s := range []string{service, param, reason} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// writeBack writes a record to the stream's sender, within
+// backWriteTimeout.
+func writeBack(st network.Stream, rec []byte) error {
+	st.SetWriteDeadline(time.Now().Add(backWriteTimeout))
+	_, err := st.Write(rec)
+	return err
+}
+
+// backRecord is one record read from the back channel.
+type backRecord struct {
+	kind                   byte
+	version, max           uint64
+	code                   byte
+	service, param, reason string
+}
+
+// readBackRecord reads one record, refusing anything malformed or over
+// the bounds: the receiver may be hostile too.
+func readBackRecord(r *bufio.Reader) (backRecord, error) {
+	var rec backRecord
+	kind, err := r.ReadByte()
+	if err != nil {
+		return rec, err // io.EOF: the clean end
+	}
+	rec.kind = kind
+	switch kind {
+	case recHello:
+		if rec.version, err = binary.ReadUvarint(r); err == nil {
+			rec.max, err = binary.ReadUvarint(r)
+		}
+		if err == nil && (rec.version == 0 || rec.max == 0) {
+			err = errors.New("hello with a zero version or limit")
+		}
+	case recRefusal:
+		if rec.code, err = r.ReadByte(); err != nil {
+			break
+		}
+		if rec.code != RefusedNoListener && rec.code != RefusedByListener {
+			err = fmt.Errorf("unknown refusal code %d", rec.code)
+			break
+		}
+		if rec.service, err = readBackString(r, MaxNameLen); err != nil {
+			break
+		}
+		if rec.param, err = readBackString(r, MaxNameLen); err != nil {
+			break
+		}
+		rec.reason, err = readBackString(r, MaxReasonLen)
+	default:
+		err = fmt.Errorf("unknown record %#x", kind)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("%w: back channel: %v", ErrFrame, unexpectedEOF(err))
+	}
+	return rec, nil
+}
+
+func readBackString(r *bufio.Reader, limit int) (string, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return "", err
+	}
+	if n > uint64(limit) {
+		return "", fmt.Errorf("string of %d bytes over %d", n, limit)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// back is the sender's side of one stream's back channel: a goroutine
+// reads the receiver's records into it until the stream ends.
+type back struct {
+	hello chan struct{} // closed once the hello arrived (or the stream ended)
+	done  chan struct{} // closed when the stream's back channel ended
+	max   atomic.Int64  // the receiver's limit, once known
+	err   error         // why it ended, if not at a clean end of stream; set before done closes
+}
+
+// startBack starts reading st's back channel.
+func (snd *sender) startBack(st network.Stream) *back {
+	b := &back{hello: make(chan struct{}), done: make(chan struct{})}
+	s := snd.svc
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(b.done)
+		helloed := false
+		defer func() {
+			if !helloed {
+				close(b.hello)
+			}
+		}()
+		r := bufio.NewReaderSize(st, 512)
+		for {
+			rec, err := readBackRecord(r)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					b.err = err
+					if errors.Is(err, ErrFrame) {
+						st.Reset() // a receiver that lies about its answers
+					}
+				}
+				return
+			}
+			switch {
+			case rec.kind == recHello && !helloed:
+				b.max.Store(int64(min(rec.max, 1<<40)))
+				helloed = true
+				close(b.hello)
+			case rec.kind == recRefusal && helloed:
+				snd.addRefusal(rec)
+			default:
+				b.err = fmt.Errorf("%w: back channel: record %q out of order", ErrFrame, rec.kind)
+				st.Reset()
+				return
+			}
+		}
+	}()
+	return b
+}
+
+// refusals are the refusals a sender has received and not yet reported.
+type refusals struct {
+	mu    sync.Mutex
+	any   atomic.Bool // whether byKey or other holds anything
+	byKey map[listenerKey]*RefusedError
+	other *RefusedError // the sum over destinations beyond maxRefusalKeys
+}
+
+func (snd *sender) addRefusal(rec backRecord) {
+	snd.svc.stats.refusalsReceived.Add(1)
+	r := &snd.refused
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := listenerKey{rec.service, rec.param}
+	e := r.byKey[k]
+	if e == nil {
+		if r.byKey == nil {
+			r.byKey = map[listenerKey]*RefusedError{}
+		}
+		if len(r.byKey) < maxRefusalKeys {
+			e = &RefusedError{Peer: snd.peer, Service: rec.service, Param: rec.param}
+			r.byKey[k] = e
+		} else {
+			if r.other == nil {
+				r.other = &RefusedError{Peer: snd.peer}
+			}
+			e = r.other
+		}
+	}
+	e.Count++
+	e.Code, e.Reason = int(rec.code), rec.reason
+	r.any.Store(true)
+}
+
+// takeRefusal returns and forgets the refusals for one destination.
+func (snd *sender) takeRefusal(service, param string) error {
+	r := &snd.refused
+	if !r.any.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.byKey[listenerKey{service, param}]
+	if e == nil {
+		return nil
+	}
+	delete(r.byKey, listenerKey{service, param})
+	r.any.Store(len(r.byKey) > 0 || r.other != nil)
+	return e
+}
+
+// takeRefusals returns and forgets all refusals, joined.
+func (snd *sender) takeRefusals() error {
+	r := &snd.refused
+	if !r.any.Load() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, e := range r.byKey {
+		errs = append(errs, e)
+	}
+	if r.other != nil {
+		errs = append(errs, r.other)
+	}
+	clear(r.byKey)
+	r.other = nil
+	r.any.Store(false)
+	return errors.Join(errs...)
+}
+
+// peerLimit returns the receiver's message limit for a message of size
+// bytes on the current stream, waiting for the hello when the message is
+// large enough to matter; 0 means not known (yet).
+func (snd *sender) peerLimit(ctx context.Context, size int64) (int64, error) {
+	b := snd.back
+	if b == nil {
+		return 0, nil
+	}
+	if size >= helloWait {
+		select {
+		case <-b.hello:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ctx.Err())
+		}
+	}
+	return b.max.Load(), nil
+}
