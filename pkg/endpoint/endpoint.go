@@ -769,9 +769,6 @@ func (s *Service) deliver(d *Delivery) {
 	}()
 	s.stats.received.Add(1) // counted when handed over, so tests can rely on it
 	l.Deliver(s.ctx, d)
-	if d.refused != 0 && d.charged == 0 {
-		d.refused = 0 // held, so taken: a refusal now would be a lie
-	}
 }
 
 // sourceMatches checks a claimed source address against the authenticated

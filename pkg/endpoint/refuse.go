@@ -111,7 +111,8 @@ func (e *LimitError) Unwrap() error { return ErrTooLarge }
 // reason (at most MaxReasonLen bytes are sent). Call it from the listener,
 // before it returns; the message then counts as refused, not delivered,
 // and the sender's next Send to the same destination or its Flush reports
-// it (ErrRefused). A message refused must not also be held (Hold).
+// it (ErrRefused). A listener that held the message (Hold) and then
+// refuses it must call the release function itself.
 func (d *Delivery) Refuse(reason string) {
 	d.refused = RefusedByListener
 	d.reason = reason

@@ -171,6 +171,7 @@ type Bidi struct {
 	conn   string
 	dst    endpoint.Address
 	queue  chan *Received
+	gate   byteGate
 
 	answer chan byte // the listener's answer, for the connecting side
 
@@ -184,6 +185,7 @@ func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string)
 		svc: s, adv: a, remote: remote, rjxta: s.jxtaID(remote), conn: conn,
 		dst:   endpoint.PeerAddress(remote, BidiService, string(opData)+"/"+conn),
 		queue: make(chan *Received, s.opts.queue), done: make(chan struct{}),
+		gate: byteGate{limit: s.opts.queueBytes},
 	}
 }
 
@@ -306,6 +308,9 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 	b := s.conns[connKey{d.Source, conn}]
 	s.mu.Unlock()
 	if b == nil {
+		if op == opData {
+			d.Refuse("no such bidirectional pipe connection")
+		}
 		return
 	}
 	switch op {
@@ -318,18 +323,18 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 		}
 	case opData:
 		if b.adv.Type == adv.UnicastSecure && d.Security == "" {
+			d.Refuse("secure pipe: the connection is not encrypted")
 			return
 		}
 		select {
 		case <-b.done:
+			d.Refuse("bidirectional pipe connection closed")
 			return
 		default:
 		}
 		r := &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: b.adv.ID, Security: d.Security, Relayed: d.Relayed, delivery: d}
-		select {
-		case b.queue <- r:
-		case <-b.done:
-		case <-ctx.Done():
+		if ok, _ := enqueue(ctx, b.queue, &b.gate, b.done, r, d); !ok {
+			d.Refuse("bidirectional pipe connection closed")
 		}
 	case opClose:
 		b.end(io.EOF)

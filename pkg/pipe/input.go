@@ -43,6 +43,7 @@ type InputPipe struct {
 	adv     *adv.PipeAdvertisement
 	key     string
 	queue   chan *Received
+	gate    byteGate
 	handler func(*Received)
 	done    chan struct{}
 	once    sync.Once
@@ -68,6 +69,7 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 	p := &InputPipe{svc: s, adv: a, key: Key(a.ID), handler: c.handler, done: make(chan struct{})}
 	if p.handler == nil {
 		p.queue = make(chan *Received, s.opts.queue)
+		p.gate.limit = s.opts.queueBytes
 	}
 	if a.Type == adv.Propagate {
 		if err := s.subscribe(p); err != nil {
@@ -121,15 +123,18 @@ func (p *InputPipe) ReceiveFrom(ctx context.Context) (*Received, error) {
 func receive(ctx context.Context, q chan *Received, done <-chan struct{}, closed func() error) (*Received, error) {
 	select {
 	case r := <-q:
+		r.dequeued()
 		return r, nil
 	default:
 	}
 	select {
 	case r := <-q:
+		r.dequeued()
 		return r, nil
 	case <-done:
 		select {
 		case r := <-q:
+			r.dequeued()
 			return r, nil
 		default:
 			return nil, closed()
@@ -140,8 +145,8 @@ func receive(ctx context.Context, q chan *Received, done <-chan struct{}, closed
 }
 
 // Dropped counts messages refused because they did not arrive over an
-// authenticated, encrypted connection (secure pipes) or could not be
-// decoded (propagate pipes).
+// authenticated, encrypted connection (secure pipes; their sender is told,
+// see OutputPipe.Flush) or could not be decoded (propagate pipes).
 func (p *InputPipe) Dropped() uint64 { return p.dropped.Load() }
 
 // Close unbinds the pipe. Messages already queued can still be received.
@@ -155,8 +160,9 @@ func (p *InputPipe) Close() error {
 	return nil
 }
 
-// deliver queues r or runs the handler; it reports why it could not.
-func (p *InputPipe) deliver(ctx context.Context, r *Received) error {
+// deliver queues r or runs the handler; it reports why it could not. d
+// is the endpoint delivery r came in, if any.
+func (p *InputPipe) deliver(ctx context.Context, r *Received, d *endpoint.Delivery) error {
 	if p.handler != nil {
 		p.handler(r)
 		return nil
@@ -167,32 +173,40 @@ func (p *InputPipe) deliver(ctx context.Context, r *Received) error {
 		return closed()
 	default:
 	}
-	select {
-	case p.queue <- r:
+	ok, err := enqueue(ctx, p.queue, &p.gate, p.done, r, d)
+	if ok {
 		return nil
-	case <-p.done:
-		return closed()
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	if err == nil {
+		err = closed()
+	}
+	return err
 }
 
 // deliverData receives the unicast or secure pipe's messages from the
-// endpoint.
+// endpoint. What it cannot deliver it refuses, so the sender learns of it.
 func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 	if p.adv.Type == adv.UnicastSecure && d.Security == "" {
 		p.dropped.Add(1)
 		d.Release()
+		d.Refuse("secure pipe: the connection is not encrypted")
 		return
 	}
-	p.deliver(ctx, &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID,
-		Security: d.Security, Relayed: d.Relayed, delivery: d})
+	r := &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID,
+		Security: d.Security, Relayed: d.Relayed, delivery: d}
+	if err := p.deliver(ctx, r, d); err != nil {
+		d.Refuse("pipe not bound here")
+	}
 }
 
-// dropData receives pipe messages for pipes not bound here: a sender
-// that has not yet learnt the pipe is gone. Unicast is best effort, and
-// the sender finds out when it resolves again.
-func dropData(_ context.Context, d *endpoint.Delivery) { d.Release() }
+// refuseData receives pipe messages for pipes not bound here, from a
+// sender that has not yet learnt the pipe is gone, and refuses them: the
+// sender's output pipe then resolves the binding again and reports what
+// was refused (OutputPipe.Send, Flush).
+func refuseData(_ context.Context, d *endpoint.Delivery) {
+	d.Release()
+	d.Refuse("pipe not bound here")
+}
 
 // topicRef is a joined propagate topic shared by the service's input and
 // output pipes of one pipe ID.
@@ -308,5 +322,5 @@ func (p *InputPipe) safeDeliver(ctx context.Context, r *Received) (err error) {
 			err = fmt.Errorf("%w: handler of %s panicked: %v", ErrHandler, p.adv.ID, v)
 		}
 	}()
-	return p.deliver(ctx, r)
+	return p.deliver(ctx, r, nil)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
@@ -56,6 +57,10 @@ type OutputPipe struct {
 	mu     sync.Mutex
 	sentTo map[peer.ID]struct{}    // peers sent to since the last Flush
 	noted  atomic.Pointer[binding] // the binding last added to sentTo
+
+	// refusals reported by peers, for the next Flush; under mu
+	refused  []*endpoint.RefusedError
+	refusedN int
 
 	// propagate
 	topic *pubsub.Topic
@@ -141,10 +146,53 @@ func (o *OutputPipe) forget(b *binding) {
 	o.bound.CompareAndSwap(b, nil)
 }
 
+// UndeliveredError reports messages an output pipe sent that were not
+// delivered: they reached a peer where the pipe was no longer bound (or
+// whose input pipe refused them, as a secure pipe does over an
+// unencrypted connection), which said so. It unwraps to
+// endpoint.ErrRefused and to the peers' endpoint.RefusedErrors.
+type UndeliveredError struct {
+	Pipe  id.ID
+	Count int // messages not delivered
+	// Refusals are the receiving peers' reports.
+	Refusals []*endpoint.RefusedError
+}
+
+func (e *UndeliveredError) Error() string {
+	s := fmt.Sprintf("pipe %s: %d message(s) not delivered", e.Pipe, e.Count)
+	if len(e.Refusals) > 0 {
+		r := e.Refusals[len(e.Refusals)-1]
+		s += fmt.Sprintf(" (refused by %s", r.Peer)
+		if r.Reason != "" {
+			s += ": " + r.Reason
+		}
+		s += ")"
+	}
+	return s
+}
+
+// Unwrap returns endpoint.ErrRefused and the refusals.
+func (e *UndeliveredError) Unwrap() []error {
+	errs := []error{endpoint.ErrRefused}
+	for _, r := range e.Refusals {
+		errs = append(errs, r)
+	}
+	return errs
+}
+
+// maxUndeliveredKeys bounds the pipes whose refusals a service keeps for
+// output pipes that have not flushed yet: the pipes a node sends on at
+// once, with room to spare.
+const maxUndeliveredKeys = 4096
+
 // Send sends m on the pipe. A unicast or secure message is on its way
-// when Send returns (best effort: the receiver does not acknowledge); if
-// sending fails the pipe forgets its peer and the next Send resolves the
-// binding again. A propagate message goes to every member known now.
+// when Send returns; Flush waits until it is delivered. If sending fails
+// the pipe forgets its peer and the next Send resolves the binding again.
+// If the peer reports that earlier messages were refused there (the pipe
+// is no longer bound on it), Send forgets that peer, resolves the binding
+// again and sends m to the new binder; the earlier messages are reported
+// by the next Flush (UndeliveredError), never dropped in silence. A
+// propagate message goes to every member known now.
 func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.closed.Load() {
 		return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
@@ -152,6 +200,52 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.topic != nil {
 		return o.publish(ctx, m)
 	}
+	for attempt := 0; ; attempt++ {
+		err := o.sendOnce(ctx, m)
+		var re *endpoint.RefusedError
+		if !errors.As(err, &re) {
+			return err
+		}
+		// m was not sent: the peer refused earlier messages, so the
+		// binding is stale.
+		o.noteRefused(re)
+		if attempt == 1 {
+			return fmt.Errorf("pipe %s: message not sent: %w", o.adv.ID, o.takeUndelivered())
+		}
+	}
+}
+
+// noteRefused records refused messages for the next Flush and forgets the
+// binding that led to them.
+func (o *OutputPipe) noteRefused(re *endpoint.RefusedError) {
+	o.mu.Lock()
+	o.refused = append(o.refused, re)
+	o.refusedN += re.Count
+	if len(o.refused) > maxUndeliveredKeys { // keep the count, not every report
+		o.refused = o.refused[len(o.refused)-maxUndeliveredKeys:]
+	}
+	o.mu.Unlock()
+	if b := o.bound.Load(); b != nil && b.peer == re.Peer {
+		o.forget(b)
+	}
+}
+
+// takeUndelivered returns and forgets the refusals recorded for the pipe,
+// nil if none.
+func (o *OutputPipe) takeUndelivered() error {
+	n := o.svc.takeUndelivered(o.key)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n += o.refusedN
+	if n == 0 {
+		return nil
+	}
+	e := &UndeliveredError{Pipe: o.adv.ID, Count: n, Refusals: o.refused}
+	o.refused, o.refusedN = nil, 0
+	return e
+}
+
+func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 	b, err := o.resolved(ctx)
 	if err != nil {
 		return err
@@ -179,6 +273,10 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	}
 	if err := o.svc.ep.Send(ctx, b.dst, m); err != nil {
 		o.forget(b)
+		var re *endpoint.RefusedError
+		if errors.As(err, &re) {
+			return re
+		}
 		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
 	return nil
@@ -204,9 +302,13 @@ func (o *OutputPipe) publish(ctx context.Context, m *message.Message) error {
 
 // Flush waits until the peers a unicast or secure output pipe sent to
 // have received every message sent so far and handed it to the input
-// pipe (queued it, or run the handler), or ctx ends. Messages on the
-// endpoint are otherwise unacknowledged, so a program that sends and
-// exits calls Flush first. If a failed Send may have cost earlier
+// pipe (queued it, or run the handler), or ctx ends; it returns nil only
+// if every message whose Send succeeded since the last Flush was
+// delivered. Messages on the endpoint are otherwise unacknowledged, so a
+// program that sends and exits calls Flush first. Messages the receiving
+// peers refused (the pipe was no longer bound there) are reported as an
+// UndeliveredError with their count, and the pipe resolves the binding
+// again for the next Send. If a failed Send may have cost earlier
 // messages, Flush says so (endpoint.ErrMaybeLost). Propagate pipes have no
 // such acknowledgement: Flush returns at once.
 func (o *OutputPipe) Flush(ctx context.Context) error {
@@ -224,13 +326,69 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	var errs []error
 	for _, p := range peers {
 		if err := o.svc.ep.Flush(ctx, p); err != nil {
-			errs = append(errs, err)
+			if err = o.sortRefusals(err); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+	var err error
+	if err = errors.Join(errs...); err != nil {
+		err = fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
-	return nil
+	return errors.Join(o.takeUndelivered(), err)
+}
+
+// sortRefusals takes the refusals out of an endpoint Flush's error: its
+// own are recorded for the pipe, those for other pipes (the endpoint
+// flushes everything sent to the peer) are kept by the service for their
+// output pipes. It returns what is left.
+func (o *OutputPipe) sortRefusals(err error) error {
+	var rest []error
+	for _, e := range flatten(err) {
+		var re *endpoint.RefusedError
+		switch {
+		case !errors.As(e, &re) || re.Service != DataService:
+			rest = append(rest, e)
+		case re.Param == o.key:
+			o.noteRefused(re)
+		default:
+			o.svc.noteUndelivered(re.Param, re.Count)
+		}
+	}
+	return errors.Join(rest...)
+}
+
+// flatten lists the errors joined in err.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// noteUndelivered keeps a count of refused messages for the output pipes
+// of key.
+func (s *Service) noteUndelivered(key string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.undelivered == nil {
+		s.undelivered = map[string]int{}
+	}
+	if _, ok := s.undelivered[key]; ok || len(s.undelivered) < maxUndeliveredKeys {
+		s.undelivered[key] += n
+	}
+}
+
+func (s *Service) takeUndelivered(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.undelivered[key]
+	delete(s.undelivered, key)
+	return n
 }
 
 // Members returns the connected peers known to be bound to a propagate

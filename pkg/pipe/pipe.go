@@ -60,8 +60,17 @@
 // holds the stream until the application receives: the sender slows down
 // instead of memory growing, but other pipes from the same peer wait too.
 // Receive promptly, or hand off from a handler. Queues are bounded in
-// messages (WithQueueLen), so in bytes by that times the endpoint's
-// message limit. Propagate pipes are best effort: gossipsub does not slow
+// messages (WithQueueLen) and in bytes (WithQueueBytes), and a queued
+// message stays on its sender's endpoint memory budget until received
+// (endpoint.WithMemoryBudget), so one peer cannot make a node's queues
+// hold more than that budget, however many pipes it fills.
+//
+// A unicast message that reaches a peer where its pipe is not bound (it
+// was closed, or moved) is refused back to the sender: the output pipe
+// resolves the binding again, and its next Send goes to the new binder
+// while Flush reports the refused messages (UndeliveredError). So every
+// message whose Send succeeded is delivered or reported by Flush; none is
+// dropped in silence. Propagate pipes are best effort: gossipsub does not slow
 // a publisher down, and a member more than its subscription buffer
 // (twice the queue length) behind loses messages. A handler may still run
 // once after its pipe's Close returns.
@@ -159,6 +168,7 @@ type Received struct {
 	Relayed bool
 
 	delivery *endpoint.Delivery // what Release releases
+	queued   queued             // what it holds while queued (queue.go)
 }
 
 // Release hands the message's buffers back for reuse by later messages
@@ -176,6 +186,7 @@ type options struct {
 	resolveTimeout time.Duration
 	queryPeers     int
 	queue          int
+	queueBytes     int64
 	backlog        int
 	ps             *pubsub.PubSub
 	routing        routing.ContentRouting
@@ -218,6 +229,29 @@ func WithQueueLen(n int) Option {
 			return fmt.Errorf("%w: queue length %d out of [1, 65536]", ErrBadOption, n)
 		}
 		o.queue = n
+		return nil
+	}
+}
+
+// DefaultQueueBytes is WithQueueBytes's default: room for the default
+// queue length of 256 KiB messages, so that it is the message count that
+// bounds queues of ordinary messages, and the bytes only queues of large
+// ones.
+const DefaultQueueBytes = 16 << 20
+
+// WithQueueBytes bounds the bytes of the received messages an input pipe
+// or a Bidi holds before the sender is slowed down (default
+// DefaultQueueBytes, 1 KiB to 64 GiB). An empty queue takes a message of
+// any size (up to the endpoint's limit). Queued messages also stay on
+// their sender's endpoint memory budget (endpoint.WithMemoryBudget) until
+// received, which bounds what one peer can make all of a node's queues
+// hold.
+func WithQueueBytes(n int64) Option {
+	return func(o *options) error {
+		if n < 1<<10 || n > 64<<30 {
+			return fmt.Errorf("%w: queue bytes %d out of [1 KiB, 64 GiB]", ErrBadOption, n)
+		}
+		o.queueBytes = n
 		return nil
 	}
 }
@@ -296,13 +330,17 @@ type Service struct {
 	wg       sync.WaitGroup
 	notifiee *network.NotifyBundle
 	refusals chan refusal
+	// undelivered counts, per pipe key, messages refused by their
+	// receiver that a Flush learnt of on another output pipe's behalf
+	// (output.go); bounded by maxUndeliveredKeys.
+	undelivered map[string]int
 }
 
 type bindingKey struct{ key, role string }
 
 // New starts the pipe service on ep.
 func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
-	o := options{resolveTimeout: 10 * time.Second, queryPeers: 64, queue: 64, backlog: 16, maxPropagate: DefaultMaxPropagate}
+	o := options{resolveTimeout: 10 * time.Second, queryPeers: 64, queue: 64, queueBytes: DefaultQueueBytes, backlog: 16, maxPropagate: DefaultMaxPropagate}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -334,7 +372,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		}
 		s.opts.ps = ps
 	}
-	if err := ep.Register(DataService, "", endpoint.ListenerFunc(dropData)); err != nil {
+	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {
 		cancel()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}

@@ -1,0 +1,159 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// TestMovedBindingLosesNothingSilently is issue 21's row 5: the input pipe
+// moves from B to C while A's output pipe is open. Every message A sends
+// is delivered at C or reported to A as not delivered.
+func TestMovedBindingLosesNothingSilently(t *testing.T) {
+	const count = 100
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb, sc := newPipes(t, nodes[0]), newPipes(t, nodes[1]), newPipes(t, nodes[2])
+	ad := newAdv(t, adv.Unicast)
+	inB, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "first"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := inB.Receive(ctx(t)); err != nil || text(m, "n") != "first" {
+		t.Fatalf("B: %v, %v", m, err)
+	}
+	inB.Close()
+	var atC atomic.Int64
+	inC, err := sc.NewInputPipe(ad, pipe.WithHandler(func(*pipe.Received) { atC.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inC.Close()
+
+	reported := 0
+	account := func(err error) {
+		var ue *pipe.UndeliveredError
+		switch {
+		case err == nil:
+		case errors.As(err, &ue):
+			if !errors.Is(err, endpoint.ErrRefused) {
+				t.Errorf("%v does not unwrap to endpoint.ErrRefused", err)
+			}
+			reported += ue.Count
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	// The first half goes to B before A hears of any refusal; the second
+	// half to C once A has; a last one after Flush goes to C too.
+	for i := range count + 1 {
+		if i == count/2 {
+			// Let B's refusals reach A: the next Send learns of them,
+			// resolves again and goes to C.
+			for sa.Endpoint().Stats().RefusalsReceived == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		if i == count {
+			account(out.Flush(ctx(t)))
+		}
+		err := out.Send(ctx(t), message.New(message.Text("", "n", strconv.Itoa(i))))
+		if err != nil {
+			reported++ // this one was not sent
+		}
+		account(err)
+	}
+	account(out.Flush(ctx(t)))
+	t.Logf("%d delivered at C, %d reported not delivered", atC.Load(), reported)
+	if got := int(atC.Load()) + reported; got != count+1 {
+		t.Fatalf("%d delivered + %d reported = %d of %d messages: the rest were lost silently", atC.Load(), reported, got, count+1)
+	}
+	if out.RemotePeer() != nodes[2].ID() || atC.Load() == 0 {
+		t.Fatalf("output pipe sends to %s, want C, which got %d messages", out.RemotePeer(), atC.Load())
+	}
+}
+
+// TestUnreadPipeBoundedInBytes is issue 21's row 2: a peer fills an input
+// pipe that the application does not read with large messages. The queue
+// is bounded in bytes (WithQueueBytes) as well as in messages, and the
+// sender then stalls: the receiver's heap stays far below a queue of
+// 4 MiB messages.
+func TestUnreadPipeBoundedInBytes(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	before := heapNow()
+	big := message.New(message.Bytes("", "b", make([]byte, 4<<20)))
+	var sent atomic.Int64
+	sctx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sctx.Err() == nil {
+			if out.Send(sctx, big) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	for sent.Load() < 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var peak int64
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, heapNow()-before)
+	}
+	// The queue's bytes, a message waiting to enter it, 32 MiB of
+	// flow-control windows, the sender's message and slack.
+	bound := int64(pipe.DefaultQueueBytes + 4<<20 + 32<<20 + 4<<20 + 8<<20)
+	t.Logf("%d messages of 4 MiB sent; receiver heap grew by at most %d MiB (bound %d MiB)", sent.Load(), peak>>20, bound>>20)
+	if peak > bound {
+		t.Fatalf("heap grew by %d MiB with an unread pipe, over %d MiB", peak>>20, bound>>20)
+	}
+	cancel()
+	<-done
+	// Once the application reads, the stalled sender gets going again.
+	for range 3 {
+		if _, err := in.Receive(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func heapNow() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
