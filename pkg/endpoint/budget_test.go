@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -50,10 +51,19 @@ func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
 // against the per-peer budget (twice the maximum message by default), so
 // the receiver holds about two of them, not eight; the rest wait, unread,
 // in the flow-control windows.
+//
+// With P2PMSG_DEFAULT_SCALE=1 it runs at the default limits (64 MiB
+// messages), as the attack did: about a gigabyte of traffic.
 func TestUnfinishedFramesBoundedByBudget(t *testing.T) {
-	const maxMsg = 16 << 20
+	maxMsg := 16 << 20
+	var opts []endpoint.Option
+	if os.Getenv("P2PMSG_DEFAULT_SCALE") == "1" {
+		maxMsg = wire.DefaultMaxMessageSize
+	} else {
+		opts = append(opts, endpoint.WithMaxMessageSize(int64(maxMsg)))
+	}
 	nodes := testutil.NewConnectedNodes(t, 2)
-	b, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(maxMsg))
+	b, err := endpoint.New(nodes[1], opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
