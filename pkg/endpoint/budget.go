@@ -184,24 +184,23 @@ func (s *Service) discharge(pi *peerIn, n int64) {
 }
 
 // Hold keeps the message's bytes charged to its sender's memory budget
-// after the listener returns, until release is called; the listener calls
+// after the listener returns, until Unhold is called; the listener calls
 // it when it keeps the message for later (a queue) rather than consuming
-// it. Without Hold, the charge ends when the listener returns. release may
-// be called from any goroutine, and more than once (only the first call
-// counts); forgetting to call it keeps the bytes charged, which eventually
-// stalls the peer. Call Hold only from the listener, before it returns;
-// later calls return a no-op.
-func (d *Delivery) Hold() (release func()) {
-	n, pi, s := d.charged, d.peer, d.svc
-	if n == 0 || pi == nil {
-		return func() {}
+// it. Without Hold, the charge ends when the listener returns. Forgetting
+// Unhold keeps the bytes charged, which eventually stalls the peer. Call
+// Hold only from the listener, before it returns; later calls do nothing.
+func (d *Delivery) Hold() {
+	if d.charged > 0 {
+		d.held.Store(d.charged)
+		d.charged = 0
 	}
-	d.charged = 0
-	var once atomic.Bool
-	return func() {
-		if once.CompareAndSwap(false, true) {
-			s.discharge(pi, n)
-		}
+}
+
+// Unhold ends the charge Hold kept. It may be called from any goroutine,
+// and more than once: only the first call counts.
+func (d *Delivery) Unhold() {
+	if n := d.held.Swap(0); n > 0 {
+		d.svc.discharge(d.peer, n)
 	}
 }
 

@@ -195,10 +195,11 @@ func TestBudgetBackpressureLosesNothing(t *testing.T) {
 		if letGo {
 			return
 		}
-		n, release := d.Size(), d.Hold()
+		n := d.Size()
+		d.Hold()
 		held += n
 		peak = max(peak, held)
-		releases = append(releases, func() { release(); held -= n })
+		releases = append(releases, func() { d.Unhold(); d.Unhold(); held -= n })
 	}))
 	to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
 	sent := make(chan error, 1)

@@ -125,7 +125,8 @@ type Delivery struct {
 	// (Refuse).
 	svc     *Service
 	peer    *peerIn
-	charged int64 // bytes still charged, released when the listener returns unless held
+	charged int64        // bytes still charged, released when the listener returns unless held
+	held    atomic.Int64 // bytes Hold kept charged, until Unhold
 	size    int64
 	refused byte
 	reason  string

@@ -69,14 +69,15 @@ func ExampleDelivery_Hold() {
 	defer b.Close()
 
 	type kept struct {
-		text    string
-		release func()
+		text string
+		d    *endpoint.Delivery
 	}
 	queue := make(chan kept, 1)
 	b.Register("jobs", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
 		el, _ := d.Message.Get("", "text")
 		select {
-		case queue <- kept{string(el.Data), d.Hold()}:
+		case queue <- kept{string(el.Data), d}:
+			d.Hold()
 		default:
 			d.Refuse("busy")
 		}
@@ -94,7 +95,7 @@ func ExampleDelivery_Hold() {
 	}
 	k := <-queue
 	fmt.Println("working on", k.text)
-	k.release() // done: the bytes leave the sender's budget
+	k.d.Unhold() // done: the bytes leave the sender's budget
 	// Output:
 	// 1 refused: busy
 	// working on first

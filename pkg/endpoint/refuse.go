@@ -112,7 +112,7 @@ func (e *LimitError) Unwrap() error { return ErrTooLarge }
 // before it returns; the message then counts as refused, not delivered,
 // and the sender's next Send to the same destination or its Flush reports
 // it (ErrRefused). A listener that held the message (Hold) and then
-// refuses it must call the release function itself.
+// refuses it must call Unhold itself.
 func (d *Delivery) Refuse(reason string) {
 	d.refused = RefusedByListener
 	d.reason = reason

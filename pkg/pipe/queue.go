@@ -67,7 +67,7 @@ func (g *byteGate) release(n int64) {
 type queued struct {
 	gate *byteGate
 	size int64
-	hold func() // the endpoint budget's release, nil for messages not from the endpoint
+	held *endpoint.Delivery // holding the sender's endpoint budget, nil for messages not from the endpoint
 }
 
 // dequeued releases what r held while queued.
@@ -78,8 +78,8 @@ func (r *Received) dequeued() {
 	}
 	r.queued = queued{}
 	q.gate.release(q.size)
-	if q.hold != nil {
-		q.hold()
+	if q.held != nil {
+		q.held.Unhold()
 	}
 }
 
@@ -109,7 +109,8 @@ func enqueue(ctx context.Context, q chan *Received, g *byteGate, done <-chan str
 	r.queued = queued{gate: g, size: size}
 	if d != nil {
 		// Before the message is visible to Receive, which releases it.
-		r.queued.hold = d.Hold()
+		d.Hold()
+		r.queued.held = d
 	}
 	select {
 	case q <- r:
