@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -21,13 +20,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
-// heapNow is the live heap after a collection.
-func heapNow() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
 
 // rawFrame is an endpoint frame for service/param carrying m, built by
 // hand as a hostile peer would.
@@ -74,7 +66,7 @@ func TestUnfinishedFramesBoundedByBudget(t *testing.T) {
 	if len(frame) > maxMsg+16 {
 		t.Fatalf("frame of %d bytes", len(frame))
 	}
-	before := heapNow()
+	before := testutil.LiveHeap()
 	var wg sync.WaitGroup
 	var streams []network.Stream
 	done := make(chan struct{}, 8)
@@ -108,7 +100,7 @@ func TestUnfinishedFramesBoundedByBudget(t *testing.T) {
 	}
 	var peak int64
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		peak = max(peak, heapNow()-before)
+		peak = max(peak, testutil.LiveHeap()-before)
 	}
 	// The bound: the default per-peer budget, plus 32 MiB of flow-control
 	// windows, plus the attacker's own frame, which lives in this process.

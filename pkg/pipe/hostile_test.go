@@ -3,7 +3,6 @@ package pipe_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -112,7 +111,7 @@ func TestUnreadPipeBoundedInBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	before := heapNow()
+	before := testutil.LiveHeap()
 	big := message.New(message.Bytes("", "b", make([]byte, 4<<20)))
 	var sent atomic.Int64
 	sctx, cancel := context.WithCancel(ctx(t))
@@ -132,7 +131,7 @@ func TestUnreadPipeBoundedInBytes(t *testing.T) {
 	}
 	var peak int64
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		peak = max(peak, heapNow()-before)
+		peak = max(peak, testutil.LiveHeap()-before)
 	}
 	// The queue's bytes, a message waiting to enter it, 32 MiB of
 	// flow-control windows, the sender's message and slack.
@@ -151,9 +150,3 @@ func TestUnreadPipeBoundedInBytes(t *testing.T) {
 	}
 }
 
-func heapNow() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
