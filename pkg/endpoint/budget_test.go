@@ -20,7 +20,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
-
 // rawFrame is an endpoint frame for service/param carrying m, built by
 // hand as a hostile peer would.
 func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {

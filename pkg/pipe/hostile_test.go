@@ -149,4 +149,3 @@ func TestUnreadPipeBoundedInBytes(t *testing.T) {
 		}
 	}
 }
-
