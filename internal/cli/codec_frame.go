@@ -63,7 +63,7 @@ alone, given the same dictionary or key.`,
 			if err != nil {
 				return err
 			}
-			scheme, err := encoding.New(codecs)
+			scheme, err := encoding.New(codecs, encoding.WithoutPipeBinding()) // a frame belongs to no pipe
 			if err != nil {
 				return err
 			}
@@ -131,7 +131,8 @@ decoding.`,
 			if err != nil {
 				return err
 			}
-			e, err := encoding.DecodeElement(message.Element{MIME: encoding.MIME, Data: in}, reg, "", int(maxSize))
+			e, err := encoding.DecodeElement(message.Element{MIME: encoding.MIME, Data: in}, int(maxSize),
+				encoding.WithRegistry(reg), encoding.WithoutPipeBinding())
 			if err != nil {
 				return err
 			}

@@ -19,6 +19,10 @@ import (
 // pskID names the pre-shared keys the command line uses.
 const pskID = "cli"
 
+// pskKeyID is the key ID of elements sealed with the command line's
+// pre-shared key (package seal's "psk:<name>").
+const pskKeyID = "psk:" + pskID
+
 // defaultKeyFile is where `id` and `recv` keep the identity unless --key
 // says otherwise.
 func defaultKeyFile() (string, error) {

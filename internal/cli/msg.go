@@ -27,6 +27,11 @@ type jsonElement struct {
 	Data      string `json:"data"`
 	// Signature appears only for the rare element that carries one.
 	Signature *jsonElement `json:"signature,omitempty"`
+	// Codecs and Key say how a received element was decoded (recv only):
+	// the codecs in the order the sender applied them, and the key that
+	// opened its seal.
+	Codecs []string `json:"codecs,omitempty"`
+	Key    string   `json:"key,omitempty"`
 }
 
 func toJSON(m *message.Message) jsonMessage {

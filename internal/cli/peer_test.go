@@ -173,7 +173,7 @@ func TestSendRecvReadableOutAndEncoded(t *testing.T) {
 	}
 	text := recv.stdout.String()
 	if !strings.Contains(text, "message 1 from 12D3") || !strings.Contains(text, "note (text/plain;charset=UTF-8): see attached") ||
-		!strings.Contains(text, "doc (application/octet-stream): 19500 bytes") {
+		!strings.Contains(text, "doc (application/octet-stream, zstd+seal key peer:") || !strings.Contains(text, "): 19500 bytes") {
 		t.Fatalf("recv printed %q", text)
 	}
 	got, err := os.ReadFile(filepath.Join(out, "000001-01-doc"))
@@ -371,6 +371,36 @@ func TestRecvSkipsUndecodable(t *testing.T) {
 		t.Fatalf("stderr %q does not report the dropped message", recv.stderr)
 	}
 	if out := recv.stdout.String(); !strings.Contains(out, `x (text/plain;charset=UTF-8): \x1b[2Jplain`) {
+		t.Fatalf("recv printed %q", out)
+	}
+}
+
+// TestRecvPSKRequiresSealed is issue 21's row 7 at the command line: a
+// receiver given --psk refuses elements that do not come sealed with that
+// key, and says how each element it prints was protected.
+func TestRecvPSKRequiresSealed(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1", "--psk", psk)
+	for _, args := range [][]string{
+		{"--elem", "x=plain"},                      // not sealed
+		{"--elem", "x=zipped", "--encode", "zstd"}, // protected otherwise
+		{"--elem", "x=sealed", "--encode", "zstd,seal", "--psk", psk},
+	} {
+		r := run(t, nil, append([]string{"send", "--pipe", a, "--peer", recv.addrs[0]}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("send %v: %s", args, r.stderr)
+		}
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %q", code, recv.stderr)
+	}
+	stderr := strings.Join(recv.stderr, "\n")
+	if strings.Count(stderr, "dropped") != 2 || !strings.Contains(stderr, "not protected as the receiver requires") {
+		t.Fatalf("stderr %q does not report two refused messages", stderr)
+	}
+	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8, zstd+seal key psk:cli): sealed") ||
+		strings.Contains(out, "): plain") || strings.Contains(out, "zipped") {
 		t.Fatalf("recv printed %q", out)
 	}
 }

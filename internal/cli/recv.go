@@ -103,7 +103,15 @@ to stdout, and exit at its end.`,
 			// also probe the path from this end.
 			models, saveModels := loadModels(keyFile, cmd.ErrOrStderr())
 			defer saveModels()
-			dec, err := adaptive.NewDecoder(adaptive.WithModels(models), adaptive.WithRegistry(reg), adaptive.WithPipeID(a.ID.String()))
+			decOpts := []adaptive.Option{adaptive.WithModels(models), adaptive.WithRegistry(reg), adaptive.WithPipeID(a.ID.String())}
+			if keys.psk != nil {
+				// With a pre-shared key, every element the sender wrote
+				// (any namespace but JXTA's own) must come sealed with it.
+				decOpts = append(decOpts, adaptive.WithRequireSealed(
+					encoding.SelectorFunc(func(e message.Element) bool { return e.Namespace != message.JXTANamespace }),
+					pskKeyID))
+			}
+			dec, err := adaptive.NewDecoder(decOpts...)
 			if err != nil {
 				return err
 			}
@@ -129,7 +137,7 @@ to stdout, and exit at its end.`,
 					return err
 				}
 				senders[r.From] = true
-				m, err := dec.Decode(r.Message)
+				m, reps, err := dec.DecodeReport(r.Message)
 				if err != nil {
 					// One bad message (any peer can send one) does not
 					// stop a receiver; it is reported and skipped.
@@ -146,13 +154,13 @@ to stdout, and exit at its end.`,
 					var js bytes.Buffer
 					enc := json.NewEncoder(&js)
 					enc.SetEscapeHTML(false)
-					if err := enc.Encode(toJSON(m)); err != nil {
+					if err := enc.Encode(reportJSON(toJSON(m), reps)); err != nil {
 						return err
 					}
 					if _, err := out.Write(jsonSafe(js.Bytes())); err != nil {
 						return err
 					}
-				} else if err := printMessage(out, n, r, m); err != nil {
+				} else if err := printMessage(out, n, r, m, reps); err != nil {
 					return err
 				}
 			}
@@ -243,7 +251,33 @@ func waitHangUp(ctx context.Context, p *peerStack, peers ...peer.ID) {
 
 // printMessage writes a message readably: text elements as text, others
 // as their size.
-func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message) error {
+// reportJSON adds to j how each element was decoded.
+func reportJSON(j jsonMessage, reps []encoding.ElementReport) jsonMessage {
+	for _, rep := range reps {
+		if rep.Index < len(j.Elements) && len(rep.Chain) > 0 {
+			j.Elements[rep.Index].Codecs, j.Elements[rep.Index].Key = rep.Chain, rep.KeyID
+		}
+	}
+	return j
+}
+
+// decodedAs says how an element was decoded, for printMessage: "" for an
+// element that arrived plain.
+func decodedAs(reps []encoding.ElementReport, i int) string {
+	for _, rep := range reps {
+		if rep.Index != i || len(rep.Chain) == 0 {
+			continue
+		}
+		s := ", " + strings.Join(rep.Chain, "+")
+		if rep.KeyID != "" {
+			s += " key " + rep.KeyID
+		}
+		return printableLine(s)
+	}
+	return ""
+}
+
+func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message, reps []encoding.ElementReport) error {
 	via := ""
 	if r.Relayed {
 		via = ", relayed"
@@ -251,7 +285,7 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message) erro
 	if _, err := fmt.Fprintf(w, "message %d from %s (%d elements%s)\n", n, r.From, m.Len(), via); err != nil {
 		return err
 	}
-	for _, e := range m.Elements() {
+	for i, e := range m.Elements() {
 		name := printableLine(e.Name)
 		if e.Namespace != "" {
 			name = printableLine(e.Namespace) + ":" + name
@@ -265,7 +299,7 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message) erro
 		default:
 			body = fmt.Sprintf("%d bytes", len(e.Data))
 		}
-		if _, err := fmt.Fprintf(w, "  %s (%s): %s\n", name, printableLine(e.Type()), body); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s (%s%s): %s\n", name, printableLine(e.Type()), decodedAs(reps, i), body); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,37 @@ type Binding struct {
 	// payload), which records the codec, its parameters and the original
 	// MIME type and size.
 	Header []byte
+	// Unbound is set when the scheme was told, with WithoutPipeBinding,
+	// that the element belongs to no pipe; PipeID is then "". An
+	// authenticating codec refuses an empty PipeID unless Unbound is set,
+	// so that no element is sealed to no pipe by mistake.
+	Unbound bool
+}
+
+// Kind says what a codec does to bytes, which decides how codecs may
+// nest (see New).
+type Kind int
+
+const (
+	// KindOther is a codec that neither compresses nor authenticates
+	// (identity, experiments): it is used alone.
+	KindOther Kind = iota
+	// KindCompression makes bytes smaller.
+	KindCompression
+	// KindSeal encrypts and authenticates.
+	KindSeal
+)
+
+// Kinder is implemented by codecs that say what they do. A codec that
+// does not is KindOther.
+type Kinder interface{ Kind() Kind }
+
+// KindOf returns c's kind.
+func KindOf(c Codec) Kind {
+	if k, ok := c.(Kinder); ok {
+		return k.Kind()
+	}
+	return KindOther
 }
 
 // Codec is a stateless, concurrency-safe transform of bytes. A configured

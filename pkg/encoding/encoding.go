@@ -32,6 +32,10 @@
 //
 // Encoding twice (compress, then encrypt) nests: the inner encoded element
 // is the outer one's payload, so the outer codec hides the inner header.
+// Only nesting that means something is accepted, when encoding and when
+// decoding: one codec of any kind, or a compression codec then seal
+// (KindOf). Compressing compressed data, or sealing twice, buys nothing
+// and would let a peer multiply the decoder's work.
 //
 // # Adapters
 //
@@ -49,12 +53,23 @@
 // still encoded (IsEncoded reports it) and the error goes to the
 // WithErrorHandler function.
 //
+// A receiver can require that selected elements arrive sealed, with given
+// keys (WithRequireSealed): a plain element, or one protected otherwise,
+// then fails with ErrPolicy and the message is refused whatever the
+// Policy. DecodeReport tells, per element, which codecs and key decoded it.
+//
 // # Limits
 //
-// Decoding enforces a maximum decoded size per element and per message. The
-// header's recorded size is checked before any allocation, and codecs are
-// given the remaining budget and must stop as soon as output would exceed
-// it, so a decompression bomb fails fast with bounded memory.
+// Decoding enforces a maximum decoded size per element and per message.
+// Every layer's output counts against the message's budget, not only the
+// element's final bytes: the decode work of a message is bounded by its
+// budget (WithLimits), whatever its elements nest. The header's recorded
+// size is checked before any allocation, and codecs are given the
+// remaining budget and must stop as soon as output would exceed it, so a
+// decompression bomb fails fast with bounded memory. Codecs refuse input
+// that would make them work without output: zstd accepts exactly one
+// ordinary frame (no skippable frames, no trailing data), gzip one member,
+// deflate and s2 nothing after their stream.
 package encoding
 
 import (
@@ -77,6 +92,10 @@ var (
 	ErrTooLarge      = errors.New("encoding: decoded size exceeds limit")
 	ErrBadOption     = errors.New("encoding: invalid option")
 	ErrNestedTooDeep = errors.New("encoding: encodings nested too deeply")
+	ErrNesting       = errors.New("encoding: codecs nested in a way that means nothing (want compress, seal, or compress then seal)")
+	ErrPolicy        = errors.New("encoding: element not protected as the receiver requires")
+	ErrReplay        = errors.New("encoding: sealed element replayed")
+	ErrUnbound       = errors.New("encoding: sealing needs a pipe ID (or WithoutPipeBinding)")
 )
 
 // ElementError reports a failure to encode or decode one element. It

@@ -3,6 +3,7 @@ package encoding
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -32,8 +33,9 @@ const (
 const (
 	DefaultMaxElementSize = 16 << 20
 	DefaultMaxMessageSize = 64 << 20
-	// MaxDepth is how many encodings may be nested in one element.
-	MaxDepth = 4
+	// MaxDepth is how many encodings may be nested in one element:
+	// compression, then seal.
+	MaxDepth = 2
 )
 
 // Option configures a Codecs scheme.
@@ -46,7 +48,16 @@ type config struct {
 	maxMsg  int
 	policy  Policy
 	pipeID  string
+	unbound bool
 	onErr   func(*ElementError)
+	// require lists what WithRequireSealed asks of selected elements.
+	require []requirement
+}
+
+// requirement is one WithRequireSealed.
+type requirement struct {
+	sel    Selector
+	keyIDs []string // any key when empty
 }
 
 // WithSelector sets which elements Encode encodes, in addition to those
@@ -100,9 +111,40 @@ func WithPolicy(p Policy) Option {
 
 // WithPipeID binds encoded elements to a pipe: authenticating codecs
 // include it in the associated data, so an element sealed for one pipe
-// does not open on another. Default: "".
+// does not open on another. A scheme that seals needs it (or
+// WithoutPipeBinding): sealing with neither fails with ErrUnbound.
 func WithPipeID(id string) Option {
-	return func(c *config) error { c.pipeID = id; return nil }
+	return func(c *config) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty pipe ID (use WithoutPipeBinding for elements that belong to no pipe)", ErrBadOption)
+		}
+		c.pipeID, c.unbound = id, false
+		return nil
+	}
+}
+
+// WithoutPipeBinding says that encoded elements belong to no pipe (files,
+// frames outside any pipe): authenticating codecs then bind no pipe ID, and
+// a sealed element opens wherever it is copied with its namespace and
+// name. Without it, a scheme that seals needs WithPipeID.
+func WithoutPipeBinding() Option {
+	return func(c *config) error { c.pipeID, c.unbound = "", true; return nil }
+}
+
+// WithRequireSealed makes Decode refuse, with ErrPolicy, any element sel
+// selects that does not arrive sealed (its outermost codec of KindSeal) or,
+// when keyIDs are given, that is sealed with a key not among them (seal's
+// key IDs: "psk:<name>", "peer:<peer ID>"). Such a message is refused
+// whatever the Policy: delivering it without the element would hide that
+// it came unprotected. It may be given more than once; each applies.
+func WithRequireSealed(sel Selector, keyIDs ...string) Option {
+	return func(c *config) error {
+		if sel == nil {
+			return fmt.Errorf("%w: nil selector", ErrBadOption)
+		}
+		c.require = append(c.require, requirement{sel: sel, keyIDs: keyIDs})
+		return nil
+	}
 }
 
 // WithErrorHandler sets a function called with each element Decode leaves
@@ -135,6 +177,9 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 		if n := c.Name(); n == "" || len(n) > MaxCodecName {
 			return nil, fmt.Errorf("%w: codec name %q", ErrBadOption, n)
 		}
+	}
+	if len(codecs) == 2 && (KindOf(codecs[0]) != KindCompression || KindOf(codecs[1]) != KindSeal) {
+		return nil, fmt.Errorf("%w: %s then %s", ErrNesting, codecs[0].Name(), codecs[1].Name())
 	}
 	s := &Codecs{codecs: codecs, config: config{
 		sel: Marked(), reg: defaultRegistry,
@@ -176,8 +221,12 @@ func (s *Codecs) Encode(m *message.Message) (*message.Message, error) {
 }
 
 // EncodeElement encodes one element with the scheme's codecs, whatever
-// the selector says.
+// the selector says. An element already encoded is refused (ErrNesting):
+// chains are made by giving New several codecs.
 func (s *Codecs) EncodeElement(e message.Element) (message.Element, error) {
+	if IsEncoded(e) {
+		return e, fmt.Errorf("%w: element %q is already encoded", ErrNesting, e.Name)
+	}
 	data, mime := e.Data, stripMark(e.MIME)
 	for _, c := range s.codecs {
 		if len(mime) > MaxMIME {
@@ -186,7 +235,7 @@ func (s *Codecs) EncodeElement(e message.Element) (message.Element, error) {
 		h := Header{Codec: c.Name(), Params: c.Params(), MIME: mime, Size: uint64(len(data))}
 		buf := AppendHeader(make([]byte, 0, 64+len(data)/2), h)
 		hl := len(buf)
-		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: s.pipeID, Header: buf[:hl:hl]}
+		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: s.pipeID, Header: buf[:hl:hl], Unbound: s.unbound}
 		var err error
 		buf, err = c.Encode(buf, data, b)
 		if err != nil {
@@ -201,7 +250,14 @@ func (s *Codecs) EncodeElement(e message.Element) (message.Element, error) {
 // that are not encoded are shared with m; if none is encoded, m itself is
 // returned. See Policy for what happens to elements that fail.
 func (s *Codecs) Decode(m *message.Message) (*message.Message, error) {
-	return decode(m, &s.config)
+	out, _, err := decode(m, &s.config, false)
+	return out, err
+}
+
+// DecodeReport is Decode that also tells how each encoded element was
+// decoded.
+func (s *Codecs) DecodeReport(m *message.Message) (*message.Message, []ElementReport, error) {
+	return decode(m, &s.config, true)
 }
 
 // NewDecoder returns a Scheme with no codecs of its own, for receivers:
@@ -227,78 +283,194 @@ var _ Scheme = (*Decoder)(nil)
 func (d *Decoder) Encode(m *message.Message) (*message.Message, error) { return m, nil }
 
 // Decode is Codecs.Decode.
-func (d *Decoder) Decode(m *message.Message) (*message.Message, error) { return decode(m, &d.config) }
+func (d *Decoder) Decode(m *message.Message) (*message.Message, error) {
+	out, _, err := decode(m, &d.config, false)
+	return out, err
+}
 
-func decode(m *message.Message, c *config) (*message.Message, error) {
+// DecodeReport is Codecs.DecodeReport.
+func (d *Decoder) DecodeReport(m *message.Message) (*message.Message, []ElementReport, error) {
+	return decode(m, &d.config, true)
+}
+
+// ElementReport tells how one element of a received message was
+// protected: what the application can rely on.
+type ElementReport struct {
+	Index           int // position in the message
+	Namespace, Name string
+	// Chain names the codecs that decoded the element, in the order they
+	// were applied when encoding (compression first, seal last); empty for
+	// an element that arrived plain.
+	Chain []string
+	// KeyID is the key the seal layer opened the element with ("psk:…",
+	// "peer:…"); empty when it was not sealed.
+	KeyID string
+	// Sealed is true when the outermost layer authenticated the element.
+	Sealed bool
+	// WireSize and Size are the element's bytes as received and as
+	// decoded.
+	WireSize, Size int
+}
+
+func decode(m *message.Message, c *config, report bool) (*message.Message, []ElementReport, error) {
 	var out *message.Message
+	var reps []ElementReport
 	budget := c.maxMsg
 	for i, e := range m.All() {
 		if !IsEncoded(e) {
+			if err := c.check(e, nil); err != nil {
+				return nil, nil, &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Err: err}
+			}
+			if report {
+				reps = append(reps, ElementReport{Index: i, Namespace: e.Namespace, Name: e.Name, WireSize: len(e.Data), Size: len(e.Data)})
+			}
 			continue
 		}
-		dec, codec, err := c.decodeElement(e, min(c.maxElem, budget))
+		dec, rep, work, err := c.decodeElement(e, min(c.maxElem, budget), budget)
+		budget -= work // every layer's output, whether it succeeded or not
+		if err == nil {
+			err = c.check(e, &rep)
+			if err != nil {
+				return nil, nil, &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Codec: rep.outer(), Err: err}
+			}
+		}
 		if err != nil {
-			ee := &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Codec: codec, Err: err}
-			if c.policy == DropMessage {
-				return nil, ee
+			ee := &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Codec: rep.failed, Err: err}
+			if c.policy == DropMessage || errors.Is(err, ErrPolicy) || budget <= 0 || c.required(e) {
+				return nil, nil, ee
 			}
 			if c.onErr != nil {
 				c.onErr(ee)
 			}
 			continue
 		}
-		budget -= len(dec.Data)
+		if report {
+			rep.Index = i
+			reps = append(reps, rep.ElementReport)
+		}
 		if out == nil {
 			out = m.Clone()
 		}
 		out.Set(i, dec)
 	}
 	if out == nil {
-		return m, nil
+		out = m
 	}
-	return out, nil
+	return out, reps, nil
 }
 
-// DecodeElement restores one encoded element, within max decoded bytes.
-func DecodeElement(e message.Element, r *Registry, pipeID string, max int) (message.Element, error) {
-	c := config{reg: r, pipeID: pipeID}
-	d, _, err := c.decodeElement(e, max)
+// check applies the WithRequireSealed requirements to e, decoded as rep
+// says (nil: it arrived plain).
+func (c *config) check(e message.Element, rep *decodeReport) error {
+	for _, r := range c.require {
+		if !r.sel.Select(e) {
+			continue
+		}
+		if rep == nil || !rep.Sealed {
+			return fmt.Errorf("%w: not sealed", ErrPolicy)
+		}
+		if len(r.keyIDs) > 0 && !slices.Contains(r.keyIDs, rep.KeyID) {
+			return fmt.Errorf("%w: sealed with key %q", ErrPolicy, rep.KeyID)
+		}
+	}
+	return nil
+}
+
+// required reports whether a WithRequireSealed requirement selects e: such
+// an element that cannot be decoded refuses its message whatever the
+// Policy.
+func (c *config) required(e message.Element) bool {
+	for _, r := range c.require {
+		if r.sel.Select(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeElement restores one encoded element, within max decoded bytes
+// (in all its layers). It takes New's options (WithPipeID, or
+// WithoutPipeBinding for elements that belong to no pipe; WithRegistry,
+// default Default()); the others do not apply.
+func DecodeElement(e message.Element, max int, opts ...Option) (message.Element, error) {
+	c := config{reg: defaultRegistry}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return e, err
+		}
+	}
+	d, _, _, err := c.decodeElement(e, max, max)
 	return d, err
 }
 
-func (c *config) decodeElement(e message.Element, max int) (message.Element, string, error) {
+// decodeReport is what decodeElement learnt.
+type decodeReport struct {
+	ElementReport
+	failed string // the codec that failed, if one did
+}
+
+func (r *decodeReport) outer() string {
+	if len(r.Chain) == 0 {
+		return ""
+	}
+	return r.Chain[len(r.Chain)-1]
+}
+
+// decodeElement restores e, each layer's output within max bytes and all
+// layers' together within work; it returns the bytes its layers produced.
+func (c *config) decodeElement(e message.Element, max, budget int) (message.Element, decodeReport, int, error) {
+	rep := decodeReport{ElementReport: ElementReport{Namespace: e.Namespace, Name: e.Name, WireSize: len(e.Data)}}
 	data, mime := e.Data, e.MIME
+	work := 0
+	var outerKind Kind
 	for depth := 0; mime == MIME; depth++ {
 		if depth == MaxDepth {
-			return e, "", ErrNestedTooDeep
+			return e, rep, work, ErrNestedTooDeep
 		}
 		h, hl, err := ParseHeader(data)
 		if err != nil {
-			return e, "", err
+			return e, rep, work, err
 		}
-		if h.Size > uint64(max) {
-			return e, h.Codec, fmt.Errorf("%w: %d bytes recorded, limit %d", ErrTooLarge, h.Size, max)
+		rep.failed = h.Codec
+		limit := min(max, budget-work)
+		if h.Size > uint64(limit) {
+			return e, rep, work, fmt.Errorf("%w: %d bytes recorded, limit %d", ErrTooLarge, h.Size, limit)
 		}
 		codec, err := c.reg.Lookup(h.Codec)
 		if err != nil {
-			return e, h.Codec, err
+			return e, rep, work, err
 		}
-		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: c.pipeID, Header: data[:hl:hl]}
+		// Decoding runs outside in: seal, then what it sealed, which can
+		// only be compression.
+		kind := KindOf(codec)
+		if depth == 1 && (outerKind != KindSeal || kind != KindCompression) {
+			return e, rep, work, fmt.Errorf("%w: %s inside %s", ErrNesting, h.Codec, rep.outer())
+		}
+		outerKind = kind
+		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: c.pipeID, Header: data[:hl:hl], Unbound: c.unbound}
 		// Preallocate what an honest payload needs, but not all a lying
 		// header claims: codecs grow dst themselves within the limit.
 		prealloc := min(int(h.Size), 64<<10+16*len(data[hl:]))
 		out, err := codec.Decode(make([]byte, 0, prealloc), data[hl:], h.Params, b, int(h.Size))
+		work += len(out)
 		if err != nil {
 			if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrAuth) && !errors.Is(err, ErrNoKey) &&
-				!errors.Is(err, ErrNoDictionary) && !errors.Is(err, ErrCorrupt) {
+				!errors.Is(err, ErrNoDictionary) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrReplay) &&
+				!errors.Is(err, ErrUnbound) {
 				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 			}
-			return e, h.Codec, err
+			return e, rep, work, err
 		}
 		if uint64(len(out)) != h.Size {
-			return e, h.Codec, fmt.Errorf("%w: decoded %d bytes, header says %d", ErrCorrupt, len(out), h.Size)
+			return e, rep, work, fmt.Errorf("%w: decoded %d bytes, header says %d", ErrCorrupt, len(out), h.Size)
 		}
+		if depth == 0 && kind == KindSeal {
+			rep.Sealed, rep.KeyID = true, h.Params.KeyID
+		}
+		rep.Chain = append([]string{h.Codec}, rep.Chain...)
 		data, mime = out, h.MIME
 	}
-	return message.Element{Namespace: e.Namespace, Name: e.Name, MIME: mime, Data: data, Signature: e.Signature}, "", nil
+	rep.failed = ""
+	rep.Size = len(data)
+	return message.Element{Namespace: e.Namespace, Name: e.Name, MIME: mime, Data: data, Signature: e.Signature}, rep, work, nil
 }

@@ -149,7 +149,7 @@ func TestAMTTReceiverChecksDocument(t *testing.T) {
 		m = m.Clone()
 		i := m.Index("amtt", "doc")
 		e := m.At(i)
-		dec, err := encoding.DecodeElement(e, encoding.Default(), "", 1<<20)
+		dec, err := encoding.DecodeElement(e, 1<<20, encoding.WithoutPipeBinding())
 		if err != nil {
 			t.Error(err)
 			return m

@@ -141,3 +141,53 @@ func mustZstd(t *testing.T) encoding.Codec {
 	}
 	return c
 }
+
+// TestSealedReplayOnPipe is issue 21's row 7 on a real pipe: a peer that
+// captured a sealed element from one message puts it into a later message
+// on the same pipe; the receiver refuses the replay.
+func TestSealedReplayOnPipe(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	a := newAdv(t, adv.UnicastSecure)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := bytes.Repeat([]byte{9}, seal.KeySize)
+	sealer, _ := seal.New(seal.WithPSK("team", key))
+	opener, _ := seal.New(seal.WithPSK("team", key))
+	scheme, _ := encoding.New([]encoding.Codec{sealer}, encoding.WithPipeID(a.ID.String()), encoding.WithSelector(encoding.ByName("order")))
+	reg, _ := encoding.NewRegistry(opener)
+	dec, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()),
+		encoding.WithRequireSealed(encoding.ByName("order"), "psk:team"))
+	inA, _ := encoding.NewInput(in, dec)
+	first, err := scheme.Encode(message.New(message.Text("", "order", "pay 100"), message.Text("", "n", "1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured := first.At(0)
+	later := message.New(captured, message.Text("", "n", "2")) // the same sealed element, replayed
+	for _, m := range []*message.Message{first, later} {
+		if err := out.Send(ctx(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := inA.Receive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := got.Get("", "order"); string(e.Data) != "pay 100" {
+		t.Fatalf("first message: %q", e.Data)
+	}
+	if _, err := inA.Receive(ctx(t)); !errors.Is(err, encoding.ErrReplay) {
+		t.Fatalf("replayed sealed element: %v, want encoding.ErrReplay", err)
+	}
+	if opener.Replays() != 1 {
+		t.Fatalf("%d replays counted", opener.Replays())
+	}
+}

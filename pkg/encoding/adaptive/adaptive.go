@@ -197,7 +197,11 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		if slices.Contains(s.specs, spec) {
 			return nil, fmt.Errorf("%w: codec %s given twice", encoding.ErrBadOption, spec)
 		}
-		enc, err := encoding.New([]encoding.Codec{c}, encoding.WithPipeID(cfg.pipeID))
+		var bind []encoding.Option
+		if cfg.pipeID != "" {
+			bind = append(bind, encoding.WithPipeID(cfg.pipeID))
+		}
+		enc, err := encoding.New([]encoding.Codec{c}, bind...)
 		if err != nil {
 			return nil, err
 		}
@@ -247,3 +251,9 @@ func (s *Scheme) Producer() encoding.Producer { return encoding.Producer{} }
 
 // Decode restores a message's encoded elements, timing each decode.
 func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s.dec.Decode(m) }
+
+// DecodeReport is Decode that also tells how each element was decoded
+// (encoding.Decoder.DecodeReport).
+func (s *Scheme) DecodeReport(m *message.Message) (*message.Message, []encoding.ElementReport, error) {
+	return s.dec.DecodeReport(m)
+}

@@ -11,6 +11,10 @@ type timedCodec struct {
 	clock  Clock
 }
 
+// Kind is the timed codec's kind, so that nesting rules see through the
+// timing.
+func (t *timedCodec) Kind() encoding.Kind { return encoding.KindOf(t.Codec) }
+
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := t.clock.Now()
 	start := len(dst)
@@ -39,8 +43,12 @@ func newTimedDecoder(c *config) (*encoding.Decoder, error) {
 	}
 	opts := []encoding.Option{
 		encoding.WithRegistry(reg), encoding.WithLimits(c.maxElem, c.maxMsg),
-		encoding.WithPolicy(c.policy), encoding.WithPipeID(c.pipeID),
+		encoding.WithPolicy(c.policy),
 	}
+	if c.pipeID != "" {
+		opts = append(opts, encoding.WithPipeID(c.pipeID))
+	}
+	opts = append(opts, c.decodeOpts...)
 	if c.onErr != nil {
 		opts = append(opts, encoding.WithErrorHandler(c.onErr))
 	}

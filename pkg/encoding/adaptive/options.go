@@ -50,18 +50,20 @@ type config struct {
 	recv  ProfileSource
 	trace func(Decision)
 
-	calib     Calibration // the path source's, if it is one
-	models    *Models
-	reg       *encoding.Registry
-	maxElem   int
-	maxMsg    int
-	policy    encoding.Policy
-	pipeID    string
-	onErr     func(*encoding.ElementError)
-	clock     Clock
-	seed      uint64
-	explore   Exploration
-	calibrate bool
+	calib   Calibration // the path source's, if it is one
+	models  *Models
+	reg     *encoding.Registry
+	maxElem int
+	maxMsg  int
+	policy  encoding.Policy
+	pipeID  string
+	// decodeOpts are further options of the decoder (WithRequireSealed).
+	decodeOpts []encoding.Option
+	onErr      func(*encoding.ElementError)
+	clock      Clock
+	seed       uint64
+	explore    Exploration
+	calibrate  bool
 }
 
 // WithModels sets the models the scheme learns into and decides from.
@@ -123,8 +125,26 @@ func WithPolicy(p encoding.Policy) Option {
 }
 
 // WithPipeID binds encoded elements to a pipe, as encoding.WithPipeID.
+// Without it sealed elements do not open (encoding.ErrUnbound).
 func WithPipeID(id string) Option {
-	return func(c *config) error { c.pipeID = id; return nil }
+	return func(c *config) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty pipe ID", encoding.ErrBadOption)
+		}
+		c.pipeID = id
+		return nil
+	}
+}
+
+// WithRequireSealed is encoding.WithRequireSealed, for Decode.
+func WithRequireSealed(sel encoding.Selector, keyIDs ...string) Option {
+	return func(c *config) error {
+		if sel == nil {
+			return fmt.Errorf("%w: nil selector", encoding.ErrBadOption)
+		}
+		c.decodeOpts = append(c.decodeOpts, encoding.WithRequireSealed(sel, keyIDs...))
+		return nil
+	}
 }
 
 // WithErrorHandler is encoding.WithErrorHandler.

@@ -67,6 +67,9 @@ func init() {
 // Name returns "deflate".
 func (c *Codec) Name() string { return Name }
 
+// Kind returns encoding.KindCompression.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindCompression }
+
 // Params records the level.
 func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level} }
 

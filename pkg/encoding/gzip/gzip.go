@@ -66,6 +66,9 @@ func init() {
 // Name returns "gzip".
 func (c *Codec) Name() string { return Name }
 
+// Kind returns encoding.KindCompression.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindCompression }
+
 // Params records the level.
 func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level} }
 

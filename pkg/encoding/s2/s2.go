@@ -60,6 +60,9 @@ func init() {
 // Name returns "s2".
 func (c *Codec) Name() string { return Name }
 
+// Kind returns encoding.KindCompression.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindCompression }
+
 // Params records the level.
 func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level} }
 

@@ -6,25 +6,45 @@
 //
 // # Construction
 //
-// Associated data binds every sealed payload to where it belongs:
+// Associated data binds every sealed payload to where it belongs and to
+// its place in its sender's sequence:
 //
-//	AD = "p2pmsg-seal-v1" || lp(namespace) || lp(name) || lp(pipe ID) || lp(header)
+//	AD = "p2pmsg-seal-v2" || lp(namespace) || lp(name) || lp(pipe ID) || lp(header) || seq
+//	seq = stream(8) || counter(8, big-endian) || time(8, big-endian Unix seconds)
 //
 // where lp is a uvarint length prefix and header is the encoded element's
 // header (codec, key ID, original MIME type and size), so a payload moved to
-// another element, pipe or header fails with encoding.ErrAuth.
+// another element, pipe or header fails with encoding.ErrAuth. The pipe ID
+// is required: a scheme that seals without one fails with
+// encoding.ErrUnbound, unless it says with encoding.WithoutPipeBinding
+// that its elements belong to no pipe.
+//
+// # Replays
+//
+// Each sealing Codec is a stream: a random 8-byte stream ID, and a counter
+// it increments per element. The opener keeps, per key and stream, the
+// highest counter seen and a window of the ReplayWindow counters below it
+// (IPsec's and WireGuard's sliding bitmap), and refuses with
+// encoding.ErrReplay a counter seen before or below the window, and an
+// element sealed more than ReplayMaxAge ago. It tracks ReplayStreams
+// streams per Codec; beyond that the least recently used is forgotten, and
+// elements of streams it does not know are then refused unless sealed
+// after the newest element of any forgotten stream. The counters are
+// checked only once the element has authenticated, so a peer without the
+// key cannot move the window.
 //
 // Pre-shared key (key ID "psk:<id>"): k = HKDF-SHA256(ikm = PSK, salt =
-// none, info = "p2pmsg-seal-psk-v1" || pipe ID); payload = nonce(24) ||
-// XChaCha20-Poly1305(k, nonce, plaintext, AD), with a random nonce.
+// none, info = "p2pmsg-seal-psk-v1" || pipe ID); payload = seq(24) ||
+// nonce(24) || XChaCha20-Poly1305(k, nonce, plaintext, AD), with a random
+// nonce.
 //
 // Per recipient (key ID "peer:<peer ID>"): the recipient's Ed25519 libp2p
 // public key is mapped to its X25519 (Montgomery) form, u = (1+y)/(1-y) mod
 // 2^255-19, and its private key to the X25519 scalar SHA-512(seed)[:32], as
 // RFC 7748/8032 implementations do. The sender makes an ephemeral X25519
 // key E for each element: k = HKDF-SHA256(ikm = X25519(e, R), salt = E || R,
-// info = "p2pmsg-seal-x25519-v1"); payload = E(32) || nonce(24) ||
-// XChaCha20-Poly1305(k, nonce, plaintext, AD). Only the holder of the
+// info = "p2pmsg-seal-x25519-v1"); payload = E(32) || seq(24) || nonce(24)
+// || XChaCha20-Poly1305(k, nonce, plaintext, AD). Only the holder of the
 // recipient's private key can open it. This does not authenticate the
 // sender (anyone may seal to a public key); p2pmsg's endpoint layer
 // authenticates the source peer.
@@ -41,6 +61,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -69,6 +91,12 @@ type Codec struct {
 	recipient *ecdh.PublicKey
 	self      *ecdh.PrivateKey
 	selfID    peer.ID
+
+	stream   [8]byte       // this sealer's stream ID
+	counter  atomic.Uint64 // elements sealed
+	replays  replayTable   // what the opener has seen
+	noReplay bool
+	now      func() time.Time
 }
 
 var _ encoding.Codec = (*Codec)(nil)
@@ -90,6 +118,13 @@ func WithPSK(id string, key []byte) Option {
 		c.psks[id] = bytes.Clone(key)
 		return nil
 	}
+}
+
+// WithoutReplayProtection makes Decode open an element however often it
+// sees it. It exists for measuring decode speed on one element (package
+// codecbench); a receiver must never use it. Default: replays are refused.
+func WithoutReplayProtection() Option {
+	return func(c *Codec) error { c.noReplay = true; return nil }
 }
 
 // WithRecipient makes Encode seal to the peer owning pub, an Ed25519
@@ -134,14 +169,23 @@ func WithIdentity(priv crypto.PrivKey) Option {
 // New returns a seal codec. A codec with no keys can be registered but
 // fails every Encode and Decode with encoding.ErrNoKey.
 func New(opts ...Option) (*Codec, error) {
-	c := &Codec{psks: map[string][]byte{}}
+	c := &Codec{psks: map[string][]byte{}, now: time.Now}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
 		}
 	}
+	if _, err := rand.Read(c.stream[:]); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
+
+// Kind returns encoding.KindSeal.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindSeal }
+
+// Replays counts elements Decode refused as replayed (or too old).
+func (c *Codec) Replays() uint64 { return c.replays.refused.Load() }
 
 // Name returns "seal".
 func (c *Codec) Name() string { return Name }
@@ -185,12 +229,22 @@ func lp(dst []byte, s []byte) []byte {
 	return append(dst, s...)
 }
 
-func ad(b encoding.Binding) []byte {
-	a := []byte("p2pmsg-seal-v1")
+func ad(b encoding.Binding, seq []byte) []byte {
+	a := []byte("p2pmsg-seal-v2")
 	a = lp(a, []byte(b.Namespace))
 	a = lp(a, []byte(b.Name))
 	a = lp(a, []byte(b.PipeID))
-	return lp(a, b.Header)
+	a = lp(a, b.Header)
+	return append(a, seq...)
+}
+
+// checkBinding refuses an element bound to no pipe unless the scheme said
+// it belongs to none.
+func checkBinding(b encoding.Binding) error {
+	if b.PipeID == "" && !b.Unbound {
+		return encoding.ErrUnbound
+	}
+	return nil
 }
 
 func pskKey(psk []byte, pipeID string) ([]byte, error) {
@@ -203,6 +257,9 @@ func ecdhKey(shared, e, r []byte) ([]byte, error) {
 
 // Encode appends the sealed payload to dst.
 func (c *Codec) Encode(dst, src []byte, b encoding.Binding) ([]byte, error) {
+	if err := checkBinding(b); err != nil {
+		return dst, err
+	}
 	var key []byte
 	var err error
 	switch {
@@ -231,17 +288,24 @@ func (c *Codec) Encode(dst, src []byte, b encoding.Binding) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	seq := append([]byte(nil), c.stream[:]...)
+	seq = binary.BigEndian.AppendUint64(seq, c.counter.Add(1))
+	seq = binary.BigEndian.AppendUint64(seq, uint64(c.now().Unix()))
+	dst = append(dst, seq...)
 	nonce := make([]byte, nonceSize)
 	if _, err := rand.Read(nonce); err != nil {
 		return dst, err
 	}
 	dst = append(dst, nonce...)
-	return aead.Seal(dst, nonce, src, ad(b)), nil
+	return aead.Seal(dst, nonce, src, ad(b, seq)), nil
 }
 
 // Decode opens a sealed payload. The plaintext length (the payload's
 // length less the overhead) is checked against max before opening.
 func (c *Codec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
+	if err := checkBinding(b); err != nil {
+		return dst, err
+	}
 	var key []byte
 	var err error
 	switch {
@@ -275,9 +339,10 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, m
 	default:
 		return dst, fmt.Errorf("%w: key ID %q", encoding.ErrNoKey, p.KeyID)
 	}
-	if len(src) < nonceSize+tagSize {
+	if len(src) < seqSize+nonceSize+tagSize {
 		return dst, fmt.Errorf("%w: sealed payload too short", encoding.ErrCorrupt)
 	}
+	seq, src := src[:seqSize], src[seqSize:]
 	if n := len(src) - nonceSize - tagSize; n > max {
 		return dst, fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, n, max)
 	}
@@ -285,9 +350,15 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, m
 	if err != nil {
 		return dst, err
 	}
-	out, err := aead.Open(dst, src[:nonceSize], src[nonceSize:], ad(b))
+	out, err := aead.Open(dst, src[:nonceSize], src[nonceSize:], ad(b, seq))
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w", encoding.ErrAuth, err)
+	}
+	if c.noReplay {
+		return out, nil
+	}
+	if err := c.replays.check(p.KeyID, seq, c.now()); err != nil {
+		return dst[:len(dst)], err
 	}
 	return out, nil
 }

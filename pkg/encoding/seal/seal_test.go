@@ -162,13 +162,15 @@ func TestSchemeErrors(t *testing.T) {
 	}
 }
 
+const pipeID = "urn:jxta:uuid-59616261646162614E50472050325033C0FFEE04"
+
 func TestTamperedHeader(t *testing.T) {
 	// Changing the cleartext MIME type recorded in the header breaks the
 	// seal: the header is associated data.
 	c, _ := seal.New(seal.WithPSK("k1", key(1)))
-	s, _ := encoding.New([]encoding.Codec{c}, encoding.WithSelector(encoding.ByName("secret")))
+	s, _ := encoding.New([]encoding.Codec{c}, encoding.WithSelector(encoding.ByName("secret")), encoding.WithPipeID(pipeID))
 	reg, _ := encoding.NewRegistry(c)
-	r, _ := encoding.NewDecoder(encoding.WithRegistry(reg))
+	r, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(pipeID))
 	m := message.New(message.Text("", "secret", "attack at dawn"))
 	enc, err := s.Encode(m)
 	if err != nil {

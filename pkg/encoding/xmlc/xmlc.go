@@ -65,6 +65,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/zstdframe"
 )
 
 // Name is the codec's registered name.
@@ -247,6 +248,9 @@ func (c *Codec) Model() *Model { return c.model }
 
 // Name returns "xml".
 func (c *Codec) Name() string { return Name }
+
+// Kind returns encoding.KindCompression.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindCompression }
 
 // Params records the level and the model's ID (0 for none).
 func (c *Codec) Params() encoding.Params {
@@ -485,8 +489,8 @@ func (c *Codec) mainStream(d *decoder, h header) (main, packed []byte, err error
 // its magic number restored, returned for reuse.
 func zstdDecode(zd *kzstd.Decoder, buf, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
 	full := append(append(zin[:0], zstdMagic...), frame...)
-	var zh kzstd.Header
-	if err := zh.Decode(full); err != nil {
+	zh, err := zstdframe.Check(full) // one frame, nothing after it
+	if err != nil {
 		return buf, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
 	}
 	if !zh.HasFCS || zh.FrameContentSize > uint64(limit) {

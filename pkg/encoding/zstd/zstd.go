@@ -9,6 +9,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/zstdframe"
 )
 
 // Name is the codec's registered name.
@@ -153,6 +154,9 @@ func init() {
 // Name returns "zstd".
 func (c *Codec) Name() string { return Name }
 
+// Kind returns encoding.KindCompression.
+func (c *Codec) Kind() encoding.Kind { return encoding.KindCompression }
+
 // Params records the level and the dictionary ID.
 func (c *Codec) Params() encoding.Params { return encoding.Params{Level: c.level, DictID: c.dictID} }
 
@@ -161,15 +165,20 @@ func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
 	return c.enc.EncodeAll(src, dst), nil
 }
 
-// Decode appends the decompressed frame to dst. The frame's content size
+// Decode appends the decompressed frame to dst. The payload must be
+// exactly one ordinary frame (skippable frames, further frames and
+// trailing bytes are refused with ErrCorrupt). The frame's content size
 // is checked against max before decoding, and a dictionary the header names
 // but this codec lacks fails with ErrNoDictionary.
 func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
 	if p.DictID != 0 && !c.dictIDs[p.DictID] {
 		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, p.DictID)
 	}
-	var h kzstd.Header
-	if err := h.Decode(src); err != nil {
+	// Exactly one ordinary frame: a skippable frame, another frame or
+	// trailing bytes would make the decoder work for output nobody
+	// budgeted.
+	h, err := zstdframe.Check(src)
+	if err != nil {
 		return dst, fmt.Errorf("%w: %w", encoding.ErrCorrupt, err)
 	}
 	if h.DictionaryID != 0 && !c.dictIDs[h.DictionaryID] {

@@ -1,0 +1,250 @@
+package encoding_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+const testPipe = "urn:jxta:uuid-59616261646162614E50472050325033C0FFEE04"
+
+// skippableFrame is a zstd skippable frame of n zero bytes.
+func skippableFrame(n int) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	return append(b, make([]byte, n)...)
+}
+
+// encodedBy wraps payload in an encoded element's header by hand, as a
+// hostile peer would.
+func encodedBy(codec string, p encoding.Params, mime string, size int, payload []byte) []byte {
+	return append(encoding.AppendHeader(nil, encoding.Header{Codec: codec, Params: p, MIME: mime, Size: uint64(size)}), payload...)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestNestedBombBounded is issue 21's row 3: elements that are zstd
+// frames wrapping another zstd element made of a 16 MiB skippable frame
+// and a 1-byte frame. Nesting compression in compression is refused, so
+// the message is refused after decoding one outer layer: at most 16 MiB of
+// work, where the old decoder did 16 MiB per element.
+func TestNestedBombBounded(t *testing.T) {
+	z, _ := zstd.New(zstd.WithLevel(1))
+	one, _ := z.Encode(nil, []byte("x"), encoding.Binding{})
+	skip := skippableFrame(16<<20 - 256)
+	inner := encodedBy("zstd", z.Params(), "text/plain", 1, append(skip, one...))
+	outerPayload, _ := z.Encode(nil, inner, encoding.Binding{})
+	outer := encodedBy("zstd", z.Params(), encoding.MIME, len(inner), outerPayload)
+	m := message.New()
+	for range 32 {
+		m.Add(message.Element{Name: "bomb", MIME: encoding.MIME, Data: outer})
+	}
+	wireBytes, _ := wire.Marshal(m)
+	var d *encoding.Decoder
+	for _, policy := range []encoding.Policy{encoding.DropMessage, encoding.DeliverEncoded} {
+		d, _ = encoding.NewDecoder(encoding.WithPolicy(policy))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		cpu := cpuTime()
+		_, err := d.Decode(m)
+		cpu = cpuTime() - cpu
+		runtime.ReadMemStats(&after)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("policy %d: %d wire bytes, 32 bombs: %v, %d MiB allocated, %v CPU", policy, len(wireBytes), err, alloc>>20, cpu)
+		if policy == encoding.DropMessage && !errors.Is(err, encoding.ErrNesting) {
+			t.Errorf("nested compression: %v, want ErrNesting", err)
+		}
+		// DropMessage stops at the first element; DeliverEncoded goes on
+		// until the message's budget (64 MiB by default) is spent.
+		limit := uint64(20 << 20)
+		if policy == encoding.DeliverEncoded {
+			limit = encoding.DefaultMaxMessageSize + 4<<20
+		}
+		if alloc > limit {
+			t.Errorf("decoding allocated %d MiB, over %d MiB", alloc>>20, limit>>20)
+		}
+	}
+	// One layer with the skippable frame: refused before decoding.
+	d, _ = encoding.NewDecoder()
+	single := message.New(message.Element{Name: "s", MIME: encoding.MIME, Data: encodedBy("zstd", z.Params(), "text/plain", 1, append(skippableFrame(1<<20), one...))})
+	if _, err := d.Decode(single); !errors.Is(err, encoding.ErrCorrupt) {
+		t.Errorf("skippable frame before the content: %v", err)
+	}
+	trailing := message.New(message.Element{Name: "s", MIME: encoding.MIME, Data: encodedBy("zstd", z.Params(), "text/plain", 1, append(bytes.Clone(one), one...))})
+	if _, err := d.Decode(trailing); !errors.Is(err, encoding.ErrCorrupt) {
+		t.Errorf("a second frame after the content: %v", err)
+	}
+}
+
+// TestNesting: only compress, seal, or compress then seal.
+func TestNesting(t *testing.T) {
+	z, _ := zstd.New()
+	g, _ := gzip.New()
+	sl, _ := seal.New(seal.WithPSK("k", bytes.Repeat([]byte{1}, seal.KeySize)))
+	for _, tc := range []struct {
+		name   string
+		codecs []encoding.Codec
+		err    error
+	}{
+		{"compress", []encoding.Codec{z}, nil},
+		{"seal", []encoding.Codec{sl}, nil},
+		{"compress then seal", []encoding.Codec{g, sl}, nil},
+		{"other alone", []encoding.Codec{identity.New()}, nil},
+		{"compress twice", []encoding.Codec{z, g}, encoding.ErrNesting},
+		{"seal then compress", []encoding.Codec{sl, z}, encoding.ErrNesting},
+		{"seal twice", []encoding.Codec{sl, sl}, encoding.ErrNesting},
+		{"other then seal", []encoding.Codec{identity.New(), sl}, encoding.ErrNesting},
+		{"three", []encoding.Codec{z, sl, sl}, encoding.ErrBadOption},
+	} {
+		_, err := encoding.New(tc.codecs, encoding.WithPipeID(testPipe))
+		if !errors.Is(err, tc.err) && (tc.err != nil || err != nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+		}
+	}
+	// Seal around seal, by hand: refused at decoding too.
+	s, _ := encoding.New([]encoding.Codec{sl}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("a")))
+	inner, err := s.EncodeElement(message.Text("", "a", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EncodeElement(inner); !errors.Is(err, encoding.ErrNesting) {
+		t.Fatalf("encoding an encoded element: %v", err)
+	}
+	b := encoding.Binding{Name: "a", PipeID: testPipe}
+	b.Header = encoding.AppendHeader(nil, encoding.Header{Codec: "seal", Params: sl.Params(), MIME: encoding.MIME, Size: uint64(len(inner.Data))})
+	payload, err := sl.Encode(nil, inner.Data, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice := message.Element{Name: "a", MIME: encoding.MIME, Data: append(bytes.Clone(b.Header), payload...)}
+	reg, _ := encoding.NewRegistry(sl)
+	d, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe))
+	if _, err := d.Decode(message.New(twice)); !errors.Is(err, encoding.ErrNesting) {
+		t.Fatalf("seal inside seal: %v", err)
+	}
+}
+
+// TestRequireSealed is issue 21's row 7 (policy and report): a receiver
+// requiring sealed elements refuses plain ones and ones sealed with other
+// keys, and reports how each element was decoded.
+func TestRequireSealed(t *testing.T) {
+	k1, k2 := bytes.Repeat([]byte{1}, seal.KeySize), bytes.Repeat([]byte{2}, seal.KeySize)
+	s1, _ := seal.New(seal.WithPSK("k1", k1))
+	s2, _ := seal.New(seal.WithPSK("k2", k2))
+	both, _ := seal.New(seal.WithPSK("k1", k1), seal.WithPSK("k2", k2))
+	z, _ := zstd.New()
+	reg, _ := encoding.NewRegistry(both, z)
+	d, err := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe),
+		encoding.WithRequireSealed(encoding.ByName("secret"), "psk:k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealWith := func(c encoding.Codec) *message.Message {
+		s, _ := encoding.New([]encoding.Codec{z, c}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("secret")))
+		m, err := s.Encode(message.New(message.Text("", "secret", "attack at dawn"), message.Text("", "note", "hi")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	plain := message.New(message.Text("", "secret", "attack at dawn"))
+	zOnly, _ := encoding.New([]encoding.Codec{z}, encoding.WithSelector(encoding.ByName("secret")))
+	zipped, _ := zOnly.Encode(plain)
+	for name, m := range map[string]*message.Message{"plain": plain, "compressed only": zipped, "other key": sealWith(s2)} {
+		if _, _, err := d.DecodeReport(m); !errors.Is(err, encoding.ErrPolicy) {
+			t.Errorf("%s: %v, want ErrPolicy", name, err)
+		}
+	}
+	got, reps, err := d.DecodeReport(sealWith(s1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := got.Get("", "secret"); string(e.Data) != "attack at dawn" {
+		t.Fatalf("decoded %q", e.Data)
+	}
+	if len(reps) != 2 || reps[0].Name != "secret" || !reps[0].Sealed || reps[0].KeyID != "psk:k1" ||
+		len(reps[0].Chain) != 2 || reps[0].Chain[0] != "zstd" || reps[0].Chain[1] != "seal" ||
+		reps[1].Name != "note" || reps[1].Sealed || len(reps[1].Chain) != 0 {
+		t.Fatalf("report %+v", reps)
+	}
+}
+
+// TestReplayRefused is issue 21's row 7 (replay): a sealed element opens
+// once; the same element again, or one from below the window, is refused.
+func TestReplayRefused(t *testing.T) {
+	k := bytes.Repeat([]byte{1}, seal.KeySize)
+	sender, _ := seal.New(seal.WithPSK("k", k))
+	receiver, _ := seal.New(seal.WithPSK("k", k))
+	reg, _ := encoding.NewRegistry(receiver)
+	s, _ := encoding.New([]encoding.Codec{sender}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("x")))
+	d, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe))
+	var sent []*message.Message
+	for i := range seal.ReplayWindow + 10 {
+		m, err := s.Encode(message.New(message.Text("", "x", string(rune('a'+i%26)))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, m)
+	}
+	// Out of order within the window is fine, once.
+	for _, i := range []int{1, 0, 3, 2} {
+		if _, err := d.Decode(sent[i]); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if _, err := d.Decode(sent[2]); !errors.Is(err, encoding.ErrReplay) {
+		t.Fatalf("replay: %v", err)
+	}
+	if _, err := d.Decode(sent[len(sent)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(sent[5]); !errors.Is(err, encoding.ErrReplay) { // below the window now
+		t.Fatalf("below the window: %v", err)
+	}
+	if receiver.Replays() != 2 {
+		t.Fatalf("%d replays counted, want 2", receiver.Replays())
+	}
+}
+
+// TestSealNeedsPipe: no silent unbound mode.
+func TestSealNeedsPipe(t *testing.T) {
+	sl, _ := seal.New(seal.WithPSK("k", bytes.Repeat([]byte{1}, seal.KeySize)))
+	if _, err := encoding.New([]encoding.Codec{sl}, encoding.WithPipeID("")); !errors.Is(err, encoding.ErrBadOption) {
+		t.Fatalf("empty pipe ID: %v", err)
+	}
+	s, _ := encoding.New([]encoding.Codec{sl}, encoding.WithSelector(encoding.ByName("x")))
+	if _, err := s.Encode(message.New(message.Text("", "x", "y"))); !errors.Is(err, encoding.ErrUnbound) {
+		t.Fatalf("sealing with no pipe: %v", err)
+	}
+	u, _ := encoding.New([]encoding.Codec{sl}, encoding.WithSelector(encoding.ByName("x")), encoding.WithoutPipeBinding())
+	m, err := u.Encode(message.New(message.Text("", "x", "y")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := encoding.NewRegistry(sl)
+	bound, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe))
+	if _, err := bound.Decode(m); !errors.Is(err, encoding.ErrAuth) {
+		t.Fatalf("unbound element opened on a pipe: %v", err)
+	}
+	unbound, _ := encoding.NewDecoder(encoding.WithRegistry(reg))
+	if _, err := unbound.Decode(m); !errors.Is(err, encoding.ErrUnbound) {
+		t.Fatalf("decoder with no pipe: %v", err)
+	}
+}
