@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -28,18 +29,25 @@ func newAdvCmd() *cobra.Command {
 
 func newAdvNewCmd() *cobra.Command {
 	var typ, name, desc, pipeID string
+	var binders []string
 	cmd := &cobra.Command{
 		Use:   "new",
 		Short: "Print a new pipe advertisement (XML, as JXSE 2.7 writes it)",
 		Args:  cobra.NoArgs,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
-  p2pmsg adv new --type propagate --name news --desc "daily news" --id urn:jxta:cbid-…04`,
+  p2pmsg adv new --type propagate --name news --desc "daily news" --id urn:jxta:cbid-…04
+  p2pmsg adv new --type secure --name vault --binder 12D3KooW…   # the peer ID p2pmsg id prints`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, ok := pipeTypes[typ]
 			if !ok {
 				return usageError{fmt.Errorf("--type must be unicast, secure or propagate, not %q", typ)}
 			}
-			a := &adv.PipeAdvertisement{Type: t, Name: name, Desc: desc}
+			a := &adv.PipeAdvertisement{Type: t, Name: name, Desc: desc, Binders: binders}
+			for _, b := range binders {
+				if _, err := peer.Decode(b); err != nil {
+					return usageError{fmt.Errorf("--binder %q: not a peer ID: %w", b, err)}
+				}
+			}
 			if pipeID != "" {
 				p, err := id.Parse(pipeID)
 				if err != nil {
@@ -66,6 +74,7 @@ func newAdvNewCmd() *cobra.Command {
 	f.StringVar(&name, "name", "", "pipe name (required)")
 	f.StringVar(&desc, "desc", "", "description")
 	f.StringVar(&pipeID, "id", "", "pipe ID (default: a new one in the Net peer group)")
+	f.StringArrayVar(&binders, "binder", nil, "peer ID allowed to bind the pipe (repeatable); resolution then trusts only these peers, and a secure pipe needs one to be found without --peer")
 	cmd.MarkFlagRequired("type")
 	cmd.MarkFlagRequired("name")
 	return cmd
@@ -76,7 +85,7 @@ func newAdvShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "show FILE",
 		Short:   "Print a pipe advertisement's fields as JSON",
-		Long:    "Print {\"id\",\"type\",\"name\",\"desc\"} of the pipe advertisement in FILE (- for stdin).",
+		Long:    "Print {\"id\",\"type\",\"name\",\"desc\",\"binders\"} of the pipe advertisement in FILE (- for stdin).",
 		Args:    cobra.ExactArgs(1),
 		Example: `  p2pmsg adv show chat.xml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,11 +105,12 @@ func newAdvShowCmd() *cobra.Command {
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetEscapeHTML(false)
 			return enc.Encode(struct {
-				ID   string `json:"id"`
-				Type string `json:"type"`
-				Name string `json:"name"`
-				Desc string `json:"desc"`
-			}{a.ID.String(), string(a.Type), a.Name, a.Desc})
+				ID      string   `json:"id"`
+				Type    string   `json:"type"`
+				Name    string   `json:"name"`
+				Desc    string   `json:"desc"`
+				Binders []string `json:"binders,omitempty"`
+			}{a.ID.String(), string(a.Type), a.Name, a.Desc, a.Binders})
 		},
 	}
 	cmd.Flags().IntVar(&maxSize, "max-size", adv.DefaultMaxSize, "largest document to read, in bytes")

@@ -300,9 +300,19 @@ func TestAdvNewShow(t *testing.T) {
 		{"adv", "new", "--type", "unicast"},
 		{"adv", "new", "--type", "unicast", "--name", "n", "--id", "urn:jxta:jxta-NetGroup"},
 		{"adv", "new", "--type", "unicast", "--name", "bad\x01"},
+		{"adv", "new", "--type", "secure", "--name", "n", "--binder", "not-a-peer"},
 		{"adv", "show", filepath.Join(dir, "missing.xml")},
 	} {
 		failsCleanly(t, run(t, nil, args...))
+	}
+	// Allowed binders are written and shown.
+	const binder = "12D3KooWBVXX99f6arzRf2F5D5gTupvJmb9VNeSPeyJeAkSumagr"
+	r = run(t, nil, "adv", "new", "--type", "secure", "--name", "vault", "--binder", binder)
+	if !bytes.Contains(r.stdout, []byte("<Binder>"+binder+"</Binder>")) {
+		t.Fatalf("--binder: %s %s", r.stdout, r.stderr)
+	}
+	if show := run(t, r.stdout, "adv", "show", "-"); !bytes.Contains(show.stdout, []byte(`"binders":["`+binder+`"]`)) {
+		t.Fatalf("adv show printed %s", show.stdout)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package adv reads and writes JXTA pipe advertisements
 // (jxta:PipeAdvertisement), the XML documents that name a pipe: its ID, its
-// type and, optionally, a name and a description.
+// type and, optionally, a name, a description and the peers allowed to
+// bind it.
 //
 // It is a foundation package beside id and wire: the pipe layer binds and
 // resolves pipes from these documents and the CLI prints them.
@@ -8,7 +9,10 @@
 // Output is byte-for-byte what JXSE 2.7 writes for the same advertisement
 // (PipeAdv.getDocument(text/xml;charset=UTF-8) sent to a stream); it is a
 // fixed template, so it is written directly rather than through an XML
-// serializer, whose escaping and layout would differ from JXSE's. Input is
+// serializer, whose escaping and layout would differ from JXSE's. The
+// allowed binders are p2pmsg's extension: one <Binder> element per peer,
+// after the others, written only when there are any (JXSE reads such a
+// document and ignores them). Input is
 // parsed with beevik/etree after a bounded pre-scan: documents larger than
 // the size limit, nested deeper than the depth limit, or carrying a DTD
 // internal subset or entity declarations are refused before any tree is
@@ -58,6 +62,7 @@ var (
 	ErrBadType    = errors.New("adv: invalid pipe type")
 	ErrBadText    = errors.New("adv: name or description cannot be written")
 	ErrBadOptions = errors.New("adv: invalid option")
+	ErrBadBinder  = errors.New("adv: invalid allowed binder")
 )
 
 // PipeAdvertisement describes a pipe.
@@ -66,7 +71,19 @@ type PipeAdvertisement struct {
 	Type PipeType // Unicast, UnicastSecure or Propagate
 	Name string   // optional; omitted from the document when empty
 	Desc string   // optional; omitted from the document when empty
+	// Binders optionally names the peers (libp2p peer IDs, in their text
+	// form) allowed to bind the pipe: resolution then accepts only
+	// bindings these peers prove (package pipe). At most MaxBinders.
+	Binders []string
 }
+
+// MaxBinders bounds an advertisement's allowed binders: a pipe's replicas,
+// not a membership list.
+const MaxBinders = 64
+
+// maxBinderLen bounds one binder's text: a peer ID of an RSA key in base58
+// is about 46 characters, an inlined Ed25519 key 52, CIDv1 forms 62.
+const maxBinderLen = 128
 
 // New returns an advertisement for a new pipe in the Net peer group.
 func New(t PipeType, name, desc string) (*PipeAdvertisement, error) {
@@ -93,7 +110,34 @@ func (a *PipeAdvertisement) Validate() error {
 	if err := checkText("name", a.Name); err != nil {
 		return err
 	}
-	return checkText("description", a.Desc)
+	if err := checkText("description", a.Desc); err != nil {
+		return err
+	}
+	return checkBinders(a.Binders)
+}
+
+// checkBinders checks the form of the allowed binders (package pipe
+// decodes them as peer IDs).
+func checkBinders(bs []string) error {
+	if len(bs) > MaxBinders {
+		return fmt.Errorf("%w: %d binders, at most %d", ErrBadBinder, len(bs), MaxBinders)
+	}
+	for i, b := range bs {
+		if b == "" || len(b) > maxBinderLen {
+			return fmt.Errorf("%w: binder of %d bytes", ErrBadBinder, len(b))
+		}
+		for _, r := range b {
+			if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+				return fmt.Errorf("%w: %q is not a peer ID", ErrBadBinder, b)
+			}
+		}
+		for _, o := range bs[:i] {
+			if o == b {
+				return fmt.Errorf("%w: %s named twice", ErrBadBinder, b)
+			}
+		}
+	}
+	return nil
 }
 
 func checkText(what, s string) error {
@@ -158,6 +202,11 @@ func (a *PipeAdvertisement) Marshal() ([]byte, error) {
 		b.WriteString("<Desc>")
 		escape(&b, a.Desc)
 		b.WriteString("</Desc>")
+	}
+	for _, p := range a.Binders {
+		b.WriteString("<Binder>")
+		b.WriteString(p) // alphanumeric: nothing to escape
+		b.WriteString("</Binder>")
 	}
 	b.WriteString("</jxta:PipeAdvertisement>\n")
 	return b.Bytes(), nil
@@ -282,6 +331,13 @@ func parse(data []byte, l limits) (*PipeAdvertisement, error) {
 	var idText, typeText *string
 	seen := map[string]bool{}
 	for _, el := range root.ChildElements() {
+		if el.Space == "" && el.Tag == "Binder" {
+			if len(a.Binders) == MaxBinders {
+				return nil, fmt.Errorf("%w: more than %d binders", ErrBadBinder, MaxBinders)
+			}
+			a.Binders = append(a.Binders, strings.TrimSpace(el.Text()))
+			continue
+		}
 		if el.Space != "" || seen[el.Tag] {
 			continue // JXSE reads the first of each and ignores the rest
 		}
@@ -315,6 +371,9 @@ func parse(data []byte, l limits) (*PipeAdvertisement, error) {
 	a.Type = PipeType(*typeText)
 	if !a.Type.Valid() {
 		return nil, fmt.Errorf("%w %q", ErrBadType, *typeText)
+	}
+	if err := checkBinders(a.Binders); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -3,6 +3,7 @@ package adv_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -55,7 +56,7 @@ func TestParse(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
-			if err == nil && *got != tt.want {
+			if err == nil && !reflect.DeepEqual(*got, tt.want) {
 				t.Fatalf("got %+v, want %+v", *got, tt.want)
 			}
 			// Read takes the same path with a bounded reader.
@@ -76,7 +77,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := adv.Parse(b)
-	if err != nil || *back != *a {
+	if err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("round trip: %+v, %v; want %+v", back, err, a)
 	}
 	if !bytes.Contains(b, []byte("<Name>chat &lt;&amp;> \"q\" 'a' é</Name>")) {
@@ -106,5 +107,40 @@ func TestValidate(t *testing.T) {
 		if _, err := a.Marshal(); err == nil {
 			t.Errorf("%s: marshalled", name)
 		}
+	}
+}
+
+// TestBinders: allowed binders round-trip as <Binder> elements, an
+// advertisement without them is written as before, and bad ones are
+// refused.
+func TestBinders(t *testing.T) {
+	a, err := adv.New(adv.UnicastSecure, "vault", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := a.Marshal()
+	a.Binders = []string{"12D3KooWBVXX99f6arzRf2F5D5gTupvJmb9VNeSPeyJeAkSumagr", "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"}
+	b, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(string(plain), "</jxta:PipeAdvertisement>",
+		"<Binder>"+a.Binders[0]+"</Binder><Binder>"+a.Binders[1]+"</Binder></jxta:PipeAdvertisement>", 1); string(b) != want {
+		t.Fatalf("wrote %q", b)
+	}
+	back, err := adv.Parse(b)
+	if err != nil || !reflect.DeepEqual(back, a) {
+		t.Fatalf("re-parse: %+v, %v", back, err)
+	}
+	for _, bad := range [][]string{{""}, {"not a peer id"}, {a.Binders[0], a.Binders[0]}, {strings.Repeat("a", 200)}, make([]string, adv.MaxBinders+1)} {
+		c := *a
+		c.Binders = bad
+		if _, err := c.Marshal(); !errors.Is(err, adv.ErrBadBinder) {
+			t.Errorf("binders %q: %v", bad, err)
+		}
+	}
+	many := strings.Replace(string(plain), "</jxta:PipeAdvertisement>", strings.Repeat("<Binder>x</Binder>", adv.MaxBinders+1)+"</jxta:PipeAdvertisement>", 1)
+	if _, err := adv.Parse([]byte(many)); !errors.Is(err, adv.ErrBadBinder) {
+		t.Errorf("too many binders: %v", err)
 	}
 }

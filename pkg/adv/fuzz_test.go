@@ -3,6 +3,7 @@ package adv_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -21,6 +22,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`<!DOCTYPE x [<!ENTITY a "b">]><x>&a;</x>`))
+	f.Add([]byte(`<jxta:PipeAdvertisement xmlns:jxta="http://jxta.org"><Id>urn:jxta:uuid-59616261646162614E50472050325033C0FFEE04</Id><Type>JxtaUnicastSecure</Type>` +
+		`<Binder>12D3KooWBVXX99f6arzRf2F5D5gTupvJmb9VNeSPeyJeAkSumagr</Binder><Binder>QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N</Binder></jxta:PipeAdvertisement>`))
 	f.Add([]byte(`<jxta:PipeAdvertisement xmlns:jxta="http://jxta.org"><Id>urn:jxta:jxta-Null</Id></jxta:PipeAdvertisement>`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := adv.Parse(data)
@@ -35,7 +38,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 		back, err := adv.Parse(b)
-		if err != nil || *back != *a {
+		if err != nil || !reflect.DeepEqual(back, a) {
 			t.Fatalf("re-parse: %+v, %v; want %+v", back, err, a)
 		}
 	})

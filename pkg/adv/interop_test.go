@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestJXSEInterop(t *testing.T) {
 			t.Errorf("advertisement %d differs from JXSE's:\n ours %q\n JXSE %q", i, got, want)
 		}
 		back, err := adv.Parse(want)
-		if err != nil || *back != a {
+		if err != nil || !reflect.DeepEqual(*back, a) {
 			t.Errorf("JXSE's document %d parses to %+v, %v; want %+v", i, back, err, a)
 		}
 		ours.WriteString(base64.StdEncoding.EncodeToString(got) + "\n")
@@ -156,7 +157,7 @@ func TestGolden(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: ours differs from JXSE's golden file", name)
 		}
-		if back, err := adv.Parse(want); err != nil || *back != a {
+		if back, err := adv.Parse(want); err != nil || !reflect.DeepEqual(*back, a) {
 			t.Errorf("%s: golden file parses to %+v, %v", name, back, err)
 		}
 	}

@@ -76,6 +76,7 @@ func TestEncodingAdaptersOnPipes(t *testing.T) {
 func TestSealedBidiThroughRelay(t *testing.T) {
 	_, b, sa, sb := relayed(t)
 	ad := newAdv(t, adv.UnicastSecure)
+	ad.Binders = []string{b.ID().String()}
 	l, err := sb.Listen(ad)
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +150,7 @@ func TestSealedReplayOnPipe(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
 	a := newAdv(t, adv.UnicastSecure)
+	a.Binders = []string{nodes[1].ID().String()}
 	in, err := sb.NewInputPipe(a)
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,9 @@ func ExampleService_Connect() {
 	client.Node().Connect(ctx, srvNode.AddrInfo())
 
 	svc, _ := adv.New(adv.UnicastSecure, "echo", "")
+	// A secure pipe names the peers allowed to bind it: a peer that
+	// claims it without being named, or without proving it, is ignored.
+	svc.Binders = []string{srvNode.ID().String()}
 	l, err := server.Listen(svc)
 	if err != nil {
 		panic(err)

@@ -5,3 +5,7 @@ func QueueLen(p *InputPipe) int { return len(p.queue) }
 
 // BacklogLen reports how many connections wait for Accept.
 func BacklogLen(l *Listener) int { return len(l.accept) }
+
+// ProofStatement is what a binder signs (proof.go), for hostile peers in
+// tests.
+var ProofStatement = proofStatement

@@ -225,8 +225,14 @@ func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
 	name := TopicPrefix + a.ID.String()
 	t := s.topics[name]
 	if t == nil {
+		// The validator goes first, so no message of the topic escapes
+		// it.
+		if err := s.opts.ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{})); err != nil {
+			return nil, fmt.Errorf("pipe: validating %s: %w", name, err)
+		}
 		topic, err := s.opts.ps.Join(name)
 		if err != nil {
+			s.opts.ps.UnregisterTopicValidator(name)
 			return nil, fmt.Errorf("pipe: joining %s: %w", name, err)
 		}
 		t = &topicRef{topic: topic}
@@ -252,6 +258,7 @@ func (s *Service) leaveTopic(a *adv.PipeAdvertisement, in *InputPipe) {
 	}
 	if t.refs--; t.refs == 0 {
 		t.topic.Close()
+		s.opts.ps.UnregisterTopicValidator(name)
 		delete(s.topics, name)
 	}
 }

@@ -46,12 +46,27 @@
 // ErrNotResolved. An output pipe whose send fails forgets the peer and
 // resolves again on the next Send.
 //
-// Binding answers are not authenticated beyond the answering peer's
-// identity: any connected peer can claim a binding, and the first claim
-// wins. A secure pipe guarantees who is at the other end (Received.From,
-// OutputPipe.RemotePeer, Bidi.RemotePeer), not that the peer was entitled
-// to bind the pipe; name the peers you trust with ToPeers, or check the
-// identity, when that matters.
+// Every answer is considered, up to the connected peers asked
+// (WithQueryPeers) and 16 DHT providers, and the first that holds is
+// taken. Which answers hold depends on the advertisement:
+//
+//   - A pipe whose advertisement names its binders (Binders), and every
+//     secure pipe, needs proof: the answering peer must be named there
+//     and must sign the pipe ID, role and the querier's fresh nonce with
+//     its key (proof.go). Other answers, and DHT records leading to peers
+//     that cannot prove, are ignored and counted (Stats.UnprovenAnswers).
+//     A secure pipe whose advertisement names no binder cannot be
+//     resolved by asking around (ErrUnprovable): name the binders, or the
+//     peer (ToPeers).
+//   - An unicast pipe that names no binders promises less: any peer can
+//     claim to bind it, and the first to answer wins. What still holds is
+//     who is at the other end (OutputPipe.RemotePeer, proven by the
+//     connection) and, for every message, who sent it (Received.From).
+//     Name the binders when it matters where messages go.
+//
+// Propagate messages carry their author's sequence number, and one seen
+// before, or too far behind the author's latest, is dropped even after
+// gossipsub has forgotten it (seqno.go; Stats.PropagateReplays).
 //
 // # Flow control and its limits
 //
@@ -89,6 +104,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -334,6 +350,27 @@ type Service struct {
 	// receiver that a Flush learnt of on another output pipe's behalf
 	// (output.go); bounded by maxUndeliveredKeys.
 	undelivered map[string]int
+	// unproven counts binding answers ignored for want of a proof
+	// (proof.go); replays counts propagate messages refused as replayed
+	// (seqno.go).
+	unproven, replays atomic.Uint64
+}
+
+// Stats counts what the service refused from other peers.
+type Stats struct {
+	// UnprovenAnswers are binding answers ignored because they did not
+	// prove the binding (a pipe whose advertisement names binders, or a
+	// secure pipe): the answering peer is not an allowed binder, or its
+	// proof is missing or wrong.
+	UnprovenAnswers uint64
+	// PropagateReplays are propagate messages refused because their
+	// author's sequence number was seen before or is too old.
+	PropagateReplays uint64
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	return Stats{UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load()}
 }
 
 type bindingKey struct{ key, role string }

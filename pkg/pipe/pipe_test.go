@@ -301,8 +301,9 @@ func relayed(t *testing.T) (a, b *node.Node, sa, sb *pipe.Service) {
 }
 
 func TestSecureThroughRelay(t *testing.T) {
-	a, _, sa, sb := relayed(t)
+	a, b, sa, sb := relayed(t)
 	ad := newAdv(t, adv.UnicastSecure)
+	ad.Binders = []string{b.ID().String()}
 	in, err := sb.NewInputPipe(ad)
 	if err != nil {
 		t.Fatal(err)

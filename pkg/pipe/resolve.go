@@ -26,10 +26,11 @@ import (
 // Binding Protocol: on a fresh stream the asking peer writes one JXTA
 // message with the elements jxta:PipeId (the pipe ID) and jxta:Role (what
 // it looks for: RoleInput, RoleBidi, RolePropagate or a role a layer
-// above announced), and closes its side; the peer answers with one
-// message whose jxta:Found element is "true" or "false" and whose
-// jxta:PeerId is its JXTA peer ID. Both messages are at most
-// maxQuerySize bytes.
+// above announced) and jxta:Nonce (16 random bytes), and closes its side;
+// the peer answers with one message whose jxta:Found element is "true" or
+// "false", whose jxta:PeerId is its JXTA peer ID and, when found, whose
+// jxta:BindingProof proves the binding (proof.go). Both messages are at
+// most maxQuerySize bytes.
 const ResolverProtocol protocol.ID = "/p2pmsg/pipe-resolver/1.0.0"
 
 const (
@@ -67,6 +68,10 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	if len(explicit) == 0 && role == RoleInput && s.bound(key, role) {
 		return self, nil
 	}
+	proven := needsProof(a)
+	if proven && len(a.Binders) == 0 && len(explicit) == 0 {
+		return "", fmt.Errorf("%w: %v", ErrUnprovable, a.ID)
+	}
 	found := make(chan peer.ID, 1)
 	var (
 		wg      sync.WaitGroup
@@ -77,12 +82,22 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	ask := func(p peer.ID) {
 		defer wg.Done()
 		asked.Add(1)
-		ok, err := s.query(ctx, p, a.ID, role)
+		nonce := newNonce()
+		ok, proof, err := s.query(ctx, p, a.ID, role, nonce)
 		if err != nil {
 			errMu.Lock()
 			lastErr = err
 			errMu.Unlock()
 			return
+		}
+		if ok && proven {
+			if err := s.checkProof(a, role, p, nonce, proof); err != nil {
+				s.unproven.Add(1)
+				errMu.Lock()
+				lastErr = fmt.Errorf("answer ignored: %w", err)
+				errMu.Unlock()
+				return
+			}
 		}
 		if ok {
 			select {
@@ -172,31 +187,33 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	}
 }
 
-// query asks p whether it has pipe bound in role.
-func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string) (bool, error) {
+// query asks p whether it has pipe bound in role, and returns its proof.
+func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string, nonce []byte) (bool, []byte, error) {
 	st, err := s.host.NewStream(network.WithAllowLimitedConn(ctx, "pipe-resolve"), p, ResolverProtocol)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
-	q := message.New(message.Text(message.JXTANamespace, "PipeId", pipe.String()), message.Text(message.JXTANamespace, "Role", role))
+	q := message.New(message.Text(message.JXTANamespace, "PipeId", pipe.String()), message.Text(message.JXTANamespace, "Role", role),
+		message.Bytes(message.JXTANamespace, "Nonce", nonce))
 	if err := wire.Encode(st, q); err != nil {
 		st.Reset()
-		return false, err
+		return false, nil, err
 	}
 	if err := st.CloseWrite(); err != nil {
 		st.Reset()
-		return false, err
+		return false, nil, err
 	}
 	ans, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
 	if err != nil {
 		st.Reset()
-		return false, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
+		return false, nil, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
 	}
 	e, ok := ans.Get(message.JXTANamespace, "Found")
-	return ok && string(e.Data) == "true", nil
+	proof, _ := ans.Get(message.JXTANamespace, "BindingProof")
+	return ok && string(e.Data) == "true", proof.Data, nil
 }
 
 // handleQuery answers one binding query.
@@ -216,6 +233,11 @@ func (s *Service) handleQuery(st network.Stream) {
 	found := s.bound(Key(pipe), role)
 	ans := message.New(message.Text(message.JXTANamespace, "Found", strconv.FormatBool(found)),
 		message.Text(message.JXTANamespace, "PeerId", s.node.JXTAPeerID().String()))
+	if n, ok := q.Get(message.JXTANamespace, "Nonce"); found && ok && len(n.Data) == nonceSize {
+		if proof, err := s.signProof(pipe, role, n.Data); err == nil {
+			ans.Add(message.Bytes(message.JXTANamespace, "BindingProof", proof))
+		}
+	}
 	if err := wire.Encode(st, ans); err != nil {
 		st.Reset()
 	}

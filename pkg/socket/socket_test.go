@@ -169,7 +169,9 @@ func TestRefusedAndUnresolved(t *testing.T) {
 func TestDeadlineIsTimeout(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
-	c1, c2 := pair(t, sa, sb, newAdv(t, adv.UnicastSecure))
+	secure := newAdv(t, adv.UnicastSecure)
+	secure.Binders = []string{nodes[1].ID().String()}
+	c1, c2 := pair(t, sa, sb, secure)
 	defer c1.Close()
 	defer c2.Close()
 	c1.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
@@ -224,7 +226,9 @@ func TestSocketThroughRelay(t *testing.T) {
 	if err := a.Connect(ctx(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 		t.Fatal(err)
 	}
-	c1, c2 := pair(t, newSockets(t, a), newSockets(t, b), newAdv(t, adv.UnicastSecure))
+	secure := newAdv(t, adv.UnicastSecure)
+	secure.Binders = []string{b.ID().String()}
+	c1, c2 := pair(t, newSockets(t, a), newSockets(t, b), secure)
 	defer c1.Close()
 	defer c2.Close()
 	// Well past go-libp2p's default relay limit of 128 KiB.

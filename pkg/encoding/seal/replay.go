@@ -7,17 +7,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/internal/replaywin"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // Replay protection (see the package doc).
 const (
 	// ReplayWindow is how many counters below the highest seen a stream
-	// still accepts, once each: elements of one stream overtaking each
-	// other by more than that (they travel in order on a pipe; a
-	// propagate mesh reorders a few) are refused. IPsec's and WireGuard's
-	// windows are of this order.
-	ReplayWindow = 2048
+	// still accepts, once each (replaywin.Size): elements of one stream
+	// overtaking each other by more than that (they travel in order on a
+	// pipe; a propagate mesh reorders a few) are refused.
+	ReplayWindow = replaywin.Size
 	// ReplayMaxAge is how old a sealed element may be: long enough for
 	// clocks a few minutes apart and messages held in queues, short enough
 	// that the opener need remember no stream longer.
@@ -35,12 +35,11 @@ type streamKey struct {
 	stream [8]byte
 }
 
-// window is one stream's sliding bitmap: bit i of bits is counter top-i.
+// window is one stream's counters.
 type window struct {
-	top  uint64
-	bits [ReplayWindow / 64]uint64
+	seen *replaywin.Window
 	last time.Time // when the opener last accepted from the stream, for eviction
-	seen uint64    // newest seal time (Unix seconds) accepted from the stream
+	sent uint64    // newest seal time (Unix seconds) accepted from the stream
 }
 
 // replayTable is an opener's memory of streams.
@@ -79,17 +78,14 @@ func (t *replayTable) check(keyID string, seq []byte, now time.Time) error {
 		if len(t.streams) >= ReplayStreams {
 			t.evict()
 		}
-		w = &window{top: ctr}
-		w.bits[0] = 1
-		w.last, w.seen = now, sealed
-		t.streams[k] = w
+		t.streams[k] = &window{seen: replaywin.New(ctr), last: now, sent: sealed}
 		return nil
 	}
-	if !w.accept(ctr) {
+	if !w.seen.Accept(ctr) {
 		t.refused.Add(1)
-		return fmt.Errorf("%w: counter %d (highest %d)", encoding.ErrReplay, ctr, w.top)
+		return fmt.Errorf("%w: counter %d (highest %d)", encoding.ErrReplay, ctr, w.seen.Top())
 	}
-	w.last, w.seen = now, max(w.seen, sealed)
+	w.last, w.sent = now, max(w.sent, sealed)
 	return nil
 }
 
@@ -102,46 +98,6 @@ func (t *replayTable) evict() {
 			oldest, ow = k, w
 		}
 	}
-	t.floor = max(t.floor, ow.seen)
+	t.floor = max(t.floor, ow.sent)
 	delete(t.streams, oldest)
-}
-
-// accept records ctr, reporting false if it was seen or is below the
-// window.
-func (w *window) accept(ctr uint64) bool {
-	if ctr > w.top {
-		w.shift(ctr - w.top)
-		w.top = ctr
-		w.bits[0] |= 1
-		return true
-	}
-	d := w.top - ctr
-	if d >= ReplayWindow {
-		return false
-	}
-	word, bit := d/64, d%64
-	if w.bits[word]&(1<<bit) != 0 {
-		return false
-	}
-	w.bits[word] |= 1 << bit
-	return true
-}
-
-// shift moves the window up by n counters.
-func (w *window) shift(n uint64) {
-	if n >= ReplayWindow {
-		w.bits = [ReplayWindow / 64]uint64{}
-		return
-	}
-	words, bits := int(n/64), n%64
-	for i := len(w.bits) - 1; i >= 0; i-- {
-		var v uint64
-		if j := i - words; j >= 0 {
-			v = w.bits[j] << bits
-			if bits > 0 && j-1 >= 0 {
-				v |= w.bits[j-1] >> (64 - bits)
-			}
-		}
-		w.bits[i] = v
-	}
 }

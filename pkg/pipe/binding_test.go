@@ -1,0 +1,146 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// claimEverything makes n answer every binding query "found", as a
+// hostile peer would: with a proof signed by its own key when signed is
+// true, with none otherwise.
+func claimEverything(n *node.Node, signed bool) {
+	n.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		defer st.Close()
+		q, err := wire.Decode(io.LimitReader(st, 4096))
+		if err != nil {
+			st.Reset()
+			return
+		}
+		ans := message.New(message.Text("jxta", "Found", "true"), message.Text("jxta", "PeerId", n.JXTAPeerID().String()))
+		if signed {
+			pid, _ := q.Get("jxta", "PipeId")
+			role, _ := q.Get("jxta", "Role")
+			nonce, _ := q.Get("jxta", "Nonce")
+			p, _ := adv.Parse([]byte(`<jxta:PipeAdvertisement xmlns:jxta="http://jxta.org"><Id>` + string(pid.Data) + `</Id><Type>JxtaUnicast</Type></jxta:PipeAdvertisement>`))
+			sig, _ := n.Host().Peerstore().PrivKey(n.ID()).Sign(pipe.ProofStatement(p.ID, string(role.Data), n.ID(), nonce.Data))
+			ans.Add(message.Bytes("jxta", "BindingProof", sig))
+		}
+		wire.Encode(st, ans)
+	})
+}
+
+// TestBindingsCannotBeHijacked is issue 21's row 4: peers that claim to
+// bind a secure pipe, or a pipe whose advertisement names its binders,
+// are ignored (and counted); every resolution finds the true binder.
+func TestBindingsCannotBeHijacked(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 4)
+	a, b, liar, signer := nodes[0], nodes[1], nodes[2], nodes[3]
+	sa, sb := newPipes(t, a), newPipes(t, b)
+	claimEverything(liar, false)
+	claimEverything(signer, true)
+	const resolutions = 40
+	for _, typ := range []adv.PipeType{adv.UnicastSecure, adv.Unicast} {
+		ad := newAdv(t, typ)
+		ad.Binders = []string{b.ID().String()}
+		in, err := sb.NewInputPipe(ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := sa.Stats().UnprovenAnswers
+		hijacked := 0
+		for range resolutions {
+			p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p != b.ID() {
+				hijacked++
+			}
+		}
+		ignored := sa.Stats().UnprovenAnswers - before
+		t.Logf("%s naming its binder: %d of %d resolutions hijacked, %d answers ignored", typ, hijacked, resolutions, ignored)
+		if hijacked != 0 || ignored == 0 {
+			t.Fatalf("%s: %d hijacked resolutions, %d answers ignored", typ, hijacked, ignored)
+		}
+		in.Close()
+	}
+	// A secure pipe that names no binder cannot be resolved by asking
+	// around, only from the peers the caller names.
+	ad := newAdv(t, adv.UnicastSecure)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := sa.Resolve(ctx(t), ad, pipe.RoleInput); !errors.Is(err, pipe.ErrUnprovable) {
+		t.Fatalf("secure pipe naming no binder: %v", err)
+	}
+	if p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput, pipe.ToPeers(peer.AddrInfo{ID: b.ID()})); err != nil || p != b.ID() {
+		t.Fatalf("secure pipe at a named peer: %v, %v", p, err)
+	}
+	if _, err := sa.Resolve(ctx(t), ad, pipe.RoleInput, pipe.ToPeers(peer.AddrInfo{ID: liar.ID()})); err == nil {
+		t.Fatal("a peer that proves nothing was taken as the binder")
+	}
+}
+
+// TestDHTProvidersMustProve: a fake provider record for a pipe that names
+// its binders leads to a peer whose answer is ignored.
+func TestDHTProvidersMustProve(t *testing.T) {
+	r := testutil.NewNode(t, node.WithDHT(node.DHTServer))
+	boot := node.WithBootstrapPeers(r.AddrInfo())
+	b := testutil.NewNode(t, node.WithDHT(node.DHTServer), boot)
+	h := testutil.NewNode(t, node.WithDHT(node.DHTServer), boot)
+	a := testutil.NewNode(t, node.WithDHT(node.DHTServer), boot)
+	for _, n := range []*node.Node{r, a, b, h} {
+		if err := n.RefreshRouting(ctx(t)); err != nil {
+			t.Logf("refresh: %v", err)
+		}
+	}
+	sa, sb, sh := newPipes(t, a), newPipes(t, b), newPipes(t, h)
+	newPipes(t, r)
+	ad := newAdv(t, adv.Unicast)
+	ad.Binders = []string{b.ID().String()}
+	// The hostile peer binds the pipe too, so its service publishes a
+	// provider record and answers queries with a proof signed by its own
+	// key; it is not among the binders.
+	if _, err := sh.NewInputPipe(ad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.NewInputPipe(ad); err != nil {
+		t.Fatal(err)
+	}
+	hijacked, resolved := 0, 0
+	for i := 0; i < 200 && (resolved < 20 || sa.Stats().UnprovenAnswers == 0); i++ {
+		for _, p := range []peer.ID{b.ID(), h.ID()} {
+			a.Host().Network().ClosePeer(p) // only the DHT can lead to them
+		}
+		rctx, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+		p, err := sa.Resolve(rctx, ad, pipe.RoleInput)
+		cancel()
+		if err != nil {
+			time.Sleep(50 * time.Millisecond) // records still being stored
+			continue
+		}
+		resolved++
+		if p != b.ID() {
+			hijacked++
+		}
+	}
+	t.Logf("%d resolutions through the DHT, %d hijacked, %d answers ignored", resolved, hijacked, sa.Stats().UnprovenAnswers)
+	if hijacked != 0 || resolved == 0 || sa.Stats().UnprovenAnswers == 0 {
+		t.Fatalf("%d of %d resolutions hijacked, %d answers ignored", hijacked, resolved, sa.Stats().UnprovenAnswers)
+	}
+}
