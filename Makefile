@@ -8,7 +8,7 @@ GO        ?= go
 BIN       := bin/p2pmsg
 FUZZTIME  ?= 3000x
 # Every go test -fuzz target, as package:Target.
-FUZZ_PKGS := ./pkg/...
+FUZZ_PKGS := ./pkg/... ./internal/...
 
 .PHONY: run build test vet unit jxse-jar fuzz bench benchmarks plans clean
 
