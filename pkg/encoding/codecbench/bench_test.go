@@ -12,7 +12,7 @@ import (
 // employees documents: compressed size (bytes_out), compress and
 // decompress MB/s.
 func BenchmarkCodecs(b *testing.B) {
-	bind := encoding.Binding{Namespace: "lab", Name: "codecs"}
+	bind := encoding.Binding{Namespace: "lab", Name: "codecs", PipeID: "lab"}
 	for _, spec := range codecbench.DefaultSpecs {
 		c, err := codecbench.NewCodec(spec)
 		if err != nil {
@@ -55,7 +55,7 @@ func BenchmarkCodecs(b *testing.B) {
 // BenchmarkDataSet measures the XML codec beside gzip (klauspost's and
 // Go's own), zstd and s2 on the three SOAP/DataSet query results.
 func BenchmarkDataSet(b *testing.B) {
-	bind := encoding.Binding{Namespace: "lab", Name: "codecs"}
+	bind := encoding.Binding{Namespace: "lab", Name: "codecs", PipeID: "lab"}
 	for _, spec := range []string{"xml", "gzip:6", "stdgzip:6", "zstd:3", "zstd:19", "s2:1"} {
 		c, err := codecbench.NewCodec(spec)
 		if err != nil {
