@@ -34,6 +34,7 @@ func newLabCmd() *cobra.Command {
 	cmd.AddCommand(newLabRTTCmd(), newLabCodecsCmd())
 	cmd.AddCommand(newLabAMTTCmd())
 	cmd.AddCommand(newLabGridCmd())
+	cmd.AddCommand(newLabRateCmd())
 	return cmd
 }
 

@@ -74,17 +74,26 @@ type recvBufs struct {
 // from a few KiB up is most of what the endpoint costs beyond copying the
 // bytes.
 //
-// Call it only when nothing will read the message or its elements' data
+// Small messages are recycled whole: the Delivery, its Message and the
+// Message's elements are reused for a later message, which spares the
+// allocation and garbage collection that otherwise cost a third of the
+// receiver's time at a few million messages per second.
+//
+// Call it only when nothing will use d, the message or its elements' data
 // again: not the listener, not a goroutine it passed them to, not a Send in
 // progress (once Send returns it holds nothing of the message). Releasing
 // is optional; a message never released is garbage collected as usual.
-// Release is a no-op the second time and on a Delivery the service did not
-// make; calls on one Delivery must not be concurrent.
+// Call it once: a second call may release another message, the one now
+// using the recycled Delivery. It is a no-op on a Delivery the service did
+// not make.
 func (d *Delivery) Release() {
 	if b := d.bufs; b != nil {
 		d.bufs = nil
 		for _, buf := range b.bufs {
 			b.pool.put(buf)
 		}
+	}
+	if d.blk != nil && !d.state.CompareAndSwap(delivering, released) {
+		d.recycle() // the listener has returned: nobody else holds d
 	}
 }

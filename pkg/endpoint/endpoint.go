@@ -59,9 +59,7 @@
 package endpoint
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +128,10 @@ type Delivery struct {
 	size    int64
 	refused byte
 	reason  string
+	// blk is the block d lives in when it is recycled; state says who
+	// recycles it.
+	blk   *deliveryBlock
+	state atomic.Uint32
 }
 
 // ConnSecurity returns what authenticates and encrypts c (see
@@ -216,8 +218,11 @@ type Service struct {
 
 	mu        sync.RWMutex
 	listeners map[listenerKey]Listener
-	senders   map[peer.ID]*sender
-	closed    bool
+	// listenersGen counts changes to listeners, for the readers' caches;
+	// it changes under mu.
+	listenersGen atomic.Uint64
+	senders      map[peer.ID]*sender
+	closed       bool
 	// draining is set by Shutdown: readers deliver no further message
 	// and end their streams cleanly at the peer's end of stream.
 	draining atomic.Bool
@@ -225,6 +230,8 @@ type Service struct {
 	// multihash) costs more than the rest of a small Send.
 	resolved map[resolveKey]peer.ID
 	byAddr   map[resolveKey]*sender // Send's shortcut past Resolve
+	// sendCache is Send's shortcut past byAddr.
+	sendCache [16]atomic.Pointer[sentTo]
 
 	// Incoming streams and preallocated bytes per peer (limits.go).
 	inMu       sync.Mutex
@@ -233,7 +240,8 @@ type Service struct {
 	budget     budget
 	prealloc   int64 // bytes preallocated for frames being read, all peers
 	decodeOpts []wire.Option
-	bufs       bufPool // element buffers handed back by Delivery.Release
+	bufs       bufPool   // element buffers handed back by Delivery.Release
+	blocks     sync.Pool // *deliveryBlock, recycled by Delivery.Release
 
 	wg      sync.WaitGroup
 	readers sync.WaitGroup // incoming streams' readers, a subset of wg
@@ -263,6 +271,7 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 		resolved: map[resolveKey]peer.ID{}, byAddr: map[resolveKey]*sender{}, in: map[peer.ID]*peerIn{},
 		streams: map[*inStream]struct{}{}}
 	s.budget.freed = make(chan struct{})
+	s.blocks.New = func() any { return new(deliveryBlock) }
 	if o.maxMessage != wire.DefaultMaxMessageSize {
 		// Without options Decode uses its defaults and allocates nothing
 		// for them.
@@ -294,6 +303,7 @@ func (s *Service) Register(service, param string, l Listener) error {
 		return fmt.Errorf("%w: %s/%s", ErrExists, service, param)
 	}
 	s.listeners[k] = l
+	s.listenersGen.Add(1)
 	return nil
 }
 
@@ -301,6 +311,7 @@ func (s *Service) Register(service, param string, l Listener) error {
 func (s *Service) Unregister(service, param string) {
 	s.mu.Lock()
 	delete(s.listeners, listenerKey{service, param})
+	s.listenersGen.Add(1)
 	s.mu.Unlock()
 }
 
@@ -316,6 +327,9 @@ func (s *Service) Stats() Stats {
 }
 
 // Close stops sending and receiving and waits for the readers to finish.
+// Writes in progress are cut short and queued messages not yet written are
+// dropped: Flush first to know everything sent was delivered, or use
+// Shutdown, which writes them out.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -343,7 +357,8 @@ func (s *Service) Close() error {
 // than seeing its stream reset. A message that starts arriving after
 // Shutdown began is not delivered (its sender's Flush fails). When ctx
 // ends first, the remaining streams are reset as by Close, which Shutdown
-// always ends with.
+// always ends with. Messages this service's Sends queued are written out
+// first, within ctx.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -353,6 +368,17 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.mu.Unlock()
 	s.node.Host().RemoveStreamHandler(ProtocolID)
+	// Write out what Sends queued, so the peers read it before the
+	// streams end.
+	s.mu.Lock()
+	senders := make([]*sender, 0, len(s.senders))
+	for _, snd := range s.senders {
+		senders = append(senders, snd)
+	}
+	s.mu.Unlock()
+	for _, snd := range senders {
+		snd.drain(ctx)
+	}
 	done := make(chan struct{})
 	go func() { s.readers.Wait(); close(done) }()
 	select {
@@ -446,6 +472,13 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	if len(addr.Service) > MaxNameLen || len(addr.Param) > MaxNameLen {
 		return fmt.Errorf("%w: service or parameter longer than %d bytes", ErrAddress, MaxNameLen)
 	}
+	slot := &s.sendCache[0]
+	if n := len(addr.Addr); n > 0 {
+		slot = &s.sendCache[addr.Addr[n-1]%byte(len(s.sendCache))]
+		if c := slot.Load(); c != nil && c.addr == addr.Addr && c.protocol == addr.Protocol {
+			return c.snd.send(ctx, addr.Service, addr.Param, m)
+		}
+	}
 	k := resolveKey{addr.Protocol, addr.Addr}
 	s.mu.RLock()
 	snd, closed := s.byAddr[k], s.closed
@@ -458,7 +491,7 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 		s.mu.Lock()
 		if closed = s.closed; !closed {
 			if snd = s.senders[p]; snd == nil {
-				snd = &sender{svc: s, peer: p, lock: make(chan struct{}, 1)}
+				snd = newSender(s, p)
 				s.senders[p] = snd
 			}
 			if len(s.byAddr) >= maxResolved {
@@ -471,192 +504,24 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	if closed {
 		return ErrClosed
 	}
+	slot.Store(&sentTo{addr.Protocol, addr.Addr, snd})
 	return snd.send(ctx, addr.Service, addr.Param, m)
 }
 
-// sender owns the outgoing stream to one peer.
-type sender struct {
-	svc  *Service
-	peer peer.ID
-
-	// lock (capacity 1) serializes sends; unlike a mutex, waiting for it
-	// honours ctx.
-	lock chan struct{}
-	st   network.Stream
-	w    *bufio.Writer
-	enc  *wire.Encoder
-	hdr  []byte
-	// frame holds a small message's whole frame (send.go).
-	frame []byte
-	// deadline is the write deadline last set on st.
-	deadline time.Time
-	watch    watch // ctx's end interrupts a stalled write
-	// unacked counts messages written on st since it opened or was
-	// flushed; lost records that a stream with such messages was reset,
-	// for the next Flush to report.
-	unacked int
-	lost    bool
-	// back reads st's back channel (refuse.go); refused collects the
-	// refusals it reports.
-	back    *back
-	refused refusals
-}
-
-func (snd *sender) send(ctx context.Context, service, param string, m *message.Message) error {
-	small := smallMessage(m)
-	var size int64
-	var err error
-	if !small {
-		if size, err = wire.Size(m); err != nil {
-			return err
-		}
-	}
-	select {
-	case snd.lock <- struct{}{}: // uncontended: no wait on ctx to set up
-	default:
-		select {
-		case snd.lock <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ctx.Err())
-		}
-	}
-	defer func() { <-snd.lock }()
-	if err := snd.takeRefusal(service, param); err != nil {
-		return err
-	}
-	if snd.st == nil {
-		st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(ctx, "endpoint"), snd.peer, ProtocolID)
-		if err != nil {
-			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, err)
-		}
-		snd.st = st
-		snd.deadline = time.Time{}
-		snd.w = bufio.NewWriterSize(st, 32<<10)
-		snd.enc = wire.NewEncoder(snd.w)
-		snd.back = snd.startBack(st)
-	}
-	limit, err := snd.peerLimit(ctx, size)
-	if err != nil {
-		return err
-	}
-	if limit > 0 && size > limit {
-		return &LimitError{Peer: snd.peer, Size: size, Limit: limit}
-	}
-	// Cancelling ctx unblocks a write stalled by a slow receiver.
-	if err := snd.watch.prepare(ctx, snd.st, &snd.deadline); err != nil {
-		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
-	}
-	if small {
-		var encoded bool
-		if encoded, err = snd.writeSmall(service, param, m, limit); !encoded {
-			return err // not encodable or too large: nothing was written
-		}
-	} else {
-		h := snd.hdr[:0]
-		h = binary.AppendUvarint(h, uint64(len(service)))
-		h = append(h, service...)
-		h = binary.AppendUvarint(h, uint64(len(param)))
-		h = append(h, param...)
-		h = binary.AppendUvarint(h, uint64(size))
-		snd.hdr = h
-		if _, err = snd.w.Write(h); err == nil {
-			if err = snd.enc.Encode(m); err == nil {
-				err = snd.w.Flush()
-			}
-		}
-	}
-	if err != nil {
-		snd.st.Reset()
-		snd.st = nil
-		if snd.unacked > 0 {
-			snd.lost, snd.unacked = true, 0
-		}
-		snd.back = nil
-		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
-		}
-		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
-	}
-	snd.unacked++
-	return nil
+// sentTo remembers the sender of an address, for Send's cache: looking up
+// byAddr (hashing and comparing a 50-byte peer ID under a lock) costs a
+// third of a small Send. The cache is indexed by the address's last byte,
+// random in peer IDs; an entry stays valid as long as the service, since
+// senders are never replaced (a closed one refuses to send).
+type sentTo struct {
+	protocol, addr string
+	snd            *sender
 }
 
 // isCircuit reports whether c runs through a circuit relay.
 func isCircuit(c network.Conn) bool {
 	_, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
 	return err == nil
-}
-
-// Flush waits until every message sent to p so far has been read by p and
-// handed to its listeners, or ctx ends. It ends the stream that carried
-// them (the next Send opens a new one), so use it before exiting or when
-// an acknowledgement matters, not after every message. If a failed or
-// cancelled Send since the last Flush reset a stream that carried
-// messages whose Send had succeeded, those may be lost: Flush then fails
-// with ErrMaybeLost (once), after flushing the rest. If p refused
-// messages sent to it since they were last reported (see Send), Flush
-// fails with their RefusedErrors, joined, and forgets them.
-func (s *Service) Flush(ctx context.Context, p peer.ID) error {
-	s.mu.Lock()
-	snd := s.senders[p]
-	s.mu.Unlock()
-	if snd == nil {
-		return nil
-	}
-	select {
-	case snd.lock <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("endpoint: flushing to %s: %w", p, ctx.Err())
-	}
-	defer func() { <-snd.lock }()
-	lost := snd.lost
-	snd.lost = false
-	maybeLost := func() error {
-		var err error
-		if lost {
-			err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
-		}
-		return errors.Join(err, snd.takeRefusals())
-	}
-	st, b := snd.st, snd.back
-	if st == nil {
-		return maybeLost()
-	}
-	snd.unacked = 0
-	snd.st, snd.back = nil, nil
-	stop := context.AfterFunc(ctx, func() { st.Reset() })
-	defer stop()
-	// The reader closes its side once it has read up to our end of
-	// stream, and it delivers each message before reading the next.
-	if err := st.CloseWrite(); err != nil {
-		st.Reset()
-		return fmt.Errorf("endpoint: flushing to %s: %w", p, err)
-	}
-	// The back channel reads until the receiver's end of stream, which
-	// comes after the refusals of everything it read.
-	<-b.done
-	if b.err != nil {
-		st.Reset()
-		if cerr := ctx.Err(); cerr != nil {
-			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, cerr), snd.takeRefusals())
-		}
-		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, b.err), snd.takeRefusals())
-	}
-	st.Close()
-	return maybeLost()
-}
-
-// pastDeadline is a write deadline that has passed.
-var pastDeadline = time.Unix(1, 0)
-
-func (snd *sender) close() {
-	snd.lock <- struct{}{}
-	snd.watch.disarm()
-	if snd.st != nil {
-		snd.st.Close()
-		snd.st, snd.back = nil, nil
-	}
-	<-snd.lock
 }
 
 func (s *Service) handleStream(st network.Stream) {
@@ -696,7 +561,7 @@ func (s *Service) handleStream(st network.Stream) {
 		return
 	}
 	for {
-		service, param, n, err := in.readHeader()
+		service, param, n, buffered, err := in.readHeader()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				in.failed()
@@ -709,34 +574,43 @@ func (s *Service) handleStream(st network.Stream) {
 			return
 		}
 		// Charge the frame before reading its body; waiting here is the
-		// receiver's stall, not the peer's.
-		in.prog.reading.Store(false)
+		// receiver's stall, not the peer's. A frame already buffered
+		// whole cannot stall, and does not touch the watchdog's marks.
+		if !buffered {
+			in.prog.reading.Store(false)
+		}
 		charge := n + frameOverhead
 		if err := s.charge(in.peer, charge); err != nil {
 			st.Reset()
 			return
 		}
-		in.prog.reading.Store(true)
-		m, bufs, err := in.readMessage(n)
-		in.prog.reading.Store(false)
+		if !buffered {
+			in.prog.reading.Store(true)
+		}
+		d, err := in.readDelivery(n)
+		if !buffered {
+			in.prog.reading.Store(false)
+		}
 		if err != nil {
 			s.discharge(in.peer, charge)
 			in.failed()
 			st.Reset() // the stream's framing can no longer be trusted
 			return
 		}
-		extra := int64(m.Len()) * elementOverhead
+		extra := int64(d.Message.Len()) * elementOverhead
 		s.forceCharge(in.peer, extra)
-		d := &Delivery{Source: src, SourceJXTA: srcJXTA, Service: service, Param: param, Message: m,
-			Security: security, Relayed: relayed, bufs: bufs,
-			svc: s, peer: in.peer, charged: charge + extra, size: charge + extra}
-		s.deliver(d)
-		if d.charged > 0 {
-			s.discharge(in.peer, d.charged)
+		d.Source, d.SourceJXTA, d.Service, d.Param = src, srcJXTA, service, param
+		d.Security, d.Relayed = security, relayed
+		d.svc, d.peer, d.charged, d.size = s, in.peer, charge+extra, charge+extra
+		s.deliver(d, in)
+		charged, refused, reason := d.charged, d.refused, d.reason
+		d.returned() // d may be recycled from here on
+		if charged > 0 {
+			s.discharge(in.peer, charged)
 		}
-		if d.refused != 0 {
+		if refused != 0 {
 			s.stats.refusalsSent.Add(1)
-			in.back = appendRefusal(in.back[:0], d.refused, service, param, d.reason)
+			in.back = appendRefusal(in.back[:0], refused, service, param, reason)
 			if err := writeBack(st, in.back); err != nil {
 				st.Reset() // a sender that does not read its answers
 				return
@@ -745,18 +619,27 @@ func (s *Service) handleStream(st network.Stream) {
 	}
 }
 
-func (s *Service) deliver(d *Delivery) {
+// deliver hands d to its listener. in remembers the listener of the last
+// destination its stream carried, until the listeners change.
+func (s *Service) deliver(d *Delivery, in *inStream) {
 	if el, ok := d.Message.Get(message.JXTANamespace, SourceElement); ok && !s.sourceMatches(string(el.Data), d) {
 		s.stats.forged.Add(1)
 		d.Release() // nobody saw it
 		return
 	}
-	s.mu.RLock()
-	l := s.listeners[listenerKey{d.Service, d.Param}]
-	if l == nil {
-		l = s.listeners[listenerKey{d.Service, ""}]
+	var l Listener
+	if c := &in.last; c.gen == s.listenersGen.Load() && c.service == d.Service && c.param == d.Param {
+		l = c.l
+	} else {
+		s.mu.RLock()
+		gen := s.listenersGen.Load()
+		l = s.listeners[listenerKey{d.Service, d.Param}]
+		if l == nil {
+			l = s.listeners[listenerKey{d.Service, ""}]
+		}
+		s.mu.RUnlock()
+		*c = lastListener{gen: gen, service: d.Service, param: d.Param, l: l}
 	}
-	s.mu.RUnlock()
 	if l == nil {
 		s.stats.noListener.Add(1)
 		d.Release()

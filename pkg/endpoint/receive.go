@@ -2,11 +2,11 @@ package endpoint
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
@@ -31,8 +31,22 @@ type inStream struct {
 	// of the message being decoded.
 	alloc   func(int) []byte
 	pending [][]byte
-	small   bytes.Reader // over a small frame in br's buffer
-	back    []byte       // a refusal record being written
+	back    []byte // a refusal record being written
+	// elems is where small messages' elements are decoded, before they
+	// move into their delivery; last is deliver's cache.
+	elems []message.Element
+	last  lastListener
+	// inline is the room left in the delivery block of the message being
+	// decoded, where allocBuf puts small elements' data.
+	inline []byte
+}
+
+// lastListener is the listener of the destination a stream carried last,
+// as of a generation of the service's listeners.
+type lastListener struct {
+	gen            uint64
+	service, param string
+	l              Listener
 }
 
 // failed counts a frame that could not be read, unless the watchdog reset
@@ -57,6 +71,10 @@ func newInStream(s *Service, pi *peerIn, st network.Stream) *inStream {
 
 // allocBuf gives the decoder the buffer for an element's data.
 func (in *inStream) allocBuf(n int) []byte {
+	if k := len(in.inline); n <= cap(in.inline)-k {
+		in.inline = in.inline[:k+n]
+		return in.inline[k : k+n : k+n]
+	}
 	b := in.svc.bufs.get(n)
 	if n >= poolMin {
 		in.pending = append(in.pending, b) // with its spare capacity, for the pool
@@ -76,8 +94,53 @@ func (in *inStream) takeBufs() *recvBufs {
 }
 
 // readHeader reads a frame header: service, param, message length. A clean
-// end of stream before it is io.EOF.
-func (in *inStream) readHeader() (service, param string, n int64, err error) {
+// end of stream before it is io.EOF. buffered reports that the whole
+// frame, a small one, was already in the stream's buffer: then it was
+// parsed from there, without marking progress for the watchdog.
+func (in *inStream) readHeader() (service, param string, n int64, buffered bool, err error) {
+	if k := in.br.Buffered(); k > 0 {
+		b, _ := in.br.Peek(k)
+		if service, param, n, hl, ok := in.parseHeader(b); ok && n <= smallFrame && int64(k-hl) >= n {
+			in.br.Discard(hl)
+			in.service, in.param = service, param
+			return service, param, n, true, nil
+		}
+	}
+	service, param, n, err = in.readHeaderSlow()
+	return service, param, n, false, err
+}
+
+// parseHeader parses a frame header at the start of b, reporting false
+// when b does not hold one whole or it is not valid (readHeaderSlow then
+// says why). hl is the header's length.
+func (in *inStream) parseHeader(b []byte) (service, param string, n int64, hl int, ok bool) {
+	name := func(last string) (string, bool) {
+		l, k := binary.Uvarint(b[hl:])
+		if k <= 0 || l > MaxNameLen || uint64(len(b)-hl-k) < l {
+			return "", false
+		}
+		nb := b[hl+k : hl+k+int(l)]
+		hl += k + int(l)
+		if string(nb) == last { // compared without allocating
+			return last, true
+		}
+		return string(nb), true
+	}
+	if service, ok = name(in.service); !ok {
+		return
+	}
+	if param, ok = name(in.param); !ok {
+		return
+	}
+	l, k := binary.Uvarint(b[hl:])
+	if k <= 0 || l > uint64(in.svc.opts.maxMessage) {
+		return "", "", 0, 0, false
+	}
+	return service, param, int64(l), hl + k, true
+}
+
+// readHeaderSlow reads a frame header from the stream, as its bytes come.
+func (in *inStream) readHeaderSlow() (service, param string, n int64, err error) {
 	if in.br.Buffered() == 0 {
 		// Idle between frames: no deadline. The frame starts with its
 		// first byte.
@@ -139,8 +202,111 @@ func unexpectedEOF(err error) error {
 	return err
 }
 
-// readMessage decodes the n-byte message of the current frame, which must
-// hold exactly one message, and returns it with its pooled buffers.
+// readDelivery decodes the n-byte message of the current frame into a new
+// delivery, with its pooled buffers.
+func (in *inStream) readDelivery(n int64) (*Delivery, error) {
+	if n > smallFrame {
+		m, bufs, err := in.readMessage(n)
+		if err != nil {
+			return nil, err
+		}
+		return &Delivery{Message: m, bufs: bufs}, nil
+	}
+	// Decode a small frame in place, from the stream's buffer.
+	b, err := in.br.Peek(int(n))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
+	}
+	blk := in.svc.blocks.Get().(*deliveryBlock)
+	in.inline = blk.data[:0]
+	elems, err := wire.UnmarshalElements(in.elems[:0], b, in.alloc, in.svc.decodeOpts...)
+	in.inline = nil
+	in.br.Discard(int(n))
+	bufs := in.takeBufs()
+	if err != nil {
+		if bufs != nil { // never seen by anyone
+			(&Delivery{bufs: bufs}).Release()
+		}
+		in.svc.putBlock(blk)
+		if errors.Is(err, io.EOF) { // an empty frame
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: %w", ErrFrame, err)
+	}
+	d := newDelivery(blk, elems)
+	d.bufs = bufs
+	clear(elems)
+	if cap(elems) <= maxKeptElems {
+		in.elems = elems[:0]
+	}
+	return d, nil
+}
+
+// maxKeptElems bounds the element storage a stream keeps between frames.
+const maxKeptElems = 64
+
+// deliveryBlock is a delivery and its message, with room for two
+// elements and blockData bytes of their data, allocated together: one
+// allocation instead of four for most small messages, and none once
+// listeners release them (Release recycles the block through the
+// service's pool).
+type deliveryBlock struct {
+	d    Delivery
+	m    message.Message
+	e    [2]message.Element
+	data [blockData]byte
+}
+
+// blockData is the element data a delivery block holds: messages of up to
+// 256 bytes (acknowledgements, events, small JSON or XML documents) need no
+// buffer of their own. Larger data is allocated, or pooled from 4 KiB up
+// (buffers.go).
+const blockData = 256
+
+// States of a recycled delivery, so that a block released while its
+// listener runs is recycled only once the reader is done with it.
+const (
+	delivering uint32 = iota // the listener runs
+	delivered                // the listener returned
+	released                 // Release was called while it ran
+)
+
+// newDelivery makes blk the delivery of a message holding a copy of
+// elems, whose data may live in blk.
+func newDelivery(blk *deliveryBlock, elems []message.Element) *Delivery {
+	var e []message.Element
+	if len(elems) <= len(blk.e) {
+		e = blk.e[:len(elems)]
+		copy(e, elems)
+	} else {
+		e = slices.Clone(elems)
+	}
+	blk.m = *message.FromElements(e)
+	blk.d.Message, blk.d.blk = &blk.m, blk
+	return &blk.d
+}
+
+// recycle returns d's block to the pool.
+func (d *Delivery) recycle() { d.svc.putBlock(d.blk) }
+
+// putBlock returns a block to the pool. Its data needs no clearing: the
+// decoder overwrites what it hands out.
+func (s *Service) putBlock(b *deliveryBlock) {
+	b.d, b.m, b.e = Delivery{}, message.Message{}, [2]message.Element{}
+	s.blocks.Put(b)
+}
+
+// returned is called by the reader once the listener has returned and the
+// reader is done with d.
+func (d *Delivery) returned() {
+	if d.blk != nil && !d.state.CompareAndSwap(delivering, delivered) {
+		d.recycle() // released while the listener ran
+	}
+}
+
+// readMessage decodes the n-byte message of a frame larger than
+// smallFrame, which must hold exactly one message, and returns it with its
+// pooled buffers.
 //
 // A small frame is decoded from the stream's buffer. For a larger one the
 // decoder is told how many bytes the frame has left (sizedFrame's Len), so
@@ -150,37 +316,20 @@ func unexpectedEOF(err error) error {
 // that treatment within the preallocation budgets; beyond them the decoder
 // is not told, and its buffers grow with the bytes that actually arrive.
 func (in *inStream) readMessage(n int64) (*message.Message, *recvBufs, error) {
-	var m *message.Message
-	var err error
-	if n <= smallFrame {
-		// Decode a small frame in place, from the stream's buffer.
-		var b []byte
-		if b, err = in.br.Peek(int(n)); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
-		}
-		in.small.Reset(b)
-		m, err = wire.DecodeWith(&in.small, in.alloc, in.svc.decodeOpts...)
-		if err == nil && in.small.Len() != 0 {
-			err = fmt.Errorf("%d bytes after the message", in.small.Len())
-		}
-		in.small.Reset(nil)
-		in.br.Discard(int(n))
-	} else {
-		in.fr.n = n
-		var r io.Reader = &in.fr
-		var reserved int64
-		if n <= preallocFree {
-			r = sizedFrame{&in.fr}
-		} else if in.svc.reserve(in.peer, n) {
-			r, reserved = sizedFrame{&in.fr}, n
-		}
-		m, err = wire.DecodeWith(r, in.alloc, in.svc.decodeOpts...)
-		if reserved > 0 {
-			in.svc.release(in.peer, reserved)
-		}
-		if err == nil && in.fr.n != 0 {
-			err = fmt.Errorf("%d bytes after the message", in.fr.n)
-		}
+	in.fr.n = n
+	var r io.Reader = &in.fr
+	var reserved int64
+	if n <= preallocFree {
+		r = sizedFrame{&in.fr}
+	} else if in.svc.reserve(in.peer, n) {
+		r, reserved = sizedFrame{&in.fr}, n
+	}
+	m, err := wire.DecodeWith(r, in.alloc, in.svc.decodeOpts...)
+	if reserved > 0 {
+		in.svc.release(in.peer, reserved)
+	}
+	if err == nil && in.fr.n != 0 {
+		err = fmt.Errorf("%d bytes after the message", in.fr.n)
 	}
 	bufs := in.takeBufs()
 	if err != nil {

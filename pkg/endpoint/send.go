@@ -1,18 +1,56 @@
 package endpoint
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
-// smallMax bounds the element data of a message sent as one prepared
-// frame (writeSmall); larger messages go through the stream's buffered
-// writer, their large elements straight from the caller's memory.
+// How a message leaves.
+//
+// A small message (smallMax bytes of element data or less) is encoded
+// straight into its peer's queue, and Send returns: the message is
+// accepted. A flusher goroutine, started when the queue stops being empty
+// and gone once it is empty again, writes the whole queue to the stream in
+// one Write, and again with whatever queued during that write, so
+// messages sent while a write is in progress leave together in the next
+// (natural batching: nothing waits for a timer, and a lone message leaves
+// at once). Concurrent Sends to one peer share the queue; order per
+// destination is the order in which Sends were accepted.
+//
+// A large message is written by its Send, straight from the caller's
+// memory, after whatever is queued before it.
+//
+// The queue holds at most pendMax bytes; a Send that finds it full waits
+// until the flusher takes it, or until its ctx ends, and then its message
+// is not sent. So backpressure is what it was: a slow receiver stalls the
+// flusher's write, the queue fills, and Sends wait.
+
+// smallMax bounds the element data of a message that is queued; larger
+// messages are written by their Send, their large elements straight from
+// the caller's memory.
 const smallMax = 16 << 10
 
-// smallMessage reports whether m is sent with writeSmall.
+// pendMax bounds the bytes queued for one peer and not yet written. A
+// batch this large amortizes a write's fixed cost (a yamux frame, TLS
+// records, a system call on each side) over a thousand 100-byte messages,
+// and it keeps what a peer that stops reading can make the sender hold,
+// beyond the stream's flow-control window, at 128 KiB.
+const pendMax = 128 << 10
+
+// smallMessage reports whether m is queued rather than written by its
+// Send.
 func smallMessage(m *message.Message) bool {
 	n := 0
 	for _, e := range m.Elements() {
@@ -23,39 +61,463 @@ func smallMessage(m *message.Message) bool {
 	return true
 }
 
-// writeSmall encodes m's whole frame in the sender's buffer and writes it
-// to the stream in one call. The message is encoded first, behind room
-// left for the header, whose length field needs the message's size; so a
-// small message is planned once and copied once. encoded is false, with
-// the encoder's error, when m cannot be encoded, or with a LimitError when
-// it is over limit (0: unknown); nothing is written then.
-// The stream's buffered writer is empty between Sends, so writing around
-// it keeps the order.
-func (snd *sender) writeSmall(service, param string, m *message.Message, limit int64) (encoded bool, err error) {
-	room := len(service) + len(param) + 3*binary.MaxVarintLen64
-	b := snd.frame
-	if cap(b) < room+64 {
-		b = make([]byte, room, room+256)
+// sender owns the outgoing stream to one peer.
+type sender struct {
+	svc  *Service
+	peer peer.ID
+
+	// lock (capacity 1) is the writer's token: whoever holds it writes to
+	// the stream or replaces it (the flusher, a Send opening the stream
+	// or writing a large message, Flush, close). Unlike a mutex, waiting
+	// for it honours ctx. The fields up to mu are used with it held.
+	lock chan struct{}
+	w    *bufio.Writer
+	enc  *wire.Encoder
+	hdr  []byte
+	// deadline is the write deadline last set on st.
+	deadline time.Time
+	watch    watch // ctx's end interrupts a stalled write
+
+	// mu guards what follows; it is never held across a write. st and
+	// back change only with the token held too.
+	mu   sync.Mutex
+	st   network.Stream
+	back *back // reads st's back channel (refuse.go)
+	// pend holds the frames of small messages accepted and not yet
+	// written, in order; spare is the previous batch's buffer, for the
+	// next. Invariant: pend is empty while st is nil.
+	pend, spare []byte
+	flushing    bool          // a flusher runs, or is about to
+	room        chan struct{} // closed when pend is taken; nil when nobody waits for room
+	// unacked counts messages accepted on st since it opened or was
+	// flushed; lost records that a stream with such messages was reset,
+	// for the next Flush to report, and failed why, for the next Send.
+	unacked int
+	lost    bool
+	failed  error
+	closed  bool
+	refused refusals // reported by the back channel
+}
+
+func newSender(s *Service, p peer.ID) *sender {
+	return &sender{svc: s, peer: p, lock: make(chan struct{}, 1)}
+}
+
+// acquire takes the token, or fails when ctx ends first.
+func (snd *sender) acquire(ctx context.Context, op string) error {
+	select {
+	case snd.lock <- struct{}{}: // uncontended: no wait on ctx to set up
+		return nil
+	default:
 	}
-	b, err = wire.Append(b[:room], m)
+	select {
+	case snd.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("endpoint: %s %s: %w", op, snd.peer, ctx.Err())
+	}
+}
+
+func (snd *sender) release() { <-snd.lock }
+
+func (snd *sender) send(ctx context.Context, service, param string, m *message.Message) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+	}
+	if err := snd.takeRefusal(service, param); err != nil {
+		return err
+	}
+	if !smallMessage(m) {
+		return snd.sendLarge(ctx, service, param, m)
+	}
+	for {
+		snd.mu.Lock()
+		if err := snd.checkLocked(); err != nil {
+			snd.mu.Unlock()
+			return err
+		}
+		if snd.st == nil {
+			snd.mu.Unlock()
+			if err := snd.acquire(ctx, "sending to"); err != nil {
+				return err
+			}
+			err := snd.open(ctx)
+			snd.release()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		start := len(snd.pend)
+		pend, size, err := appendFrame(snd.pend, service, param, m)
+		if err == nil {
+			if limit := snd.back.max.Load(); limit > 0 && size > limit {
+				err = &LimitError{Peer: snd.peer, Size: size, Limit: limit}
+			}
+		}
+		if err != nil {
+			snd.pend = pend[:start]
+			snd.mu.Unlock()
+			return err
+		}
+		if len(pend) > pendMax && start > 0 {
+			// Full: wait until the flusher takes the queue.
+			snd.pend = pend[:start]
+			if snd.room == nil {
+				snd.room = make(chan struct{})
+			}
+			room := snd.room
+			snd.mu.Unlock()
+			select {
+			case <-room:
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ctx.Err())
+			}
+		}
+		snd.pend = pend
+		snd.unacked++
+		if !snd.flushing {
+			snd.flushing = true
+			snd.svc.wg.Add(1) // under mu: close, which Service.Close waits for, cannot have passed
+			go snd.flushLoop()
+		}
+		snd.mu.Unlock()
+		return nil
+	}
+}
+
+// checkLocked fails a Send on a closed sender, or once after the flusher
+// lost the stream (messages accepted earlier may be lost).
+func (snd *sender) checkLocked() error {
+	if snd.closed {
+		return ErrClosed
+	}
+	if err := snd.failed; err != nil {
+		snd.failed = nil
+		return err
+	}
+	return nil
+}
+
+// open opens the stream, with the token held, unless one is open.
+func (snd *sender) open(ctx context.Context) error {
+	snd.mu.Lock()
+	open := snd.st != nil
+	snd.mu.Unlock()
+	if open {
+		return nil
+	}
+	st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(ctx, "endpoint"), snd.peer, ProtocolID)
 	if err != nil {
-		return false, err
+		return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, err)
 	}
-	if size := int64(len(b) - room); limit > 0 && size > limit {
-		return false, &LimitError{Peer: snd.peer, Size: size, Limit: limit}
+	b := snd.startBack(st)
+	snd.deadline = time.Time{}
+	if snd.w == nil {
+		snd.w = bufio.NewWriterSize(st, 32<<10)
+		snd.enc = wire.NewEncoder(snd.w)
+	} else {
+		snd.w.Reset(st)
 	}
-	h := snd.hdr[:0]
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	if snd.closed {
+		st.Reset()
+		return ErrClosed
+	}
+	snd.st, snd.back = st, b
+	return nil
+}
+
+// flushLoop is the flusher: it writes the queue until it is empty.
+func (snd *sender) flushLoop() {
+	defer snd.svc.wg.Done()
+	snd.lock <- struct{}{}
+	defer snd.release()
+	for {
+		snd.mu.Lock()
+		if len(snd.pend) == 0 {
+			snd.flushing = false
+			snd.mu.Unlock()
+			return
+		}
+		batch, st := snd.takeLocked()
+		snd.mu.Unlock()
+		// No ctx governs the flusher's writes: clear what a large
+		// Send's ctx left on the stream.
+		snd.watch.prepare(context.Background(), st, &snd.deadline)
+		snd.writeBatch(st, batch, true)
+	}
+}
+
+// takeLocked takes the queue, waking Sends that wait for room.
+func (snd *sender) takeLocked() ([]byte, network.Stream) {
+	batch := snd.pend
+	snd.pend, snd.spare = snd.spare[:0], nil
+	if snd.room != nil {
+		close(snd.room)
+		snd.room = nil
+	}
+	return batch, snd.st
+}
+
+// writeBatch writes frames taken from the queue to st, with the token
+// held, and keeps the buffer for a later batch. A failed write resets
+// the stream; async says whether the next Send is to report it.
+func (snd *sender) writeBatch(st network.Stream, batch []byte, async bool) error {
+	var err error
+	if len(batch) > 0 {
+		_, err = st.Write(batch)
+	}
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	if snd.spare == nil && cap(batch) <= 2*pendMax {
+		snd.spare = batch[:0]
+	}
+	if err != nil && snd.st == st {
+		snd.failLocked(err, async)
+	}
+	return err
+}
+
+// failLocked drops a stream that failed. Messages accepted on it since it
+// opened or was flushed may be lost, the queued ones with them: the next
+// Flush says so, and so does the next Send if no Send saw the failure.
+func (snd *sender) failLocked(err error, async bool) {
+	snd.st.Reset()
+	snd.st, snd.back = nil, nil
+	snd.pend = snd.pend[:0]
+	if snd.room != nil {
+		close(snd.room)
+		snd.room = nil
+	}
+	if snd.unacked > 0 {
+		snd.lost, snd.unacked = true, 0
+		if async {
+			snd.failed = fmt.Errorf("%w: to %s: %w", ErrMaybeLost, snd.peer, err)
+		}
+	}
+}
+
+// sendLarge writes a large message with the token held, after the queue.
+func (snd *sender) sendLarge(ctx context.Context, service, param string, m *message.Message) error {
+	size, err := wire.Size(m)
+	if err != nil {
+		return err
+	}
+	if err := snd.acquire(ctx, "sending to"); err != nil {
+		return err
+	}
+	defer snd.release()
+	snd.mu.Lock()
+	err = snd.checkLocked()
+	snd.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := snd.open(ctx); err != nil {
+		return err
+	}
+	limit, err := snd.peerLimit(ctx, size)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && size > limit {
+		return &LimitError{Peer: snd.peer, Size: size, Limit: limit}
+	}
+	// The stream changes only with the token, which this Send holds.
+	snd.mu.Lock()
+	st := snd.st
+	snd.mu.Unlock()
+	// Cancelling ctx unblocks a write stalled by a slow receiver.
+	if err := snd.watch.prepare(ctx, st, &snd.deadline); err != nil {
+		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+	}
+	snd.mu.Lock()
+	batch, _ := snd.takeLocked()
+	snd.mu.Unlock()
+	if err = snd.writeBatch(st, batch, false); err == nil {
+		h := snd.hdr[:0]
+		h = binary.AppendUvarint(h, uint64(len(service)))
+		h = append(h, service...)
+		h = binary.AppendUvarint(h, uint64(len(param)))
+		h = append(h, param...)
+		h = binary.AppendUvarint(h, uint64(size))
+		snd.hdr = h
+		if _, err = snd.w.Write(h); err == nil {
+			if err = snd.enc.Encode(m); err == nil {
+				err = snd.w.Flush()
+			}
+		}
+		snd.mu.Lock()
+		if err != nil && snd.st == st {
+			snd.failLocked(err, false)
+		} else if err == nil {
+			snd.unacked++
+		}
+		snd.mu.Unlock()
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
+		}
+		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+	}
+	return nil
+}
+
+// appendFrame appends m's frame to b and returns the message's size. The
+// header's length field needs that size, so the message is encoded first,
+// behind room for the longest header, and then moved down to its header:
+// the message is planned once, and the move costs less than a second
+// plan.
+func appendFrame(b []byte, service, param string, m *message.Message) ([]byte, int64, error) {
+	start := len(b)
+	fixed := uvarintLen(len(service)) + len(service) + uvarintLen(len(param)) + len(param)
+	room := fixed + binary.MaxVarintLen64
+	b = slices.Grow(b, room+256)[:start+room]
+	b, err := wire.Append(b, m)
+	if err != nil {
+		return b[:start], 0, err
+	}
+	size := len(b) - start - room
+	hl := fixed + uvarintLen(size)
+	copy(b[start+hl:], b[start+room:])
+	h := b[start:start]
 	h = binary.AppendUvarint(h, uint64(len(service)))
 	h = append(h, service...)
 	h = binary.AppendUvarint(h, uint64(len(param)))
 	h = append(h, param...)
-	h = binary.AppendUvarint(h, uint64(len(b)-room))
-	snd.hdr = h
-	start := room - len(h)
-	copy(b[start:], h)
-	_, err = snd.st.Write(b[start:])
-	if cap(b) <= 64<<10 {
-		snd.frame = b[:0]
+	binary.AppendUvarint(h, uint64(size))
+	return b[:start+hl+size], int64(size), nil
+}
+
+func uvarintLen(n int) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
 	}
-	return true, err
+	return k
+}
+
+// Flush waits until every message sent to p so far has been read by p and
+// handed to its listeners, or ctx ends. It ends the stream that carried
+// them (the next Send opens a new one), so use it before exiting or when
+// an acknowledgement matters, not after every message. If a stream that
+// carried messages whose Send had succeeded was reset since the last
+// Flush (a failed or cancelled Send, or a failed write of queued
+// messages), those may be lost: Flush then fails with ErrMaybeLost (once),
+// after flushing the rest. If p refused messages sent to it since they
+// were last reported (see Send), Flush fails with their RefusedErrors,
+// joined, and forgets them.
+func (s *Service) Flush(ctx context.Context, p peer.ID) error {
+	s.mu.Lock()
+	snd := s.senders[p]
+	s.mu.Unlock()
+	if snd == nil {
+		return nil
+	}
+	if err := snd.acquire(ctx, "flushing to"); err != nil {
+		return err
+	}
+	defer snd.release()
+	snd.mu.Lock()
+	lost := snd.lost
+	snd.lost, snd.failed = false, nil // reported here
+	batch, st := snd.takeLocked()
+	b := snd.back
+	snd.st, snd.back, snd.unacked = nil, nil, 0
+	snd.mu.Unlock()
+	maybeLost := func() error {
+		var err error
+		if lost {
+			err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
+		}
+		return errors.Join(err, snd.takeRefusals())
+	}
+	if st == nil {
+		return maybeLost()
+	}
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
+	// The queue's frames go first, without a deadline left by a Send.
+	var err error
+	if err = snd.watch.prepare(context.Background(), st, &snd.deadline); err == nil && len(batch) > 0 {
+		_, err = st.Write(batch)
+	}
+	snd.mu.Lock()
+	if snd.spare == nil && cap(batch) <= 2*pendMax {
+		snd.spare = batch[:0]
+	}
+	snd.mu.Unlock()
+	// The reader closes its side once it has read up to our end of
+	// stream, and it delivers each message before reading the next.
+	if err == nil {
+		err = st.CloseWrite()
+	}
+	if err != nil {
+		st.Reset()
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		}
+		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, err, ErrMaybeLost), snd.takeRefusals())
+	}
+	// The back channel reads until the receiver's end of stream, which
+	// comes after the refusals of everything it read.
+	<-b.done
+	if b.err != nil {
+		st.Reset()
+		if cerr := ctx.Err(); cerr != nil {
+			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, cerr), snd.takeRefusals())
+		}
+		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, b.err), snd.takeRefusals())
+	}
+	st.Close()
+	return maybeLost()
+}
+
+// pastDeadline is a write deadline that has passed.
+var pastDeadline = time.Unix(1, 0)
+
+// drain writes what is queued, with the token held, until ctx ends.
+func (snd *sender) drain(ctx context.Context) {
+	if snd.acquire(ctx, "draining to") != nil {
+		return
+	}
+	defer snd.release()
+	snd.mu.Lock()
+	batch, st := snd.takeLocked()
+	snd.mu.Unlock()
+	if st == nil {
+		return
+	}
+	if snd.watch.prepare(ctx, st, &snd.deadline) == nil {
+		snd.writeBatch(st, batch, true)
+	}
+}
+
+// close ends sending to the peer at once: a write in progress is
+// interrupted, and what is still queued is dropped with the stream (the
+// next Flush would have reported it; Shutdown drains the queues first).
+func (snd *sender) close() {
+	snd.mu.Lock()
+	snd.closed = true
+	if st := snd.st; st != nil {
+		st.SetWriteDeadline(pastDeadline)
+	}
+	snd.mu.Unlock()
+	snd.lock <- struct{}{}
+	snd.watch.disarm()
+	snd.mu.Lock()
+	if snd.st != nil {
+		if len(snd.pend) > 0 {
+			snd.st.Reset()
+		} else {
+			snd.st.Close()
+		}
+		snd.st, snd.back, snd.pend = nil, nil, nil
+	}
+	snd.mu.Unlock()
+	<-snd.lock
 }

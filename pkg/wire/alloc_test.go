@@ -82,5 +82,23 @@ func FuzzDecodeWith(f *testing.F) {
 		if werr == nil && !got.Equal(want) {
 			t.Fatal("DecodeWith decoded another message")
 		}
+		// From memory: the same verdict as the reader, less what the
+		// reader leaves unread (an exact fit is required).
+		r := bytes.NewReader(in)
+		rm, rerr := wire.Decode(r, wire.WithMaxMessageSize(1<<20))
+		if rerr == nil && r.Len() != 0 {
+			rerr = wire.ErrTrailingData
+		}
+		var b dirtyAlloc
+		mm, merr := wire.UnmarshalWith(in, b.alloc, wire.WithMaxMessageSize(1<<20))
+		if (rerr == nil) != (merr == nil) {
+			t.Fatalf("Decode: %v; UnmarshalWith: %v", rerr, merr)
+		}
+		if rerr == nil && !mm.Equal(rm) {
+			t.Fatal("UnmarshalWith decoded another message")
+		}
+		if merr != nil && rerr != nil && errors.Is(merr, wire.ErrLimit) != errors.Is(rerr, wire.ErrLimit) {
+			t.Fatalf("Decode: %v; UnmarshalWith: %v", rerr, merr)
+		}
 	})
 }

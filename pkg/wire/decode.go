@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -92,16 +91,58 @@ func DecodeWith(r io.Reader, alloc func(n int) []byte, opts ...Option) (*message
 // Unmarshal decodes a message that must fill b exactly. The message does
 // not alias b.
 func Unmarshal(b []byte, opts ...Option) (*message.Message, error) {
-	r := bytes.NewReader(b)
-	m, err := Decode(r, opts...)
+	return UnmarshalWith(b, nil, opts...)
+}
+
+// UnmarshalWith is Unmarshal with the buffers for element data taken from
+// alloc, as for DecodeWith. Decoding from memory skips the reader's
+// indirection on every field: it is the fast way to decode a message
+// already read.
+func UnmarshalWith(b []byte, alloc func(n int) []byte, opts ...Option) (*message.Message, error) {
+	elems, err := UnmarshalElements(nil, b, alloc, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if r.Len() != 0 {
-		return nil, &Error{Offset: int64(len(b) - r.Len()), Err: ErrTrailingData,
-			Detail: strconv.Itoa(r.Len()) + " bytes"}
+	return message.FromElements(elems), nil
+}
+
+// UnmarshalElements is UnmarshalWith returning the message's elements,
+// appended to dst, rather than a message: for a caller that allocates a
+// message's elements together with other things (the endpoint allocates
+// them with the delivery that carries them) or reuses their storage.
+func UnmarshalElements(dst []message.Element, b []byte, alloc func(n int) []byte, opts ...Option) ([]message.Element, error) {
+	lim := &defaultLimits
+	if len(opts) > 0 {
+		l, err := resolve(opts)
+		if err != nil {
+			return nil, err
+		}
+		lim = &l
 	}
-	return m, nil
+	st := statePool.Get().(*state)
+	st.reset(nil, lim, int64(len(b)))
+	st.alloc = alloc
+	if elems, ok := st.fast(dst, b); ok {
+		st.reset(nil, nil, 0)
+		st.alloc = nil
+		statePool.Put(st)
+		return elems, nil
+	}
+	st.reset(nil, lim, int64(len(b)))
+	st.mem, st.inMem, st.dst = b, true, dst
+	m, err := st.message()
+	left := len(st.mem)
+	st.reset(nil, nil, 0)
+	st.alloc, st.dst = nil, nil
+	statePool.Put(st)
+	if err != nil {
+		return dst, err
+	}
+	if left != 0 {
+		return dst, &Error{Offset: int64(len(b) - left), Err: ErrTrailingData,
+			Detail: strconv.Itoa(left) + " bytes"}
+	}
+	return m.Elements(), nil
 }
 
 var statePool = sync.Pool{New: func() any { return new(state) }}
@@ -117,6 +158,11 @@ type state struct {
 	elemName  string // its name, once known
 	ns        []string
 	alloc     func(int) []byte // element data buffers; nil means make
+	// inMem decodes from mem, the input not yet read, instead of r.
+	inMem bool
+	mem   []byte
+	// dst, when set, is where the elements go (UnmarshalElements).
+	dst []message.Element
 	// names holds recent short names, so that the names a stream repeats
 	// message after message are not allocated each time. It outlives
 	// reset: it only ever returns a string equal to the bytes read.
@@ -127,6 +173,7 @@ type state struct {
 
 func (s *state) reset(r io.Reader, lim *Limits, remaining int64) {
 	s.r, s.lim, s.off, s.remaining, s.elements = r, lim, 0, remaining, 0
+	s.inMem, s.mem = false, nil
 	s.inElement, s.elemName = false, ""
 	clear(s.ns)
 	s.ns = s.ns[:0]
@@ -164,6 +211,15 @@ func (s *state) allocBudget(n int64, field string) error {
 func (s *state) read(p []byte, field string) error {
 	if err := s.budget(int64(len(p)), field); err != nil {
 		return err
+	}
+	if s.inMem {
+		n := copy(p, s.mem)
+		s.mem = s.mem[n:]
+		s.off += int64(n)
+		if n < len(p) {
+			return s.fail(ErrMalformed, field, "", io.ErrUnexpectedEOF)
+		}
+		return nil
 	}
 	n, err := io.ReadFull(s.r, p)
 	s.off += int64(n)
@@ -211,7 +267,15 @@ func (s *state) str(field string, max int, known []string) (string, error) {
 		return "", s.fail(ErrLimit, field+" length", strconv.Itoa(n)+" bytes exceeds limit "+strconv.Itoa(max), nil)
 	}
 	var b []byte
-	if n <= len(s.scratch) {
+	direct := s.inMem && n <= len(s.mem)
+	if direct {
+		// Straight from the input: no copy.
+		if err := s.budget(int64(n), field); err != nil {
+			return "", err
+		}
+		b, s.mem = s.mem[:n], s.mem[n:]
+		s.off += int64(n)
+	} else if n <= len(s.scratch) {
 		b = s.scratch[:n]
 	} else {
 		if err := s.allocBudget(int64(n), field); err != nil {
@@ -219,8 +283,10 @@ func (s *state) str(field string, max int, known []string) (string, error) {
 		}
 		b = make([]byte, n)
 	}
-	if err := s.read(b, field); err != nil {
-		return "", err
+	if !direct {
+		if err := s.read(b, field); err != nil {
+			return "", err
+		}
 	}
 	if !utf8.Valid(b) {
 		return "", s.fail(ErrMalformed, field, "not valid UTF-8", nil)
@@ -230,18 +296,10 @@ func (s *state) str(field string, max int, known []string) (string, error) {
 			return k, nil
 		}
 	}
-	if known != nil || n > maxInterned {
+	if known != nil {
 		return string(b), nil
 	}
-	for _, k := range s.names {
-		if string(b) == k {
-			return k, nil
-		}
-	}
-	str := string(b)
-	s.names[s.nameNext] = str
-	s.nameNext = (s.nameNext + 1) % len(s.names)
-	return str, nil
+	return s.intern(b), nil
 }
 
 // maxInterned is the longest name the decoder remembers.
@@ -311,7 +369,10 @@ func (s *state) message() (*message.Message, error) {
 		return nil, s.fail(ErrLimit, "element count", strconv.Itoa(count)+" elements exceeds limit", nil)
 	}
 	// The count may lie: never reserve more than a little up front.
-	elems := make([]message.Element, 0, min(count, 16))
+	elems := s.dst
+	if elems == nil {
+		elems = make([]message.Element, 0, min(count, 16))
+	}
 	untilEOF := count == 0
 	for untilEOF || len(elems) < count {
 		e, err := s.element(0, untilEOF)
@@ -334,7 +395,11 @@ func (s *state) element(depth int, eofOK bool) (message.Element, error) {
 	if eofOK && s.off+4 > s.lim.MaxMessageSize {
 		// At the size limit, a message read "until end of input" is
 		// complete if the input ends here; anything more is over it.
-		if n, _ := io.ReadFull(s.r, s.scratch[:1]); n == 0 {
+		if s.inMem {
+			if len(s.mem) == 0 {
+				return e, io.EOF
+			}
+		} else if n, _ := io.ReadFull(s.r, s.scratch[:1]); n == 0 {
 			return e, io.EOF
 		}
 		return e, s.fail(ErrLimit, "element signature", "message larger than "+strconv.FormatInt(s.lim.MaxMessageSize, 10)+" bytes", nil)

@@ -178,6 +178,14 @@ func Marshal(m *message.Message) ([]byte, error) {
 
 // Append appends the message's encoding to dst.
 func Append(dst []byte, m *message.Message) ([]byte, error) {
+	if out, ok := appendPlain(dst, m); ok {
+		return out, nil
+	}
+	return appendPlanned(dst, m)
+}
+
+// appendPlanned is Append for every message.
+func appendPlanned(dst []byte, m *message.Message) ([]byte, error) {
 	p, err := getPlan(m)
 	if err != nil {
 		return dst, err
@@ -306,4 +314,40 @@ func (ew *elementWriter) write(e *message.Element, nsid byte) error {
 // Encode writes m to w.
 func Encode(w io.Writer, m *message.Message) error {
 	return NewEncoder(w).Encode(m)
+}
+
+// appendPlain encodes, in one pass and without a plan, the message small
+// sends carry most: a few elements in the default or JXTA namespace,
+// without MIME types or signatures. It reports false, with dst as it was,
+// for anything else, which the planned encoder handles (and checks).
+func appendPlain(dst []byte, m *message.Message) ([]byte, bool) {
+	elems := m.Elements()
+	if len(elems) > 64 {
+		return dst, false
+	}
+	for i := range elems {
+		e := &elems[i]
+		if (e.Namespace != message.DefaultNamespace && e.Namespace != message.JXTANamespace) ||
+			(e.MIME != "" && e.MIME != message.OctetStream) || e.Signature != nil ||
+			len(e.Name) > MaxStringLen || int64(len(e.Data)) > MaxElementSize || !utf8.ValidString(e.Name) {
+			return dst, false
+		}
+	}
+	dst = append(dst, msgMagic[:]...)
+	dst = append(dst, Version, 0, 0) // no namespaces declared
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(elems)))
+	for i := range elems {
+		e := &elems[i]
+		var nsid byte
+		if e.Namespace == message.JXTANamespace {
+			nsid = 1
+		}
+		dst = append(dst, elemMagic[:]...)
+		dst = append(dst, nsid, 0)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(e.Name)))
+		dst = append(dst, e.Name...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.Data)))
+		dst = append(dst, e.Data...)
+	}
+	return dst, true
 }

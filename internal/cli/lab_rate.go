@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/lab"
+)
+
+func newLabRateCmd() *cobra.Command {
+	var (
+		layers, sizes, shapes, transport string
+		messages                         int
+		asJSON                           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rate",
+		Short: "One-way message rate and latency under load per layer, on loopback",
+		Long: `Measure how many messages per second one node moves to others in this
+process, one way, from the Send call to the receiver's handler. For each
+layer, shape (senders goroutines on one node, each sending to every one of
+peers nodes in turn) and payload size: a warm-up, a run of --messages
+messages sent as fast as the senders can (at most 256 MiB of payload), and
+a run of about one second at half that rate, evenly paced, for the latency
+p50 and p99 (so it shows queueing, not saturation).
+
+Layers: stream (a raw libp2p stream, one Write per message), stream-bufio (the
+same through a 64 KiB bufio.Writer, flushed when the sender pauses: the
+ceiling), endpoint, pipe (unicast pipe Send to an input pipe's Receive),
+propagate (a propagate pipe whose members are the peers; its rate counts
+messages published whose every copy arrived) and socket (one Write per
+message).`,
+		Example: `  p2pmsg lab rate --layer stream,endpoint,pipe --sizes 100 --shapes 1x1
+  p2pmsg lab rate --json > rate.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var chosen []string
+			for _, name := range strings.Split(layers, ",") {
+				chosen = append(chosen, strings.TrimSpace(name))
+			}
+			sz, err := lab.ParseSizes(sizes)
+			if err != nil {
+				return usageError{err}
+			}
+			sh, err := parseShapes(shapes)
+			if err != nil {
+				return usageError{err}
+			}
+			if messages < 0 {
+				return usageError{fmt.Errorf("--messages must be >= 0")}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			res, err := lab.RunRate(ctx, lab.RateConfig{
+				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages,
+				Progress: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, r := range res {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "layer\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
+			for _, r := range res {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%v\t%v\t%d\t\n", r.Layer, lab.FormatSize(r.Size), r.Senders, r.Peers,
+					formatCount(r.MsgsPerS), formatRate(r.BytesPerS), r.P50, r.P99, r.Lost)
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&layers, "layer", strings.Join(lab.RateLayers, ","), "comma-separated layers: "+strings.Join(lab.RateLayers, ", "))
+	f.StringVar(&sizes, "sizes", "16,100,1K,16K", "comma-separated payload sizes (K, M suffixes; at least 8 bytes)")
+	f.StringVar(&shapes, "shapes", "1x1,8x1,1x8", "comma-separated SENDERSxPEERS: sending goroutines on one node, receiving nodes")
+	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
+	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	return cmd
+}
+
+// parseShapes reads "1x1,8x1,1x8".
+func parseShapes(s string) ([]lab.RateShape, error) {
+	var out []lab.RateShape
+	for _, f := range strings.Split(s, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		sn, err1 := strconv.Atoi(a)
+		pn, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("shape %q: want SENDERSxPEERS, e.g. 8x1", f)
+		}
+		out = append(out, lab.RateShape{Senders: sn, Peers: pn})
+	}
+	return out, nil
+}
+
+// formatCount prints a count per second with a metric suffix.
+func formatCount(n float64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f k", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
+}

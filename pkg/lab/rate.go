@@ -1,0 +1,756 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// The layers of a rate study (RateConfig.Layers).
+const (
+	RateStream      = "stream"       // raw libp2p stream, one Write per message
+	RateStreamBufio = "stream-bufio" // raw libp2p stream through a 64 KiB bufio.Writer
+	RateEndpoint    = "endpoint"
+	RatePipe        = "pipe"      // unicast pipe Send → Receive
+	RatePropagate   = "propagate" // propagate pipe with Peers members
+	RateSocket      = "socket"    // socket, one Write per message
+)
+
+// RateLayers are the layers `p2pmsg lab rate` knows, in its default order.
+var RateLayers = []string{RateStream, RateStreamBufio, RateEndpoint, RatePipe, RatePropagate, RateSocket}
+
+// DefaultRateSizes are the payload sizes of a rate study by default.
+var DefaultRateSizes = []int{16, 100, 1 << 10, 16 << 10}
+
+// RateShape is who sends to whom: Senders goroutines on one node, each
+// sending to every one of Peers receiving nodes in turn.
+type RateShape struct {
+	Senders int `json:"senders"`
+	Peers   int `json:"peers"`
+}
+
+// DefaultRateShapes are one sender to one peer, 8 concurrent senders to
+// one peer and one sender to 8 peers.
+var DefaultRateShapes = []RateShape{{1, 1}, {8, 1}, {1, 8}}
+
+// RateConfig describes a rate study. Zero fields take the defaults.
+type RateConfig struct {
+	Layers    []string    // default RateLayers
+	Sizes     []int       // payload sizes, at least 8 bytes; default DefaultRateSizes
+	Shapes    []RateShape // default DefaultRateShapes
+	Transport string      // TransportTCP (default) or TransportQUIC
+	// Messages is how many messages a maximum-rate run sends (default
+	// 200,000), fewer for large sizes: at most MaxBytes of payload.
+	Messages int
+	MaxBytes int64 // default 256 MiB
+	// LatencyTime is how long the latency run offers half the measured
+	// maximum rate (default 1 s).
+	LatencyTime time.Duration
+	// Stall ends a run whose receivers have received nothing more for
+	// this long (default 5 s): the rest are counted lost.
+	Stall    time.Duration
+	Progress io.Writer
+}
+
+// RateResult is one layer, size and shape. MsgsPerS is what the receivers
+// handed over per second while the senders sent as fast as they could
+// (for propagate, messages published per second whose copies all
+// arrived); P50 and P99 are the latency from the Send call to the
+// receiver's handler while the senders offered half that rate, evenly
+// paced (Offered).
+type RateResult struct {
+	Layer     string        `json:"layer"`
+	Size      int           `json:"size"`
+	Senders   int           `json:"senders"`
+	Peers     int           `json:"peers"`
+	Messages  int           `json:"messages"`
+	MsgsPerS  float64       `json:"msgs_per_s"`
+	BytesPerS float64       `json:"bytes_per_s"`
+	P50       time.Duration `json:"p50_ns"`
+	P99       time.Duration `json:"p99_ns"`
+	Offered   float64       `json:"offered_msgs_per_s"`
+	// Lost counts messages (or, for propagate, copies) that had not
+	// arrived when a run stalled, in both runs.
+	Lost int64 `json:"lost,omitempty"`
+}
+
+// RunRate runs the study, layer by layer, shape by shape, size by size.
+// Each layer and shape runs on nodes of its own, set up once for all
+// sizes and warmed up with each size.
+func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
+	layers := cfg.Layers
+	if len(layers) == 0 {
+		layers = RateLayers
+	}
+	sizes := cfg.Sizes
+	if len(sizes) == 0 {
+		sizes = DefaultRateSizes
+	}
+	shapes := cfg.Shapes
+	if len(shapes) == 0 {
+		shapes = DefaultRateShapes
+	}
+	for _, l := range layers {
+		if !slices.Contains(RateLayers, l) {
+			return nil, fmt.Errorf("%w: %q (rate layers: %v)", ErrUnknownLayer, l, RateLayers)
+		}
+	}
+	for _, s := range sizes {
+		if s < 8 || s > 16<<20 {
+			return nil, fmt.Errorf("lab: rate size %d: want 8 bytes (a timestamp) to 16 MiB", s)
+		}
+	}
+	for _, sh := range shapes {
+		if sh.Senders < 1 || sh.Peers < 1 || sh.Senders > 256 || sh.Peers > 64 {
+			return nil, fmt.Errorf("lab: rate shape %d senders to %d peers: want 1–256 senders and 1–64 peers", sh.Senders, sh.Peers)
+		}
+	}
+	transport := cmp(cfg.Transport, TransportTCP)
+	var out []RateResult
+	for _, layer := range layers {
+		for _, sh := range shapes {
+			res, err := runRateRig(ctx, cfg, transport, layer, sh, sizes)
+			if err != nil {
+				return nil, fmt.Errorf("lab: rate %s, %d senders to %d peers: %w", layer, sh.Senders, sh.Peers, err)
+			}
+			out = append(out, res...)
+		}
+	}
+	return out, nil
+}
+
+func runRateRig(ctx context.Context, cfg RateConfig, transport, layer string, sh RateShape, sizes []int) ([]RateResult, error) {
+	sink := &rateSink{}
+	rig, err := openRateRig(ctx, transport, layer, sh, sink)
+	if err != nil {
+		return nil, err
+	}
+	defer rig.close()
+	var out []RateResult
+	for _, size := range sizes {
+		r, err := rateCell(ctx, cfg, rig, sink, sh, size)
+		if err != nil {
+			return nil, fmt.Errorf("size %d: %w", size, err)
+		}
+		r.Layer = layer
+		out = append(out, r)
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "lab rate: %s %s %d→%d: %.0f msg/s, p50 %v p99 %v\n",
+				layer, FormatSize(size), sh.Senders, sh.Peers, r.MsgsPerS, r.P50, r.P99)
+		}
+	}
+	return out, nil
+}
+
+// rateCell measures one size: a warm-up, a run at the maximum rate, and
+// a run at half of it for the latency.
+func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, sh RateShape, size int) (RateResult, error) {
+	n := cmpInt(cfg.Messages, 200_000)
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 256 << 20
+	}
+	n = max(min(n, int(maxBytes/int64(size))), 100*sh.Senders*sh.Peers)
+	n -= n % (sh.Senders * sh.Peers)
+	stall := cfg.Stall
+	if stall <= 0 {
+		stall = 5 * time.Second
+	}
+	res := RateResult{Size: size, Senders: sh.Senders, Peers: sh.Peers, Messages: n}
+	copies := rig.copies()
+
+	warm := max(n/10, sh.Senders*sh.Peers)
+	warm -= warm % (sh.Senders * sh.Peers)
+	if _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, stall); err != nil {
+		return res, fmt.Errorf("warm-up: %w", err)
+	}
+	elapsed, lost, err := ratePass(ctx, rig, sink, sh, size, n, copies, 0, stall)
+	if err != nil {
+		return res, err
+	}
+	res.Lost += lost
+	res.MsgsPerS = float64(n) / elapsed.Seconds()
+	res.BytesPerS = res.MsgsPerS * float64(size)
+
+	res.Offered = res.MsgsPerS / 2
+	lt := cfg.LatencyTime
+	if lt <= 0 {
+		lt = time.Second
+	}
+	ln := int(res.Offered * lt.Seconds())
+	ln = max(min(ln, n), sh.Senders*sh.Peers)
+	ln -= ln % (sh.Senders * sh.Peers)
+	sink.lat = make([]int64, ln*copies)
+	_, lost, err = ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, stall)
+	if err != nil {
+		return res, fmt.Errorf("latency run: %w", err)
+	}
+	res.Lost += lost
+	lat := sink.lat[:min(len(sink.lat), int(sink.got.Load()))]
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.P50 = time.Duration(lat[len(lat)/2])
+		res.P99 = time.Duration(lat[min(len(lat)-1, len(lat)*99/100)])
+	}
+	sink.lat = nil
+	return res, nil
+}
+
+// ratePass sends n messages of size bytes from sh.Senders goroutines, as
+// fast as they can (rate 0) or paced to rate messages per second in all,
+// and waits until every copy has arrived or arrivals stall. It returns
+// the time from the first Send to the last arrival and how many copies
+// did not arrive.
+func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, stall time.Duration) (time.Duration, int64, error) {
+	sink.reset(int64(n*copies), rate > 0)
+	per := n / sh.Senders
+	var wg sync.WaitGroup
+	errs := make([]error, sh.Senders)
+	start := time.Now()
+	sink.epoch = start
+	for g := range sh.Senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[g] = rateSender(ctx, rig, sink, g, sh.Peers, size, per, rate/float64(sh.Senders))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	// Wait for the last copy, or until nothing arrives for stall.
+	last, lastAt := sink.got.Load(), time.Now()
+	for {
+		select {
+		case <-sink.done:
+			return sink.end.Load().(time.Time).Sub(start), 0, nil
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(stall / 10):
+		}
+		if got := sink.got.Load(); got != last {
+			last, lastAt = got, time.Now()
+		} else if time.Since(lastAt) > stall {
+			return time.Since(start) - stall, sink.want - got, nil
+		}
+	}
+}
+
+// rateSender is one sending goroutine: per messages to peers in turn,
+// each stamped with its send time when latencies are taken.
+func rateSender(ctx context.Context, rig rateRig, sink *rateSink, g, peers, size, per int, rate float64) error {
+	send, err := rig.sender(g)
+	if err != nil {
+		return err
+	}
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i*31 + 7)
+	}
+	var interval time.Duration
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) / rate)
+	}
+	start := time.Now()
+	for i := range per {
+		if interval > 0 {
+			due := start.Add(time.Duration(i) * interval)
+			if d := time.Until(due); d > 0 {
+				if err := send.idle(); err != nil {
+					return err
+				}
+				pace(due, d)
+			}
+			binary.LittleEndian.PutUint64(payload, uint64(time.Since(sink.epoch)))
+		}
+		if err := send.send(ctx, i%peers, payload); err != nil {
+			return err
+		}
+	}
+	return send.idle()
+}
+
+// rateSink counts what the receivers hand over and, in a latency run,
+// takes each message's latency from the stamp its sender put in it.
+type rateSink struct {
+	want  int64
+	got   atomic.Int64
+	timed bool
+	epoch time.Time
+	lat   []int64
+	done  chan struct{}
+	end   atomic.Value // time.Time of the last arrival
+}
+
+func (s *rateSink) reset(want int64, timed bool) {
+	s.want, s.timed = want, timed
+	s.got.Store(0)
+	s.done = make(chan struct{})
+}
+
+// deliver is called by the receivers for each message's payload.
+func (s *rateSink) deliver(p []byte) {
+	var now time.Duration
+	if s.timed && len(p) >= 8 {
+		now = time.Since(s.epoch)
+	}
+	i := s.got.Add(1)
+	if now != 0 && i <= int64(len(s.lat)) {
+		s.lat[i-1] = int64(now) - int64(binary.LittleEndian.Uint64(p))
+	}
+	if i == s.want {
+		s.end.Store(time.Now())
+		close(s.done)
+	}
+}
+
+// rateRig is one layer's sending node and receiving nodes.
+type rateRig interface {
+	// sender returns what sending goroutine g sends with.
+	sender(g int) (rateSend, error)
+	// copies is how many copies of a message arrive (1, or the members
+	// of a propagate pipe).
+	copies() int
+	close() error
+}
+
+// rateSend sends payloads to peers; payload may be reused once send
+// returns. idle is called before the goroutine waits, so buffering
+// layers write out what they hold.
+type rateSend interface {
+	send(ctx context.Context, peer int, payload []byte) error
+	idle() error
+}
+
+func openRateRig(ctx context.Context, transport, layer string, sh RateShape, sink *rateSink) (rateRig, error) {
+	r := &nodeRig{layer: layer, sink: sink, peers: sh.Peers}
+	if err := r.open(ctx, transport); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// RateProtocol is the libp2p protocol of the raw-stream layers of a rate
+// study.
+const RateProtocol protocol.ID = "/p2pmsg/lab/rate/1.0.0"
+
+// nodeRig runs every rate layer: one sending node and peers receiving
+// nodes, with the services the layer needs.
+type nodeRig struct {
+	layer string
+	sink  *rateSink
+	peers int
+
+	a   *node.Node
+	bs  []*node.Node
+	eps []*endpoint.Service // [0] is the sender's
+	ps  []*pipe.Service
+	ss  []*socket.Service
+
+	advs []*adv.PipeAdvertisement // per peer (propagate: one)
+	ins  []*pipe.InputPipe
+	lns  []*socket.Listener
+
+	mu      sync.Mutex
+	outs    []*pipe.OutputPipe // per peer (propagate: one)
+	streams []*rateStream      // per peer
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	conns   []io.Closer
+}
+
+func (r *nodeRig) copies() int {
+	if r.layer == RatePropagate {
+		return r.peers
+	}
+	return 1
+}
+
+func (r *nodeRig) open(ctx context.Context, transport string) error {
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	var err error
+	if r.a, err = NewNode(ctx, transport); err != nil {
+		return err
+	}
+	for range r.peers {
+		b, err := NewNode(ctx, transport)
+		if err != nil {
+			return err
+		}
+		r.bs = append(r.bs, b)
+		if err := r.a.Connect(ctx, b.AddrInfo()); err != nil {
+			return err
+		}
+	}
+	switch r.layer {
+	case RateStream, RateStreamBufio:
+		for _, b := range r.bs {
+			b.Host().SetStreamHandler(RateProtocol, r.readFramed)
+		}
+		return nil
+	}
+	for _, n := range append([]*node.Node{r.a}, r.bs...) {
+		ep, err := endpoint.New(n)
+		if err != nil {
+			return err
+		}
+		r.eps = append(r.eps, ep)
+	}
+	if r.layer == RateEndpoint {
+		for _, ep := range r.eps[1:] {
+			if err := ep.Register("lab-rate", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+				r.sink.deliver(d.Message.At(0).Data)
+				d.Release()
+			})); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, ep := range r.eps {
+		ps, err := pipe.New(ep)
+		if err != nil {
+			return err
+		}
+		r.ps = append(r.ps, ps)
+	}
+	switch r.layer {
+	case RatePipe:
+		for _, ps := range r.ps[1:] {
+			a, err := adv.New(adv.Unicast, "lab-rate", "")
+			if err != nil {
+				return err
+			}
+			in, err := ps.NewInputPipe(a)
+			if err != nil {
+				return err
+			}
+			r.advs, r.ins = append(r.advs, a), append(r.ins, in)
+			r.wg.Add(1)
+			go r.receivePipe(in)
+		}
+		for i, a := range r.advs {
+			out, err := r.ps[0].NewOutputPipe(ctx, a, pipe.ToPeers(r.bs[i].AddrInfo()))
+			if err != nil {
+				return err
+			}
+			r.outs = append(r.outs, out)
+		}
+	case RatePropagate:
+		a, err := adv.New(adv.Propagate, "lab-rate", "")
+		if err != nil {
+			return err
+		}
+		r.advs = []*adv.PipeAdvertisement{a}
+		for _, ps := range r.ps[1:] {
+			in, err := ps.NewInputPipe(a)
+			if err != nil {
+				return err
+			}
+			r.ins = append(r.ins, in)
+			r.wg.Add(1)
+			go r.receivePipe(in)
+		}
+		out, err := r.ps[0].NewOutputPipe(ctx, a)
+		if err != nil {
+			return err
+		}
+		r.outs = []*pipe.OutputPipe{out}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := out.WaitMembers(wctx, r.peers); err != nil {
+			return err
+		}
+	case RateSocket:
+		for _, ps := range r.ps {
+			ss, err := socket.New(ps)
+			if err != nil {
+				return err
+			}
+			r.ss = append(r.ss, ss)
+		}
+		for _, ss := range r.ss[1:] {
+			a, err := adv.New(adv.Unicast, "lab-rate", "")
+			if err != nil {
+				return err
+			}
+			l, err := ss.Listen(a)
+			if err != nil {
+				return err
+			}
+			r.advs, r.lns = append(r.advs, a), append(r.lns, l)
+			r.wg.Add(1)
+			go r.acceptSockets(l)
+		}
+	}
+	return nil
+}
+
+// readFramed is the raw-stream receiver: 4-byte length, payload.
+func (r *nodeRig) readFramed(st network.Stream) {
+	r.wg.Add(1)
+	defer r.wg.Done()
+	defer st.Close()
+	br := bufio.NewReaderSize(st, 64<<10)
+	var hdr [4]byte
+	buf := make([]byte, 0, 1<<10)
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if n > 16<<20 {
+			st.Reset()
+			return
+		}
+		buf = slices.Grow(buf[:0], n)[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return
+		}
+		r.sink.deliver(buf)
+	}
+}
+
+func (r *nodeRig) receivePipe(in *pipe.InputPipe) {
+	defer r.wg.Done()
+	for {
+		rcv, err := in.ReceiveFrom(r.ctx)
+		if err != nil {
+			return
+		}
+		r.sink.deliver(rcv.Message.At(0).Data)
+		rcv.Release()
+	}
+}
+
+func (r *nodeRig) acceptSockets(l *socket.Listener) {
+	defer r.wg.Done()
+	for {
+		c, err := l.AcceptContext(r.ctx)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		r.conns = append(r.conns, c)
+		r.mu.Unlock()
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer c.Close()
+			br := bufio.NewReaderSize(c, 64<<10)
+			var size [4]byte
+			if _, err := io.ReadFull(br, size[:]); err != nil {
+				return
+			}
+			buf := make([]byte, binary.BigEndian.Uint32(size[:])&(16<<20-1))
+			for {
+				if _, err := io.ReadFull(br, buf); err != nil {
+					return
+				}
+				r.sink.deliver(buf)
+			}
+		}()
+	}
+}
+
+func (r *nodeRig) close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	var errs []error
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	for _, s := range r.streams {
+		if s != nil {
+			s.st.Close()
+		}
+	}
+	r.mu.Unlock()
+	for _, o := range r.outs {
+		errs = append(errs, o.Close())
+	}
+	for _, in := range r.ins {
+		errs = append(errs, in.Close())
+	}
+	for _, l := range r.lns {
+		errs = append(errs, l.Close())
+	}
+	for _, s := range r.ss {
+		errs = append(errs, s.Close())
+	}
+	for _, p := range r.ps {
+		errs = append(errs, p.Close())
+	}
+	for _, e := range r.eps {
+		errs = append(errs, e.Close())
+	}
+	for _, n := range append([]*node.Node{r.a}, r.bs...) {
+		if n != nil {
+			errs = append(errs, n.Close())
+		}
+	}
+	r.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *nodeRig) sender(g int) (rateSend, error) {
+	switch r.layer {
+	case RateStream, RateStreamBufio:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.streams == nil {
+			r.streams = make([]*rateStream, r.peers)
+			for i, b := range r.bs {
+				st, err := r.a.Host().NewStream(r.ctx, b.ID(), RateProtocol)
+				if err != nil {
+					return nil, err
+				}
+				r.streams[i] = &rateStream{st: st, w: bufio.NewWriterSize(st, 64<<10)}
+			}
+		}
+		return &streamSend{streams: r.streams, bufio: r.layer == RateStreamBufio}, nil
+	case RateEndpoint:
+		s := &endpointSend{ep: r.eps[0], el: message.Element{Name: "d"}}
+		for _, b := range r.bs {
+			s.dst = append(s.dst, endpoint.PeerAddress(b.ID(), "lab-rate", ""))
+		}
+		return s, nil
+	case RatePipe, RatePropagate:
+		return &pipeSend{outs: r.outs}, nil
+	case RateSocket:
+		s := &socketSend{}
+		for i, a := range r.advs {
+			c, err := r.ss[0].Dial(r.ctx, a, pipe.ToPeers(r.bs[i].AddrInfo()))
+			if err != nil {
+				return nil, err
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c)
+			r.mu.Unlock()
+			s.conns = append(s.conns, c)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownLayer, r.layer)
+}
+
+// rateStream is a raw stream to one peer, shared by the senders.
+type rateStream struct {
+	mu  sync.Mutex
+	st  network.Stream
+	w   *bufio.Writer
+	buf []byte
+}
+
+type streamSend struct {
+	streams []*rateStream
+	bufio   bool
+	frame   []byte
+}
+
+func (s *streamSend) send(_ context.Context, p int, payload []byte) error {
+	rs := s.streams[p]
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(payload)))
+	if s.bufio {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		rs.w.Write(hdr[:])
+		_, err := rs.w.Write(payload)
+		return err
+	}
+	s.frame = append(append(s.frame[:0], hdr[:]...), payload...)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	_, err := rs.st.Write(s.frame)
+	return err
+}
+
+func (s *streamSend) idle() error {
+	if !s.bufio {
+		return nil
+	}
+	for _, rs := range s.streams {
+		rs.mu.Lock()
+		err := rs.w.Flush()
+		rs.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type endpointSend struct {
+	ep  *endpoint.Service
+	dst []endpoint.Address
+	el  message.Element
+	m   *message.Message
+}
+
+func (s *endpointSend) send(ctx context.Context, p int, payload []byte) error {
+	if s.m == nil {
+		s.el.Data = payload
+		s.m = message.New(s.el)
+	}
+	return s.ep.Send(ctx, s.dst[p], s.m)
+}
+
+func (s *endpointSend) idle() error { return nil }
+
+type pipeSend struct {
+	outs []*pipe.OutputPipe
+	m    *message.Message
+}
+
+func (s *pipeSend) send(ctx context.Context, p int, payload []byte) error {
+	if s.m == nil {
+		s.m = message.New(message.Element{Name: "d", Data: payload})
+	}
+	return s.outs[p%len(s.outs)].Send(ctx, s.m)
+}
+
+func (s *pipeSend) idle() error { return nil }
+
+type socketSend struct {
+	conns []*socket.Conn
+	sized bool
+}
+
+func (s *socketSend) send(_ context.Context, p int, payload []byte) error {
+	if !s.sized {
+		// Each connection starts with the record size.
+		for _, c := range s.conns {
+			if _, err := c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(payload)))); err != nil {
+				return err
+			}
+		}
+		s.sized = true
+	}
+	_, err := s.conns[p].Write(payload)
+	return err
+}
+
+func (s *socketSend) idle() error { return nil }
