@@ -216,6 +216,31 @@ func TestMsgDecodeHostile(t *testing.T) {
 	failsCleanly(t, run(t, valid, "msg", "decode", "--max-size", "10"))
 }
 
+func TestLabRateJSON(t *testing.T) {
+	r := run(t, nil, "lab", "rate", "--layer", "stream,endpoint", "--sizes", "16", "--shapes", "1x1", "--messages", "1000", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rate: %s", r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		for _, k := range []string{"layer", "size", "senders", "peers", "messages", "msgs_per_s", "bytes_per_s", "p50_ns", "p99_ns"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row %q lacks %q", l, k)
+			}
+		}
+	}
+	failsCleanly(t, run(t, nil, "lab", "rate", "--layer", "carrier-pigeon"))
+	failsCleanly(t, run(t, nil, "lab", "rate", "--sizes", "4"))
+	failsCleanly(t, run(t, nil, "lab", "rate", "--shapes", "8by1"))
+}
+
 func TestLabRTTJSON(t *testing.T) {
 	r := run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--sizes", "1,1K", "--warmup", "5", "--runs", "1", "--pairs", "3", "--json")
 	if r.code != 0 {

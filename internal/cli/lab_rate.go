@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/signal"
 	"strconv"
@@ -56,12 +57,20 @@ message).`,
 			if messages < 0 {
 				return usageError{fmt.Errorf("--messages must be >= 0")}
 			}
+			for _, n := range sz {
+				if n < 12 {
+					return usageError{fmt.Errorf("size %d: a rate message carries a timestamp and a pass number; use 12 bytes or more", n)}
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			res, err := lab.RunRate(ctx, lab.RateConfig{
 				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages,
 				Progress: cmd.ErrOrStderr(),
 			})
+			if errors.Is(err, lab.ErrUnknownLayer) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
@@ -86,7 +95,7 @@ message).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&layers, "layer", strings.Join(lab.RateLayers, ","), "comma-separated layers: "+strings.Join(lab.RateLayers, ", "))
-	f.StringVar(&sizes, "sizes", "16,100,1K,16K", "comma-separated payload sizes (K, M suffixes; at least 8 bytes)")
+	f.StringVar(&sizes, "sizes", "16,100,1K,16K", "comma-separated payload sizes (K, M suffixes; at least 12 bytes)")
 	f.StringVar(&shapes, "shapes", "1x1,8x1,1x8", "comma-separated SENDERSxPEERS: sending goroutines on one node, receiving nodes")
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")

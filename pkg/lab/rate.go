@@ -53,13 +53,16 @@ var DefaultRateShapes = []RateShape{{1, 1}, {8, 1}, {1, 8}}
 // RateConfig describes a rate study. Zero fields take the defaults.
 type RateConfig struct {
 	Layers    []string    // default RateLayers
-	Sizes     []int       // payload sizes, at least 8 bytes; default DefaultRateSizes
+	Sizes     []int       // payload sizes, at least 12 bytes; default DefaultRateSizes
 	Shapes    []RateShape // default DefaultRateShapes
 	Transport string      // TransportTCP (default) or TransportQUIC
 	// Messages is how many messages a maximum-rate run sends (default
 	// 200,000), fewer for large sizes: at most MaxBytes of payload.
 	Messages int
 	MaxBytes int64 // default 256 MiB
+	// MaxTime bounds a maximum-rate run at the warm-up's rate (default
+	// 3 s): a slow layer sends fewer than Messages.
+	MaxTime time.Duration
 	// LatencyTime is how long the latency run offers half the measured
 	// maximum rate (default 1 s).
 	LatencyTime time.Duration
@@ -113,8 +116,8 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 		}
 	}
 	for _, s := range sizes {
-		if s < 8 || s > 16<<20 {
-			return nil, fmt.Errorf("lab: rate size %d: want 8 bytes (a timestamp) to 16 MiB", s)
+		if s < 12 || s > 16<<20 {
+			return nil, fmt.Errorf("lab: rate size %d: want 12 bytes (a timestamp and a pass number) to 16 MiB", s)
 		}
 	}
 	for _, sh := range shapes {
@@ -178,10 +181,22 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 
 	warm := max(n/10, sh.Senders*sh.Peers)
 	warm -= warm % (sh.Senders * sh.Peers)
-	if _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, stall); err != nil {
+	wt, _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, stall)
+	if err != nil {
 		return res, fmt.Errorf("warm-up: %w", err)
 	}
-	elapsed, lost, err := ratePass(ctx, rig, sink, sh, size, n, copies, 0, stall)
+	// A run lasts about MaxTime at the warm-up's rate: slow layers
+	// (propagate signs every message) send fewer.
+	maxTime := cfg.MaxTime
+	if maxTime <= 0 {
+		maxTime = 3 * time.Second
+	}
+	if wt > 0 {
+		n = min(n, max(int(float64(warm)/wt.Seconds()*maxTime.Seconds()), 100*sh.Senders*sh.Peers))
+		n -= n % (sh.Senders * sh.Peers)
+		res.Messages = n
+	}
+	elapsed, lost, _, err := ratePass(ctx, rig, sink, sh, size, n, copies, 0, stall)
 	if err != nil {
 		return res, err
 	}
@@ -197,66 +212,67 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	ln := int(res.Offered * lt.Seconds())
 	ln = max(min(ln, n), sh.Senders*sh.Peers)
 	ln -= ln % (sh.Senders * sh.Peers)
-	sink.lat = make([]int64, ln*copies)
-	_, lost, err = ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, stall)
+	_, lost, lat, err := ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, stall)
 	if err != nil {
 		return res, fmt.Errorf("latency run: %w", err)
 	}
 	res.Lost += lost
-	lat := sink.lat[:min(len(sink.lat), int(sink.got.Load()))]
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		res.P50 = time.Duration(lat[len(lat)/2])
 		res.P99 = time.Duration(lat[min(len(lat)-1, len(lat)*99/100)])
 	}
-	sink.lat = nil
 	return res, nil
 }
 
 // ratePass sends n messages of size bytes from sh.Senders goroutines, as
 // fast as they can (rate 0) or paced to rate messages per second in all,
 // and waits until every copy has arrived or arrivals stall. It returns
-// the time from the first Send to the last arrival and how many copies
-// did not arrive.
-func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, stall time.Duration) (time.Duration, int64, error) {
-	sink.reset(int64(n*copies), rate > 0)
+// the time from the first Send to the last arrival, how many copies did
+// not arrive, and, for a paced pass, the latencies of those that did.
+func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, stall time.Duration) (time.Duration, int64, []int64, error) {
+	ps := sink.start(int64(n*copies), rate > 0)
+	defer sink.cur.Store(nil)
 	per := n / sh.Senders
 	var wg sync.WaitGroup
 	errs := make([]error, sh.Senders)
-	start := time.Now()
-	sink.epoch = start
 	for g := range sh.Senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[g] = rateSender(ctx, rig, sink, g, sh.Peers, size, per, rate/float64(sh.Senders))
+			errs[g] = rateSender(ctx, rig, ps, g, sh.Peers, size, per, rate/float64(sh.Senders))
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	// Wait for the last copy, or until nothing arrives for stall.
-	last, lastAt := sink.got.Load(), time.Now()
+	last, lastAt := ps.got.Load(), time.Now()
 	for {
 		select {
-		case <-sink.done:
-			return sink.end.Load().(time.Time).Sub(start), 0, nil
+		case <-ps.done:
+			return ps.end.Sub(ps.epoch), 0, ps.lat, nil
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, 0, nil, ctx.Err()
 		case <-time.After(stall / 10):
 		}
-		if got := sink.got.Load(); got != last {
+		if got := ps.got.Load(); got != last {
 			last, lastAt = got, time.Now()
 		} else if time.Since(lastAt) > stall {
-			return time.Since(start) - stall, sink.want - got, nil
+			sink.cur.Store(nil)
+			lat := make([]int64, min(len(ps.lat), int(got)))
+			for i := range lat {
+				lat[i] = atomic.LoadInt64(&ps.lat[i])
+			}
+			return time.Since(ps.epoch) - stall, ps.want - got, lat, nil
 		}
 	}
 }
 
 // rateSender is one sending goroutine: per messages to peers in turn,
 // each stamped with its send time when latencies are taken.
-func rateSender(ctx context.Context, rig rateRig, sink *rateSink, g, peers, size, per int, rate float64) error {
+func rateSender(ctx context.Context, rig rateRig, ps *ratePassState, g, peers, size, per int, rate float64) error {
 	send, err := rig.sender(g)
 	if err != nil {
 		return err
@@ -265,6 +281,7 @@ func rateSender(ctx context.Context, rig rateRig, sink *rateSink, g, peers, size
 	for i := range payload {
 		payload[i] = byte(i*31 + 7)
 	}
+	binary.LittleEndian.PutUint32(payload[8:], ps.id)
 	var interval time.Duration
 	if rate > 0 {
 		interval = time.Duration(float64(time.Second) / rate)
@@ -279,7 +296,7 @@ func rateSender(ctx context.Context, rig rateRig, sink *rateSink, g, peers, size
 				}
 				pace(due, d)
 			}
-			binary.LittleEndian.PutUint64(payload, uint64(time.Since(sink.epoch)))
+			binary.LittleEndian.PutUint64(payload, uint64(time.Since(ps.epoch)))
 		}
 		if err := send.send(ctx, i%peers, payload); err != nil {
 			return err
@@ -288,37 +305,60 @@ func rateSender(ctx context.Context, rig rateRig, sink *rateSink, g, peers, size
 	return send.idle()
 }
 
-// rateSink counts what the receivers hand over and, in a latency run,
-// takes each message's latency from the stamp its sender put in it.
+// rateSink counts what the receivers hand over to the pass in progress.
+// Each message names its pass (bytes 8 to 11), so a straggler from an
+// earlier pass is not counted in a later one.
 type rateSink struct {
-	want  int64
-	got   atomic.Int64
-	timed bool
-	epoch time.Time
-	lat   []int64
-	done  chan struct{}
-	end   atomic.Value // time.Time of the last arrival
+	cur    atomic.Pointer[ratePassState]
+	passes uint32
 }
 
-func (s *rateSink) reset(want int64, timed bool) {
-	s.want, s.timed = want, timed
-	s.got.Store(0)
-	s.done = make(chan struct{})
+// ratePassState is one pass: what is expected and what arrived, and in a
+// paced pass each message's latency from the stamp its sender put in it
+// (bytes 0 to 7, since epoch).
+type ratePassState struct {
+	id   uint32
+	want int64
+	got  atomic.Int64 // arrivals, each taking a latency slot
+	// filled counts arrivals whose latency is stored.
+	filled atomic.Int64
+	timed  bool
+	epoch  time.Time
+	lat    []int64
+	done   chan struct{}
+	end    time.Time // of the last arrival, once done is closed
+}
+
+func (s *rateSink) start(want int64, timed bool) *ratePassState {
+	s.passes++
+	ps := &ratePassState{id: s.passes, want: want, timed: timed, done: make(chan struct{})}
+	if timed {
+		ps.lat = make([]int64, want)
+	}
+	ps.epoch = time.Now()
+	s.cur.Store(ps)
+	return ps
 }
 
 // deliver is called by the receivers for each message's payload.
 func (s *rateSink) deliver(p []byte) {
+	ps := s.cur.Load()
+	if ps == nil || len(p) < 12 || binary.LittleEndian.Uint32(p[8:]) != ps.id {
+		return // between passes, or a straggler
+	}
 	var now time.Duration
-	if s.timed && len(p) >= 8 {
-		now = time.Since(s.epoch)
+	if ps.timed {
+		now = time.Since(ps.epoch)
 	}
-	i := s.got.Add(1)
-	if now != 0 && i <= int64(len(s.lat)) {
-		s.lat[i-1] = int64(now) - int64(binary.LittleEndian.Uint64(p))
+	i := ps.got.Add(1)
+	if ps.timed && i <= int64(len(ps.lat)) {
+		// Atomic: a pass that stalls reads them while stragglers arrive.
+		atomic.StoreInt64(&ps.lat[i-1], int64(now)-int64(binary.LittleEndian.Uint64(p)))
 	}
-	if i == s.want {
-		s.end.Store(time.Now())
-		close(s.done)
+	// Done once every slot is filled, not merely taken.
+	if ps.filled.Add(1) == ps.want {
+		ps.end = time.Now()
+		close(ps.done)
 	}
 }
 

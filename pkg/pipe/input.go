@@ -109,7 +109,9 @@ func (p *InputPipe) Receive(ctx context.Context) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Message, nil
+	m := r.Message
+	r.recycle() // the caller has the message, and nothing else of r
+	return m, nil
 }
 
 // ReceiveFrom is Receive with the message's provenance.
@@ -192,9 +194,11 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 		d.Refuse("secure pipe: the connection is not encrypted")
 		return
 	}
-	r := &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID,
-		Security: d.Security, Relayed: d.Relayed, delivery: d}
+	r := receivedPool.Get().(*Received)
+	r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, p.adv.ID
+	r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
 	if err := p.deliver(ctx, r, d); err != nil {
+		r.recycle() // nobody saw it
 		d.Refuse("pipe not bound here")
 	}
 }

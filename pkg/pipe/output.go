@@ -202,6 +202,9 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	}
 	for attempt := 0; ; attempt++ {
 		err := o.sendOnce(ctx, m)
+		if err == nil {
+			return nil
+		}
 		var re *endpoint.RefusedError
 		if !errors.As(err, &re) {
 			return err

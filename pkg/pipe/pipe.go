@@ -185,16 +185,33 @@ type Received struct {
 
 	delivery *endpoint.Delivery // what Release releases
 	queued   queued             // what it holds while queued (queue.go)
+	pooled   bool               // from receivedPool
 }
 
-// Release hands the message's buffers back for reuse by later messages
-// (see endpoint.Delivery.Release). Call it only when nothing will read
-// the message or its data again; it is optional, and a no-op the second
-// time.
+// receivedPool recycles the Received of unicast and secure pipes'
+// messages: Release, and Receive, which returns only the message, hand
+// them back.
+var receivedPool = sync.Pool{New: func() any { return &Received{pooled: true} }}
+
+// Release hands the message's buffers, and r itself, back for reuse by
+// later messages (see endpoint.Delivery.Release). Call it only when
+// nothing will use r, the message or its data again, and only once: a
+// second call may release another message, the one now using the
+// recycled r. It is optional.
 func (r *Received) Release() {
 	if d := r.delivery; d != nil {
 		r.delivery = nil
 		d.Release()
+	}
+	r.recycle()
+}
+
+// recycle returns r to the pool if it came from there; the message and
+// its delivery are left to whoever has them.
+func (r *Received) recycle() {
+	if r.pooled {
+		*r = Received{pooled: true}
+		receivedPool.Put(r)
 	}
 }
 

@@ -3,6 +3,7 @@ package pipe
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -21,26 +22,45 @@ import (
 // still gets through.
 type byteGate struct {
 	limit int64
-	mu    sync.Mutex
-	used  int64
-	freed chan struct{} // closed when bytes are taken out while someone waits
+	used  atomic.Int64
+	// waiting is set while someone waits for room; freed is closed when
+	// bytes are taken out while someone waits. Both change under mu.
+	mu      sync.Mutex
+	waiting atomic.Bool
+	freed   chan struct{}
+}
+
+// tryAcquire admits n bytes if they fit.
+func (g *byteGate) tryAcquire(n int64) bool {
+	for {
+		u := g.used.Load()
+		if u != 0 && u+n > g.limit {
+			return false
+		}
+		if g.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
 }
 
 // acquire admits n bytes, waiting while they do not fit, until done
 // closes (false) or ctx ends (its error).
 func (g *byteGate) acquire(ctx context.Context, n int64, done <-chan struct{}) (bool, error) {
 	for {
-		g.mu.Lock()
-		if g.used == 0 || g.used+n <= g.limit {
-			g.used += n
-			g.mu.Unlock()
+		if g.tryAcquire(n) {
 			return true, nil
 		}
+		g.mu.Lock()
 		if g.freed == nil {
 			g.freed = make(chan struct{})
 		}
 		freed := g.freed
+		g.waiting.Store(true)
 		g.mu.Unlock()
+		// Try again now that a release will wake us.
+		if g.tryAcquire(n) {
+			return true, nil
+		}
 		select {
 		case <-freed:
 		case <-done:
@@ -53,13 +73,16 @@ func (g *byteGate) acquire(ctx context.Context, n int64, done <-chan struct{}) (
 
 // release takes n bytes out.
 func (g *byteGate) release(n int64) {
-	g.mu.Lock()
-	g.used -= n
-	if g.freed != nil {
-		close(g.freed)
-		g.freed = nil
+	g.used.Add(-n)
+	if g.waiting.Load() {
+		g.mu.Lock()
+		if g.freed != nil {
+			close(g.freed)
+			g.freed = nil
+		}
+		g.waiting.Store(false)
+		g.mu.Unlock()
 	}
-	g.mu.Unlock()
 }
 
 // queued is what a queued Received holds until it is received: its bytes
@@ -111,6 +134,11 @@ func enqueue(ctx context.Context, q chan *Received, g *byteGate, done <-chan str
 		// Before the message is visible to Receive, which releases it.
 		d.Hold()
 		r.queued.held = d
+	}
+	select {
+	case q <- r:
+		return true, nil
+	default:
 	}
 	select {
 	case q <- r:

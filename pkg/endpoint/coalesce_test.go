@@ -1,0 +1,222 @@
+package endpoint_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// seqMessage is message seq of sender g, padded to size bytes.
+func seqMessage(g, seq, size int) *message.Message {
+	b := make([]byte, max(size, 16))
+	binary.BigEndian.PutUint64(b, uint64(g))
+	binary.BigEndian.PutUint64(b[8:], uint64(seq))
+	return message.New(message.Element{Name: "s", Data: b})
+}
+
+// orderChecker is a listener that checks each sender's messages arrive in
+// order, each once.
+type orderChecker struct {
+	mu   sync.Mutex
+	next map[uint64]uint64
+	errs []error
+	n    atomic.Int64
+}
+
+func (c *orderChecker) Deliver(_ context.Context, d *endpoint.Delivery) {
+	b := d.Message.At(0).Data
+	g, seq := binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+	d.Release()
+	c.mu.Lock()
+	if want := c.next[g]; seq != want && len(c.errs) < 10 {
+		c.errs = append(c.errs, fmt.Errorf("sender %d: message %d arrived when %d was due", g, seq, want))
+	}
+	c.next[g] = seq + 1
+	c.mu.Unlock()
+	c.n.Add(1)
+}
+
+func (c *orderChecker) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.errs...)
+}
+
+// TestConcurrentSendersKeepOrder: eight goroutines send to one peer at
+// once, small messages that are queued and batched mixed with large ones
+// written by their Send, while another goroutine flushes now and then.
+// Every message arrives once, in its sender's order, and each Flush
+// returns only after everything accepted before it was handed over.
+func TestConcurrentSendersKeepOrder(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	c := &orderChecker{next: map[uint64]uint64{}}
+	if err := b.Register("order", "", c); err != nil {
+		t.Fatal(err)
+	}
+	to := endpoint.PeerAddress(nodes[1].ID(), "order", "")
+	const senders, each = 8, 400
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range each {
+				size := 100
+				if seq%97 == 0 {
+					size = 40 << 10 // larger than a queued message
+				}
+				if err := a.Send(ctx(t), to, seqMessage(g, seq, size)); err != nil {
+					t.Errorf("sender %d, message %d: %v", g, seq, err)
+					return
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	flushed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				flushed <- nil
+				return
+			default:
+			}
+			before := sent.Load()
+			if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+				flushed <- err
+				return
+			}
+			if got := c.n.Load(); got < before {
+				flushed <- fmt.Errorf("Flush returned with %d messages handed over, %d accepted before it", got, before)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.n.Load(); got != senders*each {
+		t.Fatalf("%d messages handed over, want %d", got, senders*each)
+	}
+	if err := c.err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelledSendIsNotSent: while the receiver's listener is stuck, the
+// sender's queue and the stream's windows fill and Sends wait; Sends whose
+// contexts end then fail and their messages are not sent. Once the
+// listener lets go, exactly the messages whose Send succeeded arrive, in
+// order, and Flush reports nothing lost.
+func TestCancelledSendIsNotSent(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	release := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	c := &orderChecker{next: map[uint64]uint64{}}
+	if err := b.Register("order", "", endpoint.ListenerFunc(func(ctx context.Context, d *endpoint.Delivery) {
+		once.Do(func() { close(entered); <-release })
+		c.Deliver(ctx, d)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	to := endpoint.PeerAddress(nodes[1].ID(), "order", "")
+	if err := a.Send(ctx(t), to, seqMessage(0, 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// Fill everything; each Send that cannot get in within its context
+	// fails. Stop after a few such failures.
+	accepted, failed := 1, 0
+	for seq := 1; failed < 3; seq++ {
+		sctx, cancel := context.WithTimeout(ctx(t), 50e6) // 50 ms: when to give up, not an assertion
+		err := a.Send(sctx, to, seqMessage(0, accepted, 1000))
+		cancel()
+		switch {
+		case err == nil:
+			accepted++
+		case errors.Is(err, context.DeadlineExceeded):
+			failed++
+		default:
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		if seq > 1_000_000 {
+			t.Fatal("a stuck receiver accepted a million messages: no backpressure")
+		}
+	}
+	close(release)
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if got := c.n.Load(); got != int64(accepted) {
+		t.Fatalf("%d messages handed over, %d accepted", got, accepted)
+	}
+	if err := c.err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostQueueIsReported: messages accepted into the queue whose stream
+// then fails are reported, by the next Send and by Flush, never dropped
+// in silence.
+func TestLostQueueIsReported(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b, err := endpoint.New(nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{})
+	var once sync.Once
+	if err := b.Register("stuck", "", endpoint.ListenerFunc(func(ctx context.Context, _ *endpoint.Delivery) {
+		once.Do(func() { close(entered) })
+		<-ctx.Done() // until the service closes
+	})); err != nil {
+		t.Fatal(err)
+	}
+	to := endpoint.PeerAddress(nodes[1].ID(), "stuck", "")
+	if err := a.Send(ctx(t), to, seqMessage(0, 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	for i := range 100 {
+		if err := a.Send(ctx(t), to, seqMessage(0, i+1, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close() // resets the stream under the queued messages
+	// Sends go on until one learns of the failure (the flusher may still
+	// be writing into the dying stream for a while).
+	var sendErr error
+	for i := 0; sendErr == nil && i < 1_000_000; i++ {
+		sctx, cancel := context.WithTimeout(ctx(t), 50e6)
+		sendErr = a.Send(sctx, to, seqMessage(0, 1000+i, 100))
+		cancel()
+	}
+	if !errors.Is(sendErr, endpoint.ErrMaybeLost) && !errors.Is(sendErr, context.DeadlineExceeded) {
+		t.Fatalf("Send after the stream failed: %v, want ErrMaybeLost (or a wait for room)", sendErr)
+	}
+	fctx, cancel := context.WithTimeout(ctx(t), 5e9)
+	defer cancel()
+	if err := a.Flush(fctx, nodes[1].ID()); err == nil {
+		t.Fatal("Flush after losing queued messages returned nil")
+	}
+}
