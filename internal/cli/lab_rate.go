@@ -19,6 +19,7 @@ func newLabRateCmd() *cobra.Command {
 	var (
 		layers, sizes, shapes, transport string
 		messages                         int
+		load                             float64
 		asJSON                           bool
 	)
 	cmd := &cobra.Command{
@@ -54,6 +55,9 @@ message).`,
 			if err != nil {
 				return usageError{err}
 			}
+			if load <= 0 || load > 1 {
+				return usageError{fmt.Errorf("--load must be in (0, 1]")}
+			}
 			if messages < 0 {
 				return usageError{fmt.Errorf("--messages must be >= 0")}
 			}
@@ -65,7 +69,7 @@ message).`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			res, err := lab.RunRate(ctx, lab.RateConfig{
-				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages,
+				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load,
 				Progress: cmd.ErrOrStderr(),
 			})
 			if errors.Is(err, lab.ErrUnknownLayer) {
@@ -99,6 +103,7 @@ message).`,
 	f.StringVar(&shapes, "shapes", "1x1,8x1,1x8", "comma-separated SENDERSxPEERS: sending goroutines on one node, receiving nodes")
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")
+	f.Float64Var(&load, "load", 0.5, "the fraction of the measured maximum rate the latency run offers")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }

@@ -15,8 +15,16 @@
 // where msg is the application/x-jxta-msg encoding. The destination lives in
 // this compact header, not in JXTA elements: a one-byte payload in a
 // one-element message to an 8-byte service costs 33 bytes beyond the payload
-// (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more). Frames to one destination
-// are written in Send order under a per-peer lock, so order is kept.
+// (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more).
+//
+// Small messages (16 KiB of data or less) are encoded into a per-peer queue
+// and Send returns; a flusher writes the whole queue in one write, so the
+// messages sent while a write is in progress leave together in the next
+// (send.go). Nothing waits for a timer: a lone message leaves at once, and
+// under load a write carries hundreds of messages, which is how one peer
+// sends millions of small messages a second. Large messages are written by
+// their Send after what is queued. Order per destination is the order in
+// which Sends were accepted, from any number of goroutines.
 //
 // The receiver answers on the same stream (refuse.go): first with a hello
 // that states its maximum message size, so a message over it fails at the
@@ -44,12 +52,16 @@
 //
 // # Costs
 //
-// Receiving reads each element straight into its own buffer, allocated
-// once at its final size; sending writes a small message as one prepared
-// frame and large elements straight from the caller's memory. A listener
-// that drops a message once done with it can hand its buffers back with
-// Delivery.Release, which spares messages of 4 KiB and more an allocation
-// each (see buffers.go). With listeners that do, the endpoint moves 1 MiB
+// Receiving decodes small frames in place from the stream's buffer, many
+// per read, into a delivery block that holds the Delivery, the Message,
+// its first elements and up to 256 bytes of their data in one allocation;
+// larger elements are read straight into buffers allocated once at their
+// final size. A listener that drops a message once done with it can hand
+// it back with Delivery.Release: the block is reused for a later message,
+// as are buffers of 4 KiB and more (see buffers.go), so a releasing
+// listener receives small messages with no allocation at all. Sending
+// encodes a small message straight into the queue and writes large
+// elements from the caller's memory. With listeners that do, the endpoint moves 1 MiB
 // and larger messages over loopback TCP as fast as a raw libp2p stream;
 // listeners that keep every message pay for allocating and collecting
 // their buffers (about a third of the bandwidth at 1 MiB, less with a
@@ -457,17 +469,24 @@ func (s *Service) jxtaIDOf(p peer.ID) (id.ID, error) {
 }
 
 // Send delivers m to the listener at addr on another peer. It returns once
-// the message is written to the peer's stream; order is kept per peer.
+// the message is accepted: a small one copied into the peer's queue, a
+// large one written to the peer's stream. Either way the caller may reuse
+// m and its data at once. Order is kept per peer, across goroutines.
+// Flush says when the peer has it.
 //
 // A message larger than the peer accepts fails with a LimitError
 // (ErrTooLarge) and is not sent. When the peer refused earlier messages to
 // the same addr (no listener there, or the listener refused them), Send
 // returns a RefusedError (ErrRefused) counting them and does not send m:
-// the caller decides whether to send it elsewhere or again. A
-// failed stream is dropped, and the next Send opens a new one, dialling the
-// peer again if needed. When the receiver is slow Send blocks (backpressure)
-// until ctx is done; a Send cut short that way resets the stream, so
-// messages still unread on it may be lost.
+// the caller decides whether to send it elsewhere or again. When the
+// stream failed under messages already accepted, the next Send fails with
+// ErrMaybeLost (once, and Flush says it again) and does not send m; the
+// Send after it opens a new stream, dialling the peer again if needed.
+//
+// When the receiver is slow Send blocks (backpressure) until ctx is done:
+// a small message waiting for room in the queue is then not sent, and
+// nothing else is lost; a large message cut short resets the stream, so
+// messages still unread on it may be lost (Flush reports it).
 func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) error {
 	if len(addr.Service) > MaxNameLen || len(addr.Param) > MaxNameLen {
 		return fmt.Errorf("%w: service or parameter longer than %d bytes", ErrAddress, MaxNameLen)

@@ -96,6 +96,10 @@ type sender struct {
 	lost    bool
 	failed  error
 	closed  bool
+	// backlog says Sends queue for the flusher rather than write
+	// themselves; fastest is the fastest direct write on st.
+	backlog bool
+	fastest time.Duration
 	refused refusals // reported by the back channel
 }
 
@@ -177,6 +181,17 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		}
 		snd.pend = pend
 		snd.unacked++
+		if start == 0 && !snd.flushing && !snd.backlog {
+			// An idle stream: write the message now, from this
+			// goroutine, rather than hand it to a flusher.
+			select {
+			case snd.lock <- struct{}{}:
+				batch, st := snd.takeLocked()
+				snd.mu.Unlock()
+				return snd.writeDirect(ctx, st, batch)
+			default: // a writer is busy: queue behind it
+			}
+		}
 		if !snd.flushing {
 			snd.flushing = true
 			snd.svc.wg.Add(1) // under mu: close, which Service.Close waits for, cannot have passed
@@ -186,6 +201,96 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		return nil
 	}
 }
+
+// writeDirect writes one Send's frame, with the token held, and releases
+// the token. A write that took more than backlogFactor times the fastest
+// on this stream waited for the stream's own writer (yamux's), which is
+// then busy: from there on Sends queue and a flusher batches, until it
+// finds the queue empty. So a sender alone writes at once, and a sender
+// in a loop, which fills the stream's writer within a few dozen messages,
+// batches.
+func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []byte) error {
+	defer snd.release()
+	if err := snd.watch.prepare(ctx, st, &snd.deadline); err != nil {
+		snd.mu.Lock()
+		snd.unacked-- // taken back: not written
+		if snd.spare == nil {
+			snd.spare = batch[:0]
+		}
+		snd.mu.Unlock()
+		return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, err)
+	}
+	t := time.Now()
+	n, err := st.Write(batch)
+	d := time.Since(t)
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	if snd.spare == nil {
+		snd.spare = batch[:0]
+	}
+	// The write deadline is ctx's: its timer can fire before ctx's own.
+	if cerr := ctxDone(ctx, err); cerr != nil && snd.st == st {
+		if n == 0 {
+			// ctx ended before a byte left: the stream is intact and
+			// the message not sent.
+			snd.unacked--
+			return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, cerr)
+		}
+		// Part of the frame left: the rest goes first in the queue,
+		// for the flusher, and the message counts as accepted, as it
+		// would had it been queued in the first place.
+		rest := append(make([]byte, 0, len(batch)-n+len(snd.pend)), batch[n:]...)
+		snd.pend = append(rest, snd.pend...)
+		snd.backlog = true
+		if !snd.flushing {
+			snd.flushing = true
+			snd.svc.wg.Add(1)
+			go snd.flushLoop()
+		}
+		return nil
+	}
+	if err != nil {
+		if snd.st == st {
+			snd.failLocked(err, false)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
+		}
+		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+	}
+	if snd.fastest == 0 || d < snd.fastest {
+		snd.fastest = d
+	}
+	if d > backlogFactor*snd.fastest {
+		snd.backlog = true
+	}
+	return nil
+}
+
+// ctxDone returns ctx's error if a write that failed with err was cut
+// short by ctx: ctx ended, or the write deadline prepare set from ctx's
+// deadline passed (its timer may fire first).
+func ctxDone(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var te interface{ Timeout() bool }
+	if dl, ok := ctx.Deadline(); ok && errors.As(err, &te) && te.Timeout() && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// backlogFactor is how much slower than the fastest write on a stream a
+// direct write must be to count as having waited (see writeDirect): an
+// unhindered write to a yamux stream copies the frame and hands it over
+// (well under a microsecond here), one that waits for yamux's writer
+// takes a TLS record and a system call (several microseconds); a factor
+// of 4 tells the two apart with room for a cache miss or two.
+const backlogFactor = 4
 
 // checkLocked fails a Send on a closed sender, or once after the flusher
 // lost the stream (messages accepted earlier may be lost).
@@ -227,6 +332,7 @@ func (snd *sender) open(ctx context.Context) error {
 		return ErrClosed
 	}
 	snd.st, snd.back = st, b
+	snd.backlog, snd.fastest = false, 0
 	return nil
 }
 
@@ -238,7 +344,7 @@ func (snd *sender) flushLoop() {
 	for {
 		snd.mu.Lock()
 		if len(snd.pend) == 0 {
-			snd.flushing = false
+			snd.flushing, snd.backlog = false, false
 			snd.mu.Unlock()
 			return
 		}

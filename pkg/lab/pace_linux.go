@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -12,6 +13,11 @@ import (
 // nanosleep system call, which blocks only this goroutine's thread,
 // wakes within about 0.1 ms.
 func pace(due time.Time, d time.Duration) {
+	// A thread asleep in a system call keeps its P until the runtime
+	// takes it back, and with it the goroutines this one just made
+	// runnable (a flusher, yamux's writer): let them run first.
+	runtime.Gosched()
+	d = time.Until(due)
 	for d > 0 {
 		ts := syscall.NsecToTimespec(int64(d))
 		syscall.Nanosleep(&ts, nil)

@@ -63,9 +63,12 @@ type RateConfig struct {
 	// MaxTime bounds a maximum-rate run at the warm-up's rate (default
 	// 3 s): a slow layer sends fewer than Messages.
 	MaxTime time.Duration
-	// LatencyTime is how long the latency run offers half the measured
-	// maximum rate (default 1 s).
+	// LatencyTime is how long the latency run offers Load times the
+	// measured maximum rate (default 1 s).
 	LatencyTime time.Duration
+	// Load is the fraction of the measured maximum rate the latency run
+	// offers (default 0.5).
+	Load float64
 	// Stall ends a run whose receivers have received nothing more for
 	// this long (default 5 s): the rest are counted lost.
 	Stall    time.Duration
@@ -204,7 +207,11 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	res.MsgsPerS = float64(n) / elapsed.Seconds()
 	res.BytesPerS = res.MsgsPerS * float64(size)
 
-	res.Offered = res.MsgsPerS / 2
+	load := cfg.Load
+	if load <= 0 || load > 1 {
+		load = 0.5
+	}
+	res.Offered = res.MsgsPerS * load
 	lt := cfg.LatencyTime
 	if lt <= 0 {
 		lt = time.Second
