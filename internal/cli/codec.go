@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,13 +81,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				for _, r := range res {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return writeJSONLines(out, res)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "codec\tfile\tbytes in\tbytes out\tcompress\tdecompress\t")

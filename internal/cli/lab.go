@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/signal"
@@ -110,13 +109,7 @@ socket connection echoing every byte).`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				for _, r := range res {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return writeJSONLines(out, res)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			head := "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t"

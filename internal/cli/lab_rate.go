@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -80,13 +81,7 @@ message).`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				for _, r := range res {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return writeJSONLines(out, res)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "layer\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
@@ -132,4 +127,15 @@ func formatCount(n float64) string {
 		return fmt.Sprintf("%.1f k", n/1e3)
 	}
 	return fmt.Sprintf("%.0f", n)
+}
+
+// writeJSONLines prints each row as one JSON object per line.
+func writeJSONLines[T any](w io.Writer, rows []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

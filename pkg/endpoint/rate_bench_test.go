@@ -3,7 +3,6 @@ package endpoint_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -56,25 +55,7 @@ func benchRate(b *testing.B, senders, size int) {
 	run := func(n int) {
 		got.Store(0)
 		want.Store(int64(n))
-		var wg sync.WaitGroup
-		for g := range senders {
-			k := n / senders
-			if g < n%senders {
-				k++
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				m := message.New(message.Element{Name: "d", Data: make([]byte, size)})
-				for range k {
-					if err := sa.Send(ctx, to, m); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		testutil.SendConcurrently(b, n, senders, size, func(m *message.Message) error { return sa.Send(ctx, to, m) })
 		<-done
 	}
 	run(1000) // the stream opens and the buffers grow

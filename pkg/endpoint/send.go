@@ -20,14 +20,18 @@ import (
 // How a message leaves.
 //
 // A small message (smallMax bytes of element data or less) is encoded
-// straight into its peer's queue, and Send returns: the message is
-// accepted. A flusher goroutine, started when the queue stops being empty
-// and gone once it is empty again, writes the whole queue to the stream in
-// one Write, and again with whatever queued during that write, so
-// messages sent while a write is in progress leave together in the next
-// (natural batching: nothing waits for a timer, and a lone message leaves
-// at once). Concurrent Sends to one peer share the queue; order per
-// destination is the order in which Sends were accepted.
+// straight into its peer's queue. When the stream is idle (nothing queued,
+// no write in progress, no backlog), its Send then writes it at once, so
+// a lone message costs no hand-off. Otherwise Send returns with the
+// message queued, accepted, and a flusher goroutine, started when the
+// queue stops being empty and gone once it is empty again, writes the
+// whole queue in one Write, and again with whatever queued during that
+// write: messages sent while a write is in progress leave together in the
+// next (natural batching; nothing waits for a timer). A Send whose own
+// write had to wait for the stream's writer marks a backlog (see
+// writeDirect), which sends the following messages through the queue
+// until the flusher empties it. Concurrent Sends to one peer share the
+// queue; order per destination is the order in which Sends were accepted.
 //
 // A large message is written by its Send, straight from the caller's
 // memory, after whatever is queued before it.

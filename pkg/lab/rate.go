@@ -241,15 +241,48 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 	ps := sink.start(int64(n*copies), rate > 0)
 	defer sink.cur.Store(nil)
 	per := n / sh.Senders
+	// A paced pass has one pacer, which hands the senders tickets for
+	// the messages that have come due since it last woke: one thread
+	// asleep (see pace), however many senders, and no wake-up per
+	// message.
+	var tickets chan int
+	stopPacer := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make([]error, sh.Senders)
-	for g := range sh.Senders {
+	if rate > 0 {
+		tickets = make(chan int, sh.Senders)
+		total := per * sh.Senders
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[g] = rateSender(ctx, rig, ps, g, sh.Peers, size, per, rate/float64(sh.Senders))
+			defer close(tickets)
+			start := time.Now()
+			for given := 0; given < total; {
+				due := min(int(time.Since(start).Seconds()*rate)+1, total)
+				if due <= given {
+					next := start.Add(time.Duration(float64(given) / rate * float64(time.Second)))
+					pace(next, time.Until(next))
+					continue
+				}
+				select {
+				case tickets <- due - given:
+					given = due
+				case <-stopPacer:
+					return
+				}
+			}
 		}()
 	}
+	var sending sync.WaitGroup
+	errs := make([]error, sh.Senders)
+	for g := range sh.Senders {
+		sending.Add(1)
+		go func() {
+			defer sending.Done()
+			errs[g] = rateSender(ctx, rig, ps, g, sh.Peers, size, per, tickets)
+		}()
+	}
+	sending.Wait()
+	close(stopPacer)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return 0, 0, nil, err
@@ -279,7 +312,7 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 
 // rateSender is one sending goroutine: per messages to peers in turn,
 // each stamped with its send time when latencies are taken.
-func rateSender(ctx context.Context, rig rateRig, ps *ratePassState, g, peers, size, per int, rate float64) error {
+func rateSender(ctx context.Context, rig rateRig, ps *ratePassState, g, peers, size, per int, tickets chan int) error {
 	send, err := rig.sender(g)
 	if err != nil {
 		return err
@@ -289,22 +322,26 @@ func rateSender(ctx context.Context, rig rateRig, ps *ratePassState, g, peers, s
 		payload[i] = byte(i*31 + 7)
 	}
 	binary.LittleEndian.PutUint32(payload[8:], ps.id)
-	var interval time.Duration
-	if rate > 0 {
-		interval = time.Duration(float64(time.Second) / rate)
-	}
-	start := time.Now()
-	for i := range per {
-		if interval > 0 {
-			due := start.Add(time.Duration(i) * interval)
-			if d := time.Until(due); d > 0 {
+	if tickets != nil {
+		// Paced: as many messages as the tickets say, each stamped.
+		i := 0
+		for k := range tickets {
+			for range k {
+				binary.LittleEndian.PutUint64(payload, uint64(time.Since(ps.epoch)))
+				if err := send.send(ctx, i%peers, payload); err != nil {
+					return err
+				}
+				i++
+			}
+			if len(tickets) == 0 { // nothing due: write out what is buffered
 				if err := send.idle(); err != nil {
 					return err
 				}
-				pace(due, d)
 			}
-			binary.LittleEndian.PutUint64(payload, uint64(time.Since(ps.epoch)))
 		}
+		return nil
+	}
+	for i := range per {
 		if err := send.send(ctx, i%peers, payload); err != nil {
 			return err
 		}
@@ -418,8 +455,9 @@ type nodeRig struct {
 	lns  []*socket.Listener
 
 	mu      sync.Mutex
-	outs    []*pipe.OutputPipe // per peer (propagate: one)
-	streams []*rateStream      // per peer
+	outs    []*pipe.OutputPipe  // per peer (propagate: one)
+	streams []*rateStream       // per peer
+	sockets map[int]*socketSend // per sender
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -558,21 +596,27 @@ func (r *nodeRig) readFramed(st network.Stream) {
 	r.wg.Add(1)
 	defer r.wg.Done()
 	defer st.Close()
-	br := bufio.NewReaderSize(st, 64<<10)
+	if r.readFrames(st) != nil {
+		st.Reset()
+	}
+}
+
+// readFrames hands the sink each frame read from rd until it ends.
+func (r *nodeRig) readFrames(rd io.Reader) error {
+	br := bufio.NewReaderSize(rd, 64<<10)
 	var hdr [4]byte
 	buf := make([]byte, 0, 1<<10)
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return
+			return nil
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:]))
 		if n > 16<<20 {
-			st.Reset()
-			return
+			return fmt.Errorf("lab: a frame of %d bytes", n)
 		}
 		buf = slices.Grow(buf[:0], n)[:n]
 		if _, err := io.ReadFull(br, buf); err != nil {
-			return
+			return nil
 		}
 		r.sink.deliver(buf)
 	}
@@ -604,18 +648,7 @@ func (r *nodeRig) acceptSockets(l *socket.Listener) {
 		go func() {
 			defer r.wg.Done()
 			defer c.Close()
-			br := bufio.NewReaderSize(c, 64<<10)
-			var size [4]byte
-			if _, err := io.ReadFull(br, size[:]); err != nil {
-				return
-			}
-			buf := make([]byte, binary.BigEndian.Uint32(size[:])&(16<<20-1))
-			for {
-				if _, err := io.ReadFull(br, buf); err != nil {
-					return
-				}
-				r.sink.deliver(buf)
-			}
+			r.readFrames(c)
 		}()
 	}
 }
@@ -687,17 +720,25 @@ func (r *nodeRig) sender(g int) (rateSend, error) {
 	case RatePipe, RatePropagate:
 		return &pipeSend{outs: r.outs}, nil
 	case RateSocket:
+		// One connection per sender and peer, kept for the rig's life.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if s := r.sockets[g]; s != nil {
+			return s, nil
+		}
 		s := &socketSend{}
 		for i, a := range r.advs {
 			c, err := r.ss[0].Dial(r.ctx, a, pipe.ToPeers(r.bs[i].AddrInfo()))
 			if err != nil {
 				return nil, err
 			}
-			r.mu.Lock()
 			r.conns = append(r.conns, c)
-			r.mu.Unlock()
 			s.conns = append(s.conns, c)
 		}
+		if r.sockets == nil {
+			r.sockets = map[int]*socketSend{}
+		}
+		r.sockets[g] = s
 		return s, nil
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownLayer, r.layer)
@@ -781,22 +822,16 @@ func (s *pipeSend) send(ctx context.Context, p int, payload []byte) error {
 
 func (s *pipeSend) idle() error { return nil }
 
+// socketSend writes each message, behind its 4-byte length, with one
+// Write.
 type socketSend struct {
 	conns []*socket.Conn
-	sized bool
+	frame []byte
 }
 
 func (s *socketSend) send(_ context.Context, p int, payload []byte) error {
-	if !s.sized {
-		// Each connection starts with the record size.
-		for _, c := range s.conns {
-			if _, err := c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(payload)))); err != nil {
-				return err
-			}
-		}
-		s.sized = true
-	}
-	_, err := s.conns[p].Write(payload)
+	s.frame = append(binary.BigEndian.AppendUint32(s.frame[:0], uint32(len(payload))), payload...)
+	_, err := s.conns[p].Write(s.frame)
 	return err
 }
 

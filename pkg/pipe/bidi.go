@@ -332,8 +332,11 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 			return
 		default:
 		}
-		r := &Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: b.adv.ID, Security: d.Security, Relayed: d.Relayed, delivery: d}
+		r := receivedPool.Get().(*Received)
+		r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, b.adv.ID
+		r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
 		if ok, _ := enqueue(ctx, b.queue, &b.gate, b.done, r, d); !ok {
+			r.recycle() // nobody saw it
 			d.Refuse("bidirectional pipe connection closed")
 		}
 	case opClose:
@@ -456,7 +459,9 @@ func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Message, nil
+	m := r.Message
+	r.recycle() // the caller has the message, and nothing else of r
+	return m, nil
 }
 
 // ReceiveFrom is Receive with the message's provenance.

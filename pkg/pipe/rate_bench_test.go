@@ -3,7 +3,6 @@ package pipe_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
@@ -57,24 +56,11 @@ func benchPipeRate(b *testing.B, senders, size int) {
 	}
 	defer out.Close()
 	run := func(n int) {
-		var wg sync.WaitGroup
-		for g := range senders {
-			k := n / senders
-			if g < n%senders {
-				k++
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				m := message.New(message.Element{Name: "d", Data: make([]byte, size)})
-				for range k {
-					if err := out.Send(ctx, m); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			testutil.SendConcurrently(b, n, senders, size, func(m *message.Message) error { return out.Send(ctx, m) })
+		}()
 		for range n {
 			r, err := in.ReceiveFrom(ctx)
 			if err != nil {
@@ -85,7 +71,7 @@ func benchPipeRate(b *testing.B, senders, size int) {
 			}
 			r.Release()
 		}
-		wg.Wait()
+		<-sent
 	}
 	run(1000) // resolved, the stream open, the buffers grown
 	b.SetBytes(int64(size))

@@ -387,6 +387,19 @@ func (s *state) message() (*message.Message, error) {
 	return message.FromElements(elems), nil
 }
 
+// namespace returns the namespace an element's namespace ID names.
+func (s *state) namespace(nsid byte) (string, bool) {
+	switch {
+	case nsid == 0:
+		return message.DefaultNamespace, true
+	case nsid == 1:
+		return message.JXTANamespace, true
+	case int(nsid)-2 < len(s.ns):
+		return s.ns[nsid-2], true
+	}
+	return "", false
+}
+
 // element reads one element; with eofOK, an end of input before its first
 // byte returns io.EOF.
 func (s *state) element(depth int, eofOK bool) (message.Element, error) {
@@ -426,14 +439,8 @@ func (s *state) element(depth int, eofOK bool) (message.Element, error) {
 		return e, err
 	}
 	if depth == 0 { // a signature's namespace byte is ignored, as in JXSE
-		switch {
-		case nsid == 0:
-			e.Namespace = message.DefaultNamespace
-		case nsid == 1:
-			e.Namespace = message.JXTANamespace
-		case int(nsid)-2 < len(s.ns):
-			e.Namespace = s.ns[nsid-2]
-		default:
+		var ok bool
+		if e.Namespace, ok = s.namespace(nsid); !ok {
 			return e, s.fail(ErrMalformed, "namespace id", "undefined namespace "+strconv.Itoa(int(nsid)), nil)
 		}
 	}

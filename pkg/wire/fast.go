@@ -59,17 +59,10 @@ func (s *state) fast(dst []message.Element, b []byte) ([]message.Element, bool) 
 		if flags&flagHasSignature != 0 {
 			return nil, false
 		}
-		switch {
-		case nsid == 0:
-			e.Namespace = message.DefaultNamespace
-		case nsid == 1:
-			e.Namespace = message.JXTANamespace
-		case int(nsid)-2 < len(s.ns):
-			e.Namespace = s.ns[nsid-2]
-		default:
+		var ok bool
+		if e.Namespace, ok = s.namespace(nsid); !ok {
 			return nil, false
 		}
-		var ok bool
 		if e.Name, p, ok = s.fastStr(b, p, lim.MaxNameLen); !ok {
 			return nil, false
 		}
