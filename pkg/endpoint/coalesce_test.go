@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -221,5 +222,50 @@ func TestLostQueueIsReported(t *testing.T) {
 	defer cancel()
 	if err := a.Flush(fctx, nodes[1].ID()); !errors.Is(err, endpoint.ErrMaybeLost) {
 		t.Fatalf("Flush after losing accepted messages: %v, want ErrMaybeLost", err)
+	}
+}
+
+// TestFlushFailsWhenThePeerDies: the receiving peer's host closes while
+// a Flush waits for it, with a message read by nobody. Its connection's
+// end reaches the sender as a reset that wraps io.EOF ("connection
+// closed: EOF"), which must not pass for the receiver's clean end of
+// stream: Flush reports that messages may be lost.
+func TestFlushFailsWhenThePeerDies(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b, err := endpoint.New(nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	if err := b.Register("stuck", "", endpoint.ListenerFunc(func(ctx context.Context, _ *endpoint.Delivery) {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	to := endpoint.PeerAddress(nodes[1].ID(), "stuck", "")
+	// The first message holds the receiver's reader; the second waits
+	// unread behind it.
+	for i := range 2 {
+		if err := a.Send(ctx(t), to, seqMessage(0, i, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-entered
+	flushed := make(chan error, 1)
+	go func() { flushed <- a.Flush(ctx(t), nodes[1].ID()) }()
+	// Let the Flush write its end of stream and wait (either way the
+	// Flush must fail: this only makes the wait the likelier path).
+	time.Sleep(50 * time.Millisecond)
+	nodes[1].Host().Close()
+	if err := <-flushed; err == nil {
+		t.Fatal("Flush returned nil though the receiver died with a message unread")
 	}
 }

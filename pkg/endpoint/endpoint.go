@@ -582,7 +582,7 @@ func (s *Service) handleStream(st network.Stream) {
 	for {
 		service, param, n, buffered, err := in.readHeader()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			if err != io.EOF { // a bare io.EOF only: see startBack
 				in.failed()
 				st.Reset()
 			}

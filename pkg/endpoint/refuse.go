@@ -240,7 +240,10 @@ func (snd *sender) startBack(st network.Stream) *back {
 		for {
 			rec, err := readBackRecord(r)
 			if err != nil {
-				if !errors.Is(err, io.EOF) {
+				// Only a bare io.EOF is the receiver's end of stream:
+				// a connection that dies resets its streams with an
+				// error that wraps io.EOF ("connection closed: EOF").
+				if err != io.EOF {
 					b.err = err
 					if errors.Is(err, ErrFrame) {
 						st.Reset() // a receiver that lies about its answers
