@@ -10,7 +10,7 @@ FUZZTIME  ?= 3000x
 # Every go test -fuzz target, as package:Target.
 FUZZ_PKGS := ./pkg/... ./internal/...
 
-.PHONY: run build test vet unit jxse-jar fuzz bench benchmarks plans clean
+.PHONY: run build test vet unit jxse-jar fuzz bench benchmarks swarm plans clean
 
 # The paper's Tables 5-7 (AMTT of a control message against its XML
 # element compressed) on the dsl and lan profiles: about a minute.
@@ -20,7 +20,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/p2pmsg
 
-test: vet unit fuzz bench plans
+test: vet unit fuzz bench swarm plans
 	@echo "make test: all checks passed"
 
 vet:
@@ -55,6 +55,11 @@ bench:
 
 benchmarks:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+# Every swarm case with 20 peers in one process, checked complete: every
+# message delivered where expected, no failure, nothing lost in silence.
+swarm: build
+	./$(BIN) lab swarm --peers 20 --check
 
 # The Testground plans (testplans/, a module of its own, so ./... above
 # does not reach it): vet, race-enabled tests, validation of the manifests

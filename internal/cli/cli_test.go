@@ -396,3 +396,30 @@ func TestCodecListAndLabCodecs(t *testing.T) {
 	failsCleanly(t, run(t, nil, "lab", "codecs", "--codecs", "lzma"))
 	failsCleanly(t, run(t, nil, "lab", "codecs", "--files", filepath.Join(dir, "missing")))
 }
+
+func TestLabSwarmJSON(t *testing.T) {
+	r := run(t, nil, "lab", "swarm", "--peers", "6", "--case", "propagate,resolve", "--publishers", "2", "--rate", "40", "--duration", "1s", "--targets", "2", "--json", "--check")
+	if r.code != 0 {
+		t.Fatalf("lab swarm: %s", r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		for _, k := range []string{"case", "peers", "expected", "delivered", "duplicates", "p50_ns", "p99_ns", "max_ns", "failures", "bytes_per_delivery", "rss_bytes_per_peer"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row %q lacks %q", l, k)
+			}
+		}
+		if row["delivered"] != row["expected"] {
+			t.Errorf("incomplete: %s", l)
+		}
+	}
+	failsCleanly(t, run(t, nil, "lab", "swarm", "--case", "stampede"))
+	failsCleanly(t, run(t, nil, "lab", "swarm", "--peers", "2"))
+}

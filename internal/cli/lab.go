@@ -34,6 +34,7 @@ func newLabCmd() *cobra.Command {
 	cmd.AddCommand(newLabAMTTCmd())
 	cmd.AddCommand(newLabGridCmd())
 	cmd.AddCommand(newLabRateCmd())
+	cmd.AddCommand(newLabSwarmCmd())
 	return cmd
 }
 

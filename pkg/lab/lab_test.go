@@ -13,7 +13,12 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/lab"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The swarm's bandwidth counters (libp2p's go-flow-metrics) share one
+// process-wide sweeper goroutine, which outlives every test by design; it
+// is the only goroutine allowed to stay.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/libp2p/go-flow-metrics.(*sweeper).runActive"))
+}
 
 func TestRunRTTBaselines(t *testing.T) {
 	for _, transport := range []string{lab.TransportTCP, lab.TransportQUIC} {

@@ -266,7 +266,12 @@ func parseQuery(q *message.Message) (id.ID, string, error) {
 	return pipe, string(re.Data), nil
 }
 
+// ProviderKey is the DHT key under which the peers binding pipe p publish
+// provider records, and which resolution looks up.
+func ProviderKey(p id.ID) cid.Cid { return pipeCID(p) }
+
 // pipeCID names a pipe's provider records in the DHT.
+
 func pipeCID(p id.ID) cid.Cid {
 	h, _ := multihash.Sum([]byte("p2pmsg-pipe:"+p.String()), multihash.SHA2_256, -1)
 	return cid.NewCidV1(cid.Raw, h)

@@ -1,0 +1,93 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestSwarm runs every case on a small swarm of real nodes and checks
+// that each delivered everything, lost nothing, and measured what it
+// reports.
+func TestSwarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a swarm of real nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := RunSwarm(ctx, SwarmConfig{Peers: 8, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.25, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(SwarmCases) {
+		t.Fatalf("%d results, want %d", len(res), len(SwarmCases))
+	}
+	for _, r := range res {
+		if err := r.Complete(); err != nil {
+			t.Error(err)
+		}
+		if r.Peers != 8 || r.GoroutinesPerPeer <= 0 || r.ConnsPerPeer <= 0 {
+			t.Errorf("%s: cost not measured: %s", r.Case, brief(r))
+		}
+		if r.Case == SwarmIdle {
+			continue
+		}
+		if r.Expected == 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 || len(r.Latencies) != r.Delivered {
+			t.Errorf("%s: figures: %s (%d latencies)", r.Case, brief(r), len(r.Latencies))
+		}
+		switch r.Case {
+		case SwarmResolve:
+			if r.ResolveP50 <= 0 {
+				t.Errorf("resolve: resolution not timed")
+			}
+		case SwarmRelay:
+			if r.RelayCircuits == 0 {
+				t.Errorf("relay: no relayed connection")
+			}
+		case SwarmChurn:
+			if r.Accepted == 0 || r.UnicastDelivered+r.Reported < r.Accepted || r.ResolveP50 <= 0 {
+				t.Errorf("churn: unicast accounting %s", brief(r))
+			}
+		}
+	}
+}
+
+func TestSwarmConfigRefused(t *testing.T) {
+	for _, c := range []SwarmConfig{
+		{Cases: []string{"stampede"}},
+		{Peers: 2},
+		{Peers: 5, Publishers: 6},
+		{Peers: 5, Targets: 5},
+		{Size: 4},
+		{Peers: 4, Relays: 3},
+	} {
+		if _, err := RunSwarm(context.Background(), c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	if _, err := RunSwarm(context.Background(), SwarmConfig{Cases: []string{"stampede"}}); !errors.Is(err, ErrUnknownCase) {
+		t.Errorf("unknown case: %v", err)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	v := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}, {1, 10}} {
+		if got := quantileD(v, c.q); got != c.want {
+			t.Errorf("q%.2f = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if quantileD(nil, 0.5) != 0 {
+		t.Error("empty")
+	}
+}
+
+func brief(r SwarmResult) string {
+	r.Latencies = nil
+	return fmt.Sprintf("%+v", r)
+}
