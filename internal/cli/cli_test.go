@@ -398,7 +398,8 @@ func TestCodecListAndLabCodecs(t *testing.T) {
 }
 
 func TestLabSwarmJSON(t *testing.T) {
-	r := run(t, nil, "lab", "swarm", "--peers", "6", "--case", "propagate,resolve", "--publishers", "2", "--rate", "40", "--duration", "1s", "--targets", "2", "--json", "--check")
+	dir := t.TempDir()
+	r := run(t, nil, "lab", "swarm", "--peers", "6", "--case", "propagate,resolve", "--publishers", "2", "--rate", "40", "--duration", "1s", "--targets", "2", "--json", "--check", "--out", dir)
 	if r.code != 0 {
 		t.Fatalf("lab swarm: %s", r.stderr)
 	}
@@ -418,6 +419,11 @@ func TestLabSwarmJSON(t *testing.T) {
 		}
 		if row["delivered"] != row["expected"] {
 			t.Errorf("incomplete: %s", l)
+		}
+	}
+	for _, f := range []string{"swarm.jsonl", "swarm.md", "swarm.svg"} {
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || len(b) == 0 {
+			t.Errorf("--out: %s: %v", f, err)
 		}
 	}
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--case", "stampede"))

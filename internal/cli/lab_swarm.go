@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ func newLabSwarmCmd() *cobra.Command {
 		cases  string
 		asJSON bool
 		check  bool
+		out    string
 	)
 	cmd := &cobra.Command{
 		Use:   "swarm",
@@ -78,30 +81,18 @@ goroutines and connections over its start, divided by the peers.`,
 				}
 				err = errors.Join(short...)
 			}
-			out := cmd.OutOrStdout()
+			if out != "" {
+				if werr := writeSwarmFiles(out, res); werr != nil {
+					return errors.Join(err, werr)
+				}
+			}
+			w := cmd.OutOrStdout()
 			if asJSON {
-				if werr := writeJSONLines(out, res); werr != nil {
+				if werr := lab.WriteSwarmJSON(w, res); werr != nil {
 					return werr
 				}
-				return err
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "case\tpeers\tdelivered\tdup\tp50\tp99\tmax\tfailures\tresolve p50\tp99\tbytes/delivery\tRSS/peer\tgoroutines/peer\tconns/peer\t")
-			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%d\t%v\t%v\t%v\t%d\t%v\t%v\t%.0f\t%.1f MB\t%.0f\t%.1f\t\n", r.Case, r.Peers,
-					r.Delivered, r.Expected, r.Duplicates, round(r.P50), round(r.P99), round(r.Max), r.Failures,
-					round(r.ResolveP50), round(r.ResolveP99), r.BytesPerDelivery, float64(r.RSSPerPeer)/1e6, r.GoroutinesPerPeer, r.ConnsPerPeer)
-			}
-			if ferr := tw.Flush(); ferr != nil {
-				return ferr
-			}
-			for _, r := range res {
-				if r.Case == lab.SwarmChurn {
-					fmt.Fprintf(out, "churn unicast: %d accepted, %d delivered, %d reported, %d lost without an error\n", r.Accepted, r.UnicastDelivered, r.Reported, r.Lost)
-				}
-				if r.Case == lab.SwarmRelay {
-					fmt.Fprintf(out, "relay: %d relayed connections to the private peers, %d through the busiest relay\n", r.RelayCircuits, r.RelayMaxCircuits)
-				}
+			} else if werr := lab.WriteSwarmMarkdown(w, res); werr != nil {
+				return werr
 			}
 			return err
 		},
@@ -120,18 +111,39 @@ goroutines and connections over its start, divided by the peers.`,
 	f.Float64Var(&cfg.ChurnFraction, "churn", 0.2, "churn: the fraction of peers replaced")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.StringVar(&out, "out", "", "also write "+swarmJSONFile+", "+swarmMarkdownFile+" and "+swarmChartFile+" (delivery latency CDF per case) into this directory")
 	f.BoolVar(&check, "check", false, "exit non-zero unless every case delivered everything, with no failure and nothing lost")
 	return cmd
 }
 
-func round(ns int64) time.Duration {
-	d := time.Duration(ns)
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	default:
-		return d.Round(time.Microsecond)
+// Files `lab swarm --out DIR` writes.
+const (
+	swarmJSONFile     = "swarm.jsonl"
+	swarmMarkdownFile = "swarm.md"
+	swarmChartFile    = "swarm.svg"
+)
+
+// writeSwarmFiles writes the results, their Markdown tables and their
+// latency chart into dir.
+func writeSwarmFiles(dir string, res []lab.SwarmResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
+	var j, md, svg bytes.Buffer
+	if err := lab.WriteSwarmJSON(&j, res); err != nil {
+		return err
+	}
+	if err := lab.WriteSwarmMarkdown(&md, res); err != nil {
+		return err
+	}
+	files := map[string][]byte{swarmJSONFile: j.Bytes(), swarmMarkdownFile: md.Bytes()}
+	if err := lab.WriteSwarmChart(&svg, res); err == nil {
+		files[swarmChartFile] = svg.Bytes()
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

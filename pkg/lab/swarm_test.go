@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +24,13 @@ func TestSwarm(t *testing.T) {
 	}
 	if len(res) != len(SwarmCases) {
 		t.Fatalf("%d results, want %d", len(res), len(SwarmCases))
+	}
+	var md, svg strings.Builder
+	if err := WriteSwarmMarkdown(&md, res); err != nil || strings.Count(md.String(), "\n| ") < 2*len(res)-1 {
+		t.Errorf("Markdown (%v):\n%s", err, md.String())
+	}
+	if err := WriteSwarmChart(&svg, res); err != nil || !strings.Contains(svg.String(), "<svg") || !strings.Contains(svg.String(), "churn (8 peers)") {
+		t.Errorf("chart: %v", err)
 	}
 	for _, r := range res {
 		if err := r.Complete(); err != nil {
