@@ -231,7 +231,7 @@ func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
 	if t == nil {
 		// The validator goes first, so no message of the topic escapes
 		// it.
-		if err := s.opts.ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{})); err != nil {
+		if err := s.opts.ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{}), pubsub.WithValidatorInline(true)); err != nil {
 			return nil, fmt.Errorf("pipe: validating %s: %w", name, err)
 		}
 		topic, err := s.opts.ps.Join(name)
