@@ -469,9 +469,14 @@ func runSwarmRelay(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 		sends sync.WaitGroup
 	)
 	want := map[int][]swarmMsg{}
+	// Targets are dealt round-robin, so every private peer is reached by
+	// the same number of senders (give or take one): relay v2 allows 16
+	// circuits per peer by default, which (1-RelayFraction)/RelayFraction
+	// times Targets must not exceed.
 	k := min(cfg.Targets, len(privs))
-	for _, p := range senders {
-		for _, t := range s.pick(len(privs), k, -1) {
+	for j, p := range senders {
+		for i := range k {
+			t := (j*k + i) % len(privs)
 			target := privs[t]
 			want[target.idx] = append(want[target.idx], swarmMsg{kind: kindUnicast, from: p.idx, seq: target.idx})
 			sends.Add(1)

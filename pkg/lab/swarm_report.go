@@ -118,3 +118,8 @@ func WriteSwarmChart(w io.Writer, results []SwarmResult) error {
 	_, err := canvas.WriteTo(w)
 	return err
 }
+
+// ReadSwarmJSON reads what WriteSwarmJSON wrote (without latencies).
+func ReadSwarmJSON(r io.Reader) ([]SwarmResult, error) {
+	return readJSONLines[SwarmResult](r, "swarm")
+}

@@ -14,17 +14,21 @@ import (
 
 // Files the plans write and Collect gathers.
 const (
-	AMTTFile     = "amtt.jsonl"
-	AMTTMarkdown = "amtt.md"
-	AMTTChart    = "amtt.svg"
-	RTTFile      = "rtt.jsonl"
-	RTTMarkdown  = "rtt.md"
+	AMTTFile      = "amtt.jsonl"
+	AMTTMarkdown  = "amtt.md"
+	AMTTChart     = "amtt.svg"
+	RTTFile       = "rtt.jsonl"
+	RTTMarkdown   = "rtt.md"
+	SwarmFile     = "swarm.jsonl"
+	SwarmMarkdown = "swarm.md"
+	SwarmChart    = "swarm.svg"
 )
 
 // Collect gathers what the instances wrote under runDir into runDir
 // itself: the AMTT results of every instance merged into AMTTFile, with
 // the same Markdown table and SVG chart `p2pmsg lab amtt --out` writes,
-// and the RTT results concatenated. It prints the tables to log.
+// and the RTT and swarm results concatenated (a swarm run's chart is
+// copied). It prints the tables to log.
 func Collect(runDir string, log io.Writer) error {
 	found := map[string][]string{}
 	err := filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
@@ -35,7 +39,7 @@ func Collect(runDir string, log io.Writer) error {
 			return nil
 		}
 		switch d.Name() {
-		case AMTTFile, RTTFile, RTTMarkdown:
+		case AMTTFile, RTTFile, RTTMarkdown, SwarmFile, SwarmMarkdown, SwarmChart:
 			found[d.Name()] = append(found[d.Name()], path)
 		}
 		return nil
@@ -77,7 +81,10 @@ func Collect(runDir string, log io.Writer) error {
 		}
 		fmt.Fprintf(log, "\n%s\n", md.Bytes())
 	}
-	for _, name := range []string{RTTFile, RTTMarkdown} {
+	for _, name := range []string{RTTFile, RTTMarkdown, SwarmFile, SwarmMarkdown, SwarmChart} {
+		if name == SwarmChart && len(found[name]) != 1 {
+			continue // one chart per run, from its instance 1
+		}
 		var b bytes.Buffer
 		for _, p := range found[name] {
 			data, err := os.ReadFile(p)
@@ -92,7 +99,7 @@ func Collect(runDir string, log io.Writer) error {
 		if err := os.WriteFile(filepath.Join(runDir, name), b.Bytes(), 0o644); err != nil {
 			return err
 		}
-		if name == RTTMarkdown {
+		if name == RTTMarkdown || name == SwarmMarkdown {
 			fmt.Fprintf(log, "\n%s\n", b.Bytes())
 		}
 	}

@@ -1,0 +1,13 @@
+// Command swarm is the Testground plan of p2pmsg's swarm cases: one
+// instance per peer, each running pkg/lab's RunSwarmPeer, meeting the
+// others through the sync service. Instance 1 writes the case's results.
+package main
+
+import "github.com/testground/sdk-go/run"
+
+func main() {
+	run.InvokeMap(map[string]interface{}{
+		"propagate": runCase,
+		"resolve":   runCase,
+	})
+}
