@@ -44,7 +44,7 @@ of its own:
   churn      --churn of the peers (not publishers) leave abruptly during a
              propagate run, each replaced by a new peer that binds the
              departed peer's unicast pipe, while every stable peer sends a
-             flushed message every 100 ms to --targets unicast pipes
+             flushed message every 250 ms to --targets unicast pipes
 
 Latencies run from the send call to the receiving peer's Receive.
 delivered/expected counts distinct messages where they were expected

@@ -28,7 +28,11 @@ const (
 	swarmDrainWait = 10 * time.Second // after the last send, for deliveries still on their way
 	swarmSendWait  = 10 * time.Second // one resolution, Send or Flush
 	swarmSettle    = 2 * time.Second  // an idle swarm, before it is measured
-	churnInterval  = 100 * time.Millisecond
+	// churnInterval spaces a churn sender's messages: it is the
+	// granularity of the re-resolution times measured, and keeps the
+	// probing unicast traffic (Targets flushed messages per stable peer)
+	// small beside the propagate run it accompanies.
+	churnInterval = 250 * time.Millisecond
 	// churnResolveWait is how long the churn case's senders go on after
 	// the last replacement bound its pipe: the re-resolutions measured
 	// at 50 peers take well under a second.
