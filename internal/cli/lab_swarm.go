@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -111,17 +110,10 @@ goroutines and connections over its start, divided by the peers.`,
 	f.Float64Var(&cfg.ChurnFraction, "churn", 0.2, "churn: the fraction of peers replaced")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
-	f.StringVar(&out, "out", "", "also write "+swarmJSONFile+", "+swarmMarkdownFile+" and "+swarmChartFile+" (delivery latency CDF per case) into this directory")
+	f.StringVar(&out, "out", "", "also write "+lab.SwarmJSONFile+", "+lab.SwarmMarkdownFile+" and "+lab.SwarmChartFile+" (delivery latency CDF per case) into this directory")
 	f.BoolVar(&check, "check", false, "exit non-zero unless every case delivered everything, with no failure and nothing lost")
 	return cmd
 }
-
-// Files `lab swarm --out DIR` writes.
-const (
-	swarmJSONFile     = "swarm.jsonl"
-	swarmMarkdownFile = "swarm.md"
-	swarmChartFile    = "swarm.svg"
-)
 
 // writeSwarmFiles writes the results, their Markdown tables and their
 // latency chart into dir.
@@ -129,16 +121,9 @@ func writeSwarmFiles(dir string, res []lab.SwarmResult) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var j, md, svg bytes.Buffer
-	if err := lab.WriteSwarmJSON(&j, res); err != nil {
+	files, err := lab.SwarmFiles(res)
+	if err != nil {
 		return err
-	}
-	if err := lab.WriteSwarmMarkdown(&md, res); err != nil {
-		return err
-	}
-	files := map[string][]byte{swarmJSONFile: j.Bytes(), swarmMarkdownFile: md.Bytes()}
-	if err := lab.WriteSwarmChart(&svg, res); err == nil {
-		files[swarmChartFile] = svg.Bytes()
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"time"
@@ -122,4 +123,29 @@ func WriteSwarmChart(w io.Writer, results []SwarmResult) error {
 // ReadSwarmJSON reads what WriteSwarmJSON wrote (without latencies).
 func ReadSwarmJSON(r io.Reader) ([]SwarmResult, error) {
 	return readJSONLines[SwarmResult](r, "swarm")
+}
+
+// Files SwarmFiles names.
+const (
+	SwarmJSONFile     = "swarm.jsonl"
+	SwarmMarkdownFile = "swarm.md"
+	SwarmChartFile    = "swarm.svg"
+)
+
+// SwarmFiles renders the results as the files `lab swarm --out` and the
+// swarm plan write, by name: the JSON lines, the Markdown tables and,
+// when the results carry latencies, the CDF chart.
+func SwarmFiles(res []SwarmResult) (map[string][]byte, error) {
+	var j, md, svg bytes.Buffer
+	if err := WriteSwarmJSON(&j, res); err != nil {
+		return nil, err
+	}
+	if err := WriteSwarmMarkdown(&md, res); err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{SwarmJSONFile: j.Bytes(), SwarmMarkdownFile: md.Bytes()}
+	if err := WriteSwarmChart(&svg, res); err == nil {
+		files[SwarmChartFile] = svg.Bytes()
+	}
+	return files, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,13 +16,6 @@ import (
 )
 
 func init() { plan.LoopbackHTTP() }
-
-// Files instance 1 writes into its outputs directory.
-const (
-	outJSON     = "swarm.jsonl"
-	outMarkdown = "swarm.md"
-	outChart    = "swarm.svg"
-)
 
 func param(re *runtime.RunEnv, name, def string) string {
 	if v, ok := re.TestInstanceParams[name]; ok && v != "" {
@@ -84,24 +76,17 @@ func runCase(re *runtime.RunEnv, ic *run.InitContext) error {
 	}
 	re.R().RecordPoint("swarm,case="+r.Case+",kind=p99_ns", float64(r.P99))
 	res := []lab.SwarmResult{*r}
-	var j, md, svg bytes.Buffer
-	if err := lab.WriteSwarmJSON(&j, res); err != nil {
+	files, err := lab.SwarmFiles(res)
+	if err != nil {
 		return err
-	}
-	if err := lab.WriteSwarmMarkdown(&md, res); err != nil {
-		return err
-	}
-	files := map[string][]byte{outJSON: j.Bytes(), outMarkdown: md.Bytes()}
-	if err := lab.WriteSwarmChart(&svg, res); err == nil {
-		files[outChart] = svg.Bytes()
 	}
 	for name, b := range files {
 		if err := plan.WriteOutput(re, name, b); err != nil {
 			return err
 		}
 	}
-	re.RecordMessage("results:\n%s", md.String())
-	fmt.Fprint(os.Stderr, md.String())
+	re.RecordMessage("results:\n%s", files[lab.SwarmMarkdownFile])
+	os.Stderr.Write(files[lab.SwarmMarkdownFile])
 	return nil
 }
 

@@ -19,9 +19,9 @@ const (
 	AMTTChart     = "amtt.svg"
 	RTTFile       = "rtt.jsonl"
 	RTTMarkdown   = "rtt.md"
-	SwarmFile     = "swarm.jsonl"
-	SwarmMarkdown = "swarm.md"
-	SwarmChart    = "swarm.svg"
+	SwarmFile     = lab.SwarmJSONFile
+	SwarmMarkdown = lab.SwarmMarkdownFile
+	SwarmChart    = lab.SwarmChartFile
 )
 
 // Collect gathers what the instances wrote under runDir into runDir
