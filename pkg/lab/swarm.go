@@ -519,7 +519,7 @@ func (r *swarmRecorder) deliver(to int, b []byte) {
 	if g[m] == 1 {
 		k := [2]int{to, kind}
 		r.lat[k] = append(r.lat[k], now.Sub(sent))
-		if _, ok := r.first[[2]int{to, m.from}]; !ok {
+		if _, ok := r.first[[2]int{to, m.from}]; !ok && kind == kindUnicast {
 			r.first[[2]int{to, m.from}] = now
 		}
 	}
@@ -544,7 +544,8 @@ func (r *swarmRecorder) has(to int, m swarmMsg) bool {
 	return r.got[to][m] > 0
 }
 
-// firstFrom returns when peer to first got data from peer from.
+// firstFrom returns when peer to first got a unicast message from peer
+// from.
 func (r *swarmRecorder) firstFrom(to, from int) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
