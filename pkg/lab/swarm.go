@@ -485,7 +485,7 @@ type swarmRecorder struct {
 	got    map[int]map[swarmMsg]int   // receiver -> message -> copies
 	probes map[int]map[int]bool       // receiver -> probing publisher
 	lat    map[[2]int][]time.Duration // (receiver, kind) -> first deliveries' latencies
-	first  map[[2]int]time.Time       // (receiver, from): first data delivery
+	first  map[[2]int]time.Time       // (receiver, from): first unicast delivery
 }
 
 func newSwarmRecorder() *swarmRecorder {
