@@ -97,6 +97,10 @@ type SwarmResult struct {
 	RSSPerPeer        int64   `json:"rss_bytes_per_peer"`
 	GoroutinesPerPeer float64 `json:"goroutines_per_peer"`
 	ConnsPerPeer      float64 `json:"conns_per_peer"`
+	// GossipDropped sums, over the peers present at the end, what their
+	// gossipsub routers dropped and counted (pipe.Stats: outbound,
+	// inbound and undelivered propagate messages).
+	GossipDropped uint64 `json:"gossip_dropped"`
 	// MinMemberShare is the lowest delivered/expected of any member
 	// (propagate, and churn's stable members).
 	MinMemberShare float64 `json:"min_member_share"`
@@ -449,6 +453,8 @@ func (s *swarm) cost(r *SwarmResult) {
 	conns := 0
 	for _, p := range peers {
 		conns += len(p.n.Host().Network().Conns())
+		st := p.ps.Stats()
+		r.GossipDropped += st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
 	}
 	r.RSSPerPeer = max(0, now.rss-s.base.rss) / int64(len(peers))
 	r.GoroutinesPerPeer = float64(now.goroutines-s.base.goroutines) / float64(len(peers))

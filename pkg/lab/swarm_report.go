@@ -39,6 +39,9 @@ func WriteSwarmMarkdown(w io.Writer, results []SwarmResult) error {
 			r.Duplicates, roundDur(r.P50), roundDur(r.P99), roundDur(r.Max), r.Failures, res, bpd)
 	}
 	for _, r := range results {
+		if r.GossipDropped > 0 {
+			fmt.Fprintf(bw, "\n%s: gossipsub dropped and counted %d message copies (pipe.Stats).\n", r.Case, r.GossipDropped)
+		}
 		switch r.Case {
 		case SwarmRelay:
 			fmt.Fprintf(bw, "\nrelay: %d relayed connections to the private peers, %d through the busiest relay.\n", r.RelayCircuits, r.RelayMaxCircuits)

@@ -371,9 +371,11 @@ type Service struct {
 	// (proof.go); replays counts propagate messages refused as replayed
 	// (seqno.go).
 	unproven, replays atomic.Uint64
+	gossip            gossipDrops // what our gossipsub router dropped
 }
 
-// Stats counts what the service refused from other peers.
+// Stats counts what the service refused from other peers, and what the
+// gossipsub router it started (not one given with WithPubSub) dropped.
 type Stats struct {
 	// UnprovenAnswers are binding answers ignored because they did not
 	// prove the binding (a pipe whose advertisement names binders, or a
@@ -383,11 +385,27 @@ type Stats struct {
 	// PropagateReplays are propagate messages refused because their
 	// author's sequence number was seen before or is too old.
 	PropagateReplays uint64
+	// PropagateOutboundDropped counts copies of propagate messages
+	// gossipsub dropped on their way to a peer whose outbound queue was
+	// full. A member may still get the message from another peer: the
+	// mesh sends each several times.
+	PropagateOutboundDropped uint64
+	// PropagateInboundDropped counts propagate messages dropped on
+	// arrival for want of room in gossipsub's validation queue.
+	PropagateInboundDropped uint64
+	// PropagateUndelivered counts propagate messages gossipsub dropped
+	// because an input pipe here fell behind (its queue full, Receive not
+	// called): they never reach the pipe.
+	PropagateUndelivered uint64
 }
 
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
-	return Stats{UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load()}
+	return Stats{
+		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
+		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
+		PropagateUndelivered: s.gossip.undelivered.Load(),
+	}
 }
 
 type bindingKey struct{ key, role string }
@@ -419,7 +437,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	if s.opts.ps == nil {
 		// gossipsub bounds whole RPCs (topic, signature, key), which it
 		// drops silently when too large: leave room beyond the message.
-		ps, err := pubsub.NewGossipSub(ctx, s.host, pubsub.WithMaxMessageSize(o.maxPropagate+propagateHeadroom))
+		ps, err := pubsub.NewGossipSub(ctx, s.host, pubsub.WithMaxMessageSize(o.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)

@@ -696,3 +696,59 @@ func TestDataForUnboundPipes(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestPropagateDropsAreCounted: a member that does not read, flooded by a
+// publisher. Gossipsub sheds what does not fit its queues; every message
+// is either received or counted as dropped by one of the two services.
+func TestPropagateDropsAreCounted(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := range n {
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := ctx(t)
+	received := 0
+	accounted := func() (uint64, pipe.Stats, pipe.Stats) {
+		a, b := sa.Stats(), sb.Stats()
+		return uint64(received) + a.PropagateOutboundDropped + b.PropagateInboundDropped + b.PropagateUndelivered, a, b
+	}
+	for {
+		got, a, b := accounted()
+		if got == n {
+			if b.PropagateUndelivered+a.PropagateOutboundDropped+b.PropagateInboundDropped == 0 {
+				t.Fatal("a member that did not read lost nothing: the test did not overflow anything")
+			}
+			t.Logf("received %d; dropped: outbound %d, inbound %d, undelivered %d", received, a.PropagateOutboundDropped, b.PropagateInboundDropped, b.PropagateUndelivered)
+			break
+		}
+		if got > n {
+			t.Fatalf("received %d and counted %+v, %+v as dropped: more than the %d sent", received, a, b, n)
+		}
+		rctx, cancel := context.WithTimeout(deadline, 100*time.Millisecond)
+		_, err := in.Receive(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			received++
+		case deadline.Err() != nil:
+			t.Fatalf("received %d, counted %+v, %+v as dropped: %d of %d unaccounted for", received, a, b, n-got, n)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package pipe
+
+import (
+	"sync/atomic"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// gossipDrops counts what the service's own gossipsub router drops
+// silently: gossipsub never slows a publisher down, so under load its
+// bounded queues shed messages, and this is how a node learns of it
+// (Stats). Its methods run on gossipsub's event loop and only add.
+type gossipDrops struct {
+	outbound, inbound, undelivered atomic.Uint64
+}
+
+var _ pubsub.RawTracer = (*gossipDrops)(nil)
+
+// DropRPC: an RPC to a peer was dropped because the peer's outbound
+// queue was full; count the messages it carried.
+func (g *gossipDrops) DropRPC(rpc *pubsub.RPC, _ peer.ID) {
+	if n := len(rpc.GetPublish()); n > 0 {
+		g.outbound.Add(uint64(n))
+	}
+}
+
+// RejectMessage: count the messages dropped for want of room to validate
+// them; other rejections are judgements, counted elsewhere (replays).
+func (g *gossipDrops) RejectMessage(_ *pubsub.Message, reason string) {
+	if reason == pubsub.RejectValidationQueueFull || reason == pubsub.RejectValidationThrottled {
+		g.inbound.Add(1)
+	}
+}
+
+// UndeliverableMessage: a subscription fell behind and gossipsub dropped
+// a message meant for it.
+func (g *gossipDrops) UndeliverableMessage(*pubsub.Message) { g.undelivered.Add(1) }
+
+func (*gossipDrops) OnNewOutboundStream(peer.ID, protocol.ID)             {}
+func (*gossipDrops) OnClosedOutboundStream(peer.ID)                       {}
+func (*gossipDrops) Join(string)                                          {}
+func (*gossipDrops) Leave(string)                                         {}
+func (*gossipDrops) Graft(peer.ID, string)                                {}
+func (*gossipDrops) Prune(peer.ID, string)                                {}
+func (*gossipDrops) ValidateMessage(*pubsub.Message)                      {}
+func (*gossipDrops) DeliverMessage(*pubsub.Message)                       {}
+func (*gossipDrops) DuplicateMessage(*pubsub.Message)                     {}
+func (*gossipDrops) ThrottlePeer(peer.ID)                                 {}
+func (*gossipDrops) RecvRPC(*pubsub.RPC)                                  {}
+func (*gossipDrops) SendRPC(*pubsub.RPC, peer.ID)                         {}
+func (*gossipDrops) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
+func (*gossipDrops) AddPeer(peer.ID, protocol.ID)                         {}
+func (*gossipDrops) RemovePeer(peer.ID)                                   {}
