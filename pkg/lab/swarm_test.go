@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -98,4 +99,60 @@ func TestQuantile(t *testing.T) {
 func brief(r SwarmResult) string {
 	r.Latencies = nil
 	return fmt.Sprintf("%+v", r)
+}
+
+// runPeers runs a swarm of RunSwarmPeer peers in this process, meeting
+// through an in-memory coordinator, and returns peer 1's result.
+func runPeers(ctx context.Context, cfg SwarmConfig) (*SwarmResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hub := newMemHub(cfg.Peers)
+	var (
+		mu    sync.Mutex
+		first *SwarmResult
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for seq := 1; seq <= cfg.Peers; seq++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := RunSwarmPeer(ctx, cfg, hub.coordinator(seq), "/ip4/127.0.0.1/tcp/0")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("peer %d: %w", seq, err))
+				cancel() // the others would wait for it at the next rendezvous
+			}
+			if seq == 1 {
+				first = r
+			}
+		}()
+	}
+	wg.Wait()
+	return first, errors.Join(errs...)
+}
+
+// TestSwarmPeers runs the per-process engine's cases with its peers in
+// this process.
+func TestSwarmPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a swarm of real nodes")
+	}
+	for _, c := range []string{SwarmPropagate, SwarmResolve} {
+		t.Run(c, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			r, err := runPeers(ctx, SwarmConfig{Peers: 6, Cases: []string{c}, Publishers: 2, Rate: 40, Duration: time.Second, Targets: 2, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r == nil {
+				t.Fatal("peer 1 returned no result")
+			}
+			if err := r.Complete(); err != nil || r.Expected == 0 || r.P50 <= 0 || r.Peers != 6 {
+				t.Errorf("%v: %s", err, brief(*r))
+			}
+		})
+	}
 }
