@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -37,11 +41,49 @@ type peerTally struct {
 	RSS                                       int64
 	Goroutines, Conns                         int
 	BytesOut                                  int64
+	Circuits                                  int // relay: relayed connections to this private peer
 }
 
-// RunSwarmPeer runs this process's peer in one case (SwarmPropagate or
-// SwarmResolve) of a swarm whose other cfg.Peers-1 peers run the same
-// function elsewhere, listening on listen. The peer with Seq 1 returns
+// SwarmPeerCases are the cases RunSwarmPeer runs.
+var SwarmPeerCases = []string{SwarmPropagate, SwarmResolve, SwarmRelay}
+
+// Roles of a peer in RunSwarmPeer's relay case; every peer is a sender
+// in the others.
+const (
+	roleSender = iota
+	roleRelay
+	rolePrivate
+)
+
+// peerRole: in the relay case, the first Relays peers are relays and the
+// last RelayFraction of them private.
+func peerRole(cfg SwarmConfig, seq int) int {
+	if cfg.Cases[0] != SwarmRelay {
+		return roleSender
+	}
+	switch {
+	case seq <= cfg.Relays:
+		return roleRelay
+	case seq > cfg.Peers-privateCount(cfg):
+		return rolePrivate
+	}
+	return roleSender
+}
+
+// privateCount is how many peers the relay case makes private.
+func privateCount(cfg SwarmConfig) int {
+	return max(1, int(math.Round(cfg.RelayFraction*float64(cfg.Peers))))
+}
+
+// relayOf is the relay private peer seq reserves on, its k-th private
+// peer on relay k modulo Relays.
+func relayOf(cfg SwarmConfig, seq int) int {
+	return 1 + (seq-(cfg.Peers-privateCount(cfg))-1)%cfg.Relays
+}
+
+// RunSwarmPeer runs this process's peer in one case (SwarmPeerCases) of a
+// swarm whose other cfg.Peers-1 peers run the same function elsewhere,
+// listening on listen (the relay case's private peers listen nowhere). The peer with Seq 1 returns
 // the case's result, the others nil. Per-peer cost is each process's
 // whole RSS, goroutines and connections, averaged over the peers.
 func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, listen string) (*SwarmResult, error) {
@@ -49,14 +91,24 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Cases) != 1 || (cfg.Cases[0] != SwarmPropagate && cfg.Cases[0] != SwarmResolve) {
-		return nil, fmt.Errorf("%w: a peer runs one case of %s, %s", ErrSwarmConfig, SwarmPropagate, SwarmResolve)
+	if len(cfg.Cases) != 1 || !slices.Contains(SwarmPeerCases, cfg.Cases[0]) {
+		return nil, fmt.Errorf("%w: a peer runs one case of %v", ErrSwarmConfig, SwarmPeerCases)
 	}
 	seq := c.Seq()
+	role := peerRole(cfg, seq)
 	s := newSwarm(cfg)
 	defer s.close()
 	s.next = seq - 1 // peers are numbered as the run numbers them, from 0
-	p, err := s.joinVia(ctx, nil, true, node.WithListenAddrs(listen))
+	var p *swarmPeer
+	var err error
+	switch role {
+	case roleRelay:
+		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen), node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	case rolePrivate:
+		p, err = s.joinVia(ctx, nil, false, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs, libp2p.ForceReachabilityPrivate(), noHolePunching))
+	default:
+		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -72,14 +124,25 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 			return nil, fmt.Errorf("peer %d's address: %w", i+1, err)
 		}
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
-	for _, i := range rng.Perm(len(infos)) {
-		if i == seq-1 || len(p.n.Host().Network().Peers()) >= cfg.Degree {
-			continue
-		}
+	if role == rolePrivate {
+		// Only to its relay, where it reserves a slot.
+		rl := infos[relayOf(cfg, seq)-1]
 		cctx, cancel := context.WithTimeout(ctx, swarmSendWait)
-		p.n.Connect(cctx, infos[i]) // best effort: the DHT finds the rest
+		_, err := client.Reserve(cctx, p.n.Host(), rl)
 		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reserving on relay %s: %w", rl.ID, err)
+		}
+	} else {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
+		for _, i := range rng.Perm(len(infos)) {
+			if i == seq-1 || len(infos[i].Addrs) == 0 || len(p.n.Host().Network().Peers()) >= cfg.Degree {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, swarmSendWait)
+			p.n.Connect(cctx, infos[i]) // best effort: the DHT finds the rest
+			cancel()
+		}
 	}
 	if err := c.Barrier(ctx, "connected"); err != nil {
 		return nil, err
@@ -96,6 +159,8 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		err = propagatePeer(ctx, s, p, c, &t)
 	case SwarmResolve:
 		err = resolvePeer(ctx, s, p, c, &t)
+	case SwarmRelay:
+		err = relayPeer(ctx, s, p, c, infos, &t)
 	}
 	if err != nil {
 		return nil, err
@@ -115,6 +180,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	}
 	r := &SwarmResult{Case: cfg.Cases[0], Peers: cfg.Peers, MinMemberShare: 1}
 	var bytesOut int64
+	perRelay := map[int]int{}
 	for i, b := range tallies {
 		var pt peerTally
 		if err := json.Unmarshal(b, &pt); err != nil {
@@ -130,9 +196,16 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		r.GoroutinesPerPeer += float64(pt.Goroutines) / float64(len(tallies))
 		r.ConnsPerPeer += float64(pt.Conns) / float64(len(tallies))
 		bytesOut += pt.BytesOut
+		r.RelayCircuits += pt.Circuits
+		if pt.Circuits > 0 {
+			perRelay[relayOf(cfg, i+1)] += pt.Circuits
+		}
 		if pt.Expected > 0 {
 			r.MinMemberShare = min(r.MinMemberShare, float64(pt.Delivered)/float64(pt.Expected))
 		}
+	}
+	for _, n := range perRelay {
+		r.RelayMaxCircuits = max(r.RelayMaxCircuits, n)
 	}
 	fillLatency(r)
 	if len(t.Resolves) > 0 {
@@ -325,5 +398,101 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
 	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
 	t.BytesOut = bytesOut(ctx, []*swarmPeer{p}) - before
+	return nil
+}
+
+// relayPeer is one peer's relay case: private peers bind a pipe each;
+// senders send to Targets of them, dealt round-robin (as RunSwarm does),
+// through the private peer's relay.
+func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, infos []peer.AddrInfo, t *peerTally) error {
+	cfg := s.cfg
+	seq := c.Seq()
+	role := peerRole(cfg, seq)
+	var x []byte
+	if role == rolePrivate {
+		up := &unicastPipe{}
+		if err := s.bindUnicast(p, up); err != nil {
+			return err
+		}
+		var err error
+		if x, err = up.a.Marshal(); err != nil {
+			return err
+		}
+	}
+	all, err := c.Share(ctx, "relay-adv", x)
+	if err != nil {
+		return err
+	}
+	var privs, senders []int // seqs
+	for q := 1; q <= cfg.Peers; q++ {
+		switch peerRole(cfg, q) {
+		case rolePrivate:
+			privs = append(privs, q)
+		case roleSender:
+			senders = append(senders, q)
+		}
+	}
+	if len(senders) == 0 {
+		return fmt.Errorf("%w: %d peers leave no sender beside %d relays and %d private peers", ErrSwarmConfig, cfg.Peers, cfg.Relays, len(privs))
+	}
+	k := min(cfg.Targets, len(privs))
+	targets := func(q int) []int { // private seqs sender q sends to
+		j := slices.Index(senders, q)
+		var out []int
+		for i := range k {
+			out = append(out, privs[(j*k+i)%len(privs)])
+		}
+		return out
+	}
+	if role == roleSender {
+		var (
+			mu    sync.Mutex
+			sends sync.WaitGroup
+		)
+		for _, q := range targets(seq) {
+			a, err := adv.Parse(all[q-1])
+			if err != nil {
+				return fmt.Errorf("peer %d's advertisement: %w", q, err)
+			}
+			rl := infos[relayOf(cfg, q)-1]
+			circuit, err := ma.NewMultiaddr(rl.Addrs[0].String() + "/p2p/" + rl.ID.String() + "/p2p-circuit")
+			if err != nil {
+				return err
+			}
+			sends.Add(1)
+			go func() {
+				defer sends.Done()
+				_, err := sendOne(ctx, p, a, cfg.Size, q-1, pipe.ToPeers(peer.AddrInfo{ID: infos[q-1].ID, Addrs: []ma.Multiaddr{circuit}}))
+				if err != nil {
+					mu.Lock()
+					t.Failures++
+					mu.Unlock()
+					s.progress("swarm relay: peer %d to %d: %v", seq, q, err)
+				}
+			}()
+		}
+		sends.Wait()
+	}
+	if err := c.Barrier(ctx, "sent"); err != nil {
+		return err
+	}
+	if role != rolePrivate {
+		return nil
+	}
+	var want []swarmMsg
+	for _, q := range senders {
+		if slices.Contains(targets(q), seq) {
+			want = append(want, swarmMsg{kind: kindUnicast, from: q - 1, seq: p.idx})
+		}
+	}
+	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
+	var one SwarmResult
+	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
+	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	for _, conn := range p.n.Host().Network().Conns() {
+		if conn.Stat().Limited {
+			t.Circuits++
+		}
+	}
 	return nil
 }

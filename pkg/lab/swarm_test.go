@@ -139,11 +139,11 @@ func TestSwarmPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a swarm of real nodes")
 	}
-	for _, c := range []string{SwarmPropagate, SwarmResolve} {
+	for _, c := range SwarmPeerCases {
 		t.Run(c, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			r, err := runPeers(ctx, SwarmConfig{Peers: 6, Cases: []string{c}, Publishers: 2, Rate: 40, Duration: time.Second, Targets: 2, Seed: 3})
+			r, err := runPeers(ctx, SwarmConfig{Peers: 6, Cases: []string{c}, Publishers: 2, Rate: 40, Duration: time.Second, Targets: 2, Relays: 1, RelayFraction: 0.34, Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +152,9 @@ func TestSwarmPeers(t *testing.T) {
 			}
 			if err := r.Complete(); err != nil || r.Expected == 0 || r.P50 <= 0 || r.Peers != 6 {
 				t.Errorf("%v: %s", err, brief(*r))
+			}
+			if c == SwarmRelay && r.RelayCircuits == 0 {
+				t.Errorf("relay: no relayed connection: %s", brief(*r))
 			}
 		})
 	}

@@ -9,5 +9,6 @@ func main() {
 	run.InvokeMap(map[string]interface{}{
 		"propagate": runCase,
 		"resolve":   runCase,
+		"relay":     runCase,
 	})
 }

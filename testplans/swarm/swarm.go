@@ -50,6 +50,8 @@ func config(re *runtime.RunEnv) (lab.SwarmConfig, time.Duration, error) {
 	cfg.Targets = int(get("targets", "3"))
 	cfg.Size = int(get("size", "100"))
 	cfg.Degree = int(get("degree", "4"))
+	cfg.Relays = int(get("relays", "2"))
+	cfg.RelayFraction = get("relay_fraction", "0.2")
 	cfg.Seed = uint64(get("seed", "1"))
 	timeout := time.Duration(get("timeout_s", "600")) * time.Second
 	return cfg, timeout, err
