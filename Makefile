@@ -68,7 +68,8 @@ swarm: build
 # the Docker-free local runner with PLANS_TRIALS trials, checked complete
 # and physically sound (no control message beats its link; gzip cuts the
 # 172 KB document's AMTT on dsl by more than half); then the swarm plan's
-# propagate, resolve and relay cases with 8 processes, checked complete.
+# propagate, resolve, relay (8 processes) and churn (10) cases, checked
+# complete.
 PLANS_TRIALS ?= 3
 PLANS_OUT    ?= $(CURDIR)/testplans/results/ci
 plans:
@@ -83,10 +84,11 @@ plans:
 	cd testplans && $(GO) run ./cmd/amttcheck -results $(PLANS_OUT)/amtt/ci-lan/amtt.jsonl -profile lan \
 	  -trials $(PLANS_TRIALS)
 	cd testplans && $(GO) run ./cmd/tgrun run -f swarm/compositions/ci-propagate.toml -f swarm/compositions/ci-resolve.toml \
-	  -f swarm/compositions/ci-relay.toml --out $(PLANS_OUT) --run-id ci --timeout 3m
+	  -f swarm/compositions/ci-relay.toml -f swarm/compositions/ci-churn.toml --out $(PLANS_OUT) --run-id ci --timeout 3m
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-propagate/swarm.jsonl -cases propagate -peers 8
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-resolve/swarm.jsonl -cases resolve -peers 8
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-relay/swarm.jsonl -cases relay -peers 8
+	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-churn/swarm.jsonl -cases churn -peers 10
 
 clean:
 	rm -rf bin

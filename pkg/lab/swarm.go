@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -484,6 +485,20 @@ type swarmMsg struct {
 	kind, from, seq int
 }
 
+// MarshalJSON writes m as [kind, from, seq], for peers that share lists
+// of messages (RunSwarmPeer).
+func (m swarmMsg) MarshalJSON() ([]byte, error) { return json.Marshal([3]int{m.kind, m.from, m.seq}) }
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (m *swarmMsg) UnmarshalJSON(b []byte) error {
+	var v [3]int
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	m.kind, m.from, m.seq = v[0], v[1], v[2]
+	return nil
+}
+
 // swarmRecorder records deliveries: per receiving peer, the messages it
 // got, with their latency.
 type swarmRecorder struct {
@@ -541,6 +556,26 @@ func (r *swarmRecorder) probed(to int, publishers []int) bool {
 		}
 	}
 	return true
+}
+
+// unicastAt returns the unicast messages peer to got and, by sender, when
+// the first of each sender's arrived.
+func (r *swarmRecorder) unicastAt(to int) ([]swarmMsg, map[int]time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var msgs []swarmMsg
+	for m := range r.got[to] {
+		if m.kind == kindUnicast {
+			msgs = append(msgs, m)
+		}
+	}
+	first := map[int]time.Time{}
+	for k, t := range r.first {
+		if k[0] == to {
+			first[k[1]] = t
+		}
+	}
+	return msgs, first
 }
 
 // has reports whether peer to got message m.

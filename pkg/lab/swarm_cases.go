@@ -525,12 +525,12 @@ func runSwarmRelay(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 // pairLog accounts for one sender's messages to one unicast pipe under
 // churn.
 type pairLog struct {
-	from     int
-	pipe     int // the pipe's slot
-	accepted []int
-	lost     []int // accepted, then reported by Flush
-	rejected int   // Sends that failed
-	reported int   // accepted messages a Flush reported
+	From      int   `json:"from"`
+	Pipe      int   `json:"pipe"`     // the pipe's slot
+	Accepted  []int `json:"accepted"` // Sends that returned nil
+	Lost      []int `json:"lost"`     // accepted, then reported by Flush
+	Rejected  int   `json:"rejected"` // Sends that failed
+	ReportedN int   `json:"reported"` // accepted messages a Flush reported
 }
 
 func runSwarmChurn(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
@@ -581,7 +581,7 @@ func runSwarmChurn(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 			continue
 		}
 		for _, t := range s.pick(len(peers), cfg.Targets, i) {
-			logs = append(logs, &pairLog{from: p.idx, pipe: t})
+			logs = append(logs, &pairLog{From: p.idx, Pipe: t})
 		}
 	}
 	var (
@@ -593,11 +593,11 @@ func runSwarmChurn(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 	)
 	stop := make(chan struct{})
 	for _, l := range logs {
-		p := peers[slices.IndexFunc(peers, func(q *swarmPeer) bool { return q.idx == l.from })]
+		p := peers[slices.IndexFunc(peers, func(q *swarmPeer) bool { return q.idx == l.From })]
 		sendWG.Add(1)
 		go func() {
 			defer sendWG.Done()
-			churnSender(ctx, stop, p, slots[l.pipe].a, cfg.Size, l)
+			churnSender(ctx, stop, p, slots[l.Pipe].a, cfg.Size, l)
 		}()
 	}
 	// The departures, spread over the middle of the run, each followed
@@ -659,15 +659,15 @@ func runSwarmChurn(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 	// Unicast: every accepted message delivered or reported.
 	var reresolve []time.Duration
 	for _, l := range logs {
-		r.Accepted += len(l.accepted)
-		r.Reported += l.rejected + l.reported
-		for _, seq := range l.accepted {
-			if slices.Contains(l.lost, seq) {
+		r.Accepted += len(l.Accepted)
+		r.Reported += l.Rejected + l.ReportedN
+		for _, seq := range l.Accepted {
+			if slices.Contains(l.Lost, seq) {
 				continue
 			}
 			delivered := false
-			for _, b := range slots[l.pipe].binders {
-				if s.rec.has(b, swarmMsg{kind: kindUnicast, from: l.from, seq: seq}) {
+			for _, b := range slots[l.Pipe].binders {
+				if s.rec.has(b, swarmMsg{kind: kindUnicast, from: l.From, seq: seq}) {
 					delivered = true
 					break
 				}
@@ -676,13 +676,13 @@ func runSwarmChurn(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 				r.UnicastDelivered++
 			} else {
 				r.Lost++
-				s.progress("swarm churn: message %d from peer %d to pipe %d was accepted and flushed without an error, and never delivered", seq, l.from, l.pipe)
+				s.progress("swarm churn: message %d from peer %d to pipe %d was accepted and flushed without an error, and never delivered", seq, l.From, l.Pipe)
 			}
 		}
-		if d, ok := departed[l.pipe]; ok {
-			binders := slots[l.pipe].binders
+		if d, ok := departed[l.Pipe]; ok {
+			binders := slots[l.Pipe].binders
 			if len(binders) > 1 {
-				if t, ok := s.rec.firstFrom(binders[len(binders)-1], l.from); ok {
+				if t, ok := s.rec.firstFrom(binders[len(binders)-1], l.From); ok {
 					reresolve = append(reresolve, t.Sub(d))
 				} else {
 					r.Failures++ // never reached the new binder
@@ -720,22 +720,22 @@ func churnSender(ctx context.Context, stop <-chan struct{}, p *swarmPeer, a *adv
 			var err error
 			if out, err = p.ps.NewOutputPipe(sctx, a); err != nil {
 				out = nil
-				l.rejected++
+				l.Rejected++
 				cancel()
 				continue
 			}
 		}
 		if err := out.Send(sctx, swarmMessage(swarmPayload(size, p.idx, seq, kindUnicast))); err != nil {
-			l.rejected++
+			l.Rejected++
 			cancel()
 			continue
 		}
-		l.accepted = append(l.accepted, seq)
+		l.Accepted = append(l.Accepted, seq)
 		if err := out.Flush(sctx); err != nil {
 			// Flush covers this message only: the one before was
 			// flushed already.
-			l.reported++
-			l.lost = append(l.lost, seq)
+			l.ReportedN++
+			l.Lost = append(l.Lost, seq)
 		}
 		cancel()
 	}

@@ -42,10 +42,13 @@ type peerTally struct {
 	Goroutines, Conns                         int
 	BytesOut                                  int64
 	Circuits                                  int // relay: relayed connections to this private peer
+	// churn, from peer 1 only: the unicast accounting
+	Accepted, Reported, UnicastDelivered, Lost int
+	GossipDropped                              uint64
 }
 
 // SwarmPeerCases are the cases RunSwarmPeer runs.
-var SwarmPeerCases = []string{SwarmPropagate, SwarmResolve, SwarmRelay}
+var SwarmPeerCases = []string{SwarmPropagate, SwarmResolve, SwarmRelay, SwarmChurn}
 
 // Roles of a peer in RunSwarmPeer's relay case; every peer is a sender
 // in the others.
@@ -53,11 +56,25 @@ const (
 	roleSender = iota
 	roleRelay
 	rolePrivate
+	roleLeaver
+	roleJoiner
 )
 
 // peerRole: in the relay case, the first Relays peers are relays and the
-// last RelayFraction of them private.
+// last RelayFraction of them private; in the churn case, the churnCount
+// peers after the publishers leave and the last churnCount join, each
+// joiner taking its leaver's place.
 func peerRole(cfg SwarmConfig, seq int) int {
+	if cfg.Cases[0] == SwarmChurn {
+		n := churnCount(cfg)
+		switch {
+		case seq > cfg.Publishers && seq <= cfg.Publishers+n:
+			return roleLeaver
+		case seq > cfg.Peers-n:
+			return roleJoiner
+		}
+		return roleSender
+	}
 	if cfg.Cases[0] != SwarmRelay {
 		return roleSender
 	}
@@ -106,6 +123,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen), node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
 	case rolePrivate:
 		p, err = s.joinVia(ctx, nil, false, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs, libp2p.ForceReachabilityPrivate(), noHolePunching))
+	case roleJoiner: // starts later
 	default:
 		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen))
 	}
@@ -113,7 +131,10 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		return nil, err
 	}
 	// Everyone's address; each connects to Degree random others.
-	ai, _ := json.Marshal(p.n.AddrInfo())
+	ai := []byte("{}")
+	if p != nil {
+		ai, _ = json.Marshal(p.n.AddrInfo())
+	}
 	all, err := c.Share(ctx, "addr", ai)
 	if err != nil {
 		return nil, err
@@ -133,23 +154,17 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		if err != nil {
 			return nil, fmt.Errorf("reserving on relay %s: %w", rl.ID, err)
 		}
-	} else {
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
-		for _, i := range rng.Perm(len(infos)) {
-			if i == seq-1 || len(infos[i].Addrs) == 0 || len(p.n.Host().Network().Peers()) >= cfg.Degree {
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, swarmSendWait)
-			p.n.Connect(cctx, infos[i]) // best effort: the DHT finds the rest
-			cancel()
-		}
+	} else if p != nil {
+		connectSome(ctx, cfg, p, seq, infos)
 	}
 	if err := c.Barrier(ctx, "connected"); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	p.n.RefreshRouting(rctx)
-	cancel()
+	if p != nil {
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		p.n.RefreshRouting(rctx)
+		cancel()
+	}
 	if err := c.Barrier(ctx, "routed"); err != nil {
 		return nil, err
 	}
@@ -161,11 +176,15 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		err = resolvePeer(ctx, s, p, c, &t)
 	case SwarmRelay:
 		err = relayPeer(ctx, s, p, c, infos, &t)
+	case SwarmChurn:
+		p, err = churnPeer(ctx, s, p, c, infos, listen, &t)
 	}
 	if err != nil {
 		return nil, err
 	}
 	t.RSS, t.Goroutines, t.Conns = rssBytes(), runtime.NumGoroutine(), len(p.n.Host().Network().Conns())
+	st := p.ps.Stats()
+	t.GossipDropped = st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
 	b, _ := json.Marshal(t)
 	tallies, err := c.Share(ctx, "tally", b)
 	if err != nil {
@@ -180,6 +199,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	}
 	r := &SwarmResult{Case: cfg.Cases[0], Peers: cfg.Peers, MinMemberShare: 1}
 	var bytesOut int64
+	var resolves []time.Duration
 	perRelay := map[int]int{}
 	for i, b := range tallies {
 		var pt peerTally
@@ -191,11 +211,16 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		r.Duplicates += pt.Duplicates
 		r.Failures += pt.Failures
 		r.Latencies = append(r.Latencies, pt.Latencies...)
-		t.Resolves = append(t.Resolves, pt.Resolves...)
+		resolves = append(resolves, pt.Resolves...)
 		r.RSSPerPeer += pt.RSS / int64(len(tallies))
 		r.GoroutinesPerPeer += float64(pt.Goroutines) / float64(len(tallies))
 		r.ConnsPerPeer += float64(pt.Conns) / float64(len(tallies))
 		bytesOut += pt.BytesOut
+		r.Accepted += pt.Accepted
+		r.Reported += pt.Reported
+		r.UnicastDelivered += pt.UnicastDelivered
+		r.Lost += pt.Lost
+		r.GossipDropped += pt.GossipDropped
 		r.RelayCircuits += pt.Circuits
 		if pt.Circuits > 0 {
 			perRelay[relayOf(cfg, i+1)] += pt.Circuits
@@ -208,9 +233,9 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		r.RelayMaxCircuits = max(r.RelayMaxCircuits, n)
 	}
 	fillLatency(r)
-	if len(t.Resolves) > 0 {
-		slices.Sort(t.Resolves)
-		r.ResolveP50, r.ResolveP99 = int64(quantileD(t.Resolves, 0.5)), int64(quantileD(t.Resolves, 0.99))
+	if len(resolves) > 0 {
+		slices.Sort(resolves)
+		r.ResolveP50, r.ResolveP99 = int64(quantileD(resolves, 0.5)), int64(quantileD(resolves, 0.99))
 	}
 	if r.Delivered > 0 {
 		r.BytesPerDelivery = float64(bytesOut) / float64(r.Delivered)
@@ -259,37 +284,8 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinat
 		}
 		pr.pubs, pr.outs = []*swarmPeer{p}, []*pipe.OutputPipe{out}
 	}
-	// Publishers probe until every peer has heard every publisher.
-	heard := make(chan struct{})
-	var probing sync.WaitGroup
-	if publisher {
-		probing.Add(1)
-		go func() {
-			defer probing.Done()
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				out.Send(ctx, swarmMessage(swarmPayload(swarmHeader, p.idx, 0, kindProbe)))
-				select {
-				case <-tick.C:
-				case <-heard:
-					return
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	wctx, cancel := context.WithTimeout(ctx, swarmMeshWait)
-	err = waitFor(wctx, func() bool { return s.rec.probed(p.idx, pubs) })
-	cancel()
-	if err == nil {
-		err = c.Barrier(ctx, "heard")
-	}
-	close(heard)
-	probing.Wait()
-	if err != nil {
-		return fmt.Errorf("propagate mesh: peer %d heard not every publisher within %v: %w", c.Seq(), swarmMeshWait, err)
+	if err := meshReady(ctx, s, p, c, out, pubs); err != nil {
+		return err
 	}
 	before := bytesOut(ctx, []*swarmPeer{p})
 	var sent []swarmMsg
@@ -495,4 +491,307 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		}
 	}
 	return nil
+}
+
+// meshReady returns once every peer present has heard a probe from every
+// publisher (pubs, by index): publishers (out not nil) probe until then.
+// A peer not present (p nil) only meets the others at the barrier.
+func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, out *pipe.OutputPipe, pubs []int) error {
+	heard := make(chan struct{})
+	var probing sync.WaitGroup
+	if out != nil {
+		probing.Add(1)
+		go func() {
+			defer probing.Done()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				out.Send(ctx, swarmMessage(swarmPayload(swarmHeader, p.idx, 0, kindProbe)))
+				select {
+				case <-tick.C:
+				case <-heard:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	var err error
+	if p != nil {
+		wctx, cancel := context.WithTimeout(ctx, swarmMeshWait)
+		err = waitFor(wctx, func() bool { return s.rec.probed(p.idx, pubs) })
+		cancel()
+	}
+	if err == nil {
+		err = c.Barrier(ctx, "heard")
+	}
+	close(heard)
+	probing.Wait()
+	if err != nil {
+		return fmt.Errorf("propagate mesh: peer %d heard not every publisher within %v: %w", c.Seq(), swarmMeshWait, err)
+	}
+	return nil
+}
+
+// connectSome connects p to Degree random peers of infos that have an
+// address, best effort: the DHT finds the rest.
+func connectSome(ctx context.Context, cfg SwarmConfig, p *swarmPeer, seq int, infos []peer.AddrInfo) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
+	for _, i := range rng.Perm(len(infos)) {
+		if i == seq-1 || len(infos[i].Addrs) == 0 || len(p.n.Host().Network().Peers()) >= cfg.Degree {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, swarmSendWait)
+		p.n.Connect(cctx, infos[i])
+		cancel()
+	}
+}
+
+// churnCount is how many peers leave (and join) in the churn case of
+// RunSwarmPeer: ChurnFraction of the peers present at any time.
+func churnCount(cfg SwarmConfig) int {
+	f := cfg.ChurnFraction
+	return max(1, int(math.Round(f*float64(cfg.Peers)/(1+f))))
+}
+
+// churnReport is what a peer shares after the churn case's run.
+type churnReport struct {
+	Logs     []*pairLog        `json:"logs,omitempty"`     // a stable peer's unicast accounting
+	Received []swarmMsg        `json:"received,omitempty"` // unicast messages this peer's pipe got
+	First    map[int]time.Time `json:"first,omitempty"`    // by sender: a joiner's first unicast delivery
+	Departed time.Time         `json:"departed,omitzero"`  // a leaver's departure
+	Stable   bool              `json:"stable,omitempty"`
+	Sent     []swarmMsg        `json:"sent,omitempty"` // a publisher's propagate messages
+}
+
+// churnPeer is one peer's churn case (see SwarmChurn and peerRole): the
+// present peers are members of a propagate pipe and bind a unicast pipe
+// each; the publishers publish; every stable peer sends flushed messages
+// to Targets pipes; leavers leave abruptly at their time, and joiners
+// join then, binding their leaver's pipe. It returns this process's peer
+// (a joiner's is new).
+func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, infos []peer.AddrInfo, listen string, t *peerTally) (*swarmPeer, error) {
+	cfg := s.cfg
+	seq := c.Seq()
+	role := peerRole(cfg, seq)
+	n := churnCount(cfg)
+	var x []byte
+	if seq == 1 {
+		a, err := adv.New(adv.Propagate, "lab-swarm", "")
+		if err != nil {
+			return p, err
+		}
+		if x, err = a.Marshal(); err != nil {
+			return p, err
+		}
+	}
+	advs, err := c.Share(ctx, "propagate-adv", x)
+	if err != nil {
+		return p, err
+	}
+	a, err := adv.Parse(advs[0])
+	if err != nil {
+		return p, err
+	}
+	pr := &propagateRun{s: s, a: a}
+	var mine []byte
+	if p != nil {
+		if err := pr.member(p); err != nil {
+			return p, err
+		}
+		up := &unicastPipe{}
+		if err := s.bindUnicast(p, up); err != nil {
+			return p, err
+		}
+		if mine, err = up.a.Marshal(); err != nil {
+			return p, err
+		}
+	}
+	all, err := c.Share(ctx, "churn-adv", mine)
+	if err != nil {
+		return p, err
+	}
+	slots := map[int]*adv.PipeAdvertisement{} // by binder's seq, joiners excluded
+	for i, b := range all {
+		if len(b) > 0 {
+			if slots[i+1], err = adv.Parse(b); err != nil {
+				return p, fmt.Errorf("peer %d's advertisement: %w", i+1, err)
+			}
+		}
+	}
+	var out *pipe.OutputPipe
+	var pubs []int
+	for i := range cfg.Publishers {
+		pubs = append(pubs, i)
+	}
+	if seq <= cfg.Publishers {
+		if out, err = p.ps.NewOutputPipe(ctx, a); err != nil {
+			return p, err
+		}
+		pr.pubs, pr.outs = []*swarmPeer{p}, []*pipe.OutputPipe{out}
+	}
+	if err := meshReady(ctx, s, p, c, out, pubs); err != nil {
+		return p, err
+	}
+	if p != nil {
+		next := seq%len(all) + 1
+		for slots[next] == nil || next == seq {
+			next = next%len(all) + 1
+		}
+		if err := s.waitProviders(ctx, map[int]*unicastPipe{next - 1: {a: slots[next]}}); err != nil {
+			return p, err
+		}
+	}
+	if err := c.Barrier(ctx, "provided"); err != nil {
+		return p, err
+	}
+	// The run. Times count from the barrier's end, in every process.
+	start := time.Now()
+	at := func(j int) time.Time { // leaver j's departure, joiner j's arrival
+		return start.Add(time.Duration(float64(cfg.Duration) * (0.2 + 0.6*float64(j)/float64(n))))
+	}
+	var rep churnReport
+	stop := make(chan struct{})
+	var sendWG sync.WaitGroup
+	switch role {
+	case roleSender: // the publishers too
+		rep.Stable = true
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)<<32|0xc4))
+		var targets []int
+		for _, i := range rng.Perm(len(all)) {
+			if q := i + 1; q != seq && slots[q] != nil && len(targets) < cfg.Targets {
+				targets = append(targets, q)
+			}
+		}
+		for _, q := range targets {
+			l := &pairLog{From: p.idx, Pipe: q}
+			rep.Logs = append(rep.Logs, l)
+			sendWG.Add(1)
+			go func() {
+				defer sendWG.Done()
+				churnSender(ctx, stop, p, slots[q], cfg.Size, l)
+			}()
+		}
+	case roleLeaver:
+		j := seq - cfg.Publishers - 1
+		if err := sleepCtx(ctx, time.Until(at(j))); err != nil {
+			return p, err
+		}
+		rep.Departed = time.Now()
+		p.n.Host().Close() // abruptly: the services stay up, their connections gone
+	case roleJoiner:
+		j := seq - (cfg.Peers - n) - 1
+		if err := sleepCtx(ctx, time.Until(at(j))); err != nil {
+			return p, err
+		}
+		if p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen)); err != nil {
+			return p, err
+		}
+		var present []peer.AddrInfo
+		for i, ai := range infos {
+			if r := peerRole(cfg, i+1); r != roleLeaver && r != roleJoiner {
+				present = append(present, ai)
+			}
+		}
+		connectSome(ctx, cfg, p, seq, present)
+		if err := pr.member(p); err != nil {
+			return p, err
+		}
+		leaver := cfg.Publishers + 1 + j
+		if err := s.bindUnicast(p, &unicastPipe{a: slots[leaver]}); err != nil {
+			return p, err
+		}
+	}
+	var sent []swarmMsg
+	var failures int
+	if seq <= cfg.Publishers {
+		pr.s.cfg.Rate = cfg.Rate / float64(cfg.Publishers)
+		sent, failures = pr.publish(ctx)
+	}
+	if err := c.Barrier(ctx, "published"); err != nil {
+		return p, err
+	}
+	// The senders go on long enough for the last joiner's binding to be
+	// found.
+	sleepCtx(ctx, churnResolveWait)
+	close(stop)
+	sendWG.Wait()
+	if err := c.Barrier(ctx, "sent"); err != nil {
+		return p, err
+	}
+	rep.Sent = sent
+	t.Failures = failures
+	b, _ := json.Marshal(sent)
+	sents, err := c.Share(ctx, "sent", b)
+	if err != nil {
+		return p, err
+	}
+	var want []swarmMsg
+	for _, b := range sents {
+		var m []swarmMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			return p, err
+		}
+		want = append(want, m...)
+	}
+	if rep.Stable {
+		s.drain(ctx, map[int][]swarmMsg{p.idx: want})
+		var one SwarmResult
+		s.rec.tally(&one, []int{p.idx}, kindData, want)
+		t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	}
+	if p != nil {
+		rep.Received, rep.First = s.rec.unicastAt(p.idx)
+	}
+	b, _ = json.Marshal(rep)
+	reps, err := c.Share(ctx, "churn-report", b)
+	if err != nil {
+		return p, err
+	}
+	if seq != 1 {
+		return p, nil
+	}
+	// Peer 1 accounts for every unicast message.
+	got := map[int]map[swarmMsg]bool{} // by receiver seq
+	all2 := make([]churnReport, len(reps))
+	for i, b := range reps {
+		if err := json.Unmarshal(b, &all2[i]); err != nil {
+			return p, fmt.Errorf("peer %d's report: %w", i+1, err)
+		}
+		got[i+1] = map[swarmMsg]bool{}
+		for _, m := range all2[i].Received {
+			got[i+1][m] = true
+		}
+	}
+	for _, r := range all2 {
+		for _, l := range r.Logs {
+			t.Accepted += len(l.Accepted)
+			t.Reported += l.Rejected + l.ReportedN
+			binders := []int{l.Pipe}
+			if peerRole(cfg, l.Pipe) == roleLeaver {
+				binders = append(binders, cfg.Peers-n+1+(l.Pipe-cfg.Publishers-1))
+			}
+			for _, q := range l.Accepted {
+				if slices.Contains(l.Lost, q) {
+					continue
+				}
+				m := swarmMsg{kind: kindUnicast, from: l.From, seq: q}
+				if got[binders[0]][m] || len(binders) > 1 && got[binders[1]][m] {
+					t.UnicastDelivered++
+				} else {
+					t.Lost++
+					s.progress("swarm churn: message %d from peer %d to pipe %d was accepted and flushed without an error, and never delivered", q, l.From+1, l.Pipe)
+				}
+			}
+			if len(binders) > 1 {
+				if first, ok := all2[binders[1]-1].First[l.From]; ok {
+					t.Resolves = append(t.Resolves, first.Sub(all2[l.Pipe-1].Departed))
+				} else {
+					t.Failures++ // never reached the new binder
+				}
+			}
+		}
+	}
+	return p, nil
 }

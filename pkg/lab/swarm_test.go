@@ -143,19 +143,28 @@ func TestSwarmPeers(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			r, err := runPeers(ctx, SwarmConfig{Peers: 6, Cases: []string{c}, Publishers: 2, Rate: 40, Duration: time.Second, Targets: 2, Relays: 1, RelayFraction: 0.34, Seed: 3})
+			r, err := runPeers(ctx, SwarmConfig{Peers: 8, Cases: []string{c}, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.34, Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r == nil {
 				t.Fatal("peer 1 returned no result")
 			}
-			if err := r.Complete(); err != nil || r.Expected == 0 || r.P50 <= 0 || r.Peers != 6 {
+			if err := r.Complete(); err != nil || r.Expected == 0 || r.P50 <= 0 || r.Peers != 8 {
 				t.Errorf("%v: %s", err, brief(*r))
 			}
 			if c == SwarmRelay && r.RelayCircuits == 0 {
 				t.Errorf("relay: no relayed connection: %s", brief(*r))
 			}
+			if c == SwarmChurn && (r.Accepted == 0 || r.UnicastDelivered+r.Reported < r.Accepted || r.ResolveP50 <= 0) {
+				t.Errorf("churn: unicast accounting: %s", brief(*r))
+			}
+			// 60 messages (40 a second for 1.5 s) to every member: all 8,
+			// or in churn the 4 peers neither leaving nor joining.
+			if want := map[string]int{SwarmPropagate: 480, SwarmChurn: 240}[c]; want > 0 && r.Expected != want {
+				t.Errorf("%s: %d deliveries expected, want %d: %s", c, r.Expected, want, brief(*r))
+			}
+			t.Log(brief(*r))
 		})
 	}
 }

@@ -10,5 +10,6 @@ func main() {
 		"propagate": runCase,
 		"resolve":   runCase,
 		"relay":     runCase,
+		"churn":     runCase,
 	})
 }

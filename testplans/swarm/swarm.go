@@ -50,6 +50,7 @@ func config(re *runtime.RunEnv) (lab.SwarmConfig, time.Duration, error) {
 	cfg.Targets = int(get("targets", "3"))
 	cfg.Size = int(get("size", "100"))
 	cfg.Degree = int(get("degree", "4"))
+	cfg.ChurnFraction = get("churn", "0.2")
 	cfg.Relays = int(get("relays", "2"))
 	cfg.RelayFraction = get("relay_fraction", "0.2")
 	cfg.Seed = uint64(get("seed", "1"))
