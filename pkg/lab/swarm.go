@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -14,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -72,6 +72,11 @@ type SwarmConfig struct {
 	ChurnFraction float64       // churn: the fraction of peers replaced (default 0.2)
 	Seed          uint64        // picks of peers; 0 picks one
 	Progress      func(string)  // called with a line of progress, or nil
+
+	// base is the process before the swarm, when all its peers run in
+	// this process (RunSwarm): peer 1 then measures the process's cost
+	// for all of them.
+	base *usage
 }
 
 // SwarmResult is one case's figures. Latencies run from the sending call
@@ -195,7 +200,10 @@ func (c SwarmConfig) check() error {
 }
 
 // RunSwarm runs the cases, each on a swarm of its own built for it, and
-// returns a result per case.
+// returns a result per case. Its peers are RunSwarmPeer's, as in the
+// swarm Testground plan, all in this process and meeting through an
+// in-memory coordinator; for churn, cfg.Peers are present at any time
+// (ChurnFraction more peers join as others leave).
 func RunSwarm(ctx context.Context, cfg SwarmConfig) ([]SwarmResult, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
@@ -209,17 +217,11 @@ func RunSwarm(ctx context.Context, cfg SwarmConfig) ([]SwarmResult, error) {
 			r   SwarmResult
 			err error
 		)
-		switch name {
-		case SwarmIdle:
+		c.Cases = []string{name}
+		if name == SwarmIdle {
 			r, err = runSwarmIdle(ctx, c)
-		case SwarmPropagate:
-			r, err = runSwarmPropagate(ctx, c)
-		case SwarmResolve:
-			r, err = runSwarmResolve(ctx, c)
-		case SwarmRelay:
-			r, err = runSwarmRelay(ctx, c)
-		case SwarmChurn:
-			r, err = runSwarmChurn(ctx, c)
+		} else {
+			r, err = runInProcess(ctx, c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("lab: swarm %s: %w", name, err)
@@ -247,13 +249,6 @@ func (p *swarmPeer) close() {
 		p.ep.Close()
 	}
 	p.n.Close()
-}
-
-// leave is an abrupt departure: the host goes first, resetting every
-// connection, then the services are shut.
-func (p *swarmPeer) leave() {
-	p.n.Host().Close()
-	p.close()
 }
 
 // swarm is a set of peers in this process and what is measured of them.
@@ -296,7 +291,6 @@ func rssBytes() int64 {
 }
 
 func newSwarm(cfg SwarmConfig) *swarm {
-	debug.FreeOSMemory() // what earlier swarms left is not this one's
 	return &swarm{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5741524d)), base: measureUsage(), rec: newSwarmRecorder()}
 }
 
@@ -585,15 +579,6 @@ func (r *swarmRecorder) has(to int, m swarmMsg) bool {
 	return r.got[to][m] > 0
 }
 
-// firstFrom returns when peer to first got a unicast message from peer
-// from.
-func (r *swarmRecorder) firstFrom(to, from int) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.first[[2]int{to, from}]
-	return t, ok
-}
-
 // tally counts, over the receivers, the deliveries of msgs, all of one
 // kind (every receiver expects each of them), and fills r.
 func (r *swarmRecorder) tally(res *SwarmResult, receivers []int, kind int, msgs []swarmMsg) {
@@ -663,11 +648,6 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
-// counter is a count shared by goroutines.
-type counter struct{ atomic.Int64 }
-
-func (c *counter) int() int { return int(c.Load()) }
-
 // ErrIncomplete is what Complete's errors unwrap to.
 var ErrIncomplete = errors.New("lab: swarm case incomplete")
 
@@ -688,4 +668,50 @@ func (r SwarmResult) Complete() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s with %d peers: %s", ErrIncomplete, r.Case, r.Peers, strings.Join(short, ", "))
+}
+
+// runInProcess runs one case with every peer a RunSwarmPeer in this
+// process, and measures the process's cost per peer.
+func runInProcess(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
+	present := cfg.Peers
+	if cfg.Cases[0] == SwarmChurn {
+		cfg.Peers += max(1, int(math.Round(cfg.ChurnFraction*float64(present)))) // the joiners
+	}
+	debug.FreeOSMemory() // what earlier swarms left is not this one's
+	base := measureUsage()
+	cfg.base = &base
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hub := newMemHub(cfg.Peers)
+	var (
+		mu    sync.Mutex
+		first *SwarmResult
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for seq := 1; seq <= cfg.Peers; seq++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := RunSwarmPeer(ctx, cfg, hub.coordinator(seq), "/ip4/127.0.0.1/tcp/0")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("peer %d: %w", seq, err))
+				cancel() // the others would wait for it at the next rendezvous
+			}
+			if seq == 1 {
+				first = r
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return SwarmResult{}, err
+	}
+	if first == nil {
+		return SwarmResult{}, errors.New("lab: peer 1 returned no result")
+	}
+	first.Peers = present
+	return *first, nil
 }

@@ -182,7 +182,11 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	if err != nil {
 		return nil, err
 	}
-	t.RSS, t.Goroutines, t.Conns = rssBytes(), runtime.NumGoroutine(), len(p.n.Host().Network().Conns())
+	t.Conns = len(p.n.Host().Network().Conns())
+	if cfg.base == nil || seq == 1 {
+		// A process of its own, or peer 1 for a process of many peers.
+		t.RSS, t.Goroutines = rssBytes(), runtime.NumGoroutine()
+	}
 	st := p.ps.Stats()
 	t.GossipDropped = st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
 	b, _ := json.Marshal(t)
@@ -212,8 +216,10 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		r.Failures += pt.Failures
 		r.Latencies = append(r.Latencies, pt.Latencies...)
 		resolves = append(resolves, pt.Resolves...)
-		r.RSSPerPeer += pt.RSS / int64(len(tallies))
-		r.GoroutinesPerPeer += float64(pt.Goroutines) / float64(len(tallies))
+		if cfg.base == nil {
+			r.RSSPerPeer += pt.RSS / int64(len(tallies))
+			r.GoroutinesPerPeer += float64(pt.Goroutines) / float64(len(tallies))
+		}
 		r.ConnsPerPeer += float64(pt.Conns) / float64(len(tallies))
 		bytesOut += pt.BytesOut
 		r.Accepted += pt.Accepted
@@ -231,6 +237,11 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	}
 	for _, n := range perRelay {
 		r.RelayMaxCircuits = max(r.RelayMaxCircuits, n)
+	}
+	if b := cfg.base; b != nil {
+		// All peers in this process, measured by peer 1 while all were up.
+		r.RSSPerPeer = max(0, t.RSS-b.rss) / int64(len(tallies))
+		r.GoroutinesPerPeer = float64(t.Goroutines-b.goroutines) / float64(len(tallies))
 	}
 	fillLatency(r)
 	if len(resolves) > 0 {
