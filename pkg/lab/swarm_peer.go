@@ -168,6 +168,9 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	if err := c.Barrier(ctx, "routed"); err != nil {
 		return nil, err
 	}
+	if seq == 1 {
+		s.progress("swarm %s: %d peers connected, their DHTs refreshed", cfg.Cases[0], cfg.Peers)
+	}
 	var t peerTally
 	switch cfg.Cases[0] {
 	case SwarmPropagate:
@@ -189,6 +192,9 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	}
 	st := p.ps.Stats()
 	t.GossipDropped = st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
+	if seq == 1 {
+		s.progress("swarm %s: run over, tallying", cfg.Cases[0])
+	}
 	b, _ := json.Marshal(t)
 	tallies, err := c.Share(ctx, "tally", b)
 	if err != nil {
@@ -370,27 +376,19 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 		}
 		return out
 	}
-	var (
-		mu    sync.Mutex
-		sends sync.WaitGroup
-	)
+	// One pipe after the other, as a program opens them: every peer
+	// starts at the same barrier, and Targets resolutions at once from
+	// each would measure a herd of our own making.
 	for _, i := range targets(c.Seq()) {
-		sends.Add(1)
-		go func() {
-			defer sends.Done()
-			took, err := sendOne(ctx, p, advs[i], cfg.Size, i)
-			mu.Lock()
-			defer mu.Unlock()
-			if took > 0 {
-				t.Resolves = append(t.Resolves, took)
-			}
-			if err != nil {
-				t.Failures++
-				s.progress("swarm resolve: peer %d to %d: %v", c.Seq(), i+1, err)
-			}
-		}()
+		took, err := sendOne(ctx, p, advs[i], cfg.Size, i)
+		if took > 0 {
+			t.Resolves = append(t.Resolves, took)
+		}
+		if err != nil {
+			t.Failures++
+			s.progress("swarm resolve: peer %d to %d: %v", c.Seq(), i+1, err)
+		}
 	}
-	sends.Wait()
 	var want []swarmMsg
 	for seq := 1; seq <= len(advs); seq++ {
 		if slices.Contains(targets(seq), p.idx) {
@@ -696,16 +694,18 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		if err := sleepCtx(ctx, time.Until(at(j))); err != nil {
 			return p, err
 		}
-		if p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen)); err != nil {
-			return p, err
-		}
-		var present []peer.AddrInfo
-		for i, ai := range infos {
-			if r := peerRole(cfg, i+1); r != roleLeaver && r != roleJoiner {
-				present = append(present, ai)
+		// Its DHT starts from Degree peers present, as a joining node's
+		// does, so that its binding's provider record finds a home.
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
+		var boot []peer.AddrInfo
+		for _, i := range rng.Perm(len(infos)) {
+			if r := peerRole(cfg, i+1); r != roleLeaver && r != roleJoiner && len(boot) < cfg.Degree {
+				boot = append(boot, infos[i])
 			}
 		}
-		connectSome(ctx, cfg, p, seq, present)
+		if p, err = s.joinVia(ctx, boot, true, node.WithListenAddrs(listen)); err != nil {
+			return p, err
+		}
 		if err := pr.member(p); err != nil {
 			return p, err
 		}
