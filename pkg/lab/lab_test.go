@@ -17,7 +17,7 @@ import (
 // process-wide sweeper goroutine, which outlives every test by design; it
 // is the only goroutine allowed to stay.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/libp2p/go-flow-metrics.(*sweeper).runActive"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/libp2p/go-flow-metrics.(*sweeper).run"))
 }
 
 func TestRunRTTBaselines(t *testing.T) {

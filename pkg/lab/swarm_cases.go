@@ -30,8 +30,9 @@ const (
 	// small beside the propagate run it accompanies.
 	churnInterval = 250 * time.Millisecond
 	// churnResolveWait is how long the churn case's senders go on after
-	// the last replacement bound its pipe: the re-resolutions measured
-	// at 50 peers take well under a second.
+	// the publishers finish (the last departure falls at 80% of their
+	// run): time for the last replacements' bindings to be found. A
+	// sender that never reaches a replacement counts as a failure.
 	churnResolveWait = 3 * time.Second
 )
 
