@@ -345,10 +345,9 @@ func (snd *sender) open(ctx context.Context) error {
 // it first finds the queue empty it yields once before it gives up: a
 // sender in a loop, descheduled while the flusher wrote, then queues its
 // next messages for the same write instead of restarting direct writes
-// of one message each. On a loopback link that cuts the writes of a
-// saturating pipe sender by two thirds or more (fewer TLS records and
-// system calls: about 15% less CPU per message), and it costs a lone
-// message nothing: that one was written directly.
+// of one message each (fewer writes, so fewer TLS records and system
+// calls; BenchmarkPipeRate shows the difference). It costs a lone message
+// nothing: that one was written directly.
 func (snd *sender) flushLoop() {
 	defer snd.svc.wg.Done()
 	snd.lock <- struct{}{}

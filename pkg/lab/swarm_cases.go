@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
@@ -140,67 +139,36 @@ func (s *swarm) drain(ctx context.Context, want map[int][]swarmMsg) {
 	})
 }
 
-// unicastPipe is a unicast input pipe of a swarm: its advertisement, and
-// the peers that bound it, one after the other (churn).
-type unicastPipe struct {
-	a       *adv.PipeAdvertisement
-	binders []int
-}
-
-// bindUnicast binds a new unicast pipe on p.
-func (s *swarm) bindUnicast(p *swarmPeer, up *unicastPipe) error {
-	if up.a == nil {
-		a, err := adv.New(adv.Unicast, fmt.Sprintf("lab-swarm-%d", p.idx), "")
-		if err != nil {
-			return err
+// bindUnicast binds a unicast input pipe on p: a, or a new one if a is
+// nil. It returns the pipe's advertisement.
+func (s *swarm) bindUnicast(p *swarmPeer, a *adv.PipeAdvertisement) (*adv.PipeAdvertisement, error) {
+	if a == nil {
+		var err error
+		if a, err = adv.New(adv.Unicast, fmt.Sprintf("lab-swarm-%d", p.idx), ""); err != nil {
+			return nil, err
 		}
-		up.a = a
 	}
-	if _, err := p.ps.NewInputPipe(up.a, s.handler(p.idx)); err != nil {
-		return err
+	if _, err := p.ps.NewInputPipe(a, s.handler(p.idx)); err != nil {
+		return nil, err
 	}
-	up.binders = append(up.binders, p.idx)
-	return nil
+	return a, nil
 }
 
-// waitProviders waits until a peer other than the binder finds a
-// provider record for each pipe in the DHT: bindings publish theirs in
-// the background.
-func (s *swarm) waitProviders(ctx context.Context, pipes map[int]*unicastPipe) error {
-	peers := s.alive()
+// waitProvider waits until asker finds a provider record for the pipe of
+// a in the DHT: bindings publish theirs in the background.
+func waitProvider(ctx context.Context, asker *swarmPeer, a *adv.PipeAdvertisement) error {
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		missing int
-	)
-	sem := make(chan struct{}, 8)
-	for idx, up := range pipes {
-		asker := peers[(slices.IndexFunc(peers, func(p *swarmPeer) bool { return p.idx == idx })+1)%len(peers)]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := waitFor(wctx, func() bool {
-				qctx, qcancel := context.WithTimeout(wctx, 2*time.Second)
-				defer qcancel()
-				for range asker.n.Routing().FindProvidersAsync(qctx, pipe.ProviderKey(up.a.ID), 1) {
-					return true
-				}
-				return false
-			})
-			if err != nil {
-				mu.Lock()
-				missing++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if missing > 0 {
-		return fmt.Errorf("%d of %d pipes have no provider record in the DHT after a minute", missing, len(pipes))
+	err := waitFor(wctx, func() bool {
+		qctx, qcancel := context.WithTimeout(wctx, 2*time.Second)
+		defer qcancel()
+		for range asker.n.Routing().FindProvidersAsync(qctx, pipe.ProviderKey(a.ID), 1) {
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("pipe %v has no provider record in the DHT after a minute: %w", a.ID, err)
 	}
 	return nil
 }

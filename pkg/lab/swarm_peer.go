@@ -336,11 +336,11 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinat
 // resolves Targets others' with no hint and sends to each.
 func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, t *peerTally) error {
 	cfg := s.cfg
-	up := &unicastPipe{}
-	if err := s.bindUnicast(p, up); err != nil {
+	a, err := s.bindUnicast(p, nil)
+	if err != nil {
 		return err
 	}
-	x, err := up.a.Marshal()
+	x, err := a.Marshal()
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,7 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 	// The next peer's binding is in the DHT: bindings publish theirs in
 	// the background.
 	next := c.Seq() % len(advs)
-	if err := s.waitProviders(ctx, map[int]*unicastPipe{next: {a: advs[next]}}); err != nil {
+	if err := waitProvider(ctx, p, advs[next]); err != nil {
 		return err
 	}
 	if err := c.Barrier(ctx, "provided"); err != nil {
@@ -415,12 +415,11 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 	role := peerRole(cfg, seq)
 	var x []byte
 	if role == rolePrivate {
-		up := &unicastPipe{}
-		if err := s.bindUnicast(p, up); err != nil {
+		a, err := s.bindUnicast(p, nil)
+		if err != nil {
 			return err
 		}
-		var err error
-		if x, err = up.a.Marshal(); err != nil {
+		if x, err = a.Marshal(); err != nil {
 			return err
 		}
 	}
@@ -609,11 +608,11 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		if err := pr.member(p); err != nil {
 			return p, err
 		}
-		up := &unicastPipe{}
-		if err := s.bindUnicast(p, up); err != nil {
+		a, err := s.bindUnicast(p, nil)
+		if err != nil {
 			return p, err
 		}
-		if mine, err = up.a.Marshal(); err != nil {
+		if mine, err = a.Marshal(); err != nil {
 			return p, err
 		}
 	}
@@ -648,7 +647,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		for slots[next] == nil || next == seq {
 			next = next%len(all) + 1
 		}
-		if err := s.waitProviders(ctx, map[int]*unicastPipe{next - 1: {a: slots[next]}}); err != nil {
+		if err := waitProvider(ctx, p, slots[next]); err != nil {
 			return p, err
 		}
 	}
@@ -710,7 +709,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 			return p, err
 		}
 		leaver := cfg.Publishers + 1 + j
-		if err := s.bindUnicast(p, &unicastPipe{a: slots[leaver]}); err != nil {
+		if _, err := s.bindUnicast(p, slots[leaver]); err != nil {
 			return p, err
 		}
 	}
