@@ -39,6 +39,35 @@ type inStream struct {
 	// inline is the room left in the delivery block of the message being
 	// decoded, where allocBuf puts small elements' data.
 	inline []byte
+	// wakers are what listeners asked to wake once the messages already
+	// read are handed over (Delivery.WakeLater).
+	wakers []Waker
+}
+
+// maxWakers bounds the wakes a stream's reader defers: past it, it runs
+// them, so a message spread over many destinations costs no more memory.
+const maxWakers = 16
+
+// wakeLater records w, unless it is the last one recorded already.
+func (in *inStream) wakeLater(w Waker) {
+	if n := len(in.wakers); n > 0 && in.wakers[n-1] == w {
+		return
+	}
+	if len(in.wakers) == maxWakers {
+		in.wake()
+	}
+	in.wakers = append(in.wakers, w)
+}
+
+// wake runs the deferred wakes. The reader calls it before anything that
+// can wait: reading from the network, waiting for the memory budget,
+// writing a refusal, returning.
+func (in *inStream) wake() {
+	for i, w := range in.wakers {
+		w.Wake()
+		in.wakers[i] = nil
+	}
+	in.wakers = in.wakers[:0]
 }
 
 // lastListener is the listener of the destination a stream carried last,
@@ -106,6 +135,7 @@ func (in *inStream) readHeader() (service, param string, n int64, buffered bool,
 			return service, param, n, true, nil
 		}
 	}
+	in.wake() // about to wait for the network
 	service, param, n, err = in.readHeaderSlow()
 	return service, param, n, false, err
 }

@@ -170,8 +170,7 @@ type Bidi struct {
 	rjxta  id.ID
 	conn   string
 	dst    endpoint.Address
-	queue  chan *Received
-	gate   byteGate
+	box    *inbox
 
 	answer chan byte // the listener's answer, for the connecting side
 
@@ -183,9 +182,8 @@ type Bidi struct {
 func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
 	return &Bidi{
 		svc: s, adv: a, remote: remote, rjxta: s.jxtaID(remote), conn: conn,
-		dst:   endpoint.PeerAddress(remote, BidiService, string(opData)+"/"+conn),
-		queue: make(chan *Received, s.opts.queue), done: make(chan struct{}),
-		gate: byteGate{limit: s.opts.queueBytes},
+		dst: endpoint.PeerAddress(remote, BidiService, string(opData)+"/"+conn),
+		box: newInbox(s.opts.queue, s.opts.queueBytes), done: make(chan struct{}),
 	}
 }
 
@@ -335,7 +333,7 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 		r := receivedPool.Get().(*Received)
 		r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, b.adv.ID
 		r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
-		if ok, _ := enqueue(ctx, b.queue, &b.gate, b.done, r, d); !ok {
+		if ok, _ := b.box.put(ctx, b.done, r, d); !ok {
 			r.recycle() // nobody saw it
 			d.Refuse("bidirectional pipe connection closed")
 		}
@@ -466,7 +464,7 @@ func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
 
 // ReceiveFrom is Receive with the message's provenance.
 func (b *Bidi) ReceiveFrom(ctx context.Context) (*Received, error) {
-	return receive(ctx, b.queue, b.done, b.Err)
+	return b.box.get(ctx, b.done, b.Err)
 }
 
 // Err returns why the connection ended: nil while it is open, io.EOF if

@@ -1,7 +1,7 @@
 package pipe
 
 // QueueLen reports how many messages wait in an input pipe's queue.
-func QueueLen(p *InputPipe) int { return len(p.queue) }
+func QueueLen(p *InputPipe) int { return len(p.box.q) }
 
 // BacklogLen reports how many connections wait for Accept.
 func BacklogLen(l *Listener) int { return len(l.accept) }

@@ -42,8 +42,7 @@ type InputPipe struct {
 	svc     *Service
 	adv     *adv.PipeAdvertisement
 	key     string
-	queue   chan *Received
-	gate    byteGate
+	box     *inbox // nil with a handler
 	handler func(*Received)
 	done    chan struct{}
 	once    sync.Once
@@ -68,8 +67,7 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 	}
 	p := &InputPipe{svc: s, adv: a, key: Key(a.ID), handler: c.handler, done: make(chan struct{})}
 	if p.handler == nil {
-		p.queue = make(chan *Received, s.opts.queue)
-		p.gate.limit = s.opts.queueBytes
+		p.box = newInbox(s.opts.queue, s.opts.queueBytes)
 	}
 	if a.Type == adv.Propagate {
 		if err := s.subscribe(p); err != nil {
@@ -116,34 +114,10 @@ func (p *InputPipe) Receive(ctx context.Context) (*message.Message, error) {
 
 // ReceiveFrom is Receive with the message's provenance.
 func (p *InputPipe) ReceiveFrom(ctx context.Context) (*Received, error) {
-	if p.queue == nil {
+	if p.box == nil {
 		return nil, ErrHandler
 	}
-	return receive(ctx, p.queue, p.done, func() error { return fmt.Errorf("%w: input pipe %s", ErrClosed, p.adv.ID) })
-}
-
-func receive(ctx context.Context, q chan *Received, done <-chan struct{}, closed func() error) (*Received, error) {
-	select {
-	case r := <-q:
-		r.dequeued()
-		return r, nil
-	default:
-	}
-	select {
-	case r := <-q:
-		r.dequeued()
-		return r, nil
-	case <-done:
-		select {
-		case r := <-q:
-			r.dequeued()
-			return r, nil
-		default:
-			return nil, closed()
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return p.box.get(ctx, p.done, func() error { return fmt.Errorf("%w: input pipe %s", ErrClosed, p.adv.ID) })
 }
 
 // Dropped counts messages refused because they did not arrive over an
@@ -175,7 +149,7 @@ func (p *InputPipe) deliver(ctx context.Context, r *Received, d *endpoint.Delive
 		return closed()
 	default:
 	}
-	ok, err := enqueue(ctx, p.queue, &p.gate, p.done, r, d)
+	ok, err := p.box.put(ctx, p.done, r, d)
 	if ok {
 		return nil
 	}

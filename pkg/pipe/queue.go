@@ -120,28 +120,67 @@ func sizeOf(m *message.Message, d *endpoint.Delivery) int64 {
 	return n
 }
 
-// enqueue admits r to q within g, holding d's endpoint budget while it
-// waits there. It fails when done closes or ctx ends; the caller then
-// refuses d.
-func enqueue(ctx context.Context, q chan *Received, g *byteGate, done <-chan struct{}, r *Received, d *endpoint.Delivery) (bool, error) {
-	size := sizeOf(r.Message, d)
-	ok, err := g.acquire(ctx, size, done)
-	if !ok {
-		return false, err
+// inbox is the queue of an input pipe or Bidi: received messages wait
+// there for Receive, bounded in count by q's capacity and in bytes by
+// gate. A message from the endpoint wakes a waiting Receive once its
+// reader has handed over everything it read (endpoint.Delivery.WakeLater),
+// so a burst of small messages costs one wake-up, not one each.
+type inbox struct {
+	q    chan *Received
+	gate byteGate
+	// signal wakes one waiting Receive; waiters counts them. Receive
+	// waits on signal, not on q, so that a message put in q does not
+	// wake it by itself.
+	signal  chan struct{}
+	waiters atomic.Int32
+}
+
+func newInbox(n int, bytes int64) *inbox {
+	return &inbox{q: make(chan *Received, n), gate: byteGate{limit: bytes}, signal: make(chan struct{}, 1)}
+}
+
+// Wake wakes a waiting Receive, if any (endpoint.Waker).
+func (b *inbox) Wake() {
+	if b.waiters.Load() > 0 {
+		select {
+		case b.signal <- struct{}{}:
+		default:
+		}
 	}
-	r.queued = queued{gate: g, size: size}
+}
+
+// put admits r within the gate, holding d's endpoint budget while it
+// waits in the queue. It fails when done closes or ctx ends; the caller
+// then refuses d. With d, the waiting Receive is woken when d's reader
+// is done with its burst; without, at once.
+func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *endpoint.Delivery) (bool, error) {
+	size := sizeOf(r.Message, d)
+	if !b.gate.tryAcquire(size) {
+		b.wakeNow(d) // Receive frees the room
+		ok, err := b.gate.acquire(ctx, size, done)
+		if !ok {
+			return false, err
+		}
+	}
+	r.queued = queued{gate: &b.gate, size: size}
 	if d != nil {
 		// Before the message is visible to Receive, which releases it.
 		d.Hold()
 		r.queued.held = d
+		d.WakeLater(b)
 	}
 	select {
-	case q <- r:
+	case b.q <- r:
+		if d == nil {
+			b.Wake()
+		}
 		return true, nil
 	default:
 	}
+	b.wakeNow(d)
+	var err error
 	select {
-	case q <- r:
+	case b.q <- r:
 		return true, nil
 	case <-done:
 	case <-ctx.Done():
@@ -149,4 +188,59 @@ func enqueue(ctx context.Context, q chan *Received, g *byteGate, done <-chan str
 	}
 	r.dequeued()
 	return false, err
+}
+
+// wakeNow wakes Receive before put waits: at once, and through d's
+// reader whatever else it deferred.
+func (b *inbox) wakeNow(d *endpoint.Delivery) {
+	if d != nil {
+		d.WakeNow()
+	}
+	b.Wake()
+}
+
+// get returns the next message, waiting until one comes, done closes
+// (then the messages still queued, then closed()) or ctx ends.
+func (b *inbox) get(ctx context.Context, done <-chan struct{}, closed func() error) (*Received, error) {
+	for {
+		select {
+		case r := <-b.q:
+			return b.taken(r), nil
+		default:
+		}
+		b.waiters.Add(1)
+		// Look again now that a put's wake will find us.
+		select {
+		case r := <-b.q:
+			b.waiters.Add(-1)
+			return b.taken(r), nil
+		default:
+		}
+		select {
+		case <-b.signal:
+			b.waiters.Add(-1)
+		case <-done:
+			b.waiters.Add(-1)
+			select {
+			case r := <-b.q:
+				return b.taken(r), nil
+			default:
+				return nil, closed()
+			}
+		case <-ctx.Done():
+			b.waiters.Add(-1)
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// taken releases what r held while queued and, if more messages wait and
+// so do other Receives, passes the wake on: a wake-up for a burst wakes
+// one Receive.
+func (b *inbox) taken(r *Received) *Received {
+	r.dequeued()
+	if len(b.q) > 0 && b.waiters.Load() > 0 {
+		b.Wake()
+	}
+	return r
 }

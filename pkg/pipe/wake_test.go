@@ -1,0 +1,124 @@
+package pipe_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// TestBurstBlockedOnAnotherPipeWakesReceive: a burst puts a message in
+// pipe A, then fills pipe B, whose Receive is not called until A's
+// message is received. The reader, waiting for room in B, must first wake
+// A's Receive (it deferred that wake to the end of the burst), or both
+// sides wait for ever.
+func TestBurstBlockedOnAnotherPipeWakesReceive(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
+	advA, advB := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	inA, err := sb.NewInputPipe(advA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB, err := sb.NewInputPipe(advB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outA, err := sa.NewOutputPipe(ctx(t), advA, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outB, err := sa.NewOutputPipe(ctx(t), advB, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything is sent before anything is received, so the reader
+	// finds bursts: A's message, then B's until B is full.
+	const rounds, perB = 200, 3
+	for r := range rounds {
+		if err := outA.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(r)))); err != nil {
+			t.Fatal(err)
+		}
+		for i := range perB {
+			if err := outB.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(r*perB+i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for r := range rounds {
+			m, err := inA.Receive(ctx(t))
+			if err != nil || text(m, "n") != fmt.Sprint(r) {
+				errs <- fmt.Errorf("round %d: A: %v %v", r, m, err)
+				return
+			}
+			for i := range perB {
+				m, err := inB.Receive(ctx(t))
+				if err != nil || text(m, "n") != fmt.Sprint(r*perB+i) {
+					errs <- fmt.Errorf("round %d: B %d: %v %v", r, i, m, err)
+					return
+				}
+			}
+		}
+	}()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBurstBlockedOnTheBudgetWakesReceive: the reader holds a burst of
+// messages queued in a pipe and waits for the memory budget they hold;
+// only Receive frees it, so the reader wakes Receive before it waits.
+func TestBurstBlockedOnTheBudgetWakesReceive(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa := newPipes(t, nodes[0])
+	// Room for about three of the messages below, queued and held.
+	ep, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(); ep.Close() })
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	sent := make(chan error, 1)
+	go func() {
+		defer close(sent)
+		for i := range n {
+			m := message.New(message.Text("", "n", fmt.Sprint(i)), message.Bytes("", "pad", make([]byte, 10<<10)))
+			if err := out.Send(ctx(t), m); err != nil {
+				sent <- err
+				return
+			}
+		}
+	}()
+	// Let the sender fill the budget before anything is received.
+	time.Sleep(100 * time.Millisecond)
+	for i := range n {
+		m, err := in.Receive(ctx(t))
+		if err != nil || text(m, "n") != fmt.Sprint(i) {
+			t.Fatalf("message %d: %v %v", i, m, err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
