@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -104,6 +105,12 @@ func setup() {
 }
 
 func locateJar() (string, error) {
+	return locateArtifact(GroupID, ArtifactID, Version)
+}
+
+// locateArtifact returns the path of a jar in the local Maven repository,
+// fetching it with Maven when it is missing.
+func locateArtifact(group, artifact, version string) (string, error) {
 	repo := os.Getenv("MAVEN_REPO")
 	if repo == "" {
 		home, err := os.UserHomeDir()
@@ -112,7 +119,7 @@ func locateJar() (string, error) {
 		}
 		repo = filepath.Join(home, ".m2", "repository")
 	}
-	jar := filepath.Join(repo, "com", "kenai", "jxse", "jxse", Version, "jxse-"+Version+".jar")
+	jar := filepath.Join(append([]string{repo}, append(strings.Split(group, "."), artifact, version, artifact+"-"+version+".jar")...)...)
 	if _, err := os.Stat(jar); err == nil {
 		return jar, nil
 	}
@@ -120,7 +127,7 @@ func locateJar() (string, error) {
 		return "", fmt.Errorf("jar %s missing and mvn not found: %w", jar, err)
 	}
 	cmd := exec.Command("mvn", "-q", "-B", "dependency:get",
-		"-Dartifact="+GroupID+":"+ArtifactID+":"+Version, "-Dtransitive=false")
+		"-Dartifact="+group+":"+artifact+":"+version, "-Dtransitive=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("mvn dependency:get: %w: %s", err, lastLines(string(out), 20))
 	}

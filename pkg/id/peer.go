@@ -52,3 +52,12 @@ func keyUUID(pub crypto.PubKey) ([uuidLen]byte, error) {
 	}
 	return sha1Prefix(b), nil
 }
+
+// PeerIDFromSPKI returns the cbid peer ID JXSE 2.7 gives the holder of a
+// key: in the world peer group, with the first 16 bytes of the SHA-1 hash
+// of the key's DER SubjectPublicKeyInfo as its unique part, no bits
+// altered. A JXSE peer checks a CBJX-signed router message's source
+// against the ID so derived from the signer's certificate.
+func PeerIDFromSPKI(spki []byte) ID {
+	return compose(FormatCBID, KindPeer, worldUUID, sha1Prefix(spki))
+}

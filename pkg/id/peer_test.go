@@ -3,8 +3,12 @@ package id_test
 import (
 	"bytes"
 	"crypto/sha1"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -100,5 +104,28 @@ func TestVerifyPeerID(t *testing.T) {
 	}
 	if _, err := id.PeerIDFromPublicKey(pid, pub); !errors.Is(err, id.ErrKind) {
 		t.Errorf("peer ID as group: %v", err)
+	}
+}
+
+// TestPeerIDFromSPKI derives the peer IDs of the two JXSE peers of the
+// JXTA wire study from their certificates (../shared/jxta/captures).
+func TestPeerIDFromSPKI(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "jxta", "captures", "all-default")
+	for _, p := range []string{"A", "B"} {
+		der, err := os.ReadFile(filepath.Join(dir, p+".cert.der"))
+		if err != nil {
+			t.Skipf("captures not beside the project: %v", err)
+		}
+		want, err := os.ReadFile(filepath.Join(dir, p+".peerid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := id.PeerIDFromSPKI(cert.RawSubjectPublicKeyInfo).String(); got != strings.TrimSpace(string(want)) {
+			t.Errorf("peer %s: %s, JXSE says %s", p, got, want)
+		}
 	}
 }

@@ -1,0 +1,251 @@
+package jxse
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The jars a live JXSE 2.7 peer needs beside JXSE's (its TCP transport
+// runs on Netty, its PSE on Bouncy Castle).
+var runtimeDeps = [][3]string{
+	{"org.jboss.netty", "netty", "3.2.2.Final"},
+	{"bouncycastle", "bcprov-jdk15", "140"},
+}
+
+var (
+	depsOnce sync.Once
+	depsPath []string
+	depsErr  error
+)
+
+// peerClassPath is the class path of a live peer: the helpers first, so
+// that the CompatibilityUtils stand-in (testdata) wins over JXSE's own,
+// which cannot start on Java 9 and later.
+func peerClassPath() (string, error) {
+	if err := Available(); err != nil {
+		return "", err
+	}
+	depsOnce.Do(func() {
+		for _, d := range runtimeDeps {
+			jar, err := locateArtifact(d[0], d[1], d[2])
+			if err != nil {
+				depsErr = err
+				return
+			}
+			depsPath = append(depsPath, jar)
+		}
+	})
+	if depsErr != nil {
+		return "", depsErr
+	}
+	return strings.Join(append([]string{classDir, jarPath}, depsPath...), string(os.PathListSeparator)), nil
+}
+
+// PeerOptions configure a live JXSE peer.
+type PeerOptions struct {
+	// Unsigned starts the JVM with CBJX disabled: the peer neither signs
+	// nor requires signed messages.
+	Unsigned bool
+}
+
+// Peer is a live, unmodified JXSE 2.7 peer (testdata/JxsePeer.java) in
+// a child process, listening on a TCP port of 127.0.0.1.
+type Peer struct {
+	// ID is its peer ID (urn:jxta:cbid-…); Port its TCP port.
+	ID   string
+	Port int
+
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	mu      sync.Mutex // one command at a time
+	recv    chan Received
+	replies chan string
+	done    chan struct{}
+	stderr  *tail
+}
+
+// Received is a message the peer's StudySvc/ep listener got.
+type Received struct {
+	Service, Param, Source, Text string
+}
+
+// Addr is the peer's TCP address, tcp://127.0.0.1:port.
+func (p *Peer) Addr() string { return "tcp://127.0.0.1:" + strconv.Itoa(p.Port) }
+
+// StartPeer starts a JXSE peer and waits until it is ready; it stops when
+// t ends. Without Java, Maven or the jars it skips t (fails it under CI).
+func StartPeer(t testing.TB, o PeerOptions) *Peer {
+	t.Helper()
+	Require(t)
+	cp, err := peerClassPath()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("JXSE peer unavailable under CI: %v", err)
+		}
+		t.Skipf("JXSE peer unavailable: %v", err)
+	}
+	for attempt := 0; ; attempt++ {
+		p, err := startPeer(t, cp, o)
+		if err == nil {
+			return p
+		}
+		if attempt == 2 {
+			t.Fatalf("starting a JXSE peer: %v", err)
+		}
+		t.Logf("starting a JXSE peer: %v (again)", err)
+	}
+}
+
+func startPeer(t testing.TB, cp string, o PeerOptions) (*Peer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-Xss16m", "-cp", cp}
+	if o.Unsigned {
+		args = append(args, "-Dnet.jxta.endpoint.WireFormatMessageFactory.CBJX_DISABLE=true")
+	}
+	args = append(args, "JxsePeer", "p2pmsg-test", strconv.Itoa(port), t.TempDir())
+	cmd := exec.Command("java", args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &Peer{Port: port, cmd: cmd, stdin: stdin, recv: make(chan Received, 1024), replies: make(chan string, 1),
+		done: make(chan struct{}), stderr: &tail{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan string, 1)
+	go p.readLines(stdout, ready)
+	select {
+	case id := <-ready:
+		p.ID = id
+	case <-p.done:
+		cmd.Wait()
+		return nil, fmt.Errorf("JXSE peer exited before it was ready: %s", p.stderr)
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("JXSE peer not ready after 2 minutes: %s", p.stderr)
+	}
+	t.Cleanup(p.stop)
+	return p, nil
+}
+
+func (p *Peer) readLines(r io.Reader, ready chan<- string) {
+	defer close(p.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		verb, rest, _ := strings.Cut(line, " ")
+		switch verb {
+		case "READY":
+			id, _, _ := strings.Cut(rest, " ")
+			ready <- id
+		case "RECV":
+			f := strings.SplitN(rest, " ", 4)
+			for len(f) < 4 {
+				f = append(f, "")
+			}
+			select {
+			case p.recv <- Received{Service: f[0], Param: f[1], Source: f[2], Text: f[3]}:
+			default: // nobody reads them; the test will see what it missed
+			}
+		case "OK", "ERR":
+			p.replies <- line
+		}
+	}
+}
+
+// Send makes the peer send a message with study:text = text to addr, a
+// JXTA endpoint address (tcp://host:port/service/param or
+// jxta://cbid-…/service/param).
+func (p *Peer) Send(addr, text string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := fmt.Fprintf(p.stdin, "send %s %s\n", addr, text); err != nil {
+		return err
+	}
+	select {
+	case r := <-p.replies:
+		if r != "OK" {
+			return errors.New(r)
+		}
+		return nil
+	case <-p.done:
+		return fmt.Errorf("JXSE peer exited: %s", p.stderr)
+	case <-time.After(time.Minute):
+		return errors.New("JXSE peer did not answer within a minute")
+	}
+}
+
+// Next returns the next message the peer received, waiting until ctx
+// ends.
+func (p *Peer) Next(ctx context.Context) (Received, error) {
+	select {
+	case r := <-p.recv:
+		return r, nil
+	case <-ctx.Done():
+		return Received{}, fmt.Errorf("no message at the JXSE peer: %w (its log: %s)", ctx.Err(), p.stderr)
+	}
+}
+
+func (p *Peer) stop() {
+	p.stdin.Write([]byte("quit\n"))
+	p.stdin.Close()
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+	}
+	p.cmd.Wait()
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail keeps the last lines a process wrote, for error messages.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > 16<<10 {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-8<<10:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return lastLines(string(t.buf), 15)
+}

@@ -1,0 +1,151 @@
+package jxtatcp
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+)
+
+// A CBJX trailer follows the message in a frame's body:
+//
+//	u32 cert-length, certificate (DER), u32 source-length, source (the
+//	signer's peer ID URN), u32 sig-length, signature
+//
+// the signature being SHA256withRSA over message || certificate || source.
+
+// Bounds on a trailer's parts: JXSE's are 514, 80 and 128 bytes.
+const (
+	maxCert      = 16 << 10
+	maxSource    = 256
+	maxSignature = 2048
+)
+
+// appendTrailer appends the identity's trailer for msg.
+func (i *Identity) appendTrailer(dst, msg []byte) ([]byte, error) {
+	src := i.id.String()
+	sig, err := i.sign(msg, i.cert, []byte(src))
+	if err != nil {
+		return dst, fmt.Errorf("jxtatcp: signing: %w", err)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(i.cert)))
+	dst = append(dst, i.cert...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(src)))
+	dst = append(dst, src...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(sig)))
+	return append(dst, sig...), nil
+}
+
+// trailer is a parsed CBJX trailer; its fields alias the frame.
+type trailer struct {
+	cert, source, sig []byte
+}
+
+// parseTrailer splits b, which must hold exactly one trailer.
+func parseTrailer(b []byte) (trailer, error) {
+	p, err := parseParts(b, "certificate", maxCert, "source", maxSource, "signature", maxSignature)
+	if err != nil {
+		return trailer{}, err
+	}
+	return trailer{cert: p[0], source: p[1], sig: p[2]}, nil
+}
+
+// parseParts splits b into three parts, each a u32 length and its bytes,
+// within the bounds given after each part's name; b must hold exactly
+// them.
+func parseParts(b []byte, n1 string, m1 int, n2 string, m2 int, n3 string, m3 int) ([3][]byte, error) {
+	var out [3][]byte
+	names, maxes := [3]string{n1, n2, n3}, [3]int{m1, m2, m3}
+	for i := range out {
+		if len(b) < 4 {
+			return out, fmt.Errorf("%w: cut short before the %s", ErrSignature, names[i])
+		}
+		n := binary.BigEndian.Uint32(b)
+		if n == 0 || n > uint32(maxes[i]) || int64(n) > int64(len(b)-4) {
+			return out, fmt.Errorf("%w: %s of %d bytes", ErrSignature, names[i], n)
+		}
+		out[i], b = b[4:4+n], b[4+n:]
+	}
+	if len(b) != 0 {
+		return out, fmt.Errorf("%w: %d bytes after the %s", ErrSignature, len(b), n3)
+	}
+	return out, nil
+}
+
+// verifier checks trailers, remembering the last certificate it parsed:
+// a connection's messages mostly come signed by one peer.
+type verifier struct {
+	cert []byte
+	key  *rsa.PublicKey
+}
+
+// verify checks t's signature over msg and returns the signer's peer ID
+// as the trailer states it. As in JXSE, the certificate must verify with
+// its own key; nothing else about it is trusted.
+func (v *verifier) verify(msg []byte, t trailer) (id.ID, error) {
+	if v.key == nil || !bytes.Equal(v.cert, t.cert) {
+		c, err := x509.ParseCertificate(t.cert)
+		if err != nil {
+			return id.ID{}, fmt.Errorf("%w: certificate: %w", ErrSignature, err)
+		}
+		key, ok := c.PublicKey.(*rsa.PublicKey)
+		if !ok {
+			return id.ID{}, fmt.Errorf("%w: certificate key is not RSA", ErrSignature)
+		}
+		if err := c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature); err != nil {
+			return id.ID{}, fmt.Errorf("%w: certificate is not self-signed: %w", ErrSignature, err)
+		}
+		v.cert, v.key = append(v.cert[:0], t.cert...), key
+	}
+	h := sha256.New()
+	h.Write(msg)
+	h.Write(t.cert)
+	h.Write(t.source)
+	if err := rsa.VerifyPKCS1v15(v.key, crypto.SHA256, h.Sum(nil), t.sig); err != nil {
+		return id.ID{}, fmt.Errorf("%w: %w", ErrSignature, err)
+	}
+	src, err := id.Parse(string(t.source))
+	if err != nil || src.Kind() != id.KindPeer {
+		return id.ID{}, fmt.Errorf("%w: source %q is not a peer ID", ErrSignature, t.source)
+	}
+	return src, nil
+}
+
+// verifyFingerprint checks a router element's fingerprint: u32 length,
+// the router source as text; u32 length, a certificate; u32 length, a
+// SHA256withRSA signature over both. As in JXSE, the source must be the
+// peer ID derived from the certificate's key; it is returned.
+func verifyFingerprint(b []byte) (id.ID, error) {
+	p3, err := parseParts(b, "fingerprint source", maxSource, "fingerprint certificate", maxCert, "fingerprint signature", maxSignature)
+	if err != nil {
+		return id.ID{}, err
+	}
+	src, cert, sig := p3[0], p3[1], p3[2]
+	c, err := x509.ParseCertificate(cert)
+	if err != nil {
+		return id.ID{}, fmt.Errorf("%w: router fingerprint certificate: %w", ErrSignature, err)
+	}
+	key, ok := c.PublicKey.(*rsa.PublicKey)
+	if !ok {
+		return id.ID{}, fmt.Errorf("%w: router fingerprint key is not RSA", ErrSignature)
+	}
+	h := sha256.New()
+	h.Write(src)
+	h.Write(cert)
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, h.Sum(nil), sig); err != nil {
+		return id.ID{}, fmt.Errorf("%w: router fingerprint: %w", ErrSignature, err)
+	}
+	p, err := parsePeerAddress(string(src))
+	if err != nil {
+		return id.ID{}, fmt.Errorf("%w: router fingerprint source: %w", ErrSignature, err)
+	}
+	if p != id.PeerIDFromSPKI(c.RawSubjectPublicKeyInfo) {
+		return id.ID{}, fmt.Errorf("%w: router fingerprint source %s is not its key's peer", ErrSignature, p)
+	}
+	return p, nil
+}

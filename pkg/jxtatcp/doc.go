@@ -1,0 +1,29 @@
+// Package jxtatcp is JXTA's TCP message transport as JXSE 2.7 speaks it:
+// the JXTAHELLO welcome, the message package framing, CBJX message
+// signing, and the endpoint address elements every message carries. It
+// lets a p2pmsg node exchange endpoint messages with unmodified JXSE 2.7
+// peers on their own transport, beside libp2p; package endpoint routes
+// jxta:// and tcp:// addresses to it.
+//
+// The wire is specified in the JXTA wire study (shared/jxta/SPEC.md) and
+// checked against captures of JXSE peers and against live JXSE peers.
+//
+// # Identity
+//
+// A JXTA peer signs every message with an RSA key and a self-signed X.509
+// certificate (CBJX), and its peer ID is derived from that key
+// (id.PeerIDFromSPKI). That identity is separate from the node's libp2p
+// key: JXSE accepts only RSA certificates, libp2p nodes use Ed25519 keys.
+// LoadIdentity keeps it in a file beside the libp2p key.
+//
+// # Hostile peers
+//
+// Nothing a peer sends is trusted: a welcome is at most 4 KiB and must
+// come within 5 s; frame headers are bounded; a frame's body is read as
+// its bytes arrive (a lying length costs only what was sent), within the
+// maximum message size and a transport-wide memory budget, and each 64 KiB
+// of it must come within the frame timeout. A signed message whose
+// signature does not verify, or whose source address is not its signer's,
+// is dropped and counted (Stats), as JXSE does; so is an unsigned message
+// when signatures are required. Malformed framing closes the connection.
+package jxtatcp

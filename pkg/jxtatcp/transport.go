@@ -1,0 +1,828 @@
+package jxtatcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// Incoming is a message received from a JXTA peer, its address elements
+// (and router element) removed.
+type Incoming struct {
+	Message *message.Message
+	// Source is the sending peer: the CBJX signer when Signed, else the
+	// peer the message's source address names, which nothing checks.
+	Source id.ID
+	Signed bool
+	// Service and Param are the listener the message is for, in the net
+	// peer group (or the world group, for unprefixed services).
+	Service, Param string
+	// Remote is the connection's remote TCP address.
+	Remote string
+}
+
+// Handler receives messages. It runs on the connection's reader: while
+// it runs, that connection is not read (backpressure on the sender).
+type Handler func(*Incoming)
+
+// Stats counts what the transport refused or dropped.
+type Stats struct {
+	Received, Sent uint64
+	// BadSignatures counts signed messages whose CBJX trailer did not
+	// verify (dropped, as JXSE drops them); Unsigned, messages without a
+	// trailer while signatures are required (dropped, the connection
+	// closed, as JXSE does).
+	BadSignatures, Unsigned uint64
+	// Spoofed counts messages whose source address or router source is
+	// not their signer (dropped: "address spoofing" in JXSE).
+	Spoofed uint64
+	// Malformed counts frames that could not be decoded (their
+	// connection closed) and messages without usable address elements
+	// or router element (dropped).
+	Malformed uint64
+	// NotForUs counts routed messages whose destination is another peer
+	// (this transport does not forward) or another peer group.
+	NotForUs uint64
+	// Refused counts connections refused because too many were open, or
+	// closed for a bad welcome, a stalled frame or a frame over the limit.
+	Refused uint64
+}
+
+type options struct {
+	public         string
+	sign, requireS bool
+	maxMessage     int64
+	budget         int64
+	frameTimeout   time.Duration
+	welcomeTimeout time.Duration
+	writeTimeout   time.Duration
+	maxConns       int
+}
+
+// Option configures a Transport.
+type Option func(*options) error
+
+// Defaults.
+const (
+	// DefaultMaxMessageSize bounds a received frame's body, as the libp2p
+	// endpoint's default does.
+	DefaultMaxMessageSize = 64 << 20
+	// DefaultMemoryBudget bounds the bytes of frames being read and
+	// handled on all connections together.
+	DefaultMemoryBudget = 1 << 30
+	// DefaultFrameTimeout is how long each 64 KiB of a frame may take to
+	// arrive once the frame has begun.
+	DefaultFrameTimeout = 20 * time.Second
+	// WelcomeTimeout is how long a peer has to send its welcome, as in
+	// JXSE.
+	WelcomeTimeout = 5 * time.Second
+	// DefaultMaxConns bounds the open connections.
+	DefaultMaxConns = 256
+)
+
+// WithPublicAddress sets the tcp://host:port address the welcome
+// announces (default: the first listening address, or tcp://host:0 for a
+// transport that does not listen).
+func WithPublicAddress(addr string) Option {
+	return func(o *options) error {
+		if proto, _, _, _, err := splitAddress(addr); err != nil || proto != "tcp" {
+			return fmt.Errorf("%w: public address %q: want tcp://host:port", ErrAddress, addr)
+		}
+		o.public = addr
+		return nil
+	}
+}
+
+// WithUnsigned makes the transport neither sign its messages nor require
+// signed ones: for JXSE peers started with CBJX disabled. By default it
+// signs every message and drops unsigned ones, as JXSE 2.7 does; a signing
+// peer also works with JXSE peers that have CBJX disabled.
+func WithUnsigned() Option {
+	return func(o *options) error {
+		o.sign, o.requireS = false, false
+		return nil
+	}
+}
+
+// WithAcceptUnsigned keeps signing but accepts unsigned messages (their
+// Source then is only what they claim).
+func WithAcceptUnsigned() Option {
+	return func(o *options) error {
+		o.requireS = false
+		return nil
+	}
+}
+
+// WithMaxMessageSize bounds a message's frame body, received or sent
+// (default DefaultMaxMessageSize; 4 KiB to 1 GiB).
+func WithMaxMessageSize(n int64) Option {
+	return func(o *options) error {
+		if n < 4<<10 || n > 1<<30 {
+			return fmt.Errorf("jxtatcp: max message size %d out of [4 KiB, 1 GiB]", n)
+		}
+		o.maxMessage = n
+		return nil
+	}
+}
+
+// WithMemoryBudget bounds the bytes of the frames being read and handled
+// on all connections together (default DefaultMemoryBudget; at least the
+// maximum message size). When it is full, connections wait before reading
+// more: their senders stall, nothing is dropped.
+func WithMemoryBudget(n int64) Option {
+	return func(o *options) error {
+		if n < 4<<10 || n > 64<<30 {
+			return fmt.Errorf("jxtatcp: memory budget %d out of [4 KiB, 64 GiB]", n)
+		}
+		o.budget = n
+		return nil
+	}
+}
+
+// WithFrameTimeout sets how long each 64 KiB of a frame may take once it
+// has begun; a peer slower than that is disconnected (100 ms to 1 h).
+func WithFrameTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 100*time.Millisecond || d > time.Hour {
+			return fmt.Errorf("jxtatcp: frame timeout %v out of [100ms, 1h]", d)
+		}
+		o.frameTimeout = d
+		return nil
+	}
+}
+
+// WithMaxConns bounds the open connections, both directions (default
+// DefaultMaxConns).
+func WithMaxConns(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1<<16 {
+			return fmt.Errorf("jxtatcp: max connections %d out of [1, 65536]", n)
+		}
+		o.maxConns = n
+		return nil
+	}
+}
+
+// Transport is a JXTA peer's TCP message transport. It is safe for
+// concurrent use.
+type Transport struct {
+	ident   *Identity
+	opts    options
+	handler Handler
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	listeners []net.Listener
+	conns     map[*conn]struct{}
+	byPeer    map[id.ID]*conn
+	byAddr    map[string]*conn
+	dialing   map[string]*dialCall
+	routes    map[id.ID]string
+
+	budget budget
+	stats  struct {
+		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused atomic.Uint64
+	}
+}
+
+// New returns a transport signing as ident and handing received messages
+// to h. It dials when asked to send; Listen makes it accept connections.
+func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
+	if ident == nil || h == nil {
+		return nil, errors.New("jxtatcp: New needs an identity and a handler")
+	}
+	o := options{sign: true, requireS: true, maxMessage: DefaultMaxMessageSize, budget: DefaultMemoryBudget,
+		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, maxConns: DefaultMaxConns}
+	for _, f := range opts {
+		if err := f(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.budget < o.maxMessage {
+		return nil, fmt.Errorf("jxtatcp: memory budget %d below the max message size %d", o.budget, o.maxMessage)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{ident: ident, opts: o, handler: h, ctx: ctx, cancel: cancel,
+		conns: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
+		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}}
+	t.budget.limit = o.budget
+	t.budget.freed = make(chan struct{})
+	return t, nil
+}
+
+// ID returns the transport's JXTA peer ID.
+func (t *Transport) ID() id.ID { return t.ident.id }
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	s := &t.stats
+	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
+		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load()}
+}
+
+// Listen accepts connections at addr, tcp://host:port (port 0: any).
+func (t *Transport) Listen(addr string) error {
+	proto, hostport, _, _, err := splitAddress(addr)
+	if err != nil || proto != "tcp" {
+		return fmt.Errorf("%w: listen address %q: want tcp://host:port", ErrAddress, addr)
+	}
+	ln, err := net.Listen("tcp", hostport)
+	if err != nil {
+		return fmt.Errorf("jxtatcp: %w", err)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	t.listeners = append(t.listeners, ln)
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go t.accept(ln)
+	return nil
+}
+
+// Addrs returns the addresses the transport listens at, tcp://host:port.
+func (t *Transport) Addrs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, ln := range t.listeners {
+		out = append(out, "tcp://"+ln.Addr().String())
+	}
+	return out
+}
+
+// public is the address the welcome announces.
+func (t *Transport) public(local net.Addr) string {
+	if t.opts.public != "" {
+		return t.opts.public
+	}
+	if a := t.Addrs(); len(a) > 0 {
+		return a[0]
+	}
+	if ta, ok := local.(*net.TCPAddr); ok {
+		return "tcp://" + net.JoinHostPort(ta.IP.String(), "0")
+	}
+	return "tcp://127.0.0.1:0"
+}
+
+// AddRoute tells the transport that peer is reached at addr,
+// tcp://host:port: jxta:// sends to it dial there when no connection to
+// it is open (JXSE's RouteController.addRoute).
+func (t *Transport) AddRoute(peer id.ID, addr string) error {
+	proto, hostport, _, _, err := splitAddress(addr)
+	if err != nil || proto != "tcp" {
+		return fmt.Errorf("%w: route %q: want tcp://host:port", ErrAddress, addr)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.routes) >= maxRoutes {
+		clear(t.routes)
+	}
+	t.routes[peer] = hostport
+	return nil
+}
+
+// maxRoutes bounds the routes remembered.
+const maxRoutes = 4096
+
+// Close closes the listeners and every connection, and waits for their
+// readers.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	lns := t.listeners
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	t.cancel()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.close(ErrClosed)
+	}
+	t.wg.Wait()
+	return nil
+}
+
+func (t *Transport) accept(ln net.Listener) {
+	defer t.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		full := len(t.conns) >= t.opts.maxConns
+		if t.closed || full {
+			t.mu.Unlock()
+			if full {
+				t.stats.refused.Add(1)
+			}
+			nc.Close()
+			continue
+		}
+		c := newConn(t, nc, false)
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go func() {
+			defer t.wg.Done()
+			if err := c.handshake("tcp://" + nc.RemoteAddr().String()); err != nil {
+				t.stats.refused.Add(1)
+				c.close(err)
+				return
+			}
+			if !t.opts.requireS {
+				t.bindPeer(c, c.claimed)
+			}
+			c.read()
+		}()
+	}
+}
+
+// dialCall is a dial in progress, shared by the Sends that need it.
+type dialCall struct {
+	done chan struct{}
+	c    *conn
+	err  error
+}
+
+// connTo returns the open connection to hostport, dialling if needed.
+func (t *Transport) connTo(ctx context.Context, hostport string) (*conn, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c := t.byAddr[hostport]; c != nil {
+		t.mu.Unlock()
+		return c, nil
+	}
+	call := t.dialing[hostport]
+	if call == nil {
+		if len(t.conns) >= t.opts.maxConns {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("jxtatcp: %d connections open (WithMaxConns)", len(t.conns))
+		}
+		call = &dialCall{done: make(chan struct{})}
+		t.dialing[hostport] = call
+		t.wg.Add(1)
+		go t.dial(hostport, call)
+	}
+	t.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.c, call.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dial connects to hostport and exchanges welcomes; the connection it
+// makes outlives the Send that asked for it.
+func (t *Transport) dial(hostport string, call *dialCall) {
+	defer t.wg.Done()
+	finish := func(c *conn, err error) {
+		t.mu.Lock()
+		delete(t.dialing, hostport)
+		if err == nil {
+			if t.closed {
+				err = ErrClosed
+			} else {
+				t.byAddr[hostport] = c
+				c.hostport = hostport
+			}
+		}
+		t.mu.Unlock()
+		call.c, call.err = c, err
+		close(call.done)
+	}
+	d := net.Dialer{Timeout: WelcomeTimeout}
+	nc, err := d.DialContext(t.ctx, "tcp", hostport)
+	if err != nil {
+		finish(nil, fmt.Errorf("jxtatcp: dialling %s: %w", hostport, err))
+		return
+	}
+	c := newConn(t, nc, true)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		nc.Close()
+		finish(nil, ErrClosed)
+		return
+	}
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+	if err := c.handshake("tcp://" + hostport); err != nil {
+		c.close(err)
+		finish(nil, fmt.Errorf("jxtatcp: %s: %w", hostport, err))
+		return
+	}
+	// A connection we dialled reaches the peer its welcome names, as far
+	// as anything can tell before it signs a message.
+	t.bindPeer(c, c.claimed)
+	finish(c, nil)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		c.read()
+	}()
+}
+
+// bindPeer makes c the connection jxta:// sends to p use.
+func (t *Transport) bindPeer(c *conn, p id.ID) {
+	if p.IsZero() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, open := t.conns[c]; open {
+		t.byPeer[p] = c
+	}
+}
+
+// forget removes c from the tables.
+func (t *Transport) forget(c *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.conns, c)
+	for p, x := range t.byPeer {
+		if x == c {
+			delete(t.byPeer, p)
+		}
+	}
+	if c.hostport != "" && t.byAddr[c.hostport] == c {
+		delete(t.byAddr, c.hostport)
+	}
+}
+
+// Send sends m to service/param (of the net peer group) at to: a peer's
+// tcp://host:port address, or its jxta://cbid-… address when a connection
+// to it is open or a route is known (AddRoute). It returns once the frame
+// is written to the connection.
+func (t *Transport) Send(ctx context.Context, to, service, param string, m *message.Message) error {
+	proto, addr, _, _, err := splitAddress(to)
+	if err != nil {
+		return err
+	}
+	if service == "" {
+		return fmt.Errorf("%w: no service", ErrAddress)
+	}
+	var c *conn
+	switch proto {
+	case "tcp":
+		c, err = t.connTo(ctx, addr)
+	case "jxta":
+		var p id.ID
+		if p, err = parsePeerAddress(to); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		c = t.byPeer[p]
+		route, ok := t.routes[p]
+		t.mu.Unlock()
+		switch {
+		case c != nil:
+		case ok:
+			c, err = t.connTo(ctx, route)
+		default:
+			return fmt.Errorf("%w: %s", ErrNoRoute, to)
+		}
+	default:
+		return fmt.Errorf("%w: %q: want tcp:// or jxta://", ErrAddress, to)
+	}
+	if err != nil {
+		return err
+	}
+	frame, err := t.frame(c, service, param, m)
+	if err != nil {
+		return err
+	}
+	if err := c.write(ctx, frame); err != nil {
+		return err
+	}
+	t.stats.sent.Add(1)
+	return nil
+}
+
+// frame builds the frame carrying m to service/param on c's peer.
+func (t *Transport) frame(c *conn, service, param string, m *message.Message) ([]byte, error) {
+	ms, mp := mangle(service, param)
+	dst := c.remote.Dest + "/" + ms + "/" + mp
+	elems := make([]message.Element, 0, m.Len()+2)
+	for _, e := range m.Elements() {
+		if e.Namespace == message.JXTANamespace && (e.Name == SourceElement || e.Name == DestinationElement) {
+			continue
+		}
+		elems = append(elems, e)
+	}
+	elems = append(elems, message.Text(message.JXTANamespace, SourceElement, peerAddress(t.ident.id)),
+		message.Text(message.JXTANamespace, DestinationElement, dst))
+	b := make([]byte, frameHeaderSize, 4096)
+	b, err := wire.Append(b, message.FromElements(elems))
+	if err != nil {
+		return nil, fmt.Errorf("jxtatcp: %w", err)
+	}
+	if t.opts.sign {
+		if b, err = t.ident.appendTrailer(b, b[frameHeaderSize:]); err != nil {
+			return nil, err
+		}
+	}
+	n := len(b) - frameHeaderSize
+	if int64(n) > t.opts.maxMessage {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, n, t.opts.maxMessage)
+	}
+	appendFrameHeader(b[:0], n)
+	return b, nil
+}
+
+// conn is one TCP connection to a JXTA peer.
+type conn struct {
+	t       *Transport
+	nc      net.Conn
+	br      *bufio.Reader
+	dialled bool
+	// hostport is the address it was dialled at (set under t.mu).
+	hostport string
+	remote   Welcome
+	claimed  id.ID // the welcome's peer ID, if it parses
+	ver      verifier
+
+	wmu  sync.Mutex
+	once sync.Once
+	err  error // why it closed, set once
+}
+
+func newConn(t *Transport, nc net.Conn, dialled bool) *conn {
+	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), dialled: dialled}
+}
+
+// handshake sends this end's welcome and reads the other's; dest is what
+// this end's welcome says it reached.
+func (c *conn) handshake(dest string) error {
+	w := Welcome{Dest: dest, Public: c.t.public(c.nc.LocalAddr()), Peer: c.t.ident.id.String(), Version: welcomeVersion}
+	c.nc.SetDeadline(time.Now().Add(c.t.opts.welcomeTimeout))
+	if _, err := c.nc.Write(w.Append(nil)); err != nil {
+		return fmt.Errorf("jxtatcp: writing the welcome: %w", err)
+	}
+	rw, err := readWelcome(c.br)
+	if err != nil {
+		return err
+	}
+	c.nc.SetDeadline(time.Time{})
+	c.remote = rw
+	if p, err := id.Parse(rw.Peer); err == nil && p.Kind() == id.KindPeer {
+		c.claimed = p
+	}
+	return nil
+}
+
+// close closes the connection once, for err.
+func (c *conn) close(err error) {
+	c.once.Do(func() {
+		c.err = err
+		c.nc.Close()
+		c.t.forget(c)
+	})
+}
+
+// write writes a frame, within ctx's deadline or the write timeout.
+func (c *conn) write(ctx context.Context, frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	dl := time.Now().Add(c.t.opts.writeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	c.nc.SetWriteDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Unix(1, 0)) })
+	_, err := c.nc.Write(frame)
+	stop()
+	if err != nil {
+		// A frame cut short leaves the stream unframed: the connection
+		// goes, and the next Send dials again.
+		c.close(err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("jxtatcp: writing to %s: %w", c.nc.RemoteAddr(), ctx.Err())
+		}
+		return fmt.Errorf("jxtatcp: writing to %s: %w", c.nc.RemoteAddr(), err)
+	}
+	return nil
+}
+
+// read reads frames until the connection ends.
+func (c *conn) read() {
+	t := c.t
+	for {
+		// Idle between frames: JXSE sends no keep-alives, so no deadline
+		// until a frame begins.
+		c.nc.SetReadDeadline(time.Time{})
+		if _, err := c.br.Peek(1); err != nil {
+			c.close(err)
+			return
+		}
+		c.nc.SetReadDeadline(time.Now().Add(t.opts.frameTimeout))
+		n, err := readFrameHeader(c.br, t.opts.maxMessage)
+		if err != nil {
+			t.stats.refused.Add(1)
+			c.close(err)
+			return
+		}
+		if err := t.budget.acquire(t.ctx, n); err != nil {
+			c.close(err)
+			return
+		}
+		body, err := c.readBody(n)
+		if err != nil {
+			t.budget.release(n)
+			t.stats.refused.Add(1)
+			c.close(err)
+			return
+		}
+		keep := c.handle(body)
+		t.budget.release(n)
+		if !keep {
+			return
+		}
+	}
+}
+
+// readBody reads n bytes, as they arrive: a length that lies costs only
+// what was sent. Each 64 KiB must come within the frame timeout.
+func (c *conn) readBody(n int64) ([]byte, error) {
+	const chunk = 64 << 10
+	body := make([]byte, 0, min(n, chunk))
+	for int64(len(body)) < n {
+		c.nc.SetReadDeadline(time.Now().Add(c.t.opts.frameTimeout))
+		k := int(min(n-int64(len(body)), chunk))
+		body = slices.Grow(body, k)
+		if _, err := io.ReadFull(c.br, body[len(body):len(body)+k]); err != nil {
+			return nil, fmt.Errorf("%w: body: %w", ErrFrame, unexpected(err))
+		}
+		body = body[:len(body)+k]
+	}
+	return body, nil
+}
+
+// handle decodes, checks and delivers one frame's body; false when the
+// connection was closed for it.
+func (c *conn) handle(body []byte) bool {
+	t := c.t
+	r := bytes.NewReader(body)
+	m, err := wire.Decode(r, wire.WithMaxMessageSize(t.opts.maxMessage))
+	if err != nil {
+		t.stats.malformed.Add(1)
+		c.close(fmt.Errorf("%w: %w", ErrFrame, err))
+		return false
+	}
+	msgLen := len(body) - r.Len()
+	var signer id.ID
+	signed := false
+	if rest := body[msgLen:]; len(rest) > 0 && (t.opts.requireS || t.opts.sign) {
+		tr, err := parseTrailer(rest)
+		if err != nil {
+			if t.opts.requireS {
+				t.stats.badSig.Add(1)
+				c.close(err) // the framing cannot be trusted, as JXSE judges it
+				return false
+			}
+		} else if signer, err = c.ver.verify(body[:msgLen], tr); err != nil {
+			t.stats.badSig.Add(1)
+			return true
+		} else {
+			signed = true
+		}
+	} else if len(rest) == 0 && t.opts.requireS {
+		t.stats.unsigned.Add(1)
+		c.close(fmt.Errorf("%w: unsigned message", ErrSignature))
+		return false
+	}
+	src, ok1 := textOf(m, SourceElement)
+	dst, ok2 := textOf(m, DestinationElement)
+	if !ok1 || !ok2 {
+		t.stats.malformed.Add(1)
+		return true
+	}
+	claimed, err := parsePeerAddress(src)
+	if err != nil {
+		t.stats.malformed.Add(1)
+		return true
+	}
+	if signed && claimed != signer {
+		t.stats.spoofed.Add(1)
+		return true
+	}
+	m.Remove(message.JXTANamespace, SourceElement)
+	m.Remove(message.JXTANamespace, DestinationElement)
+	_, _, service, param, err := splitAddress(dst)
+	if err != nil {
+		t.stats.malformed.Add(1)
+		return true
+	}
+	service, param, ok := unmangle(service, param)
+	if !ok {
+		t.stats.notForUs.Add(1)
+		return true
+	}
+	source := claimed
+	if service == RouterService && param == "" {
+		el, ok := m.Get(message.JXTANamespace, RouterElement)
+		if !ok {
+			t.stats.malformed.Add(1)
+			return true
+		}
+		r, err := parseERM(el.Data)
+		if err != nil {
+			t.stats.malformed.Add(1)
+			return true
+		}
+		if r.destPeer != t.ident.id || r.src == t.ident.id {
+			t.stats.notForUs.Add(1)
+			return true
+		}
+		// The router source must be a verified address: the signer, or
+		// the peer a valid fingerprint proves.
+		verified := signed && r.src == signer
+		if fp, ok := m.Get(message.JXTANamespace, FingerprintElement); ok {
+			p, err := verifyFingerprint(fp.Data)
+			if err != nil || p != r.src {
+				t.stats.spoofed.Add(1)
+				return true
+			}
+			verified = true
+		}
+		if signed && !verified {
+			t.stats.spoofed.Add(1)
+			return true
+		}
+		m.Remove(message.JXTANamespace, RouterElement)
+		m.Remove(message.JXTANamespace, FingerprintElement)
+		service, param, source = r.service, r.param, r.src
+	}
+	if signed {
+		t.bindPeer(c, signer)
+	}
+	t.stats.received.Add(1)
+	t.handler(&Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param, Remote: c.nc.RemoteAddr().String()})
+	return true
+}
+
+// budget bounds the bytes of frames being read and handled.
+type budget struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+	freed chan struct{}
+}
+
+func (b *budget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
