@@ -48,6 +48,7 @@ func TestLayering(t *testing.T) {
 		{"pkg/wire", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the format knows no transport"},
 		{"pkg/id", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "IDs are a foundation"},
 		{"pkg/adv", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "advertisements are a foundation"},
+		{"pkg/jxtatcp", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "JXTA's TCP transport is below the endpoint, beside libp2p"},
 		{"pkg/node", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the node is below the endpoint"},
 		{"pkg/endpoint", []string{"pkg/pipe", "pkg/socket", "pkg/encoding"}, "the endpoint knows nothing of pipes"},
 		{"pkg/pipe", []string{"pkg/socket", "pkg/encoding"}, "pipes know nothing of sockets; encoding wraps pipes, not the reverse"},

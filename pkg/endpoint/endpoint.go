@@ -85,6 +85,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
@@ -127,6 +128,13 @@ type Delivery struct {
 	// connection is still secured end to end with the source; the relay
 	// forwards only ciphertext.
 	Relayed bool
+	// Transport is "" for libp2p, TransportJXTA for JXTA's TCP transport
+	// (WithJXTA), where Source is empty and SourceJXTA is the sender.
+	Transport string
+	// Unverified is true when nothing authenticates SourceJXTA: a JXTA
+	// peer's message that was not signed (WithJXTA with unsigned
+	// messages accepted). libp2p messages are always authenticated.
+	Unverified bool
 
 	// bufs are the service's buffers holding the message's larger
 	// elements, for Release.
@@ -233,6 +241,7 @@ type options struct {
 	// Memory and time budgets, see budget.go; zero means "the default".
 	peerBudget, allBudget int64
 	frameTimeout          time.Duration
+	jxta                  *jxtaConfig
 }
 
 // Option configures the service.
@@ -264,6 +273,7 @@ type Service struct {
 
 	mu        sync.RWMutex
 	listeners map[listenerKey]Listener
+	jxta      *jxtatcp.Transport // nil without WithJXTA
 	// listenersGen counts changes to listeners, for the readers' caches;
 	// it changes under mu.
 	listenersGen atomic.Uint64
@@ -322,6 +332,12 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 		// Without options Decode uses its defaults and allocates nothing
 		// for them.
 		s.decodeOpts = []wire.Option{wire.WithMaxMessageSize(o.maxMessage)}
+	}
+	if o.jxta != nil {
+		if err := s.startJXTA(o.jxta); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	s.wg.Add(1)
 	go s.watchFrames()
@@ -391,6 +407,9 @@ func (s *Service) Close() error {
 	s.stop()
 	for _, snd := range senders {
 		snd.close()
+	}
+	if s.jxta != nil {
+		s.jxta.Close()
 	}
 	s.wg.Wait()
 	return nil
@@ -532,6 +551,9 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 			return c.snd.send(ctx, addr.Service, addr.Param, m)
 		}
 	}
+	if addr.Protocol == ProtocolTCP {
+		return s.sendJXTA(ctx, addr, m)
+	}
 	k := resolveKey{addr.Protocol, addr.Addr}
 	s.mu.RLock()
 	snd, closed := s.byAddr[k], s.closed
@@ -539,6 +561,10 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	if snd == nil && !closed {
 		p, err := s.Resolve(addr)
 		if err != nil {
+			if addr.Protocol == ProtocolJXTA && s.jxta != nil && errors.Is(err, ErrUnknownPeer) {
+				// Not a libp2p peer: a JXTA peer, perhaps.
+				return s.sendJXTA(ctx, addr, m)
+			}
 			return err
 		}
 		s.mu.Lock()
@@ -691,13 +717,8 @@ func (s *Service) deliver(d *Delivery, in *inStream) {
 	if c := &in.last; c.gen == s.listenersGen.Load() && c.service == d.Service && c.param == d.Param {
 		l = c.l
 	} else {
-		s.mu.RLock()
 		gen := s.listenersGen.Load()
-		l = s.listeners[listenerKey{d.Service, d.Param}]
-		if l == nil {
-			l = s.listeners[listenerKey{d.Service, ""}]
-		}
-		s.mu.RUnlock()
+		l = s.listenerFor(d.Service, d.Param)
 		*c = lastListener{gen: gen, service: d.Service, param: d.Param, l: l}
 	}
 	if l == nil {
@@ -713,6 +734,18 @@ func (s *Service) deliver(d *Delivery, in *inStream) {
 	}()
 	s.stats.received.Add(1) // counted when handed over, so tests can rely on it
 	l.Deliver(s.ctx, d)
+}
+
+// listenerFor returns the listener for (service, param), or for service
+// with any param; nil if none.
+func (s *Service) listenerFor(service, param string) Listener {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.listeners[listenerKey{service, param}]
+	if l == nil {
+		l = s.listeners[listenerKey{service, ""}]
+	}
+	return l
 }
 
 // sourceMatches checks a claimed source address against the authenticated
