@@ -33,11 +33,14 @@ vet:
 unit: jxse-jar
 	$(GO) test -race -shuffle=on -count=1 -timeout 15m ./...
 
-# Fetch the JXSE 2.7 jar once, before test binaries run in parallel (the
+# Fetch the JXSE 2.7 jar (and, for live JXSE peers, Netty 3.2.2 and
+# Bouncy Castle 1.40) once, before test binaries run in parallel (the
 # interop harness fetches it itself too when run alone).
 jxse-jar:
 	@if command -v mvn >/dev/null 2>&1; then \
-	  mvn -q -B dependency:get -Dartifact=com.kenai.jxse:jxse:2.7 -Dtransitive=false; \
+	  mvn -q -B dependency:get -Dartifact=com.kenai.jxse:jxse:2.7 -Dtransitive=false && \
+	  mvn -q -B dependency:get -Dartifact=org.jboss.netty:netty:3.2.2.Final -Dtransitive=false && \
+	  mvn -q -B dependency:get -Dartifact=bouncycastle:bcprov-jdk15:140 -Dtransitive=false; \
 	else echo "mvn not found: JXSE interop tests will skip (or fail under CI=true)"; fi
 
 # Each fuzz target for a fixed number of iterations, from its seed corpus.

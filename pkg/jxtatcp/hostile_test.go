@@ -1,0 +1,336 @@
+package jxtatcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+	"go.uber.org/goleak"
+)
+
+func withWelcomeTimeout(d time.Duration) Option {
+	return func(o *options) error { o.welcomeTimeout = d; return nil }
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var testIdent, otherIdent = mustIdentity(), mustIdentity()
+
+func mustIdentity() *Identity {
+	i, err := NewIdentity()
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+// target is a transport listening on loopback that counts what it
+// receives.
+type target struct {
+	*Transport
+	got atomic.Int64
+	ch  chan *Incoming
+}
+
+func newTarget(t *testing.T, opts ...Option) *target {
+	t.Helper()
+	tg := &target{ch: make(chan *Incoming, 64)}
+	tr, err := New(testIdent, func(in *Incoming) {
+		tg.got.Add(1)
+		select {
+		case tg.ch <- in:
+		default:
+		}
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	tg.Transport = tr
+	return tg
+}
+
+// next returns the next message delivered, within 30 s.
+func (tg *target) next(t *testing.T) *Incoming {
+	t.Helper()
+	select {
+	case in := <-tg.ch:
+		return in
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nothing delivered within 30 s: %+v", tg.Stats())
+		return nil
+	}
+}
+
+func (tg *target) hostport() string { return strings.TrimPrefix(tg.Addrs()[0], "tcp://") }
+
+// rawPeer is a misbehaving peer: a bare TCP connection.
+type rawPeer struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, tg *target) *rawPeer {
+	t.Helper()
+	c, err := net.Dial("tcp", tg.hostport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawPeer{Conn: c, br: bufio.NewReader(c)}
+}
+
+// welcome sends a valid welcome as ident and reads the target's.
+func (p *rawPeer) welcome(t *testing.T, ident *Identity) {
+	t.Helper()
+	w := Welcome{Dest: "tcp://" + p.RemoteAddr().String(), Public: "tcp://127.0.0.1:0", Peer: ident.ID().String(), Version: "1.1"}
+	if _, err := p.Write(w.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readWelcome(p.br); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closed waits until the target closes the connection.
+func (p *rawPeer) closed(t *testing.T) {
+	t.Helper()
+	p.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, p.br); err != nil {
+		t.Fatalf("connection not closed by the target: %v", err)
+	}
+}
+
+// body builds a message body: the message with address elements from
+// src (as the source address) to StudySvc/ep, and signer's trailer if
+// signer is not nil.
+func body(t *testing.T, src, signer *Identity, text string) []byte {
+	t.Helper()
+	m := message.New(message.Text("study", "text", text),
+		message.Text("jxta", SourceElement, peerAddress(src.ID())),
+		message.Text("jxta", DestinationElement, "tcp://127.0.0.1:1/"+NetGroupPrefix+"/StudySvc/ep"))
+	b, err := wire.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signer != nil {
+		if b, err = signer.appendTrailer(b, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func frameOf(b []byte) []byte { return append(appendFrameHeader(nil, len(b)), b...) }
+
+func TestHostileWelcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send []byte
+	}{
+		{"no CR LF in 4 KiB", bytes.Repeat([]byte("A"), maxWelcome+10)},
+		{"not JXTAHELLO", []byte("HELLO tcp://a:1 tcp://b:2 urn:jxta:x 0 1.1\r\n")},
+		{"four fields", []byte("JXTAHELLO tcp://a:1 tcp://b:2 urn:jxta:x\r\n")},
+		{"1.1 with 7 fields", []byte("JXTAHELLO tcp://a:1 tcp://b:2 urn:jxta:x 0 9 1.1\r\n")},
+		{"bad flag", []byte("JXTAHELLO tcp://a:1 tcp://b:2 urn:jxta:x 2 1.1\r\n")},
+		{"address not an address", []byte("JXTAHELLO nowhere tcp://b:2 urn:jxta:x 0 1.1\r\n")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := newTarget(t)
+			p := dialRaw(t, tg)
+			p.Write(tc.send)
+			p.closed(t)
+			if tg.Stats().Refused == 0 {
+				t.Fatal("not counted")
+			}
+		})
+	}
+}
+
+func TestWelcomeTimeout(t *testing.T) {
+	tg := newTarget(t, withWelcomeTimeout(200*time.Millisecond))
+	p := dialRaw(t, tg)
+	p.Write([]byte("JXTAHELLO tcp://a:1")) // and nothing more
+	p.closed(t)
+}
+
+func TestHostileFrames(t *testing.T) {
+	hdr := func(name string, val []byte) []byte {
+		b := []byte{byte(len(name))}
+		b = append(b, name...)
+		b = append(b, byte(len(val)>>8), byte(len(val)))
+		return append(b, val...)
+	}
+	u64 := func(n uint64) []byte { return []byte{byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)} }
+	typ := hdr("content-type", []byte(msgType))
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"Content-Length capitalised", append(append(hdr("Content-Length", u64(10)), typ...), 0)},
+		{"no content-type", append(hdr("content-length", u64(10)), 0)},
+		{"other content-type", append(append(hdr("content-length", u64(10)), hdr("content-type", []byte("text/plain"))...), 0)},
+		{"length over the limit", append(append(hdr("content-length", u64(1<<40)), typ...), 0)},
+		{"length of 4 bytes", append(append(hdr("content-length", []byte{0, 0, 0, 9}), typ...), 0)},
+		{"too many headers", bytes.Repeat(hdr("x", nil), maxHeaders+1)},
+		{"not a message", frameOf([]byte("jxmg-not-really-a-message"))},
+		{"message version 1", frameOf([]byte{'j', 'x', 'm', 'g', 1, 0, 0, 0, 1})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := newTarget(t)
+			p := dialRaw(t, tg)
+			p.welcome(t, otherIdent)
+			p.Write(tc.frame)
+			p.closed(t)
+			if s := tg.Stats(); s.Refused+s.Malformed == 0 {
+				t.Fatalf("not counted: %+v", s)
+			}
+		})
+	}
+}
+
+// TestLyingLengthCostsWhatWasSent: a frame announcing 60 MiB that sends
+// 1 KiB and stalls costs about what was sent, and is dropped at the frame
+// timeout.
+func TestLyingLengthCostsWhatWasSent(t *testing.T) {
+	tg := newTarget(t, WithFrameTimeout(300*time.Millisecond))
+	const conns = 8
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	peers := make([]*rawPeer, conns)
+	for i := range peers {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(appendFrameHeader(nil, 60<<20))
+		p.Write(make([]byte, 1024))
+		peers[i] = p
+	}
+	time.Sleep(100 * time.Millisecond)
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	if grew := int64(during.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Fatalf("heap grew by %d MiB for %d stalled 60 MiB frames", grew>>20, conns)
+	}
+	for _, p := range peers {
+		p.closed(t)
+	}
+}
+
+func TestSignatures(t *testing.T) {
+	t.Run("unsigned when required", func(t *testing.T) {
+		tg := newTarget(t)
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(frameOf(body(t, otherIdent, nil, "x")))
+		p.closed(t)
+		if s := tg.Stats(); s.Unsigned != 1 || tg.got.Load() != 0 {
+			t.Fatalf("%+v, %d delivered", s, tg.got.Load())
+		}
+	})
+	t.Run("bad signature dropped, connection kept", func(t *testing.T) {
+		tg := newTarget(t)
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		bad := bytes.Replace(body(t, otherIdent, otherIdent, "forged"), []byte("forged"), []byte("forgeD"), 1) // after signing
+		p.Write(frameOf(bad))
+		p.Write(frameOf(body(t, otherIdent, otherIdent, "good")))
+		in := tg.next(t)
+		if e, _ := in.Message.Get("study", "text"); string(e.Data) != "good" || in.Source != otherIdent.ID() || !in.Signed {
+			t.Fatalf("delivered %q from %v", e.Data, in.Source)
+		}
+		if s := tg.Stats(); s.BadSignatures != 1 || tg.got.Load() != 1 {
+			t.Fatalf("%+v", s)
+		}
+	})
+	t.Run("source not the signer", func(t *testing.T) {
+		tg := newTarget(t)
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(frameOf(body(t, testIdent, otherIdent, "spoofed")))
+		p.Write(frameOf(body(t, otherIdent, otherIdent, "good")))
+		tg.next(t)
+		if s := tg.Stats(); s.Spoofed != 1 || tg.got.Load() != 1 {
+			t.Fatalf("%+v", s)
+		}
+	})
+	t.Run("unsigned accepted when allowed", func(t *testing.T) {
+		tg := newTarget(t, WithAcceptUnsigned())
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(frameOf(body(t, otherIdent, nil, "plain")))
+		in := tg.next(t)
+		if in.Signed || in.Source != otherIdent.ID() {
+			t.Fatalf("signed %v from %v", in.Signed, in.Source)
+		}
+	})
+}
+
+func TestTooManyConnections(t *testing.T) {
+	tg := newTarget(t, WithMaxConns(2))
+	for range 2 {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+	}
+	p := dialRaw(t, tg)
+	p.closed(t)
+	if tg.Stats().Refused != 1 {
+		t.Fatalf("%+v", tg.Stats())
+	}
+}
+
+// TestGoToGo: two transports exchange messages both ways on one
+// connection, by address and then by peer ID; a message over the limit
+// fails before it is sent.
+func TestGoToGo(t *testing.T) {
+	a := newTarget(t)
+	bch := make(chan *Incoming, 4)
+	b, err := New(otherIdent, func(in *Incoming) { bch <- in }, WithMaxMessageSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.Send(ctx, a.Addrs()[0], "Svc", "p/q", message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	in := a.next(t)
+	if in.Service != "Svc" || in.Param != "p/q" || in.Source != otherIdent.ID() || !in.Signed {
+		t.Fatalf("%+v", in)
+	}
+	// Back over the same connection, by peer ID.
+	if err := a.Send(ctx, peerAddress(otherIdent.ID()), "Svc", "", message.New(message.Text("", "n", "2"))); err != nil {
+		t.Fatal(err)
+	}
+	var in2 *Incoming
+	select {
+	case in2 = <-bch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing back")
+	}
+	if in := in2; in.Service != "Svc" || in.Source != testIdent.ID() {
+		t.Fatalf("%+v", in)
+	}
+	if err := b.Send(ctx, a.Addrs()[0], "Svc", "", message.New(message.Bytes("", "big", make([]byte, 65<<10)))); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized send: %v", err)
+	}
+	if err := b.Send(ctx, "jxta://cbid-59616261646162614A78746150325033D49E0B468C531FAA4C671CF628ABF28903", "Svc", "", message.New()); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("unknown peer: %v", err)
+	}
+}
