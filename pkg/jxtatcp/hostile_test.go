@@ -176,7 +176,9 @@ func TestHostileFrames(t *testing.T) {
 		b = append(b, byte(len(val)>>8), byte(len(val)))
 		return append(b, val...)
 	}
-	u64 := func(n uint64) []byte { return []byte{byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)} }
+	u64 := func(n uint64) []byte {
+		return []byte{byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	}
 	typ := hdr("content-type", []byte(msgType))
 	for _, tc := range []struct {
 		name  string
