@@ -75,7 +75,8 @@ type Peer struct {
 	stderr  *tail
 }
 
-// Received is a message the peer's StudySvc/ep listener got.
+// Received is a message the peer's StudySvc/ep listener got, or one of
+// its input pipes (Service "PipeService", Param the pipe ID, no Source).
 type Received struct {
 	Service, Param, Source, Text string
 }
@@ -169,6 +170,12 @@ func (p *Peer) readLines(r io.Reader, ready chan<- string) {
 			case p.recv <- Received{Service: f[0], Param: f[1], Source: f[2], Text: f[3]}:
 			default: // nobody reads them; the test will see what it missed
 			}
+		case "PIPE":
+			pid, text, _ := strings.Cut(rest, " ")
+			select {
+			case p.recv <- Received{Service: "PipeService", Param: pid, Text: text}:
+			default:
+			}
 		case "OK", "ERR":
 			p.replies <- line
 		}
@@ -179,9 +186,15 @@ func (p *Peer) readLines(r io.Reader, ready chan<- string) {
 // JXTA endpoint address (tcp://host:port/service/param or
 // jxta://cbid-…/service/param).
 func (p *Peer) Send(addr, text string) error {
+	return p.Command("send " + addr + " " + text)
+}
+
+// Command sends the peer a command line (see JxsePeer.java) and waits
+// for its answer.
+func (p *Peer) Command(line string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, err := fmt.Fprintf(p.stdin, "send %s %s\n", addr, text); err != nil {
+	if _, err := fmt.Fprintln(p.stdin, line); err != nil {
 		return err
 	}
 	select {
@@ -196,6 +209,9 @@ func (p *Peer) Send(addr, text string) error {
 		return errors.New("JXSE peer did not answer within a minute")
 	}
 }
+
+// Log returns the last lines the peer logged.
+func (p *Peer) Log() string { return p.stderr.String() }
 
 // Next returns the next message the peer received, waiting until ctx
 // ends.

@@ -90,9 +90,19 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 		s.ep.Unregister(DataService, p.key)
 		return nil, err
 	}
+	jxta := false
+	if s.jxta != nil && a.Type == adv.Unicast {
+		// JXTA peers send to PipeService/<pipe ID> (jxta.go).
+		if err := s.ep.Register(JXTAPipeService, a.ID.String(), endpoint.ListenerFunc(p.deliverData)); err == nil {
+			jxta = true
+		}
+	}
 	p.release = func() {
 		release()
 		s.ep.Unregister(DataService, p.key)
+		if jxta {
+			s.ep.Unregister(JXTAPipeService, a.ID.String())
+		}
 	}
 	return p, nil
 }

@@ -24,7 +24,8 @@ import (
 type ResolveOption func(*resolveConfig) error
 
 type resolveConfig struct {
-	peers []peer.AddrInfo
+	peers     []peer.AddrInfo
+	jxtaPeers []string // ToJXTAPeers
 }
 
 // ToPeers resolves the pipe only among these peers (JXTA's
@@ -106,7 +107,8 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 // Adv returns the pipe's advertisement.
 func (o *OutputPipe) Adv() *adv.PipeAdvertisement { return o.adv }
 
-// binding is where a unicast or secure output pipe sends.
+// binding is where a unicast or secure output pipe sends: a libp2p
+// peer, or (peer empty) a JXTA peer's PipeService listener.
 type binding struct {
 	peer peer.ID
 	dst  endpoint.Address
@@ -129,6 +131,21 @@ func (o *OutputPipe) resolved(ctx context.Context) (*binding, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if b := o.bound.Load(); b != nil { // resolved while we waited
+		return b, nil
+	}
+	if len(o.rc.jxtaPeers) > 0 {
+		if o.svc.jxta == nil {
+			return nil, fmt.Errorf("%w: JXTA peers given, but the endpoint is not a JXTA peer (endpoint.WithJXTA)", ErrBadOption)
+		}
+		if o.adv.Type != adv.Unicast {
+			return nil, fmt.Errorf("%w: only unicast pipes are shared with JXTA peers (their transport does not encrypt)", ErrWrongType)
+		}
+		dst, err := o.svc.jxta.resolve(ctx, o.adv, o.rc.jxtaPeers)
+		if err != nil {
+			return nil, err
+		}
+		b := &binding{dst: dst}
+		o.bound.Store(b)
 		return b, nil
 	}
 	p, err := o.svc.resolve(ctx, o.adv, RoleInput, o.rc.peers)
@@ -252,6 +269,13 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 	b, err := o.resolved(ctx)
 	if err != nil {
 		return err
+	}
+	if b.peer == "" { // a JXTA peer: no back channel, nothing to note
+		if err := o.svc.ep.Send(ctx, b.dst, m); err != nil {
+			o.forget(b)
+			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+		}
+		return nil
 	}
 	if b.peer == o.svc.self {
 		if err := o.svc.deliverLocal(ctx, o.key, m); err != nil {

@@ -355,6 +355,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	inputs   map[string]*InputPipe // by Key: unicast and secure inputs
+	jxta     *jxtaResolver         // with endpoint.WithJXTA (jxta.go)
 	bindings map[bindingKey]int    // roles bound here, for resolution
 	servers  map[string]*Listener  // by Key
 	conns    map[connKey]*Bidi
@@ -453,6 +454,12 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		cancel()
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
+	if err := s.startJXTA(); err != nil {
+		ep.Unregister(DataService, "")
+		ep.Unregister(BidiService, "")
+		cancel()
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
 	s.host.SetStreamHandler(ResolverProtocol, s.handleQuery)
 	s.notifiee = &network.NotifyBundle{DisconnectedF: s.disconnected}
 	s.host.Network().Notify(s.notifiee)
@@ -488,6 +495,7 @@ func (s *Service) Close() error {
 	s.host.RemoveStreamHandler(ResolverProtocol)
 	s.ep.Unregister(DataService, "")
 	s.ep.Unregister(BidiService, "")
+	s.stopJXTA()
 	for _, p := range append(inputs, topicInputs...) {
 		p.Close()
 	}

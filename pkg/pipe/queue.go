@@ -167,13 +167,10 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 		// Before the message is visible to Receive, which releases it.
 		d.Hold()
 		r.queued.held = d
-		d.WakeLater(b)
 	}
 	select {
 	case b.q <- r:
-		if d == nil {
-			b.Wake()
-		}
+		b.wakeLater(d)
 		return true, nil
 	default:
 	}
@@ -181,6 +178,7 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 	var err error
 	select {
 	case b.q <- r:
+		b.wakeLater(d)
 		return true, nil
 	case <-done:
 	case <-ctx.Done():
@@ -188,6 +186,17 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 	}
 	r.dequeued()
 	return false, err
+}
+
+// wakeLater wakes Receive for a message now in the queue: once d's
+// reader is done with its burst, or at once. Never before the message is
+// in the queue, or Receive could look, find nothing and wait again.
+func (b *inbox) wakeLater(d *endpoint.Delivery) {
+	if d != nil {
+		d.WakeLater(b)
+		return
+	}
+	b.Wake()
 }
 
 // wakeNow wakes Receive before put waits: at once, and through d's

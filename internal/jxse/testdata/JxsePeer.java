@@ -7,6 +7,12 @@
 // "ERR <reason>":
 //
 //   send <endpoint address> <text>   a message with study:text = text
+//   pipelisten <pipe ID>             bind a unicast input pipe; each
+//                                    message on it prints
+//                                    "PIPE <pipe ID> <text>"
+//   pipesend <pipe ID> <peer ID> <text>
+//                                    resolve the unicast pipe on that peer
+//                                    (once per pipe) and send on it
 //   quit
 //
 // Usage: JxsePeer <name> <port> <home directory>
@@ -14,6 +20,10 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.net.URI;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -24,7 +34,14 @@ import net.jxta.endpoint.Message;
 import net.jxta.endpoint.MessageElement;
 import net.jxta.endpoint.Messenger;
 import net.jxta.endpoint.StringMessageElement;
+import net.jxta.document.AdvertisementFactory;
+import net.jxta.id.IDFactory;
 import net.jxta.peergroup.PeerGroup;
+import net.jxta.pipe.OutputPipe;
+import net.jxta.pipe.PipeMsgEvent;
+import net.jxta.pipe.PipeMsgListener;
+import net.jxta.pipe.PipeService;
+import net.jxta.protocol.PipeAdvertisement;
 import net.jxta.platform.NetworkConfigurator;
 import net.jxta.platform.NetworkManager;
 
@@ -34,6 +51,14 @@ public class JxsePeer {
     static synchronized void say(String s) {
         out.println(s);
         out.flush();
+    }
+
+    static PipeAdvertisement pipeAdv(String id) throws Exception {
+        PipeAdvertisement adv = (PipeAdvertisement) AdvertisementFactory.newAdvertisement(PipeAdvertisement.getAdvertisementType());
+        adv.setPipeID(IDFactory.fromURI(new URI(id)));
+        adv.setType(PipeService.UnicastType);
+        adv.setName("p2pmsg-test");
+        return adv;
     }
 
     public static void main(String[] args) throws Exception {
@@ -68,6 +93,8 @@ public class JxsePeer {
             }
         }, "StudySvc", "ep");
         say("READY " + group.getPeerID() + " " + port);
+        final PipeService pipes = group.getPipeService();
+        Map<String, Object> keep = new HashMap<String, Object>();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, "UTF-8"));
         for (String line; (line = in.readLine()) != null; ) {
             String[] f = line.split(" ", 3);
@@ -83,6 +110,26 @@ public class JxsePeer {
                     Message m = new Message();
                     m.addMessageElement("study", new StringMessageElement("text", f[2], null));
                     say(msgr.sendMessage(m) ? "OK" : "ERR not sent");
+                } else if (f[0].equals("pipelisten") && f.length == 2) {
+                    final String pid = f[1];
+                    keep.put("in " + pid, pipes.createInputPipe(pipeAdv(pid), new PipeMsgListener() {
+                        public void pipeMsgEvent(PipeMsgEvent ev) {
+                            MessageElement e = ev.getMessage().getMessageElement("study", "text");
+                            say("PIPE " + pid + " " + (e == null ? "" : e.toString()));
+                        }
+                    }));
+                    say("OK");
+                } else if (f[0].equals("pipesend") && f.length == 3) {
+                    String[] g = f[2].split(" ", 2);
+                    String k = "out " + f[1] + " " + g[0];
+                    OutputPipe op = (OutputPipe) keep.get(k);
+                    if (op == null) {
+                        op = pipes.createOutputPipe(pipeAdv(f[1]), Collections.singleton(IDFactory.fromURI(new URI(g[0]))), 30000);
+                        keep.put(k, op);
+                    }
+                    Message m = new Message();
+                    m.addMessageElement("study", new StringMessageElement("text", g.length > 1 ? g[1] : "", null));
+                    say(op.send(m) ? "OK" : "ERR not sent");
                 } else {
                     say("ERR bad command");
                 }

@@ -1,0 +1,411 @@
+package pipe
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/beevik/etree"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// Pipes shared with JXTA peers. When the endpoint is also a JXTA peer
+// (endpoint.WithJXTA), the service speaks JXTA's resolver protocol and
+// pipe binding protocol (PBP) with JXSE 2.7 peers: it answers their
+// queries for the unicast input pipes bound here, for as long as they
+// are bound, and resolves pipes they bind (ToJXTAPeers). Unicast pipe
+// messages travel both ways as JXSE sends them: to the endpoint listener
+// PipeService/<pipe ID>, with the application's elements only. Secure
+// pipes are not offered to JXTA peers: JXTA's TCP transport does not
+// encrypt.
+
+// The net peer group's resolver, as JXSE names it on the wire.
+const (
+	JXTAResolverService = "urn:jxta:uuid-DEADBEEFDEAFBABAFEEDBABE0000000205"
+	jxtaQueryParam      = "jxta-NetGroupORes"
+	jxtaResponseParam   = "jxta-NetGroupIRes"
+	jxtaPipeHandler     = "JxtaPipeResolver"
+	// JXTAPipeService is the endpoint service of JXTA pipe messages; the
+	// parameter is the pipe ID.
+	JXTAPipeService = "PipeService"
+)
+
+// maxJXTADoc bounds a resolver document: JXSE's carry a credential and a
+// peer advertisement and take 4–6 KiB.
+const maxJXTADoc = 64 << 10
+
+// jxtaResolver is the service's side of JXTA's resolver.
+type jxtaResolver struct {
+	s       *Service
+	self    id.ID
+	nextID  atomic.Int32
+	mu      sync.Mutex
+	pending map[int32]chan pbpAnswer
+}
+
+type pbpAnswer struct {
+	pipe  id.ID
+	typ   string
+	peer  id.ID
+	found bool
+}
+
+// startJXTA registers the resolver's listeners when the endpoint is a
+// JXTA peer.
+func (s *Service) startJXTA() error {
+	t := s.ep.JXTA()
+	if t == nil {
+		return nil
+	}
+	r := &jxtaResolver{s: s, self: t.ID(), pending: map[int32]chan pbpAnswer{}}
+	if err := s.ep.Register(JXTAResolverService, jxtaQueryParam, endpoint.ListenerFunc(r.query)); err != nil {
+		return err
+	}
+	if err := s.ep.Register(JXTAResolverService, jxtaResponseParam, endpoint.ListenerFunc(r.response)); err != nil {
+		s.ep.Unregister(JXTAResolverService, jxtaQueryParam)
+		return err
+	}
+	s.jxta = r
+	return nil
+}
+
+func (s *Service) stopJXTA() {
+	if s.jxta != nil {
+		s.ep.Unregister(JXTAResolverService, jxtaQueryParam)
+		s.ep.Unregister(JXTAResolverService, jxtaResponseParam)
+	}
+}
+
+func parseDoc(b []byte, root string) (*etree.Element, error) {
+	if len(b) > maxJXTADoc {
+		return nil, fmt.Errorf("%s document of %d bytes", root, len(b))
+	}
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(b); err != nil {
+		return nil, err
+	}
+	r := doc.Root()
+	if r == nil || r.Tag != root {
+		return nil, fmt.Errorf("not a jxta:%s document", root)
+	}
+	return r, nil
+}
+
+func childText(e *etree.Element, tag string) string {
+	if c := e.SelectElement(tag); c != nil {
+		return strings.TrimSpace(c.Text())
+	}
+	return ""
+}
+
+// newDoc starts a JXTA document as JXSE writes them.
+func newDoc(root string) (*etree.Document, *etree.Element) {
+	doc := etree.NewDocument()
+	doc.CreateProcInst("xml", `version="1.0" encoding="UTF-8"`)
+	doc.CreateDirective("DOCTYPE jxta:" + root)
+	r := doc.CreateElement("jxta:" + root)
+	r.CreateAttr("xmlns:jxta", "http://jxta.org")
+	return doc, r
+}
+
+func docBytes(doc *etree.Document) []byte {
+	b, _ := doc.WriteToBytes()
+	return b
+}
+
+// pbpQuery is a pipe binding query, as a resolver query carries it.
+type pbpQuery struct {
+	qid      int32
+	src      id.ID
+	pipe     id.ID
+	typ      string
+	directed bool
+	peers    []id.ID
+}
+
+// parsePBPQuery reads a resolver query document holding a pipe binding
+// query, with JXSE's rules: the handler, a query ID, the querier, a hop
+// count of at most 2, and a PipeResolver query naming a pipe.
+func parsePBPQuery(b []byte) (pbpQuery, error) {
+	var pq pbpQuery
+	q, err := parseDoc(b, "ResolverQuery")
+	if err != nil {
+		return pq, err
+	}
+	if h := childText(q, "HandlerName"); h != jxtaPipeHandler {
+		return pq, fmt.Errorf("handler %q", h)
+	}
+	qid, err := strconv.ParseInt(childText(q, "QueryID"), 10, 32)
+	if err != nil {
+		return pq, fmt.Errorf("query ID: %w", err)
+	}
+	pq.qid = int32(qid)
+	if hc, err := strconv.Atoi(childText(q, "HC")); err == nil && hc > 2 {
+		return pq, fmt.Errorf("hop count %d", hc)
+	}
+	if pq.src, err = id.Parse(childText(q, "SrcPeerID")); err != nil || pq.src.Kind() != id.KindPeer {
+		return pq, fmt.Errorf("querier %q", childText(q, "SrcPeerID"))
+	}
+	pbp, err := parseDoc([]byte(childText(q, "Query")), "PipeResolver")
+	if err != nil {
+		return pq, err
+	}
+	if childText(pbp, "MsgType") != "Query" {
+		return pq, fmt.Errorf("not a query")
+	}
+	if pq.pipe, err = id.Parse(childText(pbp, "PipeId")); err != nil || pq.pipe.Kind() != id.KindPipe {
+		return pq, fmt.Errorf("pipe ID %q", childText(pbp, "PipeId"))
+	}
+	pq.typ = childText(pbp, "Type")
+	for _, p := range pbp.SelectElements("Peer") {
+		pq.directed = true
+		if len(pq.peers) == 64 {
+			break
+		}
+		if pid, err := id.Parse(strings.TrimSpace(p.Text())); err == nil {
+			pq.peers = append(pq.peers, pid)
+		}
+	}
+	return pq, nil
+}
+
+// parsePBPAnswer reads a resolver response document holding a pipe
+// binding answer.
+func parsePBPAnswer(b []byte) (int32, pbpAnswer, error) {
+	var a pbpAnswer
+	resp, err := parseDoc(b, "ResolverResponse")
+	if err != nil {
+		return 0, a, err
+	}
+	if h := childText(resp, "HandlerName"); h != jxtaPipeHandler {
+		return 0, a, fmt.Errorf("handler %q", h)
+	}
+	qid, err := strconv.ParseInt(childText(resp, "QueryID"), 10, 32)
+	if err != nil {
+		return 0, a, fmt.Errorf("query ID: %w", err)
+	}
+	pbp, err := parseDoc([]byte(childText(resp, "Response")), "PipeResolver")
+	if err != nil {
+		return 0, a, err
+	}
+	if childText(pbp, "MsgType") != "Answer" {
+		return 0, a, fmt.Errorf("not an answer")
+	}
+	if a.pipe, err = id.Parse(childText(pbp, "PipeId")); err != nil || a.pipe.Kind() != id.KindPipe {
+		return 0, a, fmt.Errorf("pipe ID %q", childText(pbp, "PipeId"))
+	}
+	if a.peer, err = id.Parse(childText(pbp, "Peer")); err != nil || a.peer.Kind() != id.KindPeer {
+		return 0, a, fmt.Errorf("peer %q", childText(pbp, "Peer"))
+	}
+	a.typ, a.found = childText(pbp, "Type"), childText(pbp, "Found") == "true"
+	return int32(qid), a, nil
+}
+
+// query answers a JXSE peer's pipe binding query for a pipe bound here.
+func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
+	defer d.Release()
+	e, ok := d.Message.Get(message.JXTANamespace, jxtaQueryParam)
+	if !ok {
+		return
+	}
+	q, err := parsePBPQuery(e.Data)
+	if err != nil || q.src == r.self {
+		return
+	}
+	src, pipeID, typ, directed := q.src, q.pipe, q.typ, q.directed
+	forUs := false
+	for _, p := range q.peers {
+		forUs = forUs || p == r.self
+	}
+	found := r.holds(pipeID, typ)
+	if directed && !forUs || !directed && !found {
+		return // JXSE answers only directed queries, or what it holds
+	}
+	ans := r.answer(q.qid, pipeID, typ, found)
+	to := endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(src.String(), "urn:jxta:"),
+		Service: JXTAResolverService, Param: jxtaResponseParam}
+	// Off the reader: the answer may open a connection.
+	r.s.wg.Add(1)
+	go func() {
+		defer r.s.wg.Done()
+		ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
+		defer cancel()
+		r.s.ep.Send(ctx, to, ans)
+	}()
+}
+
+// holds reports whether a unicast input pipe with that ID and type is
+// bound here.
+func (r *jxtaResolver) holds(pipeID id.ID, typ string) bool {
+	if typ != string(adv.Unicast) {
+		return false
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	p := r.s.inputs[Key(pipeID)]
+	return p != nil && p.adv.Type == adv.Unicast
+}
+
+// answer builds the resolver response message.
+func (r *jxtaResolver) answer(qid int32, pipeID id.ID, typ string, found bool) *message.Message {
+	pdoc, pr := newDoc("PipeResolver")
+	pr.CreateElement("MsgType").SetText("Answer")
+	pr.CreateElement("PipeId").SetText(pipeID.String())
+	pr.CreateElement("Type").SetText(typ)
+	pr.CreateElement("Peer").SetText(r.self.String())
+	pr.CreateElement("Found").SetText(strconv.FormatBool(found))
+	if pa := r.peerAdv(); pa != "" {
+		pr.CreateElement("PeerAdv").SetText(pa)
+	}
+	doc, rr := newDoc("ResolverResponse")
+	rr.CreateElement("HandlerName").SetText(jxtaPipeHandler)
+	rr.CreateElement("QueryID").SetText(strconv.Itoa(int(qid)))
+	rr.CreateElement("Response").SetText(string(docBytes(pdoc)))
+	return message.New(message.Element{Namespace: message.JXTANamespace, Name: jxtaResponseParam, MIME: message.XMLUTF8, Data: docBytes(doc)})
+}
+
+// peerAdv is this peer's minimal peer advertisement, with its TCP
+// addresses as the route hint.
+func (r *jxtaResolver) peerAdv() string {
+	addrs := r.s.ep.JXTA().Addrs()
+	doc, pa := newDoc("PA")
+	pa.CreateAttr("xml:space", "preserve")
+	pa.CreateElement("PID").SetText(r.self.String())
+	pa.CreateElement("GID").SetText(id.NetPeerGroupID.String())
+	pa.CreateElement("Name").SetText("p2pmsg")
+	svc := pa.CreateElement("Svc")
+	svc.CreateElement("MCID").SetText("urn:jxta:uuid-DEADBEEFDEAFBABAFEEDBABE0000000805")
+	ra := svc.CreateElement("Parm").CreateElement("jxta:RA")
+	ra.CreateAttr("xmlns:jxta", "http://jxta.org")
+	ra.CreateAttr("xml:space", "preserve")
+	ra.CreateElement("DstPID").SetText(r.self.String())
+	apa := ra.CreateElement("Dst").CreateElement("jxta:APA")
+	apa.CreateAttr("xmlns:jxta", "http://jxta.org")
+	apa.CreateAttr("xml:space", "preserve")
+	for _, a := range addrs {
+		apa.CreateElement("EA").SetText(a)
+	}
+	return string(docBytes(doc))
+}
+
+// response takes a JXSE peer's answer to one of our queries.
+func (r *jxtaResolver) response(_ context.Context, d *endpoint.Delivery) {
+	defer d.Release()
+	e, ok := d.Message.Get(message.JXTANamespace, jxtaResponseParam)
+	if !ok {
+		return
+	}
+	qid, a, err := parsePBPAnswer(e.Data)
+	if err != nil {
+		return
+	}
+	// The answer must come from the peer it names, as far as the
+	// transport knows who sent it.
+	if d.SourceJXTA != a.peer {
+		r.s.unproven.Add(1)
+		return
+	}
+	r.mu.Lock()
+	ch := r.pending[qid]
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- a:
+		default:
+		}
+	}
+}
+
+// resolve asks the JXTA peers at addrs (tcp://host:port or
+// jxta://cbid-…) for the pipe's binding, as a JXSE output pipe does, and
+// returns the endpoint address of the first peer that has it bound.
+func (r *jxtaResolver) resolve(ctx context.Context, a *adv.PipeAdvertisement, addrs []string) (endpoint.Address, error) {
+	qid := r.nextID.Add(1)
+	ch := make(chan pbpAnswer, len(addrs))
+	r.mu.Lock()
+	r.pending[qid] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, qid)
+		r.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, r.s.opts.resolveTimeout)
+	defer cancel()
+	q := r.queryMessage(qid, a)
+	var lastErr error
+	ask := func() {
+		for _, addr := range addrs {
+			to, err := endpoint.ParseAddress(addr)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			to.Service, to.Param = JXTAResolverService, jxtaQueryParam
+			if err := r.s.ep.Send(ctx, to, q); err != nil {
+				lastErr = err
+			}
+		}
+	}
+	ask()
+	// JXSE's output pipe asks again every few seconds; so do we, in case
+	// a connection was still being set up.
+	again := time.NewTicker(3 * time.Second)
+	defer again.Stop()
+	for {
+		select {
+		case ans := <-ch:
+			if ans.found && ans.pipe == a.ID && ans.typ == string(a.Type) {
+				return endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(ans.peer.String(), "urn:jxta:"),
+					Service: JXTAPipeService, Param: a.ID.String()}, nil
+			}
+		case <-again.C:
+			ask()
+		case <-ctx.Done():
+			if lastErr != nil {
+				return endpoint.Address{}, fmt.Errorf("%w: pipe %s among JXTA peers %v: %w", ErrNotResolved, a.ID, addrs, lastErr)
+			}
+			return endpoint.Address{}, fmt.Errorf("%w: pipe %s among JXTA peers %v", ErrNotResolved, a.ID, addrs)
+		}
+	}
+}
+
+// queryMessage is the resolver query for a's binding.
+func (r *jxtaResolver) queryMessage(qid int32, a *adv.PipeAdvertisement) *message.Message {
+	pdoc, pr := newDoc("PipeResolver")
+	pr.CreateElement("MsgType").SetText("Query")
+	pr.CreateElement("PipeId").SetText(a.ID.String())
+	pr.CreateElement("Type").SetText(string(a.Type))
+	doc, rq := newDoc("ResolverQuery")
+	rq.CreateElement("HandlerName").SetText(jxtaPipeHandler)
+	rq.CreateElement("QueryID").SetText(strconv.Itoa(int(qid)))
+	rq.CreateElement("HC").SetText("0")
+	rq.CreateElement("SrcPeerID").SetText(r.self.String())
+	rq.CreateElement("Query").SetText(string(docBytes(pdoc)))
+	return message.New(message.Element{Namespace: message.JXTANamespace, Name: jxtaQueryParam, MIME: message.XMLUTF8, Data: docBytes(doc)})
+}
+
+// ToJXTAPeers resolves the pipe among these JXTA peers (tcp://host:port
+// or jxta://cbid-… addresses) with JXTA's pipe binding protocol, for a
+// pipe bound on a JXSE peer. It needs an endpoint that is a JXTA peer
+// (endpoint.WithJXTA); no libp2p peer is asked.
+func ToJXTAPeers(addrs ...string) ResolveOption {
+	return func(c *resolveConfig) error {
+		for _, a := range addrs {
+			ea, err := endpoint.ParseAddress(a)
+			if err != nil || ea.Protocol != endpoint.ProtocolTCP && ea.Protocol != endpoint.ProtocolJXTA {
+				return fmt.Errorf("%w: JXTA peer %q: want tcp://host:port or jxta://cbid-…", ErrBadOption, a)
+			}
+		}
+		c.jxtaPeers = append(c.jxtaPeers, addrs...)
+		return nil
+	}
+}

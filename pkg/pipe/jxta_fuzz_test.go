@@ -1,0 +1,104 @@
+package pipe
+
+import (
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// jxseQuery is a resolver query as JXSE 2.7 writes it (wire study,
+// all-nocbjx), its credential left out.
+const jxseQuery = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE jxta:ResolverQuery>
+<jxta:ResolverQuery xmlns:jxta="http://jxta.org">
+	<HandlerName>
+		JxtaPipeResolver
+	</HandlerName>
+	<QueryID>
+		0
+	</QueryID>
+	<HC>
+		0
+	</HC>
+	<SrcPeerID>
+		urn:jxta:cbid-59616261646162614A787461503250336FB2084AADCB4D00FFC66D584DD14F3A03
+	</SrcPeerID>
+	<Query>
+		&lt;?xml version="1.0" encoding="UTF-8"?>
+&lt;!DOCTYPE jxta:PipeResolver>
+&lt;jxta:PipeResolver xmlns:jxta="http://jxta.org">
+	&lt;MsgType>
+		Query
+	&lt;/MsgType>
+	&lt;PipeId>
+		urn:jxta:cbid-59616261646162614E5047205032503331E83A03D56945ABBE20C5A487C20B9E04
+	&lt;/PipeId>
+	&lt;Type>
+		JxtaUnicast
+	&lt;/Type>
+	&lt;Peer>
+		urn:jxta:cbid-59616261646162614A78746150325033D3F7B6D192EB7503F4EE0B485B49CD4D03
+	&lt;/Peer>
+&lt;/jxta:PipeResolver>
+	</Query>
+</jxta:ResolverQuery>
+`
+
+func TestParseJXSEQuery(t *testing.T) {
+	q, err := parsePBPQuery([]byte(jxseQuery))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.typ != "JxtaUnicast" || !q.directed || len(q.peers) != 1 || q.pipe.Kind() != id.KindPipe || q.src.Kind() != id.KindPeer {
+		t.Fatalf("%+v", q)
+	}
+}
+
+// seedDocs are this package's own query and answer documents.
+func seedDocs(f *testing.F) (query, answer []byte) {
+	pid, _ := id.PipeIDFromSeed(id.NetPeerGroupID, []byte("fuzz"))
+	self, _ := id.Parse("urn:jxta:cbid-59616261646162614A78746150325033D3F7B6D192EB7503F4EE0B485B49CD4D03")
+	r := &jxtaResolver{self: self}
+	a := &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast}
+	get := func(m *message.Message, name string) []byte {
+		e, _ := m.Get(message.JXTANamespace, name)
+		return e.Data
+	}
+	q := get(r.queryMessage(7, a), jxtaQueryParam)
+	pdoc, pr := newDoc("PipeResolver")
+	pr.CreateElement("MsgType").SetText("Answer")
+	pr.CreateElement("PipeId").SetText(pid.String())
+	pr.CreateElement("Type").SetText("JxtaUnicast")
+	pr.CreateElement("Peer").SetText(self.String())
+	pr.CreateElement("Found").SetText("true")
+	doc, rr := newDoc("ResolverResponse")
+	rr.CreateElement("HandlerName").SetText(jxtaPipeHandler)
+	rr.CreateElement("QueryID").SetText("7")
+	rr.CreateElement("Response").SetText(string(docBytes(pdoc)))
+	return q, docBytes(doc)
+}
+
+func FuzzParsePBPQuery(f *testing.F) {
+	q, _ := seedDocs(f)
+	f.Add(q)
+	f.Add([]byte(jxseQuery))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, err := parsePBPQuery(b)
+		if err == nil && (q.pipe.Kind() != id.KindPipe || q.src.Kind() != id.KindPeer || len(q.peers) > 64) {
+			t.Fatalf("accepted %+v", q)
+		}
+	})
+}
+
+func FuzzParsePBPAnswer(f *testing.F) {
+	_, a := seedDocs(f)
+	f.Add(a)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, a, err := parsePBPAnswer(b)
+		if err == nil && (a.pipe.Kind() != id.KindPipe || a.peer.Kind() != id.KindPeer) {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
+}

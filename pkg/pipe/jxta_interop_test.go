@@ -1,0 +1,118 @@
+package pipe_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/jxse"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// jxtaPipes starts a node that is also a JXTA peer, with its pipe
+// service.
+func jxtaPipes(t *testing.T, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Identity) {
+	t.Helper()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := testutil.NewConnectedNodes(t, 1)
+	ep, err := endpoint.New(nodes[0], endpoint.WithJXTA(ident, "tcp://127.0.0.1:0", opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); ep.Close() })
+	return s, ident
+}
+
+// TestJXSEUnicastPipes: unicast pipes with a live JXSE 2.7 peer, both
+// ways, through the same pipe API as libp2p pipes: p2pmsg resolves a pipe
+// JXSE binds (PBP over JXTA's resolver) and sends on it; JXSE resolves a
+// pipe p2pmsg binds and sends on it, and p2pmsg's Receive gets it.
+func TestJXSEUnicastPipes(t *testing.T) {
+	for _, unsigned := range []bool{false, true} {
+		name := "signed"
+		var opts []jxtatcp.Option
+		if unsigned {
+			name, opts = "unsigned", []jxtatcp.Option{jxtatcp.WithUnsigned()}
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})
+			s, ident := jxtaPipes(t, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+
+			// p2pmsg → JXSE.
+			toJXSE := seededAdv(t, "p2pmsg-test-to-jxse")
+			if err := peer.Command("pipelisten " + toJXSE.ID.String()); err != nil {
+				t.Fatal(err)
+			}
+			out, err := s.NewOutputPipe(ctx, toJXSE, pipe.ToJXTAPeers(peer.Addr()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			for i, text := range []string{"one", "two"} {
+				if err := out.Send(ctx, message.New(message.Text("study", "text", text))); err != nil {
+					t.Fatal(err)
+				}
+				r, err := peer.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Service != "PipeService" || r.Param != toJXSE.ID.String() || r.Text != text {
+					t.Fatalf("message %d: JXSE got %+v", i, r)
+				}
+			}
+
+			// JXSE → p2pmsg, on a pipe bound here.
+			toGo := seededAdv(t, "p2pmsg-test-to-go")
+			in, err := s.NewInputPipe(toGo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			for _, text := range []string{"three", "four"} {
+				if err := peer.Command("pipesend " + toGo.ID.String() + " " + ident.ID().String() + " " + text); err != nil {
+					t.Fatal(err)
+				}
+				r, err := in.ReceiveFrom(ctx)
+				if err != nil {
+					t.Fatalf("%v (JXTA transport %+v, endpoint %+v); JXSE log: %s", err, s.Endpoint().JXTA().Stats(), s.Endpoint().Stats(), peer.Log())
+				}
+				e, _ := r.Message.Get("study", "text")
+				if string(e.Data) != text || r.FromJXTA.String() != peer.ID || r.From != "" {
+					t.Fatalf("received %q from %v (libp2p %q)", e.Data, r.FromJXTA, r.From)
+				}
+				if strings.Contains(r.Message.At(r.Message.Len()-1).Name, "Endpoint") {
+					t.Fatalf("transport elements reached the pipe: %v", r.Message.Elements())
+				}
+				r.Release()
+			}
+		})
+	}
+}
+
+// seededAdv is a unicast pipe advertisement whose ID is derived from
+// seed in the net peer group, as JXSE applications make theirs.
+func seededAdv(t *testing.T, seed string) *adv.PipeAdvertisement {
+	t.Helper()
+	pid, err := id.PipeIDFromSeed(id.NetPeerGroupID, []byte(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast, Name: seed}
+}
