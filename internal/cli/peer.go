@@ -15,6 +15,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
@@ -30,9 +31,20 @@ type peerStack struct {
 	sockets *socket.Service
 }
 
+// jxtaConfig makes a peerStack a JXTA peer on JXTA's TCP transport too.
+type jxtaConfig struct {
+	on       bool
+	listen   string // tcp://host:port, "" to only dial
+	unsigned bool   // for JXSE peers started with CBJX disabled
+}
+
+// jxtaIdentityFile is where the JXTA identity (an RSA key and its
+// certificate: JXSE accepts nothing else) is kept beside the libp2p key.
+func jxtaIdentityFile(keyFile string) string { return keyFile + ".jxta" }
+
 // startPeer starts a node. keyFile "" means an ephemeral identity; listen
 // nil means no listening at all (a pure client).
-func startPeer(ctx context.Context, keyFile string, listen []string) (*peerStack, error) {
+func startPeer(ctx context.Context, keyFile string, listen []string, jx ...jxtaConfig) (*peerStack, error) {
 	var opts []node.Option
 	var key crypto.PrivKey
 	var err error
@@ -54,7 +66,25 @@ func startPeer(ctx context.Context, keyFile string, listen []string) (*peerStack
 		return nil, err
 	}
 	s := &peerStack{key: key, node: n}
-	if s.ep, err = endpoint.New(n); err == nil {
+	var epOpts []endpoint.Option
+	if len(jx) > 0 && jx[0].on {
+		var ident *jxtatcp.Identity
+		if keyFile != "" {
+			ident, err = jxtatcp.LoadIdentity(jxtaIdentityFile(keyFile))
+		} else {
+			ident, err = jxtatcp.NewIdentity()
+		}
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		var topts []jxtatcp.Option
+		if jx[0].unsigned {
+			topts = append(topts, jxtatcp.WithUnsigned())
+		}
+		epOpts = append(epOpts, endpoint.WithJXTA(ident, jx[0].listen, topts...))
+	}
+	if s.ep, err = endpoint.New(n, epOpts...); err == nil {
 		if s.pipes, err = pipe.New(s.ep); err == nil {
 			s.sockets, err = socket.New(s.pipes)
 		}
@@ -106,7 +136,10 @@ func newIDCmd() *cobra.Command {
 		Use:   "id",
 		Short: "Create or show this peer's identity",
 		Long: `Show the identity in the key file (created, mode 0600, if it does not exist
-yet): the libp2p peer ID and the JXTA peer ID derived from the same key.
+yet): the libp2p peer ID and the JXTA peer ID derived from the same key,
+which p2pmsg peers know this one by; and the JXTA peer ID of the RSA
+identity kept beside it in KEY.jxta (created too), which JXSE peers know
+this one by on JXTA's TCP transport (recv --jxta, send --peer tcp://…).
 Without --key the file is p2pmsg/identity.key in the user's configuration
 directory, the one ` + "`p2pmsg recv`" + ` uses by default.`,
 		Args: cobra.NoArgs,
@@ -129,10 +162,16 @@ directory, the one ` + "`p2pmsg recv`" + ` uses by default.`,
 			if err != nil {
 				return err
 			}
+			jx, err := jxtatcp.LoadIdentity(jxtaIdentityFile(keyFile))
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "peer id:      %s\n", pid)
-			fmt.Fprintf(out, "jxta peer id: %s\n", jid)
-			fmt.Fprintf(out, "key file:     %s\n", keyFile)
+			fmt.Fprintf(out, "peer id:          %s\n", pid)
+			fmt.Fprintf(out, "jxta peer id:     %s\n", jid)
+			fmt.Fprintf(out, "jxta tcp peer id: %s\n", jx.ID())
+			fmt.Fprintf(out, "key file:         %s\n", keyFile)
+			fmt.Fprintf(out, "jxta key file:    %s\n", jxtaIdentityFile(keyFile))
 			return nil
 		},
 	}

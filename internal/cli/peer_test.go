@@ -276,12 +276,19 @@ func TestID(t *testing.T) {
 	if first.code != 0 || !bytes.Equal(first.stdout, again.stdout) {
 		t.Fatalf("id: %s / %s / %s", first.stdout, again.stdout, first.stderr)
 	}
-	if !bytes.Contains(first.stdout, []byte("peer id:      12D3")) || !bytes.Contains(first.stdout, []byte("jxta peer id: urn:jxta:cbid-")) {
-		t.Fatalf("id printed %q", first.stdout)
+	for _, want := range []string{"peer id:          12D3", "jxta peer id:     urn:jxta:cbid-", "jxta tcp peer id: urn:jxta:cbid-59616261646162614A78746150325033"} {
+		if !bytes.Contains(first.stdout, []byte(want)) {
+			t.Fatalf("id printed %q, want %q", first.stdout, want)
+		}
 	}
-	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("key file: %v %v", st, err)
+	for _, f := range []string{key, key + ".jxta"} {
+		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("key file %s: %v %v", f, st, err)
+		}
 	}
+	os.Chmod(key+".jxta", 0o644)
+	failsCleanly(t, run(t, nil, "id", "--key", key))
+	os.Chmod(key+".jxta", 0o600)
 	os.Chmod(key, 0o644)
 	failsCleanly(t, run(t, nil, "id", "--key", key))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -36,8 +37,9 @@ const drainTimeout = 2 * time.Second
 func newRecvCmd() *cobra.Command {
 	var (
 		advFile, keyFile, outDir, pskFile string
+		jxtaListen                        string
 		listen, dicts                     []string
-		asJSON, useSocket                 bool
+		asJSON, useSocket, jxtaUnsigned   bool
 		count                             int
 	)
 	cmd := &cobra.Command{
@@ -53,7 +55,14 @@ each element to a file. Encoded elements (see ` + "`send --encode`" + `) are dec
 first: sealed ones with this peer's identity, or with --psk.
 
 With --socket, accept one socket connection on the pipe instead, copy it
-to stdout, and exit at its end.`,
+to stdout, and exit at its end.
+
+With --jxta tcp://ADDR:PORT the peer is also a JXTA peer on JXTA's own TCP
+transport, listening there: JXSE 2.7 peers resolve the pipe (a unicast
+pipe) and send on it as they would to another JXSE peer; their messages are
+printed alike, from their JXTA peer ID. It signs and requires signed
+messages as JXSE does by default; --jxta-unsigned is for JXSE peers started
+with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
   p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,
 		Args: cobra.NoArgs,
@@ -84,7 +93,18 @@ to stdout, and exit at its end.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			p, err := startPeer(ctx, keyFile, listen)
+			if jxtaLen := jxtaListen; jxtaLen != "" {
+				if useSocket {
+					return usageError{errors.New("--socket: sockets with JXTA peers are not supported yet (JxtaSocket)")}
+				}
+				if ea, err := endpoint.ParseAddress(jxtaLen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
+					return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaLen)}
+				}
+				if a.Type != adv.Unicast {
+					return usageError{fmt.Errorf("--jxta: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}
+				}
+			}
+			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: jxtaListen != "", listen: jxtaListen, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err
 			}
@@ -136,12 +156,14 @@ to stdout, and exit at its end.`,
 					}
 					return err
 				}
-				senders[r.From] = true
+				if r.From != "" {
+					senders[r.From] = true
+				}
 				m, reps, err := dec.DecodeReport(r.Message)
 				if err != nil {
 					// One bad message (any peer can send one) does not
 					// stop a receiver; it is reported and skipped.
-					fmt.Fprintf(cmd.ErrOrStderr(), "p2pmsg: message from %s dropped: %s\n", r.From, oneLine(err.Error()))
+					fmt.Fprintf(cmd.ErrOrStderr(), "p2pmsg: message from %s dropped: %s\n", sender(r), oneLine(err.Error()))
 					n--
 					continue
 				}
@@ -188,14 +210,31 @@ to stdout, and exit at its end.`,
 	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file for encoded elements (repeatable)")
+	f.StringVar(&jxtaListen, "jxta", "", "also be a JXTA peer listening at tcp://ADDR:PORT (JXSE 2.7 peers send on the pipe)")
+	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with --jxta: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	return cmd
 }
 
-// announce prints the peer's full multiaddrs on stderr.
+// announce prints the peer's full multiaddrs on stderr, and as a JXTA
+// peer its TCP addresses and peer ID.
 func announce(cmd *cobra.Command, p *peerStack) {
 	for _, a := range p.node.Addrs() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "listening %s\n", a)
 	}
+	if t := p.ep.JXTA(); t != nil {
+		for _, a := range t.Addrs() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "listening jxta %s %s\n", a, t.ID())
+		}
+	}
+}
+
+// sender names a message's sender: its libp2p peer ID, or a JXTA peer's
+// JXTA peer ID.
+func sender(r *pipe.Received) string {
+	if r.From == "" {
+		return r.FromJXTA.String() + " (jxta)"
+	}
+	return r.From.String()
 }
 
 func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.PipeAdvertisement) error {
@@ -282,7 +321,7 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message, reps
 	if r.Relayed {
 		via = ", relayed"
 	}
-	if _, err := fmt.Fprintf(w, "message %d from %s (%d elements%s)\n", n, r.From, m.Len(), via); err != nil {
+	if _, err := fmt.Fprintf(w, "message %d from %s (%d elements%s)\n", n, sender(r), m.Len(), via); err != nil {
 		return err
 	}
 	for i, e := range m.Elements() {

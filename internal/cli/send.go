@@ -29,7 +29,7 @@ func newSendCmd() *cobra.Command {
 		advFile, keyFile, ns, mime, encode, sel, pskFile string
 		peers, elems, dicts                              []string
 		count                                            int
-		useSocket                                        bool
+		useSocket, jxtaUnsigned                          bool
 		timeout                                          time.Duration
 	)
 	cmd := &cobra.Command{
@@ -51,7 +51,14 @@ and one codec and level, by what it learned of the codecs, of the path to
 the peer (measured before sending) and of the peer's decode speed.
 
 With --socket, copy stdin over a socket connection instead, half-close,
-and exit 0 once the peer has read everything (like nc).`,
+and exit 0 once the peer has read everything (like nc).
+
+A --peer tcp://HOST:PORT is a JXTA peer (JXSE 2.7) on JXTA's own TCP
+transport: the pipe (a unicast pipe) is resolved there with JXTA's pipe
+binding protocol and the messages sent as a JXSE output pipe sends them,
+signed as JXSE requires by default (--jxta-unsigned for JXSE peers started
+with CBJX disabled). JXTA has no acknowledgement: send then exits 0 once
+every message is written to the connection.`,
 		Example: `  p2pmsg send --pipe chat.xml --peer /ip4/127.0.0.1/tcp/9701/p2p/12D3KooW… --elem text=hello
   p2pmsg send --pipe chat.xml --peer … --elem doc=@report.xml --encode zstd:9,seal --select doc
   tar c dir | p2pmsg send --socket --pipe chat.xml --peer …`,
@@ -65,7 +72,12 @@ and exit 0 once the peer has read everything (like nc).`,
 				return usageError{errors.New("--peer MULTIADDR is required (recv prints its multiaddrs)")}
 			}
 			var infos []peer.AddrInfo
+			var jxtaPeers []string
 			for _, s := range peers {
+				if strings.HasPrefix(s, "tcp://") || strings.HasPrefix(s, "jxta://") {
+					jxtaPeers = append(jxtaPeers, s)
+					continue
+				}
 				ai, err := peer.AddrInfoFromString(s)
 				if err != nil {
 					return usageError{fmt.Errorf("--peer %q: want a multiaddr ending in /p2p/<peer id>: %v", s, err)}
@@ -74,6 +86,18 @@ and exit 0 once the peer has read everything (like nc).`,
 			}
 			if count < 1 {
 				return usageError{errors.New("--count must be >= 1")}
+			}
+			if len(jxtaPeers) > 0 {
+				switch {
+				case len(infos) > 0:
+					return usageError{errors.New("--peer: give JXTA peers (tcp://, jxta://) or libp2p peers, not both")}
+				case useSocket:
+					return usageError{errors.New("--socket: sockets with JXTA peers are not supported yet (JxtaSocket)")}
+				case encode != "":
+					return usageError{errors.New("--encode: JXTA peers cannot decode p2pmsg's encodings")}
+				case a.Type != adv.Unicast:
+					return usageError{fmt.Errorf("--peer %s: only unicast pipes are shared with JXTA peers (this one is %s)", jxtaPeers[0], a.Type)}
+				}
 			}
 			if useSocket && (len(elems) > 0 || encode != "") {
 				return usageError{errors.New("--socket sends stdin: --elem and --encode do not apply")}
@@ -101,7 +125,7 @@ and exit 0 once the peer has read everything (like nc).`,
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			p, err := startPeer(ctx, keyFile, nil)
+			p, err := startPeer(ctx, keyFile, nil, jxtaConfig{on: len(jxtaPeers) > 0, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err
 			}
@@ -109,7 +133,11 @@ and exit 0 once the peer has read everything (like nc).`,
 			if useSocket {
 				return sendSocket(ctx, cmd, p, a, infos)
 			}
-			out, err := p.pipes.NewOutputPipe(ctx, a, pipe.ToPeers(infos...))
+			resolveOpt := pipe.ToPeers(infos...)
+			if len(jxtaPeers) > 0 {
+				resolveOpt = pipe.ToJXTAPeers(jxtaPeers...)
+			}
+			out, err := p.pipes.NewOutputPipe(ctx, a, resolveOpt)
 			if err != nil {
 				return err
 			}
@@ -167,7 +195,8 @@ and exit 0 once the peer has read everything (like nc).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&advFile, "pipe", "", "pipe advertisement file (required)")
-	f.StringArrayVar(&peers, "peer", nil, "full multiaddr of a peer where the pipe may be bound (repeatable)")
+	f.StringArrayVar(&peers, "peer", nil, "full multiaddr of a peer where the pipe may be bound, or a JXTA peer's tcp://HOST:PORT (repeatable)")
+	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with a JXTA --peer: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	f.StringArrayVar(&elems, "elem", nil, "element NAME=VALUE (text) or NAME=@FILE (repeatable)")
 	f.StringVar(&ns, "ns", "", "namespace of the elements")
 	f.StringVar(&mime, "mime", "", "MIME type of the elements (default text/plain;charset=UTF-8 for text, application/octet-stream for files)")

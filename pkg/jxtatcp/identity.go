@@ -85,9 +85,9 @@ const maxIdentityFile = 64 << 10
 
 // LoadIdentity reads the identity kept at path (PEM: the PKCS #8 private
 // key and the certificate), or creates one there (mode 0600) if the file
-// does not exist. A file that is not a small regular file holding an RSA
-// key and its certificate is an error; the certificate is made again
-// when it does not belong to the key.
+// does not exist. A file that is not a small regular file readable only
+// by its owner, holding an RSA key and its certificate, is an error; the
+// certificate is made again when it does not belong to the key.
 func LoadIdentity(path string) (*Identity, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -105,6 +105,9 @@ func LoadIdentity(path string) (*Identity, error) {
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > maxIdentityFile {
 		return nil, fmt.Errorf("jxtatcp: identity %s: not a regular file of at most %d bytes", path, maxIdentityFile)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("jxtatcp: identity %s: mode %v lets others read the private key (want 0600)", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -13,6 +13,9 @@
 //   pipesend <pipe ID> <peer ID> <text>
 //                                    resolve the unicast pipe on that peer
 //                                    (once per pipe) and send on it
+//   route <peer ID> <tcp://host:port>
+//                                    tell the router where a peer is
+//                                    (RouteController.addRoute)
 //   quit
 //
 // Usage: JxsePeer <name> <port> <home directory>
@@ -34,6 +37,7 @@ import net.jxta.endpoint.Message;
 import net.jxta.endpoint.MessageElement;
 import net.jxta.endpoint.Messenger;
 import net.jxta.endpoint.StringMessageElement;
+import net.jxta.endpoint.router.RouteController;
 import net.jxta.document.AdvertisementFactory;
 import net.jxta.id.IDFactory;
 import net.jxta.peergroup.PeerGroup;
@@ -41,7 +45,10 @@ import net.jxta.pipe.OutputPipe;
 import net.jxta.pipe.PipeMsgEvent;
 import net.jxta.pipe.PipeMsgListener;
 import net.jxta.pipe.PipeService;
+import net.jxta.protocol.AccessPointAdvertisement;
 import net.jxta.protocol.PipeAdvertisement;
+import net.jxta.protocol.RouteAdvertisement;
+import net.jxta.peer.PeerID;
 import net.jxta.platform.NetworkConfigurator;
 import net.jxta.platform.NetworkManager;
 
@@ -110,6 +117,16 @@ public class JxsePeer {
                     Message m = new Message();
                     m.addMessageElement("study", new StringMessageElement("text", f[2], null));
                     say(msgr.sendMessage(m) ? "OK" : "ERR not sent");
+                } else if (f[0].equals("route") && f.length == 3) {
+                    PeerID pid = (PeerID) IDFactory.fromURI(new URI(f[1]));
+                    AccessPointAdvertisement ap = (AccessPointAdvertisement) AdvertisementFactory.newAdvertisement(AccessPointAdvertisement.getAdvertisementType());
+                    ap.setPeerID(pid);
+                    ap.addEndpointAddress(new EndpointAddress(f[2]));
+                    RouteAdvertisement ra = (RouteAdvertisement) AdvertisementFactory.newAdvertisement(RouteAdvertisement.getAdvertisementType());
+                    ra.setDestPeerID(pid);
+                    ra.setDest(ap);
+                    int r = ep.getEndpointRouter().getRouteController().addRoute(ra);
+                    say(r == RouteController.OK || r == RouteController.ALREADY_EXIST ? "OK" : "ERR addRoute " + r);
                 } else if (f[0].equals("pipelisten") && f.length == 2) {
                     final String pid = f[1];
                     keep.put("in " + pid, pipes.createInputPipe(pipeAdv(pid), new PipeMsgListener() {

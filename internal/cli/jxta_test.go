@@ -1,0 +1,74 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/jxse"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+)
+
+func advID(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := adv.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.ID.String()
+}
+
+// TestJXSESendRecv: `send --peer tcp://…` sends on a pipe a live JXSE 2.7
+// peer binds, and `recv --jxta tcp://…` receives on a pipe what the JXSE
+// peer sends, both as JXSE applications would see another JXSE peer.
+func TestJXSESendRecv(t *testing.T) {
+	peer := jxse.StartPeer(t, jxse.PeerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	toJXSE := newPipeAdv(t, "unicast")
+	if err := peer.Command("pipelisten " + advID(t, toJXSE)); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "send", "--pipe", toJXSE, "--peer", peer.Addr(), "--ns", "study", "--elem", "text=hello from the cli")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if got, err := peer.Next(ctx); err != nil || got.Text != "hello from the cli" {
+		t.Fatalf("JXSE got %+v, %v", got, err)
+	}
+
+	toCLI := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", toCLI, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--count", "1")
+	var addr, pid string
+	for _, a := range recv.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			addr, pid, _ = strings.Cut(rest, " ")
+		}
+	}
+	if addr == "" || !strings.HasPrefix(pid, "urn:jxta:cbid-") {
+		t.Fatalf("recv announced %q, want a jxta tcp:// address and peer ID", recv.addrs)
+	}
+	// Tell JXSE where the peer is, as a JXSE application must for a peer
+	// that has not connected to it.
+	if err := peer.Command("route " + pid + " " + addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Command("pipesend " + advID(t, toCLI) + " " + pid + " hello from jxse"); err != nil {
+		t.Fatal(err)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	out := recv.stdout.String()
+	if !strings.Contains(out, "hello from jxse") || !strings.Contains(out, "from "+peer.ID+" (jxta)") {
+		t.Fatalf("recv printed %q", out)
+	}
+}
