@@ -72,3 +72,59 @@ func TestJXSESendRecv(t *testing.T) {
 		t.Fatalf("recv printed %q", out)
 	}
 }
+
+// TestJXSEBridge: `p2pmsg bridge` relays one pipe between a live JXSE
+// peer and a p2pmsg peer that speaks only libp2p, both ways.
+func TestJXSEBridge(t *testing.T) {
+	peer := jxse.StartPeer(t, jxse.PeerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := newPipeAdv(t, "unicast")
+	pid := advID(t, p)
+	if err := peer.Command("pipelisten " + pid); err != nil {
+		t.Fatal(err)
+	}
+	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--count", "1")
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--p2p-peer", recv.addrs[0], "--jxse-peer", peer.Addr(), "--count", "2")
+	var bridgeP2P, bridgeJXTA, bridgeID string
+	for _, a := range bridge.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			bridgeJXTA, bridgeID, _ = strings.Cut(rest, " ")
+		} else if bridgeP2P == "" {
+			bridgeP2P = a
+		}
+	}
+	if bridgeJXTA == "" || bridgeP2P == "" {
+		t.Fatalf("bridge announced %q", bridge.addrs)
+	}
+
+	// JXSE → bridge → libp2p-only peer.
+	if err := peer.Command("route " + bridgeID + " " + bridgeJXTA); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Command("pipesend " + pid + " " + bridgeID + " from jxse"); err != nil {
+		t.Fatal(err)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	if out := recv.stdout.String(); !strings.Contains(out, "from jxse") {
+		t.Fatalf("recv printed %q", out)
+	}
+
+	// libp2p peer → bridge → JXSE.
+	r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--ns", "study", "--elem", "text=from libp2p")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if got, err := peer.Next(ctx); err != nil || got.Text != "from libp2p" || got.Param != pid {
+		t.Fatalf("JXSE got %+v, %v", got, err)
+	}
+	if code := bridge.wait(t); code != 0 {
+		t.Fatalf("bridge exit %d: %s", code, bridge.stderr)
+	}
+	if out := bridge.stdout.String(); strings.Count(out, "forwarded message") != 2 {
+		t.Fatalf("bridge printed %q", out)
+	}
+}

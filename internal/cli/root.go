@@ -81,6 +81,6 @@ runs the project's experiments (lab).`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
+	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newBridgeCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
 	return root
 }

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// bridgeFlushTimeout bounds how long the bridge waits for a libp2p peer
+// to confirm a forwarded message before it reports it undelivered.
+const bridgeFlushTimeout = 10 * time.Second
+
+func newBridgeCmd() *cobra.Command {
+	var (
+		advFile, keyFile, jxtaListen, p2pPeer, jxsePeer string
+		listen                                          []string
+		jxtaUnsigned                                    bool
+		count                                           int
+	)
+	cmd := &cobra.Command{
+		Use:   "bridge --pipe ADV.xml --jxta tcp://ADDR:PORT --p2p-peer MULTIADDR --jxse-peer tcp://HOST:PORT",
+		Short: "Relay a pipe between JXSE peers and libp2p-only p2pmsg peers",
+		Long: `Bind a unicast pipe on this peer, on both of its transports: libp2p and JXTA's
+own TCP transport (listening at --jxta). Each message a JXTA peer (JXSE 2.7)
+sends on the pipe is sent on, on the same pipe, to the p2pmsg peer at
+--p2p-peer, which binds it and needs to speak only libp2p; each message a
+libp2p peer sends on it is sent on to the JXSE peer at --jxse-peer, which
+binds it too. Either may be left out for a one-way bridge.
+
+Each forwarded message is printed on stdout as one line: where it came from
+and where it went. A message that cannot be forwarded (the other side is
+down, or does not have the pipe bound) is reported on stderr and counted,
+never dropped in silence; the bridge keeps running. A message to a libp2p
+peer counts as forwarded once that peer confirmed it (Flush).
+
+JXSE peers reach the bridge as they reach another JXSE peer: once it has
+connected to them (it does when it first forwards to --jxse-peer), or once
+the application has added a route to the bridge's JXTA peer ID and --jxta
+address, which the bridge prints at start ("listening jxta ADDR ID").`,
+		Example: `  p2pmsg bridge --pipe chat.xml --jxta tcp://0.0.0.0:9711 --listen /ip4/0.0.0.0/tcp/9701 \
+      --p2p-peer /ip4/10.0.0.7/tcp/9701/p2p/12D3KooW… --jxse-peer tcp://10.0.0.5:9701`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := readAdvFile(advFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			if a.Type != adv.Unicast {
+				return usageError{fmt.Errorf("--pipe: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}
+			}
+			if ea, err := endpoint.ParseAddress(jxtaListen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
+				return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaListen)}
+			}
+			if p2pPeer == "" && jxsePeer == "" {
+				return usageError{errors.New("nothing to bridge to: give --p2p-peer, --jxse-peer or both")}
+			}
+			var toP2P *peer.AddrInfo
+			if p2pPeer != "" {
+				if toP2P, err = peer.AddrInfoFromString(p2pPeer); err != nil {
+					return usageError{fmt.Errorf("--p2p-peer %q: want a multiaddr ending in /p2p/<peer id>: %v", p2pPeer, err)}
+				}
+			}
+			if jxsePeer != "" && !strings.HasPrefix(jxsePeer, "tcp://") && !strings.HasPrefix(jxsePeer, "jxta://") {
+				return usageError{fmt.Errorf("--jxse-peer %q: want tcp://HOST:PORT", jxsePeer)}
+			}
+			if count < 0 {
+				return usageError{errors.New("--count must be >= 0")}
+			}
+			if keyFile == "" {
+				if keyFile, err = defaultKeyFile(); err != nil {
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: true, listen: jxtaListen, unsigned: jxtaUnsigned})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			in, err := p.pipes.NewInputPipe(a)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			announce(cmd, p)
+			p2p := &forwarder{pipes: p.pipes, adv: a, confirm: true}
+			if toP2P != nil {
+				p2p.opt = pipe.ToPeers(*toP2P)
+			}
+			jx := &forwarder{pipes: p.pipes, adv: a}
+			if jxsePeer != "" {
+				jx.opt = pipe.ToJXTAPeers(jxsePeer)
+			}
+			defer p2p.close()
+			defer jx.close()
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			failed := 0
+			for n := 0; count == 0 || n < count; {
+				r, err := in.ReceiveFrom(ctx)
+				if err != nil {
+					if ctx.Err() != nil && cmd.Context().Err() == nil {
+						break // interrupted: a normal way to stop
+					}
+					return err
+				}
+				from, f, to := "p2p "+r.From.String(), jx, "jxta "+jxsePeer
+				if r.From == "" {
+					from, f, to = "jxta "+r.FromJXTA.String(), p2p, "p2p "+p2pPeer
+				}
+				m := r.Message
+				err = f.send(ctx, m)
+				r.Release()
+				if err != nil {
+					failed++
+					fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))
+					continue
+				}
+				n++
+				if _, err := fmt.Fprintf(out, "forwarded message %d from %s to %s\n", n, from, to); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("bridge: %d messages could not be forwarded (see above)", failed)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&advFile, "pipe", "", "pipe advertisement file of the unicast pipe to bridge (required)")
+	f.StringVar(&jxtaListen, "jxta", "", "JXTA TCP address to listen at, tcp://ADDR:PORT (required)")
+	f.StringArrayVar(&listen, "listen", []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, "libp2p multiaddr to listen on (repeatable)")
+	f.StringVar(&p2pPeer, "p2p-peer", "", "full multiaddr of the libp2p peer that gets JXTA peers' messages")
+	f.StringVar(&jxsePeer, "jxse-peer", "", "tcp://HOST:PORT of the JXSE peer that gets libp2p peers' messages")
+	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory; the JXTA identity is KEY.jxta)")
+	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "neither sign nor require signed JXTA messages (JXSE with CBJX disabled)")
+	f.IntVar(&count, "count", 0, "exit after forwarding this many messages (0: run until interrupted)")
+	return cmd
+}
+
+// forwarder sends a bridge's messages on the pipe to one side, resolving
+// the pipe there when it first has to and again after a failure.
+type forwarder struct {
+	pipes   *pipe.Service
+	adv     *adv.PipeAdvertisement
+	opt     pipe.ResolveOption // nil: this side was not given
+	confirm bool               // wait for the peer's confirmation (libp2p)
+	out     *pipe.OutputPipe
+}
+
+func (f *forwarder) send(ctx context.Context, m *message.Message) error {
+	if f.opt == nil {
+		return errors.New("no peer given for this direction")
+	}
+	if f.out == nil {
+		out, err := f.pipes.NewOutputPipe(ctx, f.adv, f.opt)
+		if err != nil {
+			return err
+		}
+		f.out = out
+	}
+	err := f.out.Send(ctx, m)
+	if err == nil && f.confirm {
+		fctx, cancel := context.WithTimeout(ctx, bridgeFlushTimeout)
+		err = f.out.Flush(fctx)
+		cancel()
+	}
+	if err != nil {
+		f.close()
+	}
+	return err
+}
+
+func (f *forwarder) close() {
+	if f.out != nil {
+		f.out.Close()
+		f.out = nil
+	}
+}
