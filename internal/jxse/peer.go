@@ -192,21 +192,28 @@ func (p *Peer) Send(addr, text string) error {
 // Command sends the peer a command line (see JxsePeer.java) and waits
 // for its answer.
 func (p *Peer) Command(line string) error {
+	_, err := p.Query(line)
+	return err
+}
+
+// Query is Command for commands that answer "OK <result>": it returns
+// the result.
+func (p *Peer) Query(line string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := fmt.Fprintln(p.stdin, line); err != nil {
-		return err
+		return "", err
 	}
 	select {
 	case r := <-p.replies:
-		if r != "OK" {
-			return errors.New(r)
+		if rest, ok := strings.CutPrefix(r, "OK"); ok {
+			return strings.TrimSpace(rest), nil
 		}
-		return nil
+		return "", errors.New(r)
 	case <-p.done:
-		return fmt.Errorf("JXSE peer exited: %s", p.stderr)
-	case <-time.After(time.Minute):
-		return errors.New("JXSE peer did not answer within a minute")
+		return "", fmt.Errorf("JXSE peer exited: %s", p.stderr)
+	case <-time.After(5 * time.Minute):
+		return "", errors.New("JXSE peer did not answer within 5 minutes")
 	}
 }
 

@@ -16,7 +16,13 @@
 //   route <peer ID> <tcp://host:port>
 //                                    tell the router where a peer is
 //                                    (RouteController.addRoute)
+//   ping <endpoint address> <n>      n round trips to another JxsePeer's
+//                                    StudySvc/echo listener, one at a time;
+//                                    answers "OK <median ns>"
 //   quit
+//
+// Its StudySvc/echo listener sends every message back to its source's
+// StudySvc/echo-reply listener, for round-trip measurements.
 //
 // Usage: JxsePeer <name> <port> <home directory>
 import java.io.BufferedReader;
@@ -27,6 +33,9 @@ import java.net.URI;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Arrays;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -99,6 +108,34 @@ public class JxsePeer {
                 say("RECV " + dst.getServiceName() + " " + dst.getServiceParameter() + " " + src + " " + (e == null ? "" : e.toString()));
             }
         }, "StudySvc", "ep");
+        final Map<String, Messenger> echoTo = new HashMap<String, Messenger>();
+        ep.addIncomingMessageListener(new EndpointListener() {
+            public void processIncomingMessage(Message m, EndpointAddress src, EndpointAddress dst) {
+                try {
+                    String k = src.getProtocolName() + "://" + src.getProtocolAddress();
+                    Messenger back;
+                    synchronized (echoTo) {
+                        back = echoTo.get(k);
+                        if (back == null) {
+                            back = ep.getMessenger(new EndpointAddress(k + "/StudySvc/echo-reply"));
+                            echoTo.put(k, back);
+                        }
+                    }
+                    Message r = new Message();
+                    MessageElement e = m.getMessageElement("study", "text");
+                    r.addMessageElement("study", new StringMessageElement("text", e == null ? "" : e.toString(), null));
+                    back.sendMessage(r);
+                } catch (Exception ex) {
+                    System.err.println("echo: " + ex);
+                }
+            }
+        }, "StudySvc", "echo");
+        final LinkedBlockingQueue<Long> replies = new LinkedBlockingQueue<Long>();
+        ep.addIncomingMessageListener(new EndpointListener() {
+            public void processIncomingMessage(Message m, EndpointAddress src, EndpointAddress dst) {
+                replies.add(System.nanoTime());
+            }
+        }, "StudySvc", "echo-reply");
         say("READY " + group.getPeerID() + " " + port);
         final PipeService pipes = group.getPipeService();
         Map<String, Object> keep = new HashMap<String, Object>();
@@ -117,6 +154,22 @@ public class JxsePeer {
                     Message m = new Message();
                     m.addMessageElement("study", new StringMessageElement("text", f[2], null));
                     say(msgr.sendMessage(m) ? "OK" : "ERR not sent");
+                } else if (f[0].equals("ping") && f.length == 3) {
+                    int n = Integer.parseInt(f[2]);
+                    Messenger to = ep.getMessenger(new EndpointAddress(f[1]));
+                    long[] rtt = new long[n];
+                    boolean ok = true;
+                    for (int i = 0; i < n && ok; i++) {
+                        Message m = new Message();
+                        m.addMessageElement("study", new StringMessageElement("text", "x", null));
+                        long t0 = System.nanoTime();
+                        to.sendMessage(m);
+                        Long t1 = replies.poll(30, TimeUnit.SECONDS);
+                        ok = t1 != null;
+                        rtt[i] = ok ? t1 - t0 : 0;
+                    }
+                    Arrays.sort(rtt);
+                    say(ok ? "OK " + rtt[n / 2] : "ERR no echo within 30 s");
                 } else if (f[0].equals("route") && f.length == 3) {
                     PeerID pid = (PeerID) IDFactory.fromURI(new URI(f[1]));
                     AccessPointAdvertisement ap = (AccessPointAdvertisement) AdvertisementFactory.newAdvertisement(AccessPointAdvertisement.getAdvertisementType());
