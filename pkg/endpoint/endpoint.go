@@ -3,7 +3,9 @@
 // peer, addressed as protocol://peer/service/param.
 //
 // It builds on package node (the libp2p host) and package wire (the JXTA
-// binary message format) and knows nothing of pipes or sockets.
+// binary message format) and knows nothing of pipes or sockets. With
+// WithJXTA it is also a JXTA peer on JXTA's own TCP transport (package
+// jxtatcp), reaching and reached by JXSE 2.7 peers (jxta.go).
 //
 // # On the wire
 //

@@ -5,7 +5,10 @@
 //
 // It builds on package endpoint (addressed messages over libp2p streams),
 // package adv (pipe advertisements) and, for propagate pipes,
-// go-libp2p-pubsub. It knows nothing of sockets.
+// go-libp2p-pubsub. It knows nothing of sockets. When the endpoint is also
+// a JXTA peer (endpoint.WithJXTA), unicast pipes are shared with JXSE 2.7
+// peers through JXTA's resolver and pipe binding protocol (jxta.go,
+// ToJXTAPeers).
 //
 // # Pipe types
 //
