@@ -18,7 +18,7 @@ import (
 
 // jxtaPipes starts a node that is also a JXTA peer, with its pipe
 // service.
-func jxtaPipes(t *testing.T, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Identity) {
+func jxtaPipes(t testing.TB, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Identity) {
 	t.Helper()
 	ident, err := jxtatcp.NewIdentity()
 	if err != nil {
@@ -108,7 +108,7 @@ func TestJXSEUnicastPipes(t *testing.T) {
 
 // seededAdv is a unicast pipe advertisement whose ID is derived from
 // seed in the net peer group, as JXSE applications make theirs.
-func seededAdv(t *testing.T, seed string) *adv.PipeAdvertisement {
+func seededAdv(t testing.TB, seed string) *adv.PipeAdvertisement {
 	t.Helper()
 	pid, err := id.PipeIDFromSeed(id.NetPeerGroupID, []byte(seed))
 	if err != nil {

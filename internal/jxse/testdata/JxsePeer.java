@@ -19,6 +19,13 @@
 //   ping <endpoint address> <n>      n round trips to another JxsePeer's
 //                                    StudySvc/echo listener, one at a time;
 //                                    answers "OK <median ns>"
+//   pipeecho <in pipe ID> <out pipe ID> <peer ID>
+//                                    bind the input pipe and send every
+//                                    message on it back on the output pipe,
+//                                    resolved on that peer
+//   pipeping <out pipe ID> <in pipe ID> <peer ID> <n>
+//                                    n round trips through another peer's
+//                                    pipeecho; answers "OK <median ns>"
 //   quit
 //
 // Its StudySvc/echo listener sends every message back to its source's
@@ -168,6 +175,50 @@ public class JxsePeer {
                         ok = t1 != null;
                         rtt[i] = ok ? t1 - t0 : 0;
                     }
+                    Arrays.sort(rtt);
+                    say(ok ? "OK " + rtt[n / 2] : "ERR no echo within 30 s");
+                } else if (f[0].equals("pipeecho") && f.length == 3) {
+                    final String[] g = f[2].split(" ");
+                    final OutputPipe[] back = new OutputPipe[1];
+                    keep.put("echo " + f[1], pipes.createInputPipe(pipeAdv(f[1]), new PipeMsgListener() {
+                        public synchronized void pipeMsgEvent(PipeMsgEvent ev) {
+                            try {
+                                if (back[0] == null) { // resolved at the first message
+                                    back[0] = pipes.createOutputPipe(pipeAdv(g[0]), Collections.singleton(IDFactory.fromURI(new URI(g[1]))), 30000);
+                                }
+                                Message r = new Message();
+                                MessageElement e = ev.getMessage().getMessageElement("study", "text");
+                                r.addMessageElement("study", new StringMessageElement("text", e == null ? "" : e.toString(), null));
+                                back[0].send(r);
+                            } catch (Exception ex) {
+                                System.err.println("pipeecho: " + ex);
+                            }
+                        }
+                    }));
+                    say("OK");
+                } else if (f[0].equals("pipeping") && f.length == 3) {
+                    String[] g = f[2].split(" ");
+                    final LinkedBlockingQueue<Long> got = new LinkedBlockingQueue<Long>();
+                    Object pingIn = pipes.createInputPipe(pipeAdv(g[0]), new PipeMsgListener() {
+                        public void pipeMsgEvent(PipeMsgEvent ev) {
+                            got.add(System.nanoTime());
+                        }
+                    });
+                    OutputPipe op = pipes.createOutputPipe(pipeAdv(f[1]), Collections.singleton(IDFactory.fromURI(new URI(g[1]))), 30000);
+                    int n = Integer.parseInt(g[2]);
+                    long[] rtt = new long[n];
+                    boolean ok = true;
+                    for (int i = 0; i < n && ok; i++) {
+                        Message m = new Message();
+                        m.addMessageElement("study", new StringMessageElement("text", "x", null));
+                        long t0 = System.nanoTime();
+                        op.send(m);
+                        Long t1 = got.poll(30, TimeUnit.SECONDS);
+                        ok = t1 != null;
+                        rtt[i] = ok ? t1 - t0 : 0;
+                    }
+                    op.close();
+                    ((net.jxta.pipe.InputPipe) pingIn).close();
                     Arrays.sort(rtt);
                     say(ok ? "OK " + rtt[n / 2] : "ERR no echo within 30 s");
                 } else if (f[0].equals("route") && f.length == 3) {
