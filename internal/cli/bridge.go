@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -106,32 +107,11 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			}
 			defer p2p.close()
 			defer jx.close()
-			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			failed := 0
-			for n := 0; count == 0 || n < count; {
-				r, err := in.ReceiveFrom(ctx)
-				if err != nil {
-					if ctx.Err() != nil && cmd.Context().Err() == nil {
-						break // interrupted: a normal way to stop
-					}
-					return err
-				}
-				from, f, to := "p2p "+r.From.String(), jx, "jxta "+jxsePeer
-				if r.From == "" {
-					from, f, to = "jxta "+r.FromJXTA.String(), p2p, "p2p "+p2pPeer
-				}
-				m := r.Message
-				err = f.send(ctx, m)
-				r.Release()
-				if err != nil {
-					failed++
-					fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))
-					continue
-				}
-				n++
-				if _, err := fmt.Fprintf(out, "forwarded message %d from %s to %s\n", n, from, to); err != nil {
-					return err
-				}
+			_, failed, err := runBridge(ctx, in, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			// Interrupted (ctx ended, the command's did not) is a normal
+			// way to stop.
+			if err != nil && !(ctx.Err() != nil && cmd.Context().Err() == nil) {
+				return err
 			}
 			if failed > 0 {
 				return fmt.Errorf("bridge: %d messages could not be forwarded (see above)", failed)
@@ -149,6 +129,35 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "neither sign nor require signed JXTA messages (JXSE with CBJX disabled)")
 	f.IntVar(&count, "count", 0, "exit after forwarding this many messages (0: run until interrupted)")
 	return cmd
+}
+
+// runBridge forwards what arrives on in: from JXTA peers through p2p,
+// from libp2p peers through jx, until count messages are forwarded (0:
+// until ctx ends or in fails). It prints a line on out per message
+// forwarded and on errOut per message that was not.
+func runBridge(ctx context.Context, in *pipe.InputPipe, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
+	for count == 0 || forwarded < count {
+		r, err := in.ReceiveFrom(ctx)
+		if err != nil {
+			return forwarded, failed, err
+		}
+		from, f, to := "p2p "+r.From.String(), jx, "jxta "+jxseName
+		if r.From == "" {
+			from, f, to = "jxta "+r.FromJXTA.String(), p2p, "p2p "+p2pName
+		}
+		err = f.send(ctx, r.Message)
+		r.Release()
+		if err != nil {
+			failed++
+			fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))
+			continue
+		}
+		forwarded++
+		if _, err := fmt.Fprintf(out, "forwarded message %d from %s to %s\n", forwarded, from, to); err != nil {
+			return forwarded, failed, err
+		}
+	}
+	return forwarded, failed, nil
 }
 
 // forwarder sends a bridge's messages on the pipe to one side, resolving
