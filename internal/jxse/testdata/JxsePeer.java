@@ -76,6 +76,30 @@ public class JxsePeer {
         out.flush();
     }
 
+    interface Sender {
+        boolean send(Message m) throws Exception;
+    }
+
+    // medianRTT sends n one-element messages one at a time, each after the
+    // answer to the last arrived on answers, and returns the median round
+    // trip in nanoseconds, or -1 when an answer took over 30 s.
+    static long medianRTT(int n, Sender s, LinkedBlockingQueue<Long> answers) throws Exception {
+        long[] rtt = new long[n];
+        for (int i = 0; i < n; i++) {
+            Message m = new Message();
+            m.addMessageElement("study", new StringMessageElement("text", "x", null));
+            long t0 = System.nanoTime();
+            s.send(m);
+            Long t1 = answers.poll(30, TimeUnit.SECONDS);
+            if (t1 == null) {
+                return -1;
+            }
+            rtt[i] = t1 - t0;
+        }
+        Arrays.sort(rtt);
+        return rtt[n / 2];
+    }
+
     static PipeAdvertisement pipeAdv(String id) throws Exception {
         PipeAdvertisement adv = (PipeAdvertisement) AdvertisementFactory.newAdvertisement(PipeAdvertisement.getAdvertisementType());
         adv.setPipeID(IDFactory.fromURI(new URI(id)));
@@ -162,21 +186,9 @@ public class JxsePeer {
                     m.addMessageElement("study", new StringMessageElement("text", f[2], null));
                     say(msgr.sendMessage(m) ? "OK" : "ERR not sent");
                 } else if (f[0].equals("ping") && f.length == 3) {
-                    int n = Integer.parseInt(f[2]);
                     Messenger to = ep.getMessenger(new EndpointAddress(f[1]));
-                    long[] rtt = new long[n];
-                    boolean ok = true;
-                    for (int i = 0; i < n && ok; i++) {
-                        Message m = new Message();
-                        m.addMessageElement("study", new StringMessageElement("text", "x", null));
-                        long t0 = System.nanoTime();
-                        to.sendMessage(m);
-                        Long t1 = replies.poll(30, TimeUnit.SECONDS);
-                        ok = t1 != null;
-                        rtt[i] = ok ? t1 - t0 : 0;
-                    }
-                    Arrays.sort(rtt);
-                    say(ok ? "OK " + rtt[n / 2] : "ERR no echo within 30 s");
+                    long p50 = medianRTT(Integer.parseInt(f[2]), m -> to.sendMessage(m), replies);
+                    say(p50 >= 0 ? "OK " + p50 : "ERR no echo within 30 s");
                 } else if (f[0].equals("pipeecho") && f.length == 3) {
                     final String[] g = f[2].split(" ");
                     final OutputPipe[] back = new OutputPipe[1];
@@ -205,22 +217,10 @@ public class JxsePeer {
                         }
                     });
                     OutputPipe op = pipes.createOutputPipe(pipeAdv(f[1]), Collections.singleton(IDFactory.fromURI(new URI(g[1]))), 30000);
-                    int n = Integer.parseInt(g[2]);
-                    long[] rtt = new long[n];
-                    boolean ok = true;
-                    for (int i = 0; i < n && ok; i++) {
-                        Message m = new Message();
-                        m.addMessageElement("study", new StringMessageElement("text", "x", null));
-                        long t0 = System.nanoTime();
-                        op.send(m);
-                        Long t1 = got.poll(30, TimeUnit.SECONDS);
-                        ok = t1 != null;
-                        rtt[i] = ok ? t1 - t0 : 0;
-                    }
+                    long p50 = medianRTT(Integer.parseInt(g[2]), m -> op.send(m), got);
                     op.close();
                     ((net.jxta.pipe.InputPipe) pingIn).close();
-                    Arrays.sort(rtt);
-                    say(ok ? "OK " + rtt[n / 2] : "ERR no echo within 30 s");
+                    say(p50 >= 0 ? "OK " + p50 : "ERR no echo within 30 s");
                 } else if (f[0].equals("route") && f.length == 3) {
                     PeerID pid = (PeerID) IDFactory.fromURI(new URI(f[1]));
                     AccessPointAdvertisement ap = (AccessPointAdvertisement) AdvertisementFactory.newAdvertisement(AccessPointAdvertisement.getAdvertisementType());
