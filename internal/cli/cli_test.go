@@ -57,7 +57,16 @@ type result struct {
 
 func run(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
+	return runEnv(t, nil, stdin, args...)
+}
+
+// runEnv is run with env added to the environment.
+func runEnv(t *testing.T, env []string, stdin []byte, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(binary_, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

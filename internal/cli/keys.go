@@ -24,13 +24,19 @@ const pskID = "cli"
 const pskKeyID = "psk:" + pskID
 
 // defaultKeyFile is where `id` and `recv` keep the identity unless --key
-// says otherwise.
+// says otherwise. Its directory, p2pmsg in the user's configuration
+// directory, is created (0700) if needed: the only directory the command
+// creates for a key; a --key path must be in a directory that exists.
 func defaultKeyFile() (string, error) {
 	dir, err := os.UserConfigDir()
 	if err != nil {
 		return "", fmt.Errorf("no configuration directory for the identity (give --key): %w", err)
 	}
-	return filepath.Join(dir, "p2pmsg", "identity.key"), nil
+	dir = filepath.Join(dir, "p2pmsg")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("identity directory: %w", err)
+	}
+	return filepath.Join(dir, "identity.key"), nil
 }
 
 // readPSK reads a pre-shared key file: seal.KeySize raw bytes, or that

@@ -270,7 +270,7 @@ func TestSendErrors(t *testing.T) {
 }
 
 func TestID(t *testing.T) {
-	key := filepath.Join(t.TempDir(), "sub", "id.key")
+	key := filepath.Join(t.TempDir(), "id.key")
 	first := run(t, nil, "id", "--key", key)
 	again := run(t, nil, "id", "--key", key)
 	if first.code != 0 || !bytes.Equal(first.stdout, again.stdout) {
@@ -291,6 +291,28 @@ func TestID(t *testing.T) {
 	os.Chmod(key+".jxta", 0o600)
 	os.Chmod(key, 0o644)
 	failsCleanly(t, run(t, nil, "id", "--key", key))
+}
+
+// TestKeyDirectoriesNotCreated: a --key path in a directory that does not
+// exist is an error, and nothing is created; only the default identity's
+// directory is made.
+func TestKeyDirectoriesNotCreated(t *testing.T) {
+	base := t.TempDir()
+	key := filepath.Join(base, "no", "such", "dir", "k")
+	for _, args := range [][]string{{"id", "--key", key}, {"recv", "--pipe", newPipeAdv(t, "unicast"), "--key", key, "--count", "1"}} {
+		failsCleanly(t, run(t, nil, args...))
+		if _, err := os.Stat(filepath.Join(base, "no")); !os.IsNotExist(err) {
+			t.Fatalf("%v created directories: %v", args, err)
+		}
+	}
+	cfg := t.TempDir()
+	r := runEnv(t, []string{"XDG_CONFIG_HOME=" + cfg}, nil, "id")
+	if r.code != 0 {
+		t.Fatalf("id with the default key: exit %d: %s", r.code, r.stderr)
+	}
+	if st, err := os.Stat(filepath.Join(cfg, "p2pmsg")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("default identity directory: %v %v", st, err)
+	}
 }
 
 // TestKeyFilesMustBeRegular points the identity and pre-shared key paths

@@ -51,7 +51,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -317,7 +316,8 @@ func (n *Node) Close() error {
 }
 
 // LoadOrCreateKey reads an Ed25519 private key from path, or creates one
-// there (mode 0600, parent directories 0700) if the file does not exist. A
+// there (mode 0600) if the file does not exist; its directory must exist
+// (a mistyped path is an error, not a new directory tree). A
 // key file readable by others, a file that is not a regular file (a
 // device, a FIFO, a directory) and one larger than 4 KiB are refused
 // before anything is read from them.
@@ -383,8 +383,7 @@ func readKeyFile(f *os.File, path string) ([]byte, error) {
 	return b, nil
 }
 
-// createKey makes a new Ed25519 key and stores it in path (mode 0600),
-// creating the directory (0700) if needed.
+// createKey makes a new Ed25519 key and stores it in path (mode 0600).
 func createKey(path string) (crypto.PrivKey, error) {
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -393,9 +392,6 @@ func createKey(path string) (crypto.PrivKey, error) {
 	raw, err := crypto.MarshalPrivateKey(key)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
