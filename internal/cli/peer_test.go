@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -473,5 +475,24 @@ func TestRecvPrintsPeerTextSafely(t *testing.T) {
 		if !asJSON && !strings.Contains(out, `x\x1b]0;pwned\x07\nmessage 2 from`) {
 			t.Errorf("the name is not shown escaped: %q", out)
 		}
+	}
+}
+
+// TestListenPortInUse: a second recv on a TCP port the first one holds
+// fails at once, rather than sharing the port (and its messages) with it.
+func TestListenPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	a := newPipeAdv(t, "unicast")
+	start(t, nil, "recv", "--pipe", a, "--listen", listen)
+	r := run(t, nil, "recv", "--pipe", a, "--listen", listen, "--key", filepath.Join(t.TempDir(), "k"))
+	failsCleanly(t, r)
+	if !bytes.Contains(r.stderr, []byte("in use")) {
+		t.Fatalf("stderr %q does not say the address is in use", r.stderr)
 	}
 }

@@ -50,7 +50,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -63,6 +65,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
@@ -71,6 +74,9 @@ import (
 var (
 	ErrBadOption = errors.New("node: invalid option")
 	ErrKeyFile   = errors.New("node: unusable key file")
+	// ErrAddrInUse: a listen address names a TCP port another socket
+	// holds.
+	ErrAddrInUse = errors.New("node: listen address in use")
 )
 
 // Connection manager limits.
@@ -194,6 +200,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	if c.ephemeral && c.keyFile != "" {
 		return nil, fmt.Errorf("%w: WithKeyFile and WithEphemeralKey together", ErrBadOption)
 	}
+	if err := checkPortsFree(c.listen); err != nil {
+		return nil, err
+	}
 	var key crypto.PrivKey
 	var err error
 	if c.keyFile != "" {
@@ -313,6 +322,38 @@ func (n *Node) Close() error {
 	}
 	errs = append(errs, n.host.Close())
 	return errors.Join(errs...)
+}
+
+// checkPortsFree fails when a TCP listen address with a fixed port names
+// a port another socket holds. libp2p listens on TCP with SO_REUSEPORT
+// (so that it can dial from its listening port, for hole punching), and
+// the kernel then lets a second process share the port, splitting the
+// incoming connections between the two without a word. A plain bind,
+// without SO_REUSEPORT, fails on a port in use whoever holds it.
+func checkPortsFree(listen []string) error {
+	for _, s := range listen {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			continue // reported by libp2p
+		}
+		port, err := a.ValueForProtocol(ma.P_TCP)
+		if err != nil || port == "0" {
+			continue
+		}
+		na, err := manet.ToNetAddr(a)
+		if err != nil {
+			continue // a TCP address libp2p listens on differently (e.g. /ws)
+		}
+		ln, err := net.Listen("tcp", na.String())
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: %s", ErrAddrInUse, s)
+			}
+			continue // not ours to judge: libp2p reports it
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // LoadOrCreateKey reads an Ed25519 private key from path, or creates one

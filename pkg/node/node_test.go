@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +103,33 @@ func TestBadOptions(t *testing.T) {
 		if _, err := node.New(context.Background(), o); !errors.Is(err, node.ErrBadOption) {
 			t.Errorf("bad option accepted: %v", err)
 		}
+	}
+}
+
+// TestListenPortInUse: a fixed TCP port another socket holds is an
+// error, whether a plain socket or another node (libp2p's SO_REUSEPORT
+// would otherwise share it silently).
+func TestListenPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if _, err := node.New(context.Background(), node.WithListenAddrs(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))); !errors.Is(err, node.ErrAddrInUse) {
+		t.Fatalf("port held by a socket: %v", err)
+	}
+	ln.Close()
+	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	first, err := node.New(context.Background(), node.WithListenAddrs(addr))
+	if err != nil {
+		t.Skipf("port %d taken again meanwhile: %v", port, err)
+	}
+	defer first.Close()
+	if second, err := node.New(context.Background(), node.WithListenAddrs(addr)); !errors.Is(err, node.ErrAddrInUse) {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("port held by another node: %v", err)
 	}
 }
