@@ -496,3 +496,20 @@ func TestListenPortInUse(t *testing.T) {
 		t.Fatalf("stderr %q does not say the address is in use", r.stderr)
 	}
 }
+
+// TestSelectMatchingNothingWarns: --select naming no element of the
+// message says so; the message still goes, unencoded.
+func TestSelectMatchingNothingWarns(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--json", "--count", "1")
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "text=hello", "--encode", "zstd", "--select", "nosuch")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if !bytes.Contains(r.stderr, []byte("warning: --select nosuch")) {
+		t.Fatalf("send said %q, want a warning about --select nosuch", r.stderr)
+	}
+	if code := recv.wait(t); code != 0 || !strings.Contains(recv.stdout.String(), base64.StdEncoding.EncodeToString([]byte("hello"))) {
+		t.Fatalf("recv exit %d: %s / %s", code, recv.stdout.String(), recv.stderr)
+	}
+}

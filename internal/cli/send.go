@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -151,6 +152,11 @@ every message is written to the connection.`,
 				names := elementNames(elems)
 				if sel != "" {
 					names = strings.Split(sel, ",")
+					for _, n := range names {
+						if !slices.Contains(elementNames(elems), n) {
+							fmt.Fprintf(cmd.ErrOrStderr(), "p2pmsg: warning: --select %s: the message has no element of that name; it is not encoded\n", printableLine(n))
+						}
+					}
 				}
 				var scheme encoding.Scheme
 				if encode == autoEncode {
