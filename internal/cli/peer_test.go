@@ -513,3 +513,55 @@ func TestSelectMatchingNothingWarns(t *testing.T) {
 		t.Fatalf("recv exit %d: %s / %s", code, recv.stdout.String(), recv.stderr)
 	}
 }
+
+// TestRecvSocketInterrupted: recv --socket cut short by SIGINT or SIGTERM
+// mid-stream exits 128+signal, saying so, instead of 0 with truncated
+// output; before any connection, too.
+func TestRecvSocketInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			a := newPipeAdv(t, "unicast")
+			out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+			send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
+			stdin, err := send.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := send.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { stdin.Close(); send.Process.Kill(); send.Wait() }()
+			// Some bytes through, the stream still open.
+			stdin.Write(bytes.Repeat([]byte("x"), 4096))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if st, _ := out.Stat(); st.Size() > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("nothing arrived")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			recv.cmd.Process.Signal(sig)
+			if code := recv.wait(t); code != 128+int(sig) {
+				t.Fatalf("recv --socket interrupted: exit %d, want %d; stderr %q", code, 128+int(sig), recv.stderr)
+			}
+			if !strings.Contains(strings.Join(recv.stderr, "\n"), "cut short") {
+				t.Fatalf("stderr %q does not say the stream was cut short", recv.stderr)
+			}
+		})
+	}
+	t.Run("before a connection", func(t *testing.T) {
+		recv := start(t, nil, "recv", "--socket", "--pipe", newPipeAdv(t, "unicast"), "--listen", loopback)
+		recv.cmd.Process.Signal(syscall.SIGINT)
+		if code := recv.wait(t); code != 130 {
+			t.Fatalf("exit %d, want 130; stderr %q", code, recv.stderr)
+		}
+	})
+}

@@ -9,11 +9,9 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -91,7 +89,7 @@ with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 					return err
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			if jxtaLen := jxtaListen; jxtaLen != "" {
 				if useSocket {
@@ -246,17 +244,19 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	announce(cmd, p)
 	c, err := l.AcceptContext(ctx)
 	if err != nil {
-		if ctx.Err() != nil && cmd.Context().Err() == nil {
-			return nil
+		if ie := interrupted(ctx, errors.New("no socket connection came")); ie != nil {
+			return ie
 		}
 		return err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	if _, err := io.Copy(cmd.OutOrStdout(), c); err != nil {
-		if ctx.Err() != nil && cmd.Context().Err() == nil {
-			return nil // interrupted
+	// Only a stream its sender ended cleanly is a success: output cut
+	// short by a signal or an error must not look complete.
+	if n, err := io.Copy(cmd.OutOrStdout(), c); err != nil {
+		if ie := interrupted(ctx, fmt.Errorf("socket from %s cut short after %d bytes", c.RemotePeer(), n)); ie != nil {
+			return ie
 		}
 		return fmt.Errorf("socket from %s: %w", c.RemotePeer(), err)
 	}

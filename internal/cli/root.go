@@ -4,12 +4,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
@@ -21,6 +24,55 @@ const (
 	ExitError = 1 // the command failed
 	ExitUsage = 2 // the command line was wrong
 )
+
+// exitError is an error with its own exit status, such as 128+N for a
+// command cut short by signal N.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// signalError is the cause of a context ended by a signal (signalContext).
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string {
+	switch e.sig {
+	case syscall.SIGINT:
+		return "interrupted by SIGINT"
+	case syscall.SIGTERM:
+		return "interrupted by SIGTERM"
+	}
+	return "interrupted by " + e.sig.String()
+}
+
+// signalContext is ctx ended, with a signalError as its cause, by SIGINT
+// or SIGTERM.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalError{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// interrupted returns the exit error of a command that ctx's signal cut
+// short, nil if no signal ended ctx.
+func interrupted(ctx context.Context, what error) error {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) {
+		return exitError{128 + int(se.sig), fmt.Errorf("%v: %w", se, what)}
+	}
+	return nil
+}
 
 // usageError marks errors in how the command was invoked.
 type usageError struct{ error }
@@ -37,6 +89,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintf(stderr, "p2pmsg: %s\n", oneLine(err.Error()))
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") ||
 		strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
