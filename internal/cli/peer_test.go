@@ -387,9 +387,11 @@ func TestRecvSkipsUndecodable(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
 	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
 	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	// The receiver has no key for it: the sender learns so, and fails.
 	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=secret", "--encode", "seal", "--psk", psk)
-	if r.code != 0 {
-		t.Fatalf("send: %s", r.stderr)
+	failsCleanly(t, r)
+	if !bytes.Contains(r.stderr, []byte("not delivered")) || !bytes.Contains(r.stderr, []byte("not decoded")) {
+		t.Fatalf("send said %q, want the receiver's refusal", r.stderr)
 	}
 	r = run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=\x1b[2Jplain")
 	if r.code != 0 {
@@ -413,12 +415,19 @@ func TestRecvPSKRequiresSealed(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
 	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
 	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1", "--psk", psk)
-	for _, args := range [][]string{
+	for i, args := range [][]string{
 		{"--elem", "x=plain"},                      // not sealed
 		{"--elem", "x=zipped", "--encode", "zstd"}, // protected otherwise
 		{"--elem", "x=sealed", "--encode", "zstd,seal", "--psk", psk},
 	} {
 		r := run(t, nil, append([]string{"send", "--pipe", a, "--peer", recv.addrs[0]}, args...)...)
+		if i < 2 { // refused by the receiver: the sender must not exit 0
+			failsCleanly(t, r)
+			if !bytes.Contains(r.stderr, []byte("not protected as the receiver requires")) {
+				t.Fatalf("send %v said %q, want the receiver's reason", args, r.stderr)
+			}
+			continue
+		}
 		if r.code != 0 {
 			t.Fatalf("send %v: %s", args, r.stderr)
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -138,7 +139,39 @@ with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 				return err
 			}
 			defer info.Close()
-			in, err := p.pipes.NewInputPipe(a)
+			// Messages are decoded as they are handed over, on the
+			// connection's reader, so that one this peer cannot decode (a
+			// key or model it lacks, a policy it enforces) is refused back
+			// to its sender, whose Flush then fails with the reason, rather
+			// than counted delivered. What decodes waits for the printer.
+			type decoded struct {
+				r    *pipe.Received
+				m    *message.Message
+				reps []encoding.ElementReport
+			}
+			got, done := make(chan decoded), make(chan struct{})
+			var decMu sync.Mutex
+			errOut := cmd.ErrOrStderr()
+			handler := func(r *pipe.Received) {
+				decMu.Lock()
+				m, reps, err := dec.DecodeReport(r.Message)
+				decMu.Unlock()
+				if err != nil {
+					// One bad message (any peer can send one) does not
+					// stop a receiver; it is refused, reported and skipped.
+					r.Refuse("not decoded: " + err.Error())
+					fmt.Fprintf(errOut, "p2pmsg: message from %s dropped: %s\n", sender(r), oneLine(err.Error()))
+					r.Release()
+					return
+				}
+				select {
+				case got <- decoded{r, m, reps}:
+				case <-done:
+					r.Refuse("the receiver has stopped")
+					r.Release()
+				}
+			}
+			in, err := p.pipes.NewInputPipe(a, pipe.WithHandler(handler))
 			if err != nil {
 				return err
 			}
@@ -146,43 +179,31 @@ with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 			announce(cmd, p)
 			out := cmd.OutOrStdout()
 			senders := map[peer.ID]bool{}
-			for n := 1; count == 0 || n <= count; n++ {
-				r, err := in.ReceiveFrom(ctx)
-				if err != nil {
-					if ctx.Err() != nil && cmd.Context().Err() == nil {
-						return nil // interrupted: a normal way to stop
+			err = func() error {
+				defer close(done)
+				for n := 1; count == 0 || n <= count; n++ {
+					var d decoded
+					select {
+					case d = <-got:
+					case <-ctx.Done():
+						if cmd.Context().Err() == nil {
+							return nil // interrupted: a normal way to stop
+						}
+						return ctx.Err()
 					}
-					return err
-				}
-				if r.From != "" {
-					senders[r.From] = true
-				}
-				m, reps, err := dec.DecodeReport(r.Message)
-				if err != nil {
-					// One bad message (any peer can send one) does not
-					// stop a receiver; it is reported and skipped.
-					fmt.Fprintf(cmd.ErrOrStderr(), "p2pmsg: message from %s dropped: %s\n", sender(r), oneLine(err.Error()))
-					n--
-					continue
-				}
-				if outDir != "" {
-					if err := writeElements(outDir, n, m); err != nil {
+					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
+					if d.r.From != "" {
+						senders[d.r.From] = true
+					}
+					d.r.Release()
+					if err != nil {
 						return err
 					}
 				}
-				if asJSON {
-					var js bytes.Buffer
-					enc := json.NewEncoder(&js)
-					enc.SetEscapeHTML(false)
-					if err := enc.Encode(reportJSON(toJSON(m), reps)); err != nil {
-						return err
-					}
-					if _, err := out.Write(jsonSafe(js.Bytes())); err != nil {
-						return err
-					}
-				} else if err := printMessage(out, n, r, m, reps); err != nil {
-					return err
-				}
+				return nil
+			}()
+			if err != nil || ctx.Err() != nil {
+				return err
 			}
 			// Let the senders see their last messages delivered: their
 			// Flush waits for this end to finish the stream cleanly, and
@@ -211,6 +232,26 @@ with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 	f.StringVar(&jxtaListen, "jxta", "", "also be a JXTA peer listening at tcp://ADDR:PORT (JXSE 2.7 peers send on the pipe)")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with --jxta: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	return cmd
+}
+
+// printDecoded prints message n (and writes its elements under outDir).
+func printDecoded(out io.Writer, outDir string, asJSON bool, n int, r *pipe.Received, m *message.Message, reps []encoding.ElementReport) error {
+	if outDir != "" {
+		if err := writeElements(outDir, n, m); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		var js bytes.Buffer
+		enc := json.NewEncoder(&js)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(reportJSON(toJSON(m), reps)); err != nil {
+			return err
+		}
+		_, err := out.Write(jsonSafe(js.Bytes()))
+		return err
+	}
+	return printMessage(out, n, r, m, reps)
 }
 
 // announce prints the peer's full multiaddrs on stderr, and as a JXTA

@@ -42,6 +42,8 @@ pipe is bound at the --peer given (a full multiaddr ending in /p2p/<id>, as
 NAME=@FILE an element holding the file's bytes; --ns and --mime set their
 namespace and MIME type. For unicast and secure pipes send exits 0 once the
 receiving peer has every message; propagate pipes have no acknowledgement.
+A receiver that cannot decode a message (a key it lacks, a policy such as
+recv --psk) refuses it, and send then fails with its reason.
 
 --encode compresses or encrypts the elements named by --select (all by
 default) with a codec chain such as gzip:6, zstd:3 or zstd:9,seal (compress,

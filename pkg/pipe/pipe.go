@@ -196,6 +196,18 @@ type Received struct {
 // them back.
 var receivedPool = sync.Pool{New: func() any { return &Received{pooled: true} }}
 
+// Refuse tells the sender that this message was not taken, with reason
+// (at most endpoint.MaxReasonLen bytes are sent): its output pipe's
+// next Send or Flush reports an UndeliveredError naming it. Only a
+// WithHandler function can refuse, while it runs, and only messages of
+// unicast and secure pipes from other peers (the endpoint's back
+// channel); elsewhere Refuse does nothing. Call it before Release.
+func (r *Received) Refuse(reason string) {
+	if r.delivery != nil {
+		r.delivery.Refuse(reason)
+	}
+}
+
 // Release hands the message's buffers, and r itself, back for reuse by
 // later messages (see endpoint.Delivery.Release). Call it only when
 // nothing will use r, the message or its data again, and only once: a
