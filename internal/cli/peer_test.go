@@ -574,3 +574,28 @@ func TestRecvSocketInterrupted(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorsLeadWithTheCause: a dial that fails says why first, in a
+// line that stays short.
+func TestErrorsLeadWithTheCause(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback)
+	other := "12D3KooWJKWmB5J3akNxGH47LTGFCXPsune2cpA3yUQp85uTyaWA"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	wrongID, _, _ := strings.Cut(recv.addrs[0], "/p2p/")
+	for _, tc := range []struct{ peer, cause string }{
+		{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", closed, other), "p2pmsg: connection refused: "},
+		{wrongID + "/p2p/" + other, "p2pmsg: the peer at that address has another peer ID: "},
+	} {
+		r := run(t, nil, "send", "--pipe", a, "--peer", tc.peer, "--elem", "x=y", "--timeout", "20s")
+		failsCleanly(t, r)
+		if !bytes.HasPrefix(r.stderr, []byte(tc.cause)) || len(r.stderr) > 300 {
+			t.Fatalf("send to %s said (%d bytes) %q, want it to start with %q", tc.peer, len(r.stderr), r.stderr, tc.cause)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
@@ -88,7 +89,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "p2pmsg: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "p2pmsg: %s\n", shortError(err))
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -99,6 +100,40 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// maxErrorLine bounds the error line after its cause: the cause comes
+// first, and the chain of what was being done is cut at about two lines
+// of a terminal.
+const maxErrorLine = 160
+
+// shortError is err as one line that leads with its root cause when one
+// is recognised (a refused or reset connection, an unreachable host, a
+// timeout, a peer with another identity than expected), followed by what
+// was being done, cut to maxErrorLine.
+func shortError(err error) string {
+	s := oneLine(err.Error())
+	var errno syscall.Errno
+	cause := ""
+	switch {
+	case errors.As(err, &errno):
+		cause = errno.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		cause = "timed out"
+	case strings.Contains(s, "peer id mismatch"):
+		cause = "the peer at that address has another peer ID"
+	}
+	if cause == "" {
+		return s
+	}
+	if len(s) > maxErrorLine {
+		cut := maxErrorLine
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return cause + ": " + s
 }
 
 // quietLibp2p keeps go-libp2p's own log lines off stderr, which carries

@@ -168,7 +168,7 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 			return "", fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
 		}
 		if lastErr != nil {
-			return "", fmt.Errorf("%w: %s; last error: %v", ErrNotResolved, msg, lastErr)
+			return "", fmt.Errorf("%w: %s; last error: %w", ErrNotResolved, msg, lastErr)
 		}
 		return "", fmt.Errorf("%w: %s", ErrNotResolved, msg)
 	}
