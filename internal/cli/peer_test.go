@@ -599,3 +599,35 @@ func TestErrorsLeadWithTheCause(t *testing.T) {
 		}
 	}
 }
+
+// TestSendVerboseSizes: send --verbose says per element the codec and
+// the sizes before and after.
+func TestSendVerboseSizes(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+	doc := writeFile(t, "doc.xml", bytes.Repeat([]byte("<employee><name>Ryan</name></employee>\n"), 500))
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "doc=@"+doc, "--elem", "note=hi",
+		"--encode", "zstd:3", "--select", "doc", "--verbose")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	var docLine, noteLine string
+	for _, l := range strings.Split(string(r.stderr), "\n") {
+		if strings.Contains(l, "element doc:") {
+			docLine = l
+		}
+		if strings.Contains(l, "element note:") {
+			noteLine = l
+		}
+	}
+	var before, after int
+	if _, err := fmt.Sscanf(docLine[strings.Index(docLine, "zstd,")+len("zstd,"):], " %d → %d bytes", &before, &after); err != nil || before != 19500 || after >= before {
+		t.Fatalf("doc line %q (%d → %d, %v)", docLine, before, after, err)
+	}
+	if !strings.Contains(noteLine, "plain, 2 → 2 bytes") {
+		t.Fatalf("note line %q", noteLine)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+}

@@ -30,7 +30,7 @@ func newSendCmd() *cobra.Command {
 		advFile, keyFile, ns, mime, encode, sel, pskFile string
 		peers, elems, dicts                              []string
 		count                                            int
-		useSocket, jxtaUnsigned                          bool
+		useSocket, jxtaUnsigned, verbose                 bool
 		timeout                                          time.Duration
 	)
 	cmd := &cobra.Command{
@@ -111,6 +111,9 @@ every message is written to the connection.`,
 			if sel != "" && encode == "" {
 				return usageError{errors.New("--select needs --encode")}
 			}
+			if verbose && encode == "" {
+				return usageError{errors.New("--verbose reports what --encode did: give --encode")}
+			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts); err != nil {
 				return err
@@ -181,7 +184,11 @@ every message is written to the connection.`,
 						return err
 					}
 				}
-				if sender, err = encoding.NewOutput(out, scheme); err != nil {
+				var next encoding.Sender = out
+				if verbose {
+					next = &sizeReporter{next: out, orig: m, w: cmd.ErrOrStderr()}
+				}
+				if sender, err = encoding.NewOutput(next, scheme); err != nil {
 					return err
 				}
 			}
@@ -204,6 +211,7 @@ every message is written to the connection.`,
 	f := cmd.Flags()
 	f.StringVar(&advFile, "pipe", "", "pipe advertisement file (required)")
 	f.StringArrayVar(&peers, "peer", nil, "full multiaddr of a peer where the pipe may be bound, or a JXTA peer's tcp://HOST:PORT (repeatable)")
+	f.BoolVar(&verbose, "verbose", false, "with --encode: say on stderr, per element of each message, the codec and the size before and after")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with a JXTA --peer: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	f.StringArrayVar(&elems, "elem", nil, "element NAME=VALUE (text) or NAME=@FILE (repeatable)")
 	f.StringVar(&ns, "ns", "", "namespace of the elements")
@@ -246,6 +254,34 @@ func buildMessage(elems []string, ns, mime string) (*message.Message, error) {
 		m.Add(e)
 	}
 	return m, nil
+}
+
+// sizeReporter is the sender under an encoding output for send
+// --verbose: it sees each message as encoded and says, per element, the
+// outer codec and the size before (in orig, the message given) and after.
+type sizeReporter struct {
+	next encoding.Sender
+	orig *message.Message
+	w    io.Writer
+	n    int
+}
+
+func (s *sizeReporter) Send(ctx context.Context, m *message.Message) error {
+	s.n++
+	for i, e := range m.Elements() {
+		codec := "plain"
+		if encoding.IsEncoded(e) {
+			if h, _, err := encoding.ParseHeader(e.Data); err == nil {
+				codec = h.Codec
+			}
+		}
+		before := len(e.Data)
+		if i < s.orig.Len() {
+			before = len(s.orig.At(i).Data)
+		}
+		fmt.Fprintf(s.w, "message %d element %s: %s, %d → %d bytes\n", s.n, printableLine(e.Name), printableLine(codec), before, len(e.Data))
+	}
+	return s.next.Send(ctx, m)
 }
 
 func elementNames(elems []string) []string {
