@@ -380,7 +380,7 @@ func TestAdvShowHostile(t *testing.T) {
 
 func TestCodecListAndLabCodecs(t *testing.T) {
 	r := run(t, nil, "codec", "list")
-	for _, c := range []string{"identity", "gzip", "deflate", "zstd", "s2"} {
+	for _, c := range []string{"identity", "gzip", "deflate", "zstd", "s2", "xml", "seal"} {
 		if !bytes.Contains(r.stdout, []byte(c+"\n")) {
 			t.Errorf("codec list lacks %s: %q", c, r.stdout)
 		}

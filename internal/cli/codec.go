@@ -11,6 +11,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench" // also registers the codecs
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 )
 
 func newCodecCmd() *cobra.Command {
@@ -22,12 +23,17 @@ func newCodecCmd() *cobra.Command {
 	cmd.AddCommand(newCodecQueryCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
-		Short: "List the registered codecs",
-		Args:  cobra.NoArgs,
+		Short: "List the codecs --encode takes (and every receiver decodes)",
+		Long: `List the codecs --encode takes, one per line: each codec of the registry that
+every p2pmsg receiver decodes, then seal, which encrypts (with --psk, or to
+the receiving peer's identity). lab codecs also measures stdgzip, Go's
+standard-library gzip, as a reference; receivers do not decode it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, n := range encoding.Default().Names() {
 				fmt.Fprintln(cmd.OutOrStdout(), n)
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), seal.Name)
 			return nil
 		},
 	})
