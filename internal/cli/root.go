@@ -164,7 +164,9 @@ It sends and receives messages on pipes between peers (send, recv), pipes
 bytes over sockets like nc (send --socket, recv --socket), encodes and decodes
 JXTA binary messages (application/x-jxta-msg) and pipe advertisements
 interoperably with JXSE 2.7, compresses and encrypts elements (codec), and
-runs the project's experiments (lab).`,
+runs the project's experiments (lab). It also speaks JXTA's own TCP transport,
+so JXSE 2.7 peers send and receive on its pipes (recv --jxta, send --peer
+tcp://…), and bridges a pipe between JXSE peers and libp2p peers (bridge).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
