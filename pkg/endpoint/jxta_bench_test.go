@@ -3,7 +3,6 @@ package endpoint_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -57,17 +56,7 @@ func BenchmarkJXSERoundTrip(b *testing.B) {
 			}
 			return time.Since(t0)
 		}
-		for range 50 { // connection, route, JIT
-			trip()
-		}
-		rtts := make([]time.Duration, b.N)
-		b.ResetTimer()
-		for i := range b.N {
-			rtts[i] = trip()
-		}
-		b.StopTimer()
-		slices.Sort(rtts)
-		b.ReportMetric(float64(rtts[len(rtts)/2]), "p50-ns")
+		testutil.BenchTrips(b, 50, trip) // 50 first: connection, route, JIT
 	})
 	b.Run("jxse-jxse", func(b *testing.B) {
 		from := jxse.StartPeer(b, jxse.PeerOptions{})

@@ -3,7 +3,6 @@ package pipe_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -64,17 +64,7 @@ func BenchmarkJXSEPipeRoundTrip(b *testing.B) {
 			r.Release()
 			return d
 		}
-		for range 50 {
-			trip()
-		}
-		rtts := make([]time.Duration, b.N)
-		b.ResetTimer()
-		for i := range b.N {
-			rtts[i] = trip()
-		}
-		b.StopTimer()
-		slices.Sort(rtts)
-		b.ReportMetric(float64(rtts[len(rtts)/2]), "p50-ns")
+		testutil.BenchTrips(b, 50, trip) // 50 first: connection, route, JIT
 	})
 	b.Run("jxse-jxse", func(b *testing.B) {
 		from := jxse.StartPeer(b, jxse.PeerOptions{})
