@@ -76,7 +76,7 @@ func FuzzStream(f *testing.F) {
 		a, z := net.Pipe()
 		defer z.Close()
 		go func() { io.Copy(io.Discard, z) }()
-		c := newConn(tr, a, false)
+		c := newConn(tr, a)
 		c.br = bufio.NewReader(bytes.NewReader(b))
 		if _, err := readWelcome(c.br); err != nil {
 			c.close(err)
@@ -113,7 +113,7 @@ func FuzzHandle(f *testing.F) {
 		defer tr.Close()
 		a, z := net.Pipe()
 		defer z.Close()
-		c := newConn(tr, a, false)
+		c := newConn(tr, a)
 		c.handle(body)
 		c.close(nil)
 	})

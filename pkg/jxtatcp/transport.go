@@ -347,7 +347,7 @@ func (t *Transport) accept(ln net.Listener) {
 			nc.Close()
 			continue
 		}
-		c := newConn(t, nc, false)
+		c := newConn(t, nc)
 		t.conns[c] = struct{}{}
 		t.wg.Add(1)
 		t.mu.Unlock()
@@ -429,7 +429,7 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		finish(nil, fmt.Errorf("jxtatcp: dialling %s: %w", hostport, err))
 		return
 	}
-	c := newConn(t, nc, true)
+	c := newConn(t, nc)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -564,11 +564,11 @@ func (t *Transport) frame(c *conn, service, param string, m *message.Message) ([
 
 // conn is one TCP connection to a JXTA peer.
 type conn struct {
-	t       *Transport
-	nc      net.Conn
-	br      *bufio.Reader
-	dialled bool
-	// hostport is the address it was dialled at (set under t.mu).
+	t  *Transport
+	nc net.Conn
+	br *bufio.Reader
+	// hostport is the address it was dialled at, "" for an accepted
+	// connection (set under t.mu).
 	hostport string
 	remote   Welcome
 	claimed  id.ID // the welcome's peer ID, if it parses
@@ -576,11 +576,10 @@ type conn struct {
 
 	wmu  sync.Mutex
 	once sync.Once
-	err  error // why it closed, set once
 }
 
-func newConn(t *Transport, nc net.Conn, dialled bool) *conn {
-	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), dialled: dialled}
+func newConn(t *Transport, nc net.Conn) *conn {
+	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 }
 
 // handshake sends this end's welcome and reads the other's; dest is what
@@ -603,10 +602,10 @@ func (c *conn) handshake(dest string) error {
 	return nil
 }
 
-// close closes the connection once, for err.
+// close closes the connection once. err is why; the reader's caller
+// has counted it where it is worth counting.
 func (c *conn) close(err error) {
 	c.once.Do(func() {
-		c.err = err
 		c.nc.Close()
 		c.t.forget(c)
 	})
