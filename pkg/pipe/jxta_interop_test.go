@@ -2,6 +2,7 @@ package pipe_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,69 @@ func seededAdv(t testing.TB, seed string) *adv.PipeAdvertisement {
 		t.Fatal(err)
 	}
 	return &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast, Name: seed}
+}
+
+// TestJXTAForgedAnswerRefused: a JXTA peer that answers a pipe binding
+// query in another peer's name is not believed: the answer is counted
+// as unproven and the pipe is not resolved to the peer it names.
+func TestJXTAForgedAnswerRefused(t *testing.T) {
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := testutil.NewConnectedNodes(t, 1)
+	ep, err := endpoint.New(nodes[0], endpoint.WithJXTA(ident, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	s, err := pipe.New(ep, pipe.WithResolveTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The liar answers every query: found, at a peer that is not itself.
+	liarID, _ := jxtatcp.NewIdentity()
+	victim, _ := jxtatcp.NewIdentity()
+	var liar *jxtatcp.Transport
+	answered := make(chan struct{}, 8)
+	liar, err = jxtatcp.New(liarID, func(in *jxtatcp.Incoming) {
+		e, ok := in.Message.Get("jxta", "jxta-NetGroupORes")
+		if !ok {
+			return
+		}
+		q := string(e.Data)
+		qid := q[strings.Index(q, "<QueryID>")+len("<QueryID>") : strings.Index(q, "</QueryID>")]
+		pid := q[strings.Index(q, "PipeId&gt;")+len("PipeId&gt;"):]
+		pid = pid[:strings.Index(pid, "&lt;")]
+		answer := "<?xml version=\"1.0\"?><jxta:PipeResolver xmlns:jxta=\"http://jxta.org\"><MsgType>Answer</MsgType><PipeId>" + pid +
+			"</PipeId><Type>JxtaUnicast</Type><Peer>" + victim.ID().String() + "</Peer><Found>true</Found></jxta:PipeResolver>"
+		answer = strings.NewReplacer("&", "&amp;", "<", "&lt;").Replace(answer)
+		doc := "<?xml version=\"1.0\"?><jxta:ResolverResponse xmlns:jxta=\"http://jxta.org\"><HandlerName>JxtaPipeResolver</HandlerName><QueryID>" +
+			qid + "</QueryID><Response>" + answer + "</Response></jxta:ResolverResponse>"
+		m := message.New(message.Element{Namespace: "jxta", Name: "jxta-NetGroupIRes", MIME: message.XMLUTF8, Data: []byte(doc)})
+		go func() {
+			liar.Send(context.Background(), "jxta://"+strings.TrimPrefix(in.Source.String(), "urn:jxta:"), pipe.JXTAResolverService, "jxta-NetGroupIRes", m)
+			answered <- struct{}{}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liar.Close()
+	if err := liar.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.NewOutputPipe(ctx(t), seededAdv(t, "forged"), pipe.ToJXTAPeers(liar.Addrs()[0]))
+	if !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("resolved through a forged answer: %v", err)
+	}
+	select {
+	case <-answered:
+	default:
+		t.Fatal("the liar never answered: the test proved nothing")
+	}
+	if n := s.Stats().UnprovenAnswers; n == 0 {
+		t.Fatalf("forged answers not counted: %+v", s.Stats())
+	}
 }
