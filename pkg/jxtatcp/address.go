@@ -144,40 +144,6 @@ func parseERM(b []byte) (erm, error) {
 	return r, nil
 }
 
-// appendERM appends the router element of a message from src to
-// service/param on dst, one hop away.
-func appendERM(b []byte, src, dst id.ID, service, param string) []byte {
-	d := peerAddress(dst) + "/" + service
-	if param != "" {
-		d += "/" + param
-	}
-	s := peerAddress(src)
-	b = append(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE jxta:ERM>\n<jxta:ERM xml:space=\"preserve\" xmlns:jxta=\"http://jxta.org\">\n\t<Src>"...)
-	b = appendXMLText(b, s)
-	b = append(b, "</Src><Dest>"...)
-	b = appendXMLText(b, d)
-	b = append(b, "</Dest><Last>"...)
-	b = appendXMLText(b, s)
-	b = append(b, "</Last><Fwd/><Rvs/></jxta:ERM>\n"...)
-	return b
-}
-
-func appendXMLText(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '<':
-			b = append(b, "&lt;"...)
-		case '&':
-			b = append(b, "&amp;"...)
-		case '>':
-			b = append(b, "&gt;"...)
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
-}
-
 // textOf returns a text element's value.
 func textOf(m *message.Message, name string) (string, bool) {
 	e, ok := m.Get(message.JXTANamespace, name)

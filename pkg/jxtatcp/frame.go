@@ -32,11 +32,10 @@ func appendFrameHeader(dst []byte, n int) []byte {
 // Bounds on a frame header: JXSE writes two headers in 63 bytes, and
 // ignores unknown ones; more than these is not a JXTA peer.
 const (
-	maxHeaders      = 32
-	maxHeaderValue  = 1024
-	maxHeaderName   = 127 // JXSE reads the length as a signed byte
-	lengthNotGiven  = -1
-	frameHeaderName = "content-length"
+	maxHeaders     = 32
+	maxHeaderValue = 1024
+	maxHeaderName  = 127 // JXSE reads the length as a signed byte
+	lengthNotGiven = -1
 )
 
 // readFrameHeader reads a frame header and returns its body's length. It
@@ -68,7 +67,7 @@ func readFrameHeader(br *bufio.Reader, max int64) (int64, error) {
 		if _, err := io.ReadFull(br, name); err != nil {
 			return 0, fmt.Errorf("%w: header: %w", ErrFrame, unexpected(err))
 		}
-		isLen, isType := string(name) == frameHeaderName, string(name) == "content-type"
+		isLen, isType := string(name) == "content-length", string(name) == "content-type"
 		var vl [2]byte
 		if _, err := io.ReadFull(br, vl[:]); err != nil {
 			return 0, fmt.Errorf("%w: header: %w", ErrFrame, unexpected(err))

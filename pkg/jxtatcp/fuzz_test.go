@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // captureSeeds returns the first bytes of each connection of a capture
@@ -120,7 +123,15 @@ func FuzzHandle(f *testing.F) {
 }
 
 func FuzzParseERM(f *testing.F) {
-	f.Add([]byte(appendERM(nil, testIdent.ID(), otherIdent.ID(), "PipeService", "urn:jxta:cbid-59616261646162614E5047205032503331E83A03D56945ABBE20C5A487C20B9E04")))
+	// JXSE's router elements, from the captures' frames.
+	_, bodies := captureSeeds(f, "all-nocbjx")
+	for _, b := range bodies {
+		if m, err := wire.Decode(bytes.NewReader(b)); err == nil {
+			if e, ok := m.Get(message.JXTANamespace, RouterElement); ok {
+				f.Add(e.Data)
+			}
+		}
+	}
 	f.Add([]byte("<jxta:ERM><Src>jxta://x</Src></jxta:ERM>"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseERM(b)
