@@ -225,26 +225,35 @@ func TestMsgDecodeHostile(t *testing.T) {
 	failsCleanly(t, run(t, valid, "msg", "decode", "--max-size", "10"))
 }
 
-func TestLabRateJSON(t *testing.T) {
-	r := run(t, nil, "lab", "rate", "--layer", "stream,endpoint", "--sizes", "16", "--shapes", "1x1", "--messages", "1000", "--json")
-	if r.code != 0 {
-		t.Fatalf("lab rate: %s", r.stderr)
+// jsonRows parses out as n lines of JSON objects, each with every key.
+func jsonRows(t *testing.T, out []byte, n int, keys ...string) []map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), n, out)
 	}
-	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d lines, want 2:\n%s", len(lines), r.stdout)
-	}
+	var rows []map[string]any
 	for _, l := range lines {
 		var row map[string]any
 		if err := json.Unmarshal([]byte(l), &row); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
-		for _, k := range []string{"layer", "size", "senders", "peers", "messages", "msgs_per_s", "bytes_per_s", "p50_ns", "p99_ns"} {
+		for _, k := range keys {
 			if _, ok := row[k]; !ok {
 				t.Errorf("row %q lacks %q", l, k)
 			}
 		}
+		rows = append(rows, row)
 	}
+	return rows
+}
+
+func TestLabRateJSON(t *testing.T) {
+	r := run(t, nil, "lab", "rate", "--layer", "stream,endpoint", "--sizes", "16", "--shapes", "1x1", "--messages", "1000", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rate: %s", r.stderr)
+	}
+	jsonRows(t, r.stdout, 2, "layer", "size", "senders", "peers", "messages", "msgs_per_s", "bytes_per_s", "p50_ns", "p99_ns")
 	failsCleanly(t, run(t, nil, "lab", "rate", "--layer", "carrier-pigeon"))
 	failsCleanly(t, run(t, nil, "lab", "rate", "--sizes", "4"))
 	failsCleanly(t, run(t, nil, "lab", "rate", "--shapes", "8by1"))
@@ -412,22 +421,9 @@ func TestLabSwarmJSON(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("lab swarm: %s", r.stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(string(r.stdout)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d lines, want 2:\n%s", len(lines), r.stdout)
-	}
-	for _, l := range lines {
-		var row map[string]any
-		if err := json.Unmarshal([]byte(l), &row); err != nil {
-			t.Fatalf("%q: %v", l, err)
-		}
-		for _, k := range []string{"case", "peers", "expected", "delivered", "duplicates", "p50_ns", "p99_ns", "max_ns", "failures", "bytes_per_delivery", "rss_bytes_per_peer"} {
-			if _, ok := row[k]; !ok {
-				t.Errorf("row %q lacks %q", l, k)
-			}
-		}
+	for _, row := range jsonRows(t, r.stdout, 2, "case", "peers", "expected", "delivered", "duplicates", "p50_ns", "p99_ns", "max_ns", "failures", "bytes_per_delivery", "rss_bytes_per_peer") {
 		if row["delivered"] != row["expected"] {
-			t.Errorf("incomplete: %s", l)
+			t.Errorf("incomplete: %v", row)
 		}
 	}
 	for _, f := range []string{"swarm.jsonl", "swarm.md", "swarm.svg"} {
