@@ -128,3 +128,28 @@ func TestJXSEBridge(t *testing.T) {
 		t.Fatalf("bridge printed %q", out)
 	}
 }
+
+// TestJXTAUsageErrors: the JXTA flags refuse what cannot work, at once,
+// as usage errors.
+func TestJXTAUsageErrors(t *testing.T) {
+	a, secure := newPipeAdv(t, "unicast"), newPipeAdv(t, "secure")
+	for _, args := range [][]string{
+		{"recv", "--pipe", a, "--jxta", "udp://127.0.0.1:1"},
+		{"recv", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--socket"},
+		{"recv", "--pipe", secure, "--jxta", "tcp://127.0.0.1:0"},
+		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--socket"},
+		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y", "--encode", "zstd"},
+		{"send", "--pipe", secure, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y"},
+		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y", "--verbose"},
+		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0"},
+		{"bridge", "--pipe", a, "--jxta", "nowhere", "--jxse-peer", "tcp://127.0.0.1:1"},
+		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--jxse-peer", "udp://x:1"},
+		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--p2p-peer", "/ip4/127.0.0.1/tcp/1"},
+	} {
+		r := run(t, nil, args...)
+		failsCleanly(t, r)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage): %s", args, r.code, r.stderr)
+		}
+	}
+}

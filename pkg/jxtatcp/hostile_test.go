@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,6 +191,8 @@ func TestHostileFrames(t *testing.T) {
 		{"length over the limit", append(append(hdr("content-length", u64(1<<40)), typ...), 0)},
 		{"length of 4 bytes", append(append(hdr("content-length", []byte{0, 0, 0, 9}), typ...), 0)},
 		{"too many headers", bytes.Repeat(hdr("x", nil), maxHeaders+1)},
+		{"header name of 200 bytes", hdr(strings.Repeat("n", 200), nil)},
+		{"header value of 2 KiB", hdr("x-extra", make([]byte, 2048))},
 		{"not a message", frameOf([]byte("jxmg-not-really-a-message"))},
 		{"message version 1", frameOf([]byte{'j', 'x', 'm', 'g', 1, 0, 0, 0, 1})},
 	} {
@@ -334,5 +337,108 @@ func TestGoToGo(t *testing.T) {
 	}
 	if err := b.Send(ctx, "jxta://cbid-59616261646162614A78746150325033D49E0B468C531FAA4C671CF628ABF28903", "Svc", "", message.New()); !errors.Is(err, ErrNoRoute) {
 		t.Fatalf("unknown peer: %v", err)
+	}
+}
+
+// signedFrame is a frame carrying a message from signer to
+// dest (service/param of the net group) with extra elements.
+func signedFrame(t *testing.T, signer *Identity, dest string, extra ...message.Element) []byte {
+	t.Helper()
+	m := message.New(append(extra,
+		message.Text("jxta", SourceElement, peerAddress(signer.ID())),
+		message.Text("jxta", DestinationElement, "tcp://127.0.0.1:1/"+NetGroupPrefix+"/"+dest))...)
+	b, err := wire.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = signer.appendTrailer(b, b); err != nil {
+		t.Fatal(err)
+	}
+	return frameOf(b)
+}
+
+// TestMemoryBudgetStallsReaders: peers whose frames would take the
+// transport past its memory budget are not read until what it holds is
+// handed over; nothing is dropped.
+func TestMemoryBudgetStallsReaders(t *testing.T) {
+	release := make(chan struct{})
+	var inside, most, got atomic.Int64
+	tr, err := New(testIdent, func(*Incoming) {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release // a listener that holds what it got
+		inside.Add(-1)
+		got.Add(1)
+	}, WithMaxMessageSize(8<<10), WithMemoryBudget(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before Close, which waits for the handlers
+	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{Transport: tr}
+	// Three peers, a frame of about 6.5 KiB each: two fit in 16 KiB.
+	frame := signedFrame(t, otherIdent, "StudySvc/ep", message.Bytes("", "pad", make([]byte, 5<<10)))
+	for range 3 {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(frame)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for inside.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // room for a third, were it read
+	if m := most.Load(); m != 2 {
+		t.Fatalf("%d frames held at once, want 2 within the 16 KiB budget", m)
+	}
+	free()
+	for got.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got.Load() != 3 {
+		t.Fatalf("%d of 3 messages delivered after the budget freed", got.Load())
+	}
+}
+
+// TestOversizedParts: a router element over 64 KiB is dropped and
+// counted; a trailer whose certificate length claims 1 MiB more than the
+// frame holds closes the connection, costing nothing near that.
+func TestOversizedParts(t *testing.T) {
+	tg := newTarget(t)
+	p := dialRaw(t, tg)
+	p.welcome(t, otherIdent)
+	// A router element that would route to StudySvc/ep here, but for
+	// its size.
+	erm := "<jxta:ERM xmlns:jxta=\"http://jxta.org\"><Src>" + peerAddress(otherIdent.ID()) + "</Src><Dest>" +
+		peerAddress(testIdent.ID()) + "/StudySvc/ep</Dest><Pad>" + strings.Repeat("x", maxERM) + "</Pad></jxta:ERM>"
+	p.Write(signedFrame(t, otherIdent, RouterService,
+		message.Element{Namespace: "jxta", Name: RouterElement, MIME: message.XMLUTF8, Data: []byte(erm)}))
+	p.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "after")))
+	if in := tg.next(t); in.Service != "StudySvc" {
+		t.Fatalf("delivered %+v", in)
+	}
+	if s := tg.Stats(); s.Malformed != 1 {
+		t.Fatalf("oversized router element not counted: %+v", s)
+	}
+
+	msg, err := wire.Marshal(message.New(message.Text("jxta", SourceElement, peerAddress(otherIdent.ID())),
+		message.Text("jxta", DestinationElement, "tcp://127.0.0.1:1/"+NetGroupPrefix+"/StudySvc/ep")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append(msg, 0, 0x10, 0, 0) // a 1 MiB certificate, not there
+	bad = append(bad, make([]byte, 64)...)
+	p2 := dialRaw(t, tg)
+	p2.welcome(t, otherIdent)
+	p2.Write(frameOf(bad))
+	p2.closed(t)
+	if s := tg.Stats(); s.BadSignatures != 1 {
+		t.Fatalf("lying trailer not counted: %+v", s)
 	}
 }

@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -101,4 +102,16 @@ func FuzzParsePBPAnswer(f *testing.F) {
 			t.Fatalf("accepted %+v", a)
 		}
 	})
+}
+
+// TestResolverDocumentsBounded: a resolver document over 64 KiB is
+// refused before it is parsed, however valid.
+func TestResolverDocumentsBounded(t *testing.T) {
+	big := strings.Replace(jxseQuery, "</HandlerName>", "</HandlerName><Pad>"+strings.Repeat("x", maxJXTADoc)+"</Pad>", 1)
+	if _, err := parsePBPQuery([]byte(big)); err == nil {
+		t.Fatal("a 64 KiB resolver query was parsed")
+	}
+	if _, err := parsePBPQuery([]byte(jxseQuery)); err != nil {
+		t.Fatal(err)
+	}
 }
