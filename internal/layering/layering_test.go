@@ -49,6 +49,7 @@ func TestLayering(t *testing.T) {
 		{"pkg/id", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "IDs are a foundation"},
 		{"pkg/adv", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "advertisements are a foundation"},
 		{"pkg/jxtatcp", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "JXTA's TCP transport is below the endpoint, beside libp2p"},
+		{"pkg/jxtarel", []string{"pkg/jxtatcp", "pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "JXTA's reliable layer is carried by pipes and knows none"},
 		{"pkg/node", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket", "pkg/encoding"}, "the node is below the endpoint"},
 		{"pkg/endpoint", []string{"pkg/pipe", "pkg/socket", "pkg/encoding"}, "the endpoint knows nothing of pipes"},
 		{"pkg/pipe", []string{"pkg/socket", "pkg/encoding"}, "pipes know nothing of sockets; encoding wraps pipes, not the reverse"},

@@ -1,0 +1,54 @@
+package jxtarel_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+func FuzzParseAck(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 3})
+	f.Add(jxtarel.AppendAck(nil, 3, []int32{5, 7, 9}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cum, sacks, err := jxtarel.ParseAck(b)
+		if err != nil {
+			return
+		}
+		if cum < 0 || len(sacks) > 1024 {
+			t.Fatalf("cum %d, %d sacks", cum, len(sacks))
+		}
+		for _, s := range sacks {
+			if s <= cum {
+				t.Fatalf("sack %d at or below %d", s, cum)
+			}
+		}
+	})
+}
+
+// FuzzHandle feeds a receiving Conn element names and data as a hostile
+// peer would send them: nothing panics, and what is buffered stays within
+// the receive buffer.
+func FuzzHandle(f *testing.F) {
+	f.Add("1", []byte("data"), "ack", []byte{0, 0, 0, 1})
+	f.Add("2147483647", []byte("x"), "retry", []byte("RETRY"))
+	f.Add("-1", []byte{}, "ack", []byte{0, 0, 0, 9, 0, 0, 0, 10})
+	f.Fuzz(func(t *testing.T, name1 string, data1 []byte, name2 string, data2 []byte) {
+		c, err := jxtarel.New(func(context.Context, *message.Message) error { return nil }, jxtarel.WithReceiveBuffer(4, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Handle(message.New(
+			message.Element{Namespace: jxtarel.Namespace, Name: name1, MIME: jxtarel.BlockMIME, Data: data1},
+			message.Element{Namespace: jxtarel.Namespace, Name: name2, MIME: jxtarel.AckMIME, Data: data2},
+		))
+		c.Handle(message.New(message.Element{Namespace: jxtarel.Namespace, Name: name1, MIME: jxtarel.BlockMIME, Data: data2}))
+		st := c.Stats()
+		if st.BlocksReceived > 3 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}

@@ -1,0 +1,640 @@
+// Package jxtarel is JXTA's reliable layer, as JXSE 2.7 runs it under
+// JxtaSocket (stream mode) and reliable JxtaBiDiPipe: numbered blocks and
+// acknowledgements carried in ordinary pipe messages between two peers.
+//
+// It does no I/O of its own: a Conn sends through the function it is
+// given and is handed every message that arrives for it (Handle). Package
+// pipe builds JXTA's bidirectional pipes on it and package socket JXTA's
+// sockets.
+//
+// # On the wire
+//
+// All elements are in namespace "jxtarel". A data block is an element
+// named by its sequence number in decimal ("1", "2", …; per direction,
+// starting at 1) of type BlockMIME whose data is the payload. An
+// acknowledgement is an element "ack" of type AckMIME: a big-endian u32,
+// the highest sequence number received in order, followed by zero or more
+// u32 selective acknowledgements of blocks received above it. A
+// retransmitted block carries an extra element "retry" = "RETRY", which
+// receivers ignore.
+//
+// # Behaviour
+//
+// The receiver acknowledges a block when the application has taken it
+// (Receive), as JXSE does, so a reader that stops reading stops the
+// sender: nothing is acknowledged that the application has not got.
+// Acknowledgements are coalesced (one covers everything taken while the
+// previous one was being sent), and while a block is missing the receiver
+// repeats its acknowledgement, with its selective acknowledgements, once
+// a second. Blocks already taken or already queued are dropped without an
+// acknowledgement; blocks too far ahead, or beyond the receive buffer's
+// bytes, are dropped and counted (the sender retransmits them).
+//
+// The sender keeps each block until it is acknowledged and has at most the
+// window's blocks (and bytes) unacknowledged. A block unacknowledged for
+// its retransmission timeout — twice the smoothed round trip, at least
+// MinRTO, doubled at each retransmission, at most MaxRTO — is sent again;
+// a block that selective acknowledgements show missing is sent again at
+// once, at most once per round trip. When the oldest unacknowledged block
+// has waited WithGiveUp (60 s, JXSE's figure), the connection fails with
+// ErrTimeout.
+package jxtarel
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// Wire names.
+const (
+	Namespace  = "jxtarel"
+	BlockMIME  = "application/x-jxta-reliable-block"
+	AckMIME    = "application/x-jxta-reliable-ack"
+	ackElement = "ack"
+	retryName  = "retry"
+	retryValue = "RETRY"
+)
+
+// MaxBlock is the largest block JXSE's sockets send (its messenger's
+// MTU); socket writers cut their bytes into blocks of at most this.
+const MaxBlock = 64 << 10
+
+// Retransmission timeouts. MinRTO is JXSE's floor; MaxRTO its ceiling.
+const (
+	MinRTO     = 500 * time.Millisecond
+	MaxRTO     = 60 * time.Second
+	initialRTO = time.Second // RFC 6298's initial timeout, before any round trip is measured
+)
+
+// reAck is how often a receiver missing a block repeats its
+// acknowledgement (JXSE: about once a second).
+const reAck = time.Second
+
+// maxSACKs bounds the selective acknowledgements read from one ACK and
+// written in one; JXSE writes at most its queue's 100.
+const maxSACKs = 1024
+
+// Errors.
+var (
+	ErrClosed    = errors.New("jxtarel: connection closed")
+	ErrTimeout   = errors.New("jxtarel: peer stopped acknowledging")
+	ErrBadOption = errors.New("jxtarel: invalid option")
+	ErrMalformed = errors.New("jxtarel: malformed element")
+)
+
+// SendFunc sends one message to the other side. The Conn calls it from
+// Send's goroutine (data blocks) and from its own (acknowledgements and
+// retransmissions), possibly concurrently.
+type SendFunc func(ctx context.Context, m *message.Message) error
+
+type options struct {
+	window    int
+	windowB   int64
+	recvBlk   int
+	recvBytes int64
+	giveUp    time.Duration
+}
+
+// Option configures a Conn.
+type Option func(*options) error
+
+// WithWindow bounds the blocks sent and not yet acknowledged (default 20,
+// JXSE's own limit for sockets; 1 to 1024) and their bytes (default 4 MiB;
+// a block larger than that still goes out alone).
+func WithWindow(blocks int, bytes int64) Option {
+	return func(o *options) error {
+		if blocks < 1 || blocks > 1024 || bytes < 1 {
+			return fmt.Errorf("%w: window of %d blocks, %d bytes", ErrBadOption, blocks, bytes)
+		}
+		o.window, o.windowB = blocks, bytes
+		return nil
+	}
+}
+
+// WithReceiveBuffer bounds the blocks received and not yet taken by
+// Receive (default 100, JXSE's queue; 1 to 4096) and their bytes (default
+// 8 MiB). The next block in order is always accepted into an empty buffer,
+// whatever its size, so one large message cannot stall a connection.
+func WithReceiveBuffer(blocks int, bytes int64) Option {
+	return func(o *options) error {
+		if blocks < 1 || blocks > 4096 || bytes < 1 {
+			return fmt.Errorf("%w: receive buffer of %d blocks, %d bytes", ErrBadOption, blocks, bytes)
+		}
+		o.recvBlk, o.recvBytes = blocks, bytes
+		return nil
+	}
+}
+
+// WithGiveUp sets how long the oldest unacknowledged block may wait before
+// the connection fails with ErrTimeout (default 60 s; at least 1 s).
+func WithGiveUp(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: give-up time %v", ErrBadOption, d)
+		}
+		o.giveUp = d
+		return nil
+	}
+}
+
+// Stats counts what a Conn did and refused.
+type Stats struct {
+	BlocksSent, BlocksReceived uint64
+	Retransmitted              uint64
+	AcksSent, AcksReceived     uint64
+	Duplicates                 uint64 // blocks already taken or queued
+	DroppedAhead               uint64 // beyond the receive window
+	DroppedFull                uint64 // beyond the receive buffer's bytes
+	BadAcks                    uint64 // acknowledging blocks never sent, or malformed
+	Malformed                  uint64 // jxtarel elements that are neither block nor ack
+}
+
+type outBlock struct {
+	seq     int32
+	data    []byte
+	first   time.Time // first sent
+	last    time.Time // last sent
+	rto     time.Duration
+	retries int
+	fast    bool // selective acknowledgements show it missing
+}
+
+// Conn is one direction pair of a reliable connection. It is safe for
+// concurrent use.
+type Conn struct {
+	send SendFunc
+	o    options
+
+	mu sync.Mutex
+	// sender
+	next     int32 // next sequence number to send
+	unacked  []*outBlock
+	inflight int64
+	srtt     time.Duration
+	rttvar   time.Duration
+	hole     bool // the last acknowledgement had selective ones
+	room     chan struct{} // closed and replaced when the window opens
+	// receiver
+	taken    int32 // highest sequence number taken by Receive
+	queued   map[int32][]byte
+	qbytes   int64
+	arrived  chan struct{} // closed and replaced when block taken+1 arrives
+	ackDue   bool
+	lastAck  time.Time
+	eof      error // Receive's error once everything in order is taken
+	err      error // the connection's failure or ErrClosed
+	done     chan struct{}
+	kick     chan struct{}
+	stats    Stats
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// New starts a reliable connection that sends through send. Close it.
+func New(send SendFunc, opts ...Option) (*Conn, error) {
+	o := options{window: 20, windowB: 4 << 20, recvBlk: 100, recvBytes: 8 << 20, giveUp: 60 * time.Second}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	c := &Conn{
+		send: send, o: o, next: 1, queued: map[int32][]byte{},
+		room: make(chan struct{}), arrived: make(chan struct{}),
+		done: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	c.wg.Add(1)
+	go c.run()
+	return c, nil
+}
+
+// blockMessage builds the message carrying block b.
+func blockMessage(b *outBlock, retry bool) *message.Message {
+	m := message.New(message.Element{Namespace: Namespace, Name: strconv.FormatInt(int64(b.seq), 10), MIME: BlockMIME, Data: b.data})
+	if retry {
+		m.Add(message.Text(Namespace, retryName, retryValue))
+	}
+	return m
+}
+
+// Send sends payload as the next block, waiting while the window is full.
+// It returns once the block is handed to the SendFunc; the Conn keeps
+// payload until it is acknowledged, so the caller must not modify it.
+func (c *Conn) Send(ctx context.Context, payload []byte) error {
+	c.mu.Lock()
+	for c.err == nil && len(c.unacked) > 0 &&
+		(len(c.unacked) >= c.o.window || c.inflight+int64(len(payload)) > c.o.windowB) {
+		room := c.room
+		c.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	if c.next == 1<<31-1 {
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("jxtarel: sequence numbers exhausted"))
+		return c.Err()
+	}
+	now := time.Now()
+	b := &outBlock{seq: c.next, data: payload, first: now, last: now, rto: c.rtoLocked()}
+	c.next++
+	c.unacked = append(c.unacked, b)
+	c.inflight += int64(len(payload))
+	c.stats.BlocksSent++
+	c.mu.Unlock()
+	if err := c.send(ctx, blockMessage(b, false)); err != nil {
+		// The block stays queued: a later retransmission may still
+		// deliver it, and Drain reports if it never is.
+		return fmt.Errorf("jxtarel: sending block %d: %w", b.seq, err)
+	}
+	return nil
+}
+
+// rtoLocked is the retransmission timeout for a new block.
+func (c *Conn) rtoLocked() time.Duration {
+	if c.srtt == 0 {
+		return initialRTO
+	}
+	return min(max(2*c.srtt, c.srtt+4*c.rttvar, MinRTO), MaxRTO)
+}
+
+// Drain waits until every block sent is acknowledged.
+func (c *Conn) Drain(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, err, room := len(c.unacked), c.err, c.room
+		c.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("jxtarel: %d blocks unacknowledged: %w", n, err)
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return fmt.Errorf("jxtarel: %d blocks unacknowledged: %w", n, ctx.Err())
+		}
+	}
+}
+
+// Handle takes a message that arrived for this connection and reports
+// whether it held reliable-layer elements (blocks or acknowledgements).
+// It never blocks; m's block data is kept until taken by Receive.
+func (c *Conn) Handle(m *message.Message) bool {
+	seen := false
+	for e := range m.Namespace(Namespace) {
+		seen = true
+		switch {
+		case e.Name == ackElement:
+			c.handleAck(e.Data)
+		case e.Name == retryName:
+		default:
+			seq, err := strconv.ParseInt(e.Name, 10, 32)
+			if err != nil || seq < 1 {
+				c.count(func(s *Stats) { s.Malformed++ })
+				continue
+			}
+			c.handleBlock(int32(seq), e.Data)
+		}
+	}
+	return seen
+}
+
+func (c *Conn) count(f func(*Stats)) {
+	c.mu.Lock()
+	f(&c.stats)
+	c.mu.Unlock()
+}
+
+// ParseAck reads an acknowledgement element's data: the cumulative
+// sequence number and the selective ones (at most 1024 are read).
+func ParseAck(b []byte) (cum int32, sacks []int32, err error) {
+	if len(b) < 4 || len(b)%4 != 0 {
+		return 0, nil, fmt.Errorf("%w: ack of %d bytes", ErrMalformed, len(b))
+	}
+	cum = int32(binary.BigEndian.Uint32(b))
+	if cum < 0 {
+		return 0, nil, fmt.Errorf("%w: ack %d", ErrMalformed, cum)
+	}
+	for b = b[4:]; len(b) >= 4 && len(sacks) < maxSACKs; b = b[4:] {
+		s := int32(binary.BigEndian.Uint32(b))
+		if s > cum {
+			sacks = append(sacks, s)
+		}
+	}
+	return cum, sacks, nil
+}
+
+// AppendAck appends an acknowledgement's data.
+func AppendAck(dst []byte, cum int32, sacks []int32) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cum))
+	for _, s := range sacks {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(s))
+	}
+	return dst
+}
+
+func (c *Conn) handleAck(data []byte) {
+	cum, sacks, err := ParseAck(data)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || cum >= c.next {
+		c.stats.BadAcks++
+		return
+	}
+	c.stats.AcksReceived++
+	now := time.Now()
+	freed := false
+	// A receiver acknowledges what its application has taken, so blocks
+	// behind a missing one wait there: only an acknowledgement that
+	// follows no hole and covers no retransmitted block measures the
+	// round trip (Karn's rule, widened to head-of-line waits).
+	clean := !c.hole
+	var last *outBlock
+	i := 0
+	for ; i < len(c.unacked) && c.unacked[i].seq <= cum; i++ {
+		b := c.unacked[i]
+		clean = clean && b.retries == 0
+		last = b
+		c.inflight -= int64(len(b.data))
+		c.unacked[i] = nil
+		freed = true
+	}
+	if clean && last != nil {
+		c.sample(now.Sub(last.first))
+	}
+	c.unacked = c.unacked[i:]
+	c.hole = len(sacks) > 0
+	if len(sacks) > 0 {
+		set := make(map[int32]bool, len(sacks))
+		highest := sacks[0]
+		for _, s := range sacks {
+			set[s] = true
+			highest = max(highest, s)
+		}
+		kept := c.unacked[:0]
+		hole := false
+		for _, b := range c.unacked {
+			if set[b.seq] {
+				c.inflight -= int64(len(b.data))
+				freed = true
+				continue
+			}
+			// A block below one acknowledged is missing; resend it at
+			// once, but at most once per round trip.
+			if b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
+				b.fast, hole = true, true
+			}
+			kept = append(kept, b)
+		}
+		for i := len(kept); i < len(c.unacked); i++ {
+			c.unacked[i] = nil
+		}
+		c.unacked = kept
+		if hole {
+			c.signal()
+		}
+	}
+	if freed {
+		close(c.room)
+		c.room = make(chan struct{})
+	}
+}
+
+// sample folds a round-trip sample into the estimate (RFC 6298).
+func (c *Conn) sample(r time.Duration) {
+	if c.srtt == 0 {
+		c.srtt, c.rttvar = r, r/2
+		return
+	}
+	d := c.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	c.rttvar = (3*c.rttvar + d) / 4
+	c.srtt = (7*c.srtt + r) / 8
+}
+
+func (c *Conn) handleBlock(seq int32, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.BlocksReceived++
+	switch {
+	case c.err != nil || c.eof != nil:
+		return
+	case seq <= c.taken:
+		c.stats.Duplicates++
+		return
+	case seq > c.taken+int32(c.o.recvBlk):
+		c.stats.DroppedAhead++
+		return
+	}
+	if _, ok := c.queued[seq]; ok {
+		c.stats.Duplicates++
+		return
+	}
+	if c.qbytes+int64(len(data)) > c.o.recvBytes && !(len(c.queued) == 0 && seq == c.taken+1) {
+		c.stats.DroppedFull++
+		return
+	}
+	c.queued[seq] = data
+	c.qbytes += int64(len(data))
+	if seq == c.taken+1 {
+		close(c.arrived)
+		c.arrived = make(chan struct{})
+	} else if len(c.queued) == 1 {
+		c.ackDue = true // tell the sender about the hole now
+		c.signal()
+	}
+}
+
+// Receive returns the next block's payload in order, and acknowledges it.
+// Once the other side's end is known (SetEOF) and every block before it is
+// taken, it returns that error.
+func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
+	c.mu.Lock()
+	for {
+		if data, ok := c.queued[c.taken+1]; ok {
+			delete(c.queued, c.taken+1)
+			c.taken++
+			c.qbytes -= int64(len(data))
+			if !c.ackDue {
+				c.ackDue = true
+				c.signal()
+			}
+			c.mu.Unlock()
+			return data, nil
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		if c.eof != nil {
+			err := c.eof
+			c.mu.Unlock()
+			return nil, err
+		}
+		arrived := c.arrived
+		c.mu.Unlock()
+		select {
+		case <-arrived:
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+}
+
+// SetEOF records that the other side has ended its output: Receive
+// returns err (io.EOF, typically) once every block before it is taken.
+// Blocks arriving later are dropped.
+func (c *Conn) SetEOF(err error) {
+	c.mu.Lock()
+	if c.eof == nil {
+		c.eof = err
+		close(c.arrived)
+		c.arrived = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+// Pending reports how many blocks sent are not yet acknowledged.
+func (c *Conn) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.unacked)
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Err returns why the connection failed, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close stops the connection: its timers stop and waiting calls return
+// ErrClosed. It does not wait for acknowledgements (see Drain).
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// fail ends the connection with err, once.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+		close(c.room)
+		c.room = make(chan struct{})
+	}
+	c.mu.Unlock()
+	c.stopOnce.Do(func() { close(c.done) })
+}
+
+func (c *Conn) signal() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run sends acknowledgements and retransmissions.
+func (c *Conn) run() {
+	defer c.wg.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-c.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.kick:
+		case <-tick.C:
+		}
+		now := time.Now()
+		ack, resend, err := c.due(now)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if ack != nil {
+			c.send(ctx, ack)
+		}
+		for _, m := range resend {
+			c.send(ctx, m)
+		}
+	}
+}
+
+// due works out, under the lock, what run must send now.
+func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Message, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, nil, nil
+	}
+	gap := len(c.queued) > 0 && c.queued[c.taken+1] == nil
+	if c.ackDue || gap && now.Sub(c.lastAck) >= reAck {
+		c.ackDue = false
+		c.lastAck = now
+		var sacks []int32
+		if gap {
+			for s := range c.queued {
+				if len(sacks) == maxSACKs {
+					break
+				}
+				sacks = append(sacks, s)
+			}
+		}
+		data := AppendAck(make([]byte, 0, 4+4*len(sacks)), c.taken, sacks)
+		ack = message.New(message.Element{Namespace: Namespace, Name: ackElement, MIME: AckMIME, Data: data})
+		c.stats.AcksSent++
+	}
+	if len(c.unacked) > 0 && now.Sub(c.unacked[0].first) >= c.o.giveUp {
+		return nil, nil, fmt.Errorf("%w: block %d unacknowledged for %v", ErrTimeout, c.unacked[0].seq, c.o.giveUp)
+	}
+	for _, b := range c.unacked {
+		if !b.fast && now.Sub(b.last) < b.rto {
+			continue
+		}
+		if !b.fast {
+			b.rto = min(2*b.rto, MaxRTO) // back off
+		}
+		b.last, b.fast = now, false
+		b.retries++
+		c.stats.Retransmitted++
+		resend = append(resend, blockMessage(b, true))
+	}
+	return ack, resend, nil
+}

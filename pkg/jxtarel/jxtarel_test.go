@@ -1,0 +1,392 @@
+package jxtarel_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isErr(t testing.TB, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v, want %v", err, target)
+	}
+}
+
+func equal(t testing.TB, want, got any) {
+	t.Helper()
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func check(t testing.TB, ok bool, what string) {
+	t.Helper()
+	if !ok {
+		t.Fatal(what)
+	}
+}
+
+// link carries messages from one Conn to another through a goroutine,
+// as a transport would, losing, duplicating and reordering some of them.
+type link struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	loss     float64 // probability a message is lost
+	dup      float64 // probability it is delivered twice
+	reorder  float64 // probability it is held back behind the next
+	held     *message.Message
+	to       func() *jxtarel.Conn
+	q        chan *message.Message
+	messages int
+	wg       sync.WaitGroup
+}
+
+func newLink(seed uint64, loss, dup, reorder float64) *link {
+	return &link{rng: rand.New(rand.NewPCG(seed, 1)), loss: loss, dup: dup, reorder: reorder, q: make(chan *message.Message, 4096)}
+}
+
+func (l *link) send(ctx context.Context, m *message.Message) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.messages++
+	if l.rng.Float64() < l.loss {
+		return nil
+	}
+	out := []*message.Message{m}
+	if l.rng.Float64() < l.dup {
+		out = append(out, m)
+	}
+	if l.held != nil {
+		out = append(out, l.held)
+		l.held = nil
+	} else if l.rng.Float64() < l.reorder {
+		// held back behind the next message, or for 2 ms at most
+		l.held, out = m, out[1:]
+		time.AfterFunc(2*time.Millisecond, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.held == m {
+				l.held = nil
+				l.q <- m
+			}
+		})
+	}
+	for _, o := range out {
+		select {
+		case l.q <- o:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (l *link) run() {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for m := range l.q {
+			l.to().Handle(m)
+		}
+	}()
+}
+
+func (l *link) stop() { close(l.q); l.wg.Wait() }
+
+// pair connects two Conns through links a→b and b→a.
+func pair(t *testing.T, ab, ba *link, opts ...jxtarel.Option) (a, b *jxtarel.Conn) {
+	t.Helper()
+	var err error
+	a, err = jxtarel.New(ab.send, opts...)
+	noErr(t, err)
+	b, err = jxtarel.New(ba.send, opts...)
+	noErr(t, err)
+	ab.to, ba.to = func() *jxtarel.Conn { return b }, func() *jxtarel.Conn { return a }
+	ab.run()
+	ba.run()
+	t.Cleanup(func() {
+		a.Close()
+		b.Close()
+		ab.stop()
+		ba.stop()
+	})
+	return a, b
+}
+
+func TestInOrderDespiteLossDuplicatesAndReordering(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		loss, dup, reorder float64
+	}{
+		{"clean", 0, 0, 0},
+		{"lossy", 0.1, 0, 0},
+		{"duplicates", 0, 0.2, 0},
+		{"reordered", 0, 0, 0.3},
+		{"all", 0.05, 0.05, 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ab := newLink(1, tc.loss, tc.dup, tc.reorder)
+			ba := newLink(2, tc.loss, tc.dup, tc.reorder)
+			a, b := pair(t, ab, ba)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const n = 300
+			errc := make(chan error, 1)
+			go func() {
+				for i := range n {
+					if err := a.Send(ctx, fmt.Appendf(nil, "block %d", i)); err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- a.Drain(ctx)
+			}()
+			for i := range n {
+				got, err := b.Receive(ctx)
+				noErr(t, err)
+				equal(t, fmt.Sprintf("block %d", i), string(got))
+			}
+			noErr(t, <-errc)
+			equal(t, 0, a.Pending())
+			if tc.loss > 0 {
+				check(t, a.Stats().Retransmitted > 0, "no retransmission")
+			}
+			if tc.dup > 0 {
+				check(t, b.Stats().Duplicates > 0, "no duplicate seen")
+			}
+		})
+	}
+}
+
+func TestEOFAfterEverythingTaken(t *testing.T) {
+	a, b := pair(t, newLink(3, 0, 0, 0), newLink(4, 0, 0, 0))
+	ctx := context.Background()
+	noErr(t, a.Send(ctx, []byte("one")))
+	eventually(t, func() bool { return b.Stats().BlocksReceived == 1 })
+	b.SetEOF(io.EOF)
+	got, err := b.Receive(ctx)
+	noErr(t, err)
+	equal(t, "one", string(got))
+	_, err = b.Receive(ctx)
+	isErr(t, err, io.EOF)
+}
+
+// A peer that never acknowledges holds the sender to its window, and
+// after the give-up time the connection fails.
+func TestPeerThatNeverAcknowledges(t *testing.T) {
+	var mu sync.Mutex
+	sent := 0
+	a, err := jxtarel.New(func(ctx context.Context, m *message.Message) error {
+		mu.Lock()
+		sent++
+		mu.Unlock()
+		return nil
+	}, jxtarel.WithWindow(4, 1<<20), jxtarel.WithGiveUp(3*time.Second))
+	noErr(t, err)
+	defer a.Close()
+	ctx := context.Background()
+	for range 4 {
+		noErr(t, a.Send(ctx, make([]byte, 1000)))
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	isErr(t, a.Send(short, []byte("fifth")), context.DeadlineExceeded) // the window is full
+	equal(t, 4, a.Pending())
+	err = a.Send(ctx, []byte("fifth")) // waits until the connection gives up
+	isErr(t, err, jxtarel.ErrTimeout)
+	isErr(t, a.Drain(ctx), jxtarel.ErrTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	check(t, sent > 4, "blocks were retransmitted before giving up")
+}
+
+// The window's bytes bound what is held, whatever the block count.
+func TestWindowBytes(t *testing.T) {
+	a, err := jxtarel.New(func(context.Context, *message.Message) error { return nil }, jxtarel.WithWindow(100, 10_000))
+	noErr(t, err)
+	defer a.Close()
+	ctx := context.Background()
+	noErr(t, a.Send(ctx, make([]byte, 6000)))
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	isErr(t, a.Send(short, make([]byte, 6000)), context.DeadlineExceeded)
+	// a first block larger than the window still goes.
+	b, err := jxtarel.New(func(context.Context, *message.Message) error { return nil }, jxtarel.WithWindow(100, 10_000))
+	noErr(t, err)
+	defer b.Close()
+	noErr(t, b.Send(ctx, make([]byte, 20_000)))
+}
+
+func block(seq int, data []byte) *message.Message {
+	return message.New(message.Element{Namespace: jxtarel.Namespace, Name: fmt.Sprint(seq), MIME: jxtarel.BlockMIME, Data: data})
+}
+
+func ack(cum int32, sacks ...int32) *message.Message {
+	return message.New(message.Element{Namespace: jxtarel.Namespace, Name: "ack", MIME: jxtarel.AckMIME, Data: jxtarel.AppendAck(nil, cum, sacks)})
+}
+
+// A hostile sender's blocks cost at most the receive buffer, and what it
+// sends out of bounds is counted, not kept.
+func TestReceiveBounds(t *testing.T) {
+	var acks []*message.Message
+	var mu sync.Mutex
+	r, err := jxtarel.New(func(_ context.Context, m *message.Message) error {
+		mu.Lock()
+		acks = append(acks, m)
+		mu.Unlock()
+		return nil
+	}, jxtarel.WithReceiveBuffer(8, 1000))
+	noErr(t, err)
+	defer r.Close()
+	check(t, r.Handle(block(9, []byte("far ahead"))), "handled")
+	check(t, r.Handle(block(2, make([]byte, 600))), "handled")
+	check(t, r.Handle(block(3, make([]byte, 600))), "handled") // over the bytes
+	check(t, r.Handle(block(2, make([]byte, 600))), "handled") // queued already
+	check(t, r.Handle(message.New(message.Text(jxtarel.Namespace, "x1", "?"))), "handled")
+	check(t, !r.Handle(message.New(message.Text("other", "1", "not ours"))), "not ours")
+	st := r.Stats()
+	equal(t, uint64(1), st.DroppedAhead)
+	equal(t, uint64(1), st.DroppedFull)
+	equal(t, uint64(1), st.Duplicates)
+	equal(t, uint64(1), st.Malformed)
+	// The next block in order goes into an empty buffer whatever its size.
+	r2, err := jxtarel.New(func(context.Context, *message.Message) error { return nil }, jxtarel.WithReceiveBuffer(8, 1000))
+	noErr(t, err)
+	defer r2.Close()
+	r2.Handle(block(1, make([]byte, 5000)))
+	got, err := r2.Receive(context.Background())
+	noErr(t, err)
+	equal(t, 5000, len(got))
+	r2.Handle(block(1, []byte("again")))
+	equal(t, uint64(1), r2.Stats().Duplicates) // a block already taken is not taken twice
+	// The receiver with a hole told the sender about it, with a SACK.
+	eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range acks {
+			e, _ := m.Get(jxtarel.Namespace, "ack")
+			if cum, sacks, err := jxtarel.ParseAck(e.Data); err == nil && cum == 0 && len(sacks) == 1 && sacks[0] == 2 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// Acknowledgements of blocks never sent are refused and counted.
+func TestBadAcks(t *testing.T) {
+	a, err := jxtarel.New(func(context.Context, *message.Message) error { return nil })
+	noErr(t, err)
+	defer a.Close()
+	noErr(t, a.Send(context.Background(), []byte("one")))
+	a.Handle(ack(5))
+	a.Handle(message.New(message.Element{Namespace: jxtarel.Namespace, Name: "ack", MIME: jxtarel.AckMIME, Data: []byte{1, 2, 3}}))
+	equal(t, uint64(2), a.Stats().BadAcks)
+	equal(t, 1, a.Pending())
+	a.Handle(ack(0, 1)) // a selective acknowledgement frees the block too
+	equal(t, 0, a.Pending())
+}
+
+func TestParseAck(t *testing.T) {
+	for _, tc := range []struct {
+		in    []byte
+		cum   int32
+		sacks []int32
+		err   bool
+	}{
+		{[]byte{0, 0, 0, 3}, 3, nil, false},
+		{jxtarel.AppendAck(nil, 3, []int32{5, 7}), 3, []int32{5, 7}, false},
+		{jxtarel.AppendAck(nil, 3, []int32{2, 5}), 3, []int32{5}, false}, // at or below cum: ignored
+		{[]byte{0, 0, 3}, 0, nil, true},
+		{[]byte{0x80, 0, 0, 0}, 0, nil, true},
+		{nil, 0, nil, true},
+	} {
+		cum, sacks, err := jxtarel.ParseAck(tc.in)
+		if tc.err {
+			isErr(t, err, jxtarel.ErrMalformed)
+			continue
+		}
+		noErr(t, err)
+		equal(t, tc.cum, cum)
+		equal(t, tc.sacks, sacks)
+	}
+	many := jxtarel.AppendAck(nil, 0, make([]int32, 5000))
+	for i := range 5000 {
+		copy(many[4+4*i:], jxtarel.AppendAck(nil, int32(i+1), nil))
+	}
+	_, sacks, err := jxtarel.ParseAck(many)
+	noErr(t, err)
+	equal(t, 1024, len(sacks))
+}
+
+func TestClosedConn(t *testing.T) {
+	a, err := jxtarel.New(func(context.Context, *message.Message) error { return nil })
+	noErr(t, err)
+	noErr(t, a.Close())
+	isErr(t, a.Send(context.Background(), []byte("x")), jxtarel.ErrClosed)
+	_, err = a.Receive(context.Background())
+	isErr(t, err, jxtarel.ErrClosed)
+	isErr(t, a.Err(), jxtarel.ErrClosed)
+}
+
+func BenchmarkTransfer(b *testing.B) {
+	ab, ba := newLink(5, 0, 0, 0), newLink(6, 0, 0, 0)
+	t := &testing.T{}
+	_ = t
+	x, err := jxtarel.New(ab.send)
+	noErr(b, err)
+	y, err := jxtarel.New(ba.send)
+	noErr(b, err)
+	ab.to, ba.to = func() *jxtarel.Conn { return y }, func() *jxtarel.Conn { return x }
+	ab.run()
+	ba.run()
+	defer func() { x.Close(); y.Close(); ab.stop(); ba.stop() }()
+	payload := bytes.Repeat([]byte{7}, jxtarel.MaxBlock)
+	ctx := context.Background()
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			if err := x.Send(ctx, payload); err != nil {
+				return
+			}
+		}
+	}()
+	for range b.N {
+		if _, err := y.Receive(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func eventually(t testing.TB, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !f(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+	}
+}
