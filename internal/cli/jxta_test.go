@@ -1,7 +1,10 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -129,15 +132,67 @@ func TestJXSEBridge(t *testing.T) {
 	}
 }
 
+// TestJXSESockets: `send --socket --peer tcp://…` streams stdin to a live
+// JXSE 2.7 peer's JxtaServerSocket, and `recv --socket --jxta tcp://…`
+// accepts a JXSE JxtaSocket and copies it to stdout, byte for byte.
+func TestJXSESockets(t *testing.T) {
+	peer := jxse.StartPeer(t, jxse.PeerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 1 << 20
+	data := jxse.Pattern(n)
+	sum := sha256.Sum256(data)
+
+	toJXSE := newPipeAdv(t, "unicast")
+	if err := peer.Command("socklisten " + advID(t, toJXSE) + " sink"); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, data, "send", "--socket", "--pipe", toJXSE, "--peer", peer.Addr())
+	if r.code != 0 {
+		t.Fatalf("send --socket: exit %d: %s", r.code, r.stderr)
+	}
+	for {
+		got, err := peer.Next(ctx)
+		if err != nil {
+			t.Fatalf("JXSE read nothing: %v", err)
+		}
+		if got.Kind == "SOCK" {
+			if want := fmt.Sprintf("%d %x", n, sum); got.Text != want {
+				t.Fatalf("JXSE read %q, want %q", got.Text, want)
+			}
+			break
+		}
+	}
+
+	toCLI := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--socket", "--pipe", toCLI, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
+	var addr, pid string
+	for _, a := range recv.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			addr, pid, _ = strings.Cut(rest, " ")
+		}
+	}
+	if err := peer.Command("route " + pid + " " + addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.Query(fmt.Sprintf("sockconnect %s %s %d send", advID(t, toCLI), pid, n)); err != nil {
+		t.Fatal(err)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv --socket exit %d: %s", code, recv.stderr)
+	}
+	if out := recv.stdout.Bytes(); !bytes.Equal(out, data) {
+		t.Fatalf("recv --socket wrote %d bytes, not the %d JXSE sent", len(out), n)
+	}
+}
+
 // TestJXTAUsageErrors: the JXTA flags refuse what cannot work, at once,
 // as usage errors.
 func TestJXTAUsageErrors(t *testing.T) {
 	a, secure := newPipeAdv(t, "unicast"), newPipeAdv(t, "secure")
 	for _, args := range [][]string{
 		{"recv", "--pipe", a, "--jxta", "udp://127.0.0.1:1"},
-		{"recv", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--socket"},
 		{"recv", "--pipe", secure, "--jxta", "tcp://127.0.0.1:0"},
-		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--socket"},
 		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y", "--encode", "zstd"},
 		{"send", "--pipe", secure, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y"},
 		{"send", "--pipe", a, "--peer", "tcp://127.0.0.1:1", "--elem", "x=y", "--verbose"},

@@ -27,6 +27,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
 // drainTimeout bounds how long recv --count waits, once done, for its
@@ -61,7 +62,8 @@ transport, listening there: JXSE 2.7 peers resolve the pipe (a unicast
 pipe) and send on it as they would to another JXSE peer; their messages are
 printed alike, from their JXTA peer ID. It signs and requires signed
 messages as JXSE does by default; --jxta-unsigned is for JXSE peers started
-with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
+with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).
+With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
   p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,
 		Args: cobra.NoArgs,
@@ -93,9 +95,6 @@ with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).`,
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			if jxtaLen := jxtaListen; jxtaLen != "" {
-				if useSocket {
-					return usageError{errors.New("--socket: sockets with JXTA peers are not supported yet (JxtaSocket)")}
-				}
 				if ea, err := endpoint.ParseAddress(jxtaLen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
 					return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaLen)}
 				}
@@ -267,6 +266,15 @@ func announce(cmd *cobra.Command, p *peerStack) {
 	}
 }
 
+// socketPeer names a socket's peer: its libp2p peer ID, or a JXTA peer's
+// JXTA peer ID.
+func socketPeer(c *socket.Conn) string {
+	if j := c.RemoteAddr().(socket.Addr).JXTAPeer; !j.IsZero() {
+		return j.String() + " (jxta)"
+	}
+	return c.RemotePeer().String()
+}
+
 // sender names a message's sender: its libp2p peer ID, or a JXTA peer's
 // JXTA peer ID.
 func sender(r *pipe.Received) string {
@@ -296,10 +304,10 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	// Only a stream its sender ended cleanly is a success: output cut
 	// short by a signal or an error must not look complete.
 	if n, err := io.Copy(cmd.OutOrStdout(), c); err != nil {
-		if ie := interrupted(ctx, fmt.Errorf("socket from %s cut short after %d bytes", c.RemotePeer(), n)); ie != nil {
+		if ie := interrupted(ctx, fmt.Errorf("socket from %s cut short after %d bytes", socketPeer(c), n)); ie != nil {
 			return ie
 		}
-		return fmt.Errorf("socket from %s: %w", c.RemotePeer(), err)
+		return fmt.Errorf("socket from %s: %w", socketPeer(c), err)
 	}
 	// Closing tells the sender that everything arrived. It hangs up once
 	// it has read that; exiting first could reset the connection under
@@ -307,7 +315,9 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	if err := c.Close(); err != nil {
 		return err
 	}
-	waitHangUp(ctx, p, c.RemotePeer())
+	if c.RemotePeer() != "" { // a JXTA peer's close has been answered already
+		waitHangUp(ctx, p, c.RemotePeer())
+	}
 	return nil
 }
 

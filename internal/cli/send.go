@@ -18,6 +18,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
 // propagateGrace is how long `send` stays up after publishing on a
@@ -61,7 +62,9 @@ transport: the pipe (a unicast pipe) is resolved there with JXTA's pipe
 binding protocol and the messages sent as a JXSE output pipe sends them,
 signed as JXSE requires by default (--jxta-unsigned for JXSE peers started
 with CBJX disabled). JXTA has no acknowledgement: send then exits 0 once
-every message is written to the connection.`,
+every message is written to the connection. With --socket the connection is
+a JxtaSocket to the peer's JxtaServerSocket on the pipe: send exits 0 once
+the peer has acknowledged every byte and answered the close.`,
 		Example: `  p2pmsg send --pipe chat.xml --peer /ip4/127.0.0.1/tcp/9701/p2p/12D3KooW… --elem text=hello
   p2pmsg send --pipe chat.xml --peer … --elem doc=@report.xml --encode zstd:9,seal --select doc
   tar c dir | p2pmsg send --socket --pipe chat.xml --peer …`,
@@ -94,8 +97,6 @@ every message is written to the connection.`,
 				switch {
 				case len(infos) > 0:
 					return usageError{errors.New("--peer: give JXTA peers (tcp://, jxta://) or libp2p peers, not both")}
-				case useSocket:
-					return usageError{errors.New("--socket: sockets with JXTA peers are not supported yet (JxtaSocket)")}
 				case encode != "":
 					return usageError{errors.New("--encode: JXTA peers cannot decode p2pmsg's encodings")}
 				case a.Type != adv.Unicast:
@@ -137,7 +138,11 @@ every message is written to the connection.`,
 			}
 			defer p.Close()
 			if useSocket {
-				return sendSocket(ctx, cmd, p, a, infos)
+				resolve := pipe.ToPeers(infos...)
+				if len(jxtaPeers) > 0 {
+					resolve = pipe.ToJXTAPeers(jxtaPeers...)
+				}
+				return sendSocket(ctx, cmd, p, a, resolve)
 			}
 			resolveOpt := pipe.ToPeers(infos...)
 			if len(jxtaPeers) > 0 {
@@ -293,13 +298,14 @@ func elementNames(elems []string) []string {
 	return names
 }
 
-func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.PipeAdvertisement, infos []peer.AddrInfo) error {
+func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.PipeAdvertisement, resolve pipe.ResolveOption) error {
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
-	c, err := p.sockets.Dial(dctx, a, pipe.ToPeers(infos...))
+	c, err := p.sockets.Dial(dctx, a, resolve)
 	cancel()
 	if err != nil {
 		return err
 	}
+	peerName := socketPeer(c)
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -320,16 +326,21 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	select {
 	case err := <-sent:
 		if err != nil {
-			return fmt.Errorf("socket to %s: %w", c.RemotePeer(), err)
+			return fmt.Errorf("socket to %s: %w", peerName, err)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("socket to %s: interrupted: %w", c.RemotePeer(), ctx.Err())
+		return fmt.Errorf("socket to %s: interrupted: %w", peerName, ctx.Err())
 	}
 	if err := c.CloseWrite(); err != nil {
-		return fmt.Errorf("socket to %s: %w", c.RemotePeer(), err)
+		return fmt.Errorf("socket to %s: %w", peerName, err)
+	}
+	if !c.RemoteAddr().(socket.Addr).JXTAPeer.IsZero() {
+		// JXTA's close ends both directions, once the peer has
+		// acknowledged every byte: nothing more can come back.
+		return nil
 	}
 	if err := <-back; err != nil {
-		return fmt.Errorf("socket to %s: waiting for the peer to finish: %w", c.RemotePeer(), err)
+		return fmt.Errorf("socket to %s: waiting for the peer to finish: %w", peerName, err)
 	}
 	return nil
 }

@@ -75,10 +75,20 @@ type Peer struct {
 	stderr  *tail
 }
 
-// Received is a message the peer's StudySvc/ep listener got, or one of
-// its input pipes (Service "PipeService", Param the pipe ID, no Source).
+// Received is a message the peer's StudySvc/ep listener got (Kind
+// "RECV"), or one of its input pipes (Kind "PIPE", Service "PipeService",
+// Param the pipe ID, no Source), or an event of its bidilisten and
+// socklisten listeners (see JxsePeer.java), with Param the pipe ID:
+//
+//	Kind         Source          Text
+//	BIDI-OPEN    remote peer ID
+//	BIDI                         the message's text
+//	BIDI-CLOSED
+//	SOCK                         "<bytes> <sha256 hex>"
+//	SOCK-SENT                    "<bytes>"
 type Received struct {
 	Service, Param, Source, Text string
+	Kind                         string
 }
 
 // Addr is the peer's TCP address, tcp://127.0.0.1:port.
@@ -166,20 +176,37 @@ func (p *Peer) readLines(r io.Reader, ready chan<- string) {
 			for len(f) < 4 {
 				f = append(f, "")
 			}
-			select {
-			case p.recv <- Received{Service: f[0], Param: f[1], Source: f[2], Text: f[3]}:
-			default: // nobody reads them; the test will see what it missed
-			}
+			p.received(Received{Kind: verb, Service: f[0], Param: f[1], Source: f[2], Text: f[3]})
 		case "PIPE":
 			pid, text, _ := strings.Cut(rest, " ")
-			select {
-			case p.recv <- Received{Service: "PipeService", Param: pid, Text: text}:
-			default:
-			}
+			p.received(Received{Kind: verb, Service: "PipeService", Param: pid, Text: text})
+		case "BIDI-OPEN":
+			pid, peer, _ := strings.Cut(rest, " ")
+			p.received(Received{Kind: verb, Param: pid, Source: peer})
+		case "BIDI", "BIDI-CLOSED", "SOCK", "SOCK-SENT":
+			pid, text, _ := strings.Cut(rest, " ")
+			p.received(Received{Kind: verb, Param: pid, Text: text})
 		case "OK", "ERR":
 			p.replies <- line
 		}
 	}
+}
+
+func (p *Peer) received(r Received) {
+	select {
+	case p.recv <- r:
+	default: // nobody reads them; the test will see what it missed
+	}
+}
+
+// Pattern returns the n bytes JxsePeer's socket commands send (byte i is
+// i*7 + i/65536, truncated to 8 bits), to check what a peer received.
+func Pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/65536)
+	}
+	return b
 }
 
 // Send makes the peer send a message with study:text = text to addr, a
@@ -220,8 +247,8 @@ func (p *Peer) Query(line string) (string, error) {
 // Log returns the last lines the peer logged.
 func (p *Peer) Log() string { return p.stderr.String() }
 
-// Next returns the next message the peer received, waiting until ctx
-// ends.
+// Next returns the next message or listener event the peer reported,
+// waiting until ctx ends.
 func (p *Peer) Next(ctx context.Context) (Received, error) {
 	select {
 	case r := <-p.recv:

@@ -77,6 +77,11 @@ const (
 // acknowledgement (JXSE: about once a second).
 const reAck = time.Second
 
+// dupAckGap is the least time between acknowledgements repeated for
+// duplicate blocks: a fraction of MinRTO, so a sender's retransmission
+// timer is answered before it fires again.
+const dupAckGap = MinRTO / 5
+
 // maxSACKs bounds the selective acknowledgements read from one ACK and
 // written in one; JXSE writes at most its queue's 100.
 const maxSACKs = 1024
@@ -99,6 +104,7 @@ type options struct {
 	windowB   int64
 	recvBlk   int
 	recvBytes int64
+	maxBlock  int
 	giveUp    time.Duration
 }
 
@@ -132,6 +138,19 @@ func WithReceiveBuffer(blocks int, bytes int64) Option {
 	}
 }
 
+// WithMaxBlock drops, and counts as Oversized, received blocks larger than
+// n bytes (default: no limit beyond the transport's message size). JXSE's
+// sockets send at most MaxBlock.
+func WithMaxBlock(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: maximum block %d", ErrBadOption, n)
+		}
+		o.maxBlock = n
+		return nil
+	}
+}
+
 // WithGiveUp sets how long the oldest unacknowledged block may wait before
 // the connection fails with ErrTimeout (default 60 s; at least 1 s).
 func WithGiveUp(d time.Duration) Option {
@@ -152,6 +171,7 @@ type Stats struct {
 	Duplicates                 uint64 // blocks already taken or queued
 	DroppedAhead               uint64 // beyond the receive window
 	DroppedFull                uint64 // beyond the receive buffer's bytes
+	Oversized                  uint64 // larger than WithMaxBlock
 	BadAcks                    uint64 // acknowledging blocks never sent, or malformed
 	Malformed                  uint64 // jxtarel elements that are neither block nor ack
 }
@@ -438,15 +458,27 @@ func (c *Conn) handleBlock(seq int32, data []byte) {
 	switch {
 	case c.err != nil || c.eof != nil:
 		return
+	case c.o.maxBlock > 0 && len(data) > c.o.maxBlock:
+		c.stats.Oversized++
+		return
 	case seq <= c.taken:
+		// Our acknowledgement may have been lost: repeat it, at most
+		// every dupAckGap, so that a peer repeating blocks cannot make
+		// us send (and sign) one per block. JXSE repeats nothing here,
+		// which can leave a sender whose last acknowledgement was lost
+		// retransmitting until it gives up.
 		c.stats.Duplicates++
+		if !c.ackDue && time.Since(c.lastAck) >= dupAckGap {
+			c.ackDue = true
+			c.signal()
+		}
 		return
 	case seq > c.taken+int32(c.o.recvBlk):
 		c.stats.DroppedAhead++
 		return
 	}
 	if _, ok := c.queued[seq]; ok {
-		c.stats.Duplicates++
+		c.stats.Duplicates++ // acknowledged when taken
 		return
 	}
 	if c.qbytes+int64(len(data)) > c.o.recvBytes && !(len(c.queued) == 0 && seq == c.taken+1) {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 
 	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // A CBJX trailer follows the message in a frame's body:
@@ -148,4 +150,56 @@ func verifyFingerprint(b []byte) (id.ID, error) {
 		return id.ID{}, fmt.Errorf("%w: router fingerprint source %s is not its key's peer", ErrSignature, p)
 	}
 	return p, nil
+}
+
+// MarshalSigned writes m as a binary message followed, when the transport
+// signs, by its CBJX trailer: the form of a message inside a reliable
+// JxtaBiDiPipe block.
+func (t *Transport) MarshalSigned(m *message.Message) ([]byte, error) {
+	b, err := wire.Append(nil, m)
+	if err != nil {
+		return nil, fmt.Errorf("jxtatcp: %w", err)
+	}
+	if !t.opts.sign {
+		return b, nil
+	}
+	return t.ident.appendTrailer(b, b)
+}
+
+// UnmarshalSigned reads a message written by MarshalSigned (or by JXSE
+// inside a reliable JxtaBiDiPipe block), at most the transport's maximum
+// message size, and checks its trailer as the transport checks a frame's:
+// required unless the transport accepts unsigned messages, and when
+// present it must verify. It returns the message and its signer (zero if
+// unsigned).
+func (t *Transport) UnmarshalSigned(b []byte) (*message.Message, id.ID, error) {
+	if int64(len(b)) > t.opts.maxMessage {
+		return nil, id.ID{}, fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, len(b), t.opts.maxMessage)
+	}
+	r := bytes.NewReader(b)
+	m, err := wire.Decode(r, wire.WithMaxMessageSize(t.opts.maxMessage))
+	if err != nil {
+		return nil, id.ID{}, fmt.Errorf("%w: %w", ErrFrame, err)
+	}
+	n := len(b) - r.Len()
+	rest := b[n:]
+	if len(rest) == 0 {
+		if t.opts.requireS {
+			return nil, id.ID{}, fmt.Errorf("%w: unsigned message", ErrSignature)
+		}
+		return m, id.ID{}, nil
+	}
+	if !t.opts.requireS && !t.opts.sign {
+		return m, id.ID{}, nil // as JXSE without CBJX: bytes after the message are ignored
+	}
+	tr, err := parseTrailer(rest)
+	if err != nil {
+		return nil, id.ID{}, err
+	}
+	var v verifier
+	signer, err := v.verify(b[:n], tr)
+	if err != nil {
+		return nil, id.ID{}, err
+	}
+	return m, signer, nil
 }

@@ -825,3 +825,7 @@ func (b *budget) release(n int64) {
 	b.freed = make(chan struct{})
 	b.mu.Unlock()
 }
+
+// Signs reports whether the transport signs its messages and requires
+// signed ones (the default; not with WithUnsigned or WithAcceptUnsigned).
+func (t *Transport) Signs() bool { return t.opts.sign && t.opts.requireS }

@@ -82,6 +82,15 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 		return nil, err
 	}
 	l.release = release
+	if s.jxta != nil && a.Type == adv.Unicast {
+		// JXSE peers' JxtaBiDiPipe opens come to the pipe itself.
+		unbind, err := s.listenJXTABidi(l)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		l.release = func() { unbind(); release() }
+	}
 	return l, nil
 }
 
@@ -108,7 +117,11 @@ func (l *Listener) Accept(ctx context.Context) (*Bidi, error) {
 		if b.Err() != nil {
 			continue // the peer closed while waiting in the backlog
 		}
-		if err := l.svc.ep.Send(ctx, b.control(opAccept), message.New()); err != nil {
+		answer := func() error { return l.svc.ep.Send(ctx, b.control(opAccept), message.New()) }
+		if b.jx != nil {
+			answer = func() error { return b.answerJXTA(ctx) }
+		}
+		if err := answer(); err != nil {
 			b.fail(err)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -173,6 +186,7 @@ type Bidi struct {
 	box    *inbox
 
 	answer chan byte // the listener's answer, for the connecting side
+	jx     *jxtaBidi // a JxtaBiDiPipe with a JXTA peer (jxtabidi.go)
 
 	mu   sync.Mutex
 	err  error // why the connection ended; io.EOF when the remote closed
@@ -239,6 +253,15 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 		if err := o(&rc); err != nil {
 			return nil, err
 		}
+	}
+	if len(rc.jxtaPeers) > 0 {
+		if s.jxta == nil {
+			return nil, fmt.Errorf("%w: JXTA peers given, but the endpoint is not a JXTA peer (endpoint.WithJXTA)", ErrBadOption)
+		}
+		if a.Type != adv.Unicast {
+			return nil, fmt.Errorf("%w: only unicast pipes are shared with JXTA peers (their transport does not encrypt)", ErrWrongType)
+		}
+		return s.connectJXTA(ctx, a, rc.jxtaPeers)
 	}
 	p, err := s.resolve(ctx, a, RoleBidi, rc.peers)
 	if err != nil {
@@ -437,6 +460,13 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 		return fmt.Errorf("pipe %s: send on an ended connection: %w", b.adv.ID, b.Err())
 	default:
 	}
+	if b.jx != nil {
+		if err := b.jx.send(ctx, m); err != nil {
+			b.fail(err)
+			return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+		}
+		return nil
+	}
 	if b.adv.Type == adv.UnicastSecure {
 		if err := b.svc.checkSecure(b.remote); err != nil {
 			b.fail(err)
@@ -478,6 +508,15 @@ func (b *Bidi) Err() error {
 // Flush waits until the other end has received every message sent so
 // far, or ctx ends.
 func (b *Bidi) Flush(ctx context.Context) error {
+	if b.jx != nil {
+		if b.jx.rel == nil {
+			return nil // unreliable: nothing to wait for
+		}
+		if err := b.jx.rel.Drain(ctx); err != nil {
+			return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+		}
+		return nil
+	}
 	if err := b.svc.ep.Flush(ctx, b.remote); err != nil {
 		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 	}
@@ -488,6 +527,9 @@ func (b *Bidi) Flush(ctx context.Context) error {
 // io.EOF after the messages already sent, and waits (a few seconds at
 // most) until the other end has them all.
 func (b *Bidi) Close() error {
+	if b.jx != nil {
+		return b.closeJXTA()
+	}
 	if !b.end(ErrClosed) {
 		return nil
 	}
@@ -520,6 +562,8 @@ func (b *Bidi) end(err error) bool {
 	b.err = err
 	close(b.done)
 	b.mu.Unlock()
-	b.svc.unregister(b)
+	if b.jx == nil {
+		b.svc.unregister(b)
+	}
 	return true
 }

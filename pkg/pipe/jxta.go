@@ -242,14 +242,21 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 	}()
 }
 
-// holds reports whether a unicast input pipe with that ID and type is
-// bound here.
+// holds reports whether a unicast pipe with that ID and type is bound
+// here: an input pipe, a bidirectional pipe listener or a pipe bound for
+// JXTA peers only.
 func (r *jxtaResolver) holds(pipeID id.ID, typ string) bool {
 	if typ != string(adv.Unicast) {
 		return false
 	}
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	if r.s.jxtaPipes[pipeID.String()] {
+		return true
+	}
+	if l := r.s.servers[Key(pipeID)]; l != nil && l.adv.Type == adv.Unicast {
+		return true // a bidirectional pipe listener takes JxtaBiDiPipe opens
+	}
 	p := r.s.inputs[Key(pipeID)]
 	return p != nil && p.adv.Type == adv.Unicast
 }
@@ -408,4 +415,16 @@ func ToJXTAPeers(addrs ...string) ResolveOption {
 		c.jxtaPeers = append(c.jxtaPeers, addrs...)
 		return nil
 	}
+}
+
+// JXTATargets returns the JXTA peers the options name (ToJXTAPeers), for
+// layers above pipes that connect to JXTA peers their own way.
+func JXTATargets(opts ...ResolveOption) ([]string, error) {
+	var rc resolveConfig
+	for _, o := range opts {
+		if err := o(&rc); err != nil {
+			return nil, err
+		}
+	}
+	return rc.jxtaPeers, nil
 }

@@ -368,17 +368,24 @@ type Service struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
-	mu       sync.Mutex
-	inputs   map[string]*InputPipe // by Key: unicast and secure inputs
-	jxta     *jxtaResolver         // with endpoint.WithJXTA (jxta.go)
-	bindings map[bindingKey]int    // roles bound here, for resolution
-	servers  map[string]*Listener  // by Key
-	conns    map[connKey]*Bidi
-	topics   map[string]*topicRef // by pipe ID string
-	closed   bool
-	wg       sync.WaitGroup
-	notifiee *network.NotifyBundle
-	refusals chan refusal
+	mu     sync.Mutex
+	inputs map[string]*InputPipe // by Key: unicast and secure inputs
+	// jxtaPipes are the pipes bound for JXTA peers only (jxtasession.go),
+	// by pipe ID.
+	jxtaPipes map[string]bool
+	// jxtaBidis are the open JxtaBiDiPipes with JXTA peers (jxtabidi.go).
+	jxtaBidis   map[*Bidi]struct{}
+	jxtaOpens   map[string]bool // client peer and pipe of the JxtaBiDiPipe opens taken
+	jxtaRefused atomic.Uint64
+	jxta        *jxtaResolver        // with endpoint.WithJXTA (jxta.go)
+	bindings    map[bindingKey]int   // roles bound here, for resolution
+	servers     map[string]*Listener // by Key
+	conns       map[connKey]*Bidi
+	topics      map[string]*topicRef // by pipe ID string
+	closed      bool
+	wg          sync.WaitGroup
+	notifiee    *network.NotifyBundle
+	refusals    chan refusal
 	// undelivered counts, per pipe key, messages refused by their
 	// receiver that a Flush learnt of on another output pipe's behalf
 	// (output.go); bounded by maxUndeliveredKeys.
@@ -413,6 +420,11 @@ type Stats struct {
 	// because an input pipe here fell behind (its queue full, Receive not
 	// called): they never reach the pipe.
 	PropagateUndelivered uint64
+	// JXTARefused counts what JXTA peers sent that was dropped: JXTA
+	// handshakes that are malformed or name another peer than the
+	// sender, and messages inside JxtaBiDiPipe blocks whose signature
+	// fails or is not the remote peer's.
+	JXTARefused uint64
 }
 
 // Stats returns the counters.
@@ -420,7 +432,7 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
 		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
-		PropagateUndelivered: s.gossip.undelivered.Load(),
+		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(),
 	}
 }
 
@@ -446,7 +458,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
-		inputs: map[string]*InputPipe{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
+		inputs: map[string]*InputPipe{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}
@@ -524,6 +536,7 @@ func (s *Service) Close() error {
 		go func() { defer wg.Done(); b.Close() }()
 	}
 	wg.Wait()
+	s.jxtaCloseAll()
 	s.stop()
 	s.wg.Wait()
 	return nil

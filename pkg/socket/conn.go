@@ -15,12 +15,14 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 )
 
 // Conn is a socket connection. It implements net.Conn, with CloseWrite
 // and CloseRead for half-closing as *net.TCPConn has.
 type Conn struct {
-	st     network.Stream
+	st     stream
+	sec    string // what secures it (Security)
 	adv    *adv.PipeAdvertisement
 	brMu   sync.Mutex
 	br     *bufio.Reader // what the handshake read ahead, if anything
@@ -48,12 +50,24 @@ const lingerTimeout = 5 * time.Second
 
 var _ net.Conn = (*Conn)(nil)
 
+// stream is what carries a Conn's bytes: a libp2p stream, or a JXTA
+// socket's reliable pipe pair (jxta.go).
+type stream interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+	CloseRead() error
+	Reset() error
+	SetDeadline(time.Time) error
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
 func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Conn {
 	c := st.Conn()
 	if br != nil && br.Buffered() == 0 {
 		br = nil
 	}
-	return &Conn{st: st, adv: a, br: br,
+	return &Conn{st: st, sec: endpoint.ConnSecurity(c), adv: a, br: br,
 		local:  Addr{Peer: c.LocalPeer(), Pipe: a.ID},
 		remote: Addr{Peer: c.RemotePeer(), Pipe: a.ID},
 		wlock:  make(chan struct{}, 1), closed: make(chan struct{})}
@@ -145,6 +159,15 @@ func (c *Conn) Close() error {
 	if !first {
 		return c.wrap("close", ErrClosed)
 	}
+	if js, ok := c.st.(*jxtaStream); ok {
+		// JXTA's close is a full close: the other side answers it and
+		// stops sending, so nothing is left to drain.
+		if err := js.Close(); err != nil {
+			// Not wrap's ErrClosed: blocks may not have arrived.
+			return &net.OpError{Op: "close", Net: Network, Source: c.local, Addr: c.remote, Err: err}
+		}
+		return nil
+	}
 	if c.readEOF.Load() {
 		c.st.SetWriteDeadline(time.Unix(1, 0)) // unblock pending Writes
 		return c.wrap("close", c.st.Close())
@@ -183,12 +206,24 @@ func (c *Conn) LocalAddr() net.Addr { return c.local }
 // RemoteAddr implements net.Conn: the other peer and the pipe.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
 
-// RemotePeer is the peer at the other end, proven by its key.
+// RemotePeer is the peer at the other end, proven by its key; empty for
+// a JXTA peer (see RemoteAddr's JXTAPeer).
 func (c *Conn) RemotePeer() peer.ID { return c.remote.Peer }
 
 // Security names what authenticates and encrypts the connection (see
-// endpoint.Delivery.Security).
-func (c *Conn) Security() string { return endpoint.ConnSecurity(c.st.Conn()) }
+// endpoint.Delivery.Security); empty for a JXTA socket, whose transport
+// signs but does not encrypt.
+func (c *Conn) Security() string { return c.sec }
+
+// ReliableStats returns the counters of a JXTA socket's reliable layer
+// (see package jxtarel); false for a libp2p socket, whose stream
+// multiplexer does that work.
+func (c *Conn) ReliableStats() (jxtarel.Stats, bool) {
+	if js, ok := c.st.(*jxtaStream); ok {
+		return js.rel.Stats(), true
+	}
+	return jxtarel.Stats{}, false
+}
 
 // Adv returns the pipe's advertisement.
 func (c *Conn) Adv() *adv.PipeAdvertisement { return c.adv }

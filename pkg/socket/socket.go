@@ -36,7 +36,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -102,6 +104,11 @@ type Service struct {
 	mu        sync.Mutex
 	listeners map[string]*Listener
 	closed    bool
+
+	jxtaRefused  atomic.Uint64
+	jxtaRepeated atomic.Uint64
+	jxtaConns    map[string]*jxtaStream // accepted, by client peer and pipe
+	wg           sync.WaitGroup         // JXTA handshakes in progress
 }
 
 // New starts the socket service over the pipe service ps.
@@ -112,7 +119,7 @@ func New(ps *pipe.Service, opts ...Option) (*Service, error) {
 			return nil, err
 		}
 	}
-	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{}}
+	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{}, jxtaConns: map[string]*jxtaStream{}}
 	s.host.SetStreamHandler(Protocol, s.handle)
 	return s, nil
 }
@@ -135,6 +142,7 @@ func (s *Service) Close() error {
 	for _, l := range ls {
 		l.Close()
 	}
+	s.wg.Wait()
 	return nil
 }
 
@@ -165,14 +173,23 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 		return nil, err
 	}
 	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), conns: make(chan *Conn, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release}
+	if s.pipes.JXTAPeerAdv() != nil && a.Type == adv.Unicast {
+		// JXSE peers' JxtaSocket connect requests come to the pipe itself.
+		unbind, err := s.listenJXTA(l)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		l.release = func() { unbind(); release() }
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		release()
+		l.release()
 		return nil, ErrClosed
 	}
 	if _, ok := s.listeners[l.key]; ok {
-		release()
+		l.release()
 		return nil, fmt.Errorf("%w: %s", ErrBound, a.ID)
 	}
 	s.listeners[l.key] = l
@@ -324,6 +341,11 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	if a != nil && a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: sockets need a unicast or secure pipe, not %s", pipe.ErrWrongType, a.Type)
 	}
+	if targets, err := pipe.JXTATargets(opts...); err != nil {
+		return nil, err
+	} else if len(targets) > 0 && a != nil {
+		return s.dialJXTA(ctx, a, targets)
+	}
 	p, err := s.pipes.Resolve(ctx, a, Role, opts...)
 	if err != nil {
 		return nil, err
@@ -377,6 +399,9 @@ const Network = "p2pmsg"
 type Addr struct {
 	Peer peer.ID
 	Pipe id.ID
+	// JXTAPeer is the peer's JXTA peer ID, for a JXTA socket (Peer is
+	// then empty).
+	JXTAPeer id.ID
 }
 
 // Network implements net.Addr.
@@ -384,5 +409,9 @@ func (Addr) Network() string { return Network }
 
 // String is the endpoint address of the pipe at the peer.
 func (a Addr) String() string {
+	if !a.JXTAPeer.IsZero() {
+		return endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(a.JXTAPeer.String(), "urn:jxta:"),
+			Service: Role, Param: a.Pipe.String()}.String()
+	}
 	return endpoint.PeerAddress(a.Peer, Role, a.Pipe.String()).String()
 }

@@ -1,0 +1,478 @@
+package socket
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// JxtaSocket with JXSE 2.7 peers. When the pipe service's endpoint is a
+// JXTA peer (endpoint.WithJXTA), Listen on a unicast pipe also accepts
+// JXSE's JxtaSocket connections, and Dial with pipe.ToJXTAPeers connects
+// to a JXSE JxtaServerSocket. The client binds an ephemeral pipe and sends
+// a connect request to the server's pipe (namespace JXTASOC: reqPipe,
+// remPeer, stream = true); the server binds its own and answers on the
+// client's (remPipe, remPeer, stream, encrypt = false). The bytes then
+// travel as blocks of at most 64 KiB of JXTA's reliable layer (package
+// jxtarel), acknowledged as the reader reads them. Closing: once every
+// block written is acknowledged, the closer sends JXTASOC:close = close;
+// the other side answers closeACK once its own blocks are acknowledged,
+// and reads io.EOF. Only reliable (stream) sockets are offered; a JXSE
+// client asking for an unreliable one is refused (counted in Stats).
+
+const (
+	sockNS       = "JXTASOC"
+	sockReqPipe  = "reqPipe"
+	sockRemPipe  = "remPipe"
+	sockStream   = "stream"
+	sockEncrypt  = "encrypt"
+	sockClose    = "close"
+	closeMsg     = "close"
+	closeACKMsg  = "closeACK"
+	jxtaDrain    = 20 * time.Second // JXSE's closer waits so long for its blocks' acknowledgements
+	jxtaCloseACK = 5 * time.Second  // and we so long for the closeACK after them
+)
+
+// JXTAStats counts JXTA socket handshakes refused.
+type JXTAStats struct {
+	// Refused counts connect requests dropped: malformed, naming another
+	// peer than the sender, asking for an unreliable socket, or beyond
+	// the listener's backlog.
+	Refused uint64
+	// Repeated counts connect requests a client sent again for a
+	// connection already made (JXSE may send two); each is answered
+	// again, with the same connection.
+	Repeated uint64
+}
+
+// JXTAStats returns the service's JXTA socket counters.
+func (s *Service) JXTAStats() JXTAStats {
+	return JXTAStats{Refused: s.jxtaRefused.Load(), Repeated: s.jxtaRepeated.Load()}
+}
+
+// jxtaStream is a JXTA socket's byte stream: a reliable connection over a
+// pipe pair.
+type jxtaStream struct {
+	x   *pipe.JXTASession
+	rel *jxtarel.Conn
+
+	answers chan *pipe.Received // the connect response, for Dial
+	resp    *message.Message    // the connect response, for a listener
+	forget  func()              // removes an accepted stream from its service's table
+
+	rmu  sync.Mutex
+	rbuf []byte // the rest of the last block read
+	wmu  sync.Mutex
+
+	dlMu   sync.Mutex
+	rdl    time.Time
+	wdl    time.Time
+	dlWake chan struct{} // closed and replaced when a deadline changes
+
+	closeSent   atomic.Bool
+	remoteClose chan struct{} // the other side sent close
+	gotACK      chan struct{} // the other side sent closeACK
+	rcOnce      sync.Once
+	ackOnce     sync.Once
+	down        sync.Once
+	wg          sync.WaitGroup
+	ctx         context.Context
+	cancel      context.CancelFunc
+}
+
+func newJXTAStream(ps *pipe.Service, name string) (*jxtaStream, error) {
+	js := &jxtaStream{answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
+		remoteClose: make(chan struct{}), gotACK: make(chan struct{})}
+	js.ctx, js.cancel = context.WithCancel(context.Background())
+	// 20 blocks of 64 KiB in flight: JXSE's own socket window. The
+	// reliable layer sends only once the session exists: nothing arrives
+	// on a pipe before the handshake names it.
+	rel, err := jxtarel.New(func(ctx context.Context, m *message.Message) error { return js.x.Send(ctx, m) },
+		jxtarel.WithWindow(20, 20*jxtarel.MaxBlock), jxtarel.WithMaxBlock(jxtarel.MaxBlock))
+	if err != nil {
+		return nil, err
+	}
+	js.rel = rel
+	if js.x, err = ps.NewJXTASession(name, js.handle); err != nil {
+		rel.Close()
+		return nil, err
+	}
+	return js, nil
+}
+
+// handle takes a message on the socket's pipe; it runs on the
+// connection's reader.
+func (js *jxtaStream) handle(r *pipe.Received) {
+	if js.rel.Handle(r.Message) {
+		return
+	}
+	if e, ok := r.Message.Get(sockNS, sockClose); ok {
+		switch string(e.Data) {
+		case closeMsg:
+			js.rcOnce.Do(func() {
+				// Answer once our own blocks are acknowledged, off the
+				// reader; Close waits for the answer to be sent (Reset
+				// does not), so the goroutine is counted before Close
+				// can see the remote close.
+				js.wg.Add(1)
+				close(js.remoteClose)
+				js.rel.SetEOF(io.EOF)
+				go func() {
+					defer js.wg.Done()
+					ctx, cancel := context.WithTimeout(js.ctx, jxtaDrain)
+					defer cancel()
+					if js.rel.Drain(ctx) == nil {
+						js.x.Send(ctx, message.New(message.Text(sockNS, sockClose, closeACKMsg)))
+					}
+				}()
+			})
+		case closeACKMsg:
+			js.ackOnce.Do(func() { close(js.gotACK) })
+		}
+		return
+	}
+	if _, ok := r.Message.Get(sockNS, sockRemPipe); ok {
+		select {
+		case js.answers <- r:
+		default:
+		}
+	}
+}
+
+// deadlineCtx is a context ending at the deadline *dl (re-read whenever a
+// deadline changes) or when the stream is torn down.
+func (js *jxtaStream) deadlineCtx(dl *time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(js.ctx)
+	go func() {
+		for {
+			js.dlMu.Lock()
+			d, wake := *dl, js.dlWake
+			js.dlMu.Unlock()
+			var expired <-chan time.Time
+			if !d.IsZero() {
+				t := time.NewTimer(time.Until(d))
+				expired = t.C
+				defer t.Stop()
+			}
+			select {
+			case <-expired:
+				cancel()
+				return
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+func (js *jxtaStream) Read(b []byte) (int, error) {
+	js.rmu.Lock()
+	defer js.rmu.Unlock()
+	if len(js.rbuf) == 0 {
+		ctx, cancel := js.deadlineCtx(&js.rdl)
+		p, err := js.rel.Receive(ctx)
+		cancel()
+		if err != nil {
+			return 0, js.mapErr(err, ctx)
+		}
+		js.rbuf = p
+	}
+	n := copy(b, js.rbuf)
+	js.rbuf = js.rbuf[n:]
+	return n, nil
+}
+
+// mapErr turns a reliable-layer error into what net.Conn callers expect.
+func (js *jxtaStream) mapErr(err error, ctx context.Context) error {
+	switch {
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	case errors.Is(err, context.Canceled) && js.ctx.Err() != nil, errors.Is(err, jxtarel.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return timeoutError{errDeadline}
+	}
+	return err
+}
+
+var errDeadline = errors.New("i/o timeout")
+
+func (js *jxtaStream) Write(b []byte) (int, error) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	select {
+	case <-js.remoteClose:
+		return 0, fmt.Errorf("%w: the JXTA peer closed the socket", io.ErrClosedPipe)
+	default:
+	}
+	if js.closeSent.Load() {
+		return 0, ErrClosed
+	}
+	ctx, cancel := js.deadlineCtx(&js.wdl)
+	defer cancel()
+	n := 0
+	for n < len(b) {
+		k := min(len(b)-n, jxtarel.MaxBlock)
+		// The reliable layer keeps the block until it is acknowledged;
+		// the caller may reuse b at once.
+		if err := js.rel.Send(ctx, bytes.Clone(b[n:n+k])); err != nil {
+			return n, js.mapErr(err, ctx)
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// CloseWrite waits (20 s at most, or until the write deadline) until
+// every block written is acknowledged, then tells the other side, which reads io.EOF, and waits a
+// few seconds for its closeACK. It fails if blocks stayed unacknowledged:
+// they may not have arrived.
+func (js *jxtaStream) CloseWrite() error {
+	if js.closeSent.Swap(true) {
+		return nil
+	}
+	dl := time.Now().Add(jxtaDrain)
+	js.dlMu.Lock()
+	if !js.wdl.IsZero() && js.wdl.Before(dl) {
+		dl = js.wdl // a write deadline bounds the wait too
+	}
+	js.dlMu.Unlock()
+	ctx, cancel := context.WithDeadline(js.ctx, dl)
+	defer cancel()
+	if err := js.rel.Drain(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-js.remoteClose:
+		return nil // it closed first and has everything
+	default:
+	}
+	if err := js.x.Send(ctx, message.New(message.Text(sockNS, sockClose, closeMsg))); err != nil {
+		return err
+	}
+	t := time.NewTimer(jxtaCloseACK)
+	defer t.Stop()
+	select {
+	case <-js.gotACK:
+	case <-js.remoteClose:
+	case <-t.C: // everything was acknowledged: only the courtesy is missing
+	}
+	return nil
+}
+
+// CloseRead is a no-op: the reliable layer stops the other side when
+// nothing is read.
+func (js *jxtaStream) CloseRead() error { return nil }
+
+// Close closes the write side (CloseWrite) if the other side has not
+// closed, or else waits until its close is answered, then tears the
+// stream down.
+func (js *jxtaStream) Close() error {
+	var err error
+	select {
+	case <-js.remoteClose:
+		js.wg.Wait() // the closeACK is sent (bounded by jxtaDrain)
+	default:
+		err = js.CloseWrite()
+	}
+	js.teardown()
+	return err
+}
+
+// Reset tears the stream down at once.
+func (js *jxtaStream) Reset() error {
+	js.teardown()
+	return nil
+}
+
+func (js *jxtaStream) teardown() {
+	js.down.Do(func() {
+		if js.forget != nil {
+			js.forget()
+		}
+		js.cancel()
+		js.rel.Close()
+		js.x.Close()
+		js.wg.Wait()
+	})
+}
+
+func (js *jxtaStream) setDeadline(dl *time.Time, t time.Time) {
+	js.dlMu.Lock()
+	*dl = t
+	close(js.dlWake)
+	js.dlWake = make(chan struct{})
+	js.dlMu.Unlock()
+}
+
+func (js *jxtaStream) SetDeadline(t time.Time) error {
+	js.setDeadline(&js.rdl, t)
+	js.setDeadline(&js.wdl, t)
+	return nil
+}
+
+func (js *jxtaStream) SetReadDeadline(t time.Time) error {
+	js.setDeadline(&js.rdl, t)
+	return nil
+}
+
+func (js *jxtaStream) SetWriteDeadline(t time.Time) error {
+	js.setDeadline(&js.wdl, t)
+	return nil
+}
+
+// jxtaConn makes the Conn of a JXTA stream whose remote is set.
+func (s *Service) jxtaConn(js *jxtaStream, a *adv.PipeAdvertisement, self id.ID) *Conn {
+	remote, _ := js.x.Remote()
+	return &Conn{st: js, adv: a,
+		local:  Addr{Peer: s.host.ID(), Pipe: a.ID, JXTAPeer: self},
+		remote: Addr{Pipe: a.ID, JXTAPeer: remote},
+		wlock:  make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// listenJXTA takes JXSE peers' connect requests for l.
+func (s *Service) listenJXTA(l *Listener) (func(), error) {
+	return s.pipes.ListenJXTA(l.adv, func(r *pipe.Received) {
+		h, err := pipe.ParseJXTAHandshake(r.Message, sockNS, sockReqPipe, sockStream)
+		if err != nil || !h.Reliable || !r.FromJXTA.IsZero() && h.Peer != r.FromJXTA {
+			s.jxtaRefused.Add(1)
+			return
+		}
+		// JXSE may send a request twice (two resolutions of the server
+		// pipe racing): the same client pipe gets the same connection,
+		// and the answer again, in case the first was lost.
+		key := h.Peer.String() + " " + h.Pipe.ID.String()
+		s.mu.Lock()
+		js := s.jxtaConns[key]
+		s.mu.Unlock()
+		if js != nil {
+			s.jxtaRepeated.Add(1)
+			if js.resp != nil {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
+					defer cancel()
+					js.x.Send(ctx, js.resp)
+				}()
+			}
+			return
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			s.jxtaRefused.Add(1) // backlog full: the JXSE client times out
+			return
+		}
+		// Off the reader: binding a pipe and answering.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if c := s.acceptJXTA(l, h); c == nil || !l.enqueue(c) {
+				<-l.slots
+				if c != nil {
+					c.st.Reset()
+				}
+			}
+		}()
+	})
+}
+
+// acceptJXTA answers a connect request and returns the connection.
+func (s *Service) acceptJXTA(l *Listener, h pipe.JXTAHandshake) *Conn {
+	js, err := newJXTAStream(s.pipes, l.adv.Name)
+	if err != nil {
+		return nil
+	}
+	js.x.SetRemote(h.Peer, h.Pipe.ID)
+	resp, err := s.pipes.JXTAHandshakeMessage(sockNS, sockRemPipe, js.x,
+		message.Text(sockNS, sockStream, "true"), message.Text(sockNS, sockEncrypt, "false"))
+	key := h.Peer.String() + " " + h.Pipe.ID.String()
+	s.mu.Lock()
+	if s.jxtaConns[key] != nil || s.closed {
+		s.mu.Unlock()
+		js.teardown()
+		return nil
+	}
+	js.resp = resp
+	s.jxtaConns[key] = js
+	s.mu.Unlock()
+	js.forget = func() {
+		s.mu.Lock()
+		if s.jxtaConns[key] == js {
+			delete(s.jxtaConns, key)
+		}
+		s.mu.Unlock()
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
+		err = js.x.Send(ctx, resp)
+		cancel()
+	}
+	if err != nil {
+		js.teardown()
+		return nil
+	}
+	self, _ := pipe.ParseJXTAPeerAdv(s.pipes.JXTAPeerAdv())
+	return s.jxtaConn(js, l.adv, self)
+}
+
+// dialJXTA connects to a JXSE JxtaServerSocket on a among the JXTA peers
+// at addrs.
+func (s *Service) dialJXTA(ctx context.Context, a *adv.PipeAdvertisement, addrs []string) (*Conn, error) {
+	if a.Type != adv.Unicast {
+		return nil, fmt.Errorf("%w: only unicast pipes are shared with JXTA peers (their transport does not encrypt)", pipe.ErrWrongType)
+	}
+	server, err := s.pipes.ResolveJXTA(ctx, a, addrs...)
+	if err != nil {
+		return nil, err
+	}
+	js, err := newJXTAStream(s.pipes, a.Name+".remote")
+	if err != nil {
+		return nil, err
+	}
+	js.x.SetRemote(server, id.ID{}) // only the server may answer
+	req, err := s.pipes.JXTAHandshakeMessage(sockNS, sockReqPipe, js.x, message.Text(sockNS, sockStream, "true"))
+	if err != nil {
+		js.teardown()
+		return nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	if err := s.pipes.SendJXTA(hctx, server, a.ID, req); err != nil {
+		js.teardown()
+		return nil, fmt.Errorf("socket: connecting to JXTA peer %s: %w", server, err)
+	}
+	for {
+		select {
+		case r := <-js.answers:
+			h, err := pipe.ParseJXTAHandshake(r.Message, sockNS, sockRemPipe, sockStream)
+			if err != nil || h.Peer != server || !h.Reliable {
+				s.jxtaRefused.Add(1)
+				continue
+			}
+			js.x.SetRemote(server, h.Pipe.ID)
+			self, _ := pipe.ParseJXTAPeerAdv(s.pipes.JXTAPeerAdv())
+			return s.jxtaConn(js, a, self), nil
+		case <-hctx.Done():
+			js.teardown()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: JXTA peer %s did not answer within %v", ErrRefused, server, handshakeTimeout)
+		}
+	}
+}

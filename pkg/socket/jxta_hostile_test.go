@@ -1,0 +1,172 @@
+package socket_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// hostileJXTA is a JXTA peer (a real jxtatcp transport) that speaks
+// JxtaSocket's handshake by hand and then misbehaves.
+type hostileJXTA struct {
+	t       *jxtatcp.Transport
+	ident   *jxtatcp.Identity
+	pipe    *adv.PipeAdvertisement // its ephemeral pipe
+	resp    chan *message.Message
+	blocks  atomic.Int64 // reliable blocks it received
+	ackRecv atomic.Int64
+}
+
+func newHostileJXTA(t *testing.T) *hostileJXTA {
+	t.Helper()
+	h := &hostileJXTA{resp: make(chan *message.Message, 4)}
+	var err error
+	if h.ident, err = jxtatcp.NewIdentity(); err != nil {
+		t.Fatal(err)
+	}
+	if h.pipe, err = adv.New(adv.Unicast, "hostile.remote", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.t, err = jxtatcp.New(h.ident, func(in *jxtatcp.Incoming) {
+		if _, ok := in.Message.Get("JXTASOC", "remPipe"); ok {
+			select {
+			case h.resp <- in.Message:
+			default:
+			}
+		}
+		for e := range in.Message.Namespace(jxtarel.Namespace) {
+			if e.Name == "ack" {
+				h.ackRecv.Add(1)
+			} else {
+				h.blocks.Add(1)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.t.Close() })
+	return h
+}
+
+// connect sends a connect request for server pipe a at addr and waits for
+// the answer; it returns the server's ephemeral pipe ID.
+func (h *hostileJXTA) connect(t *testing.T, ctx context.Context, addr string, a *adv.PipeAdvertisement) string {
+	t.Helper()
+	advXML, err := h.pipe.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, h.ident.ID())
+	req := message.New(
+		message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
+		message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)},
+		message.Text("JXTASOC", "stream", "true"))
+	if err := h.t.Send(ctx, addr, "PipeService", a.ID.String(), req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-h.resp:
+		e, _ := m.Get("JXTASOC", "remPipe")
+		rp, err := adv.Parse(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rp.ID.String()
+	case <-ctx.Done():
+		t.Fatal("no connect response")
+	}
+	return ""
+}
+
+// A JXTA peer that never acknowledges holds a writer to the socket's
+// window (20 blocks of 64 KiB): a 50 MiB Write stops there, times out at
+// its deadline, and Close reports that what was written may not have
+// arrived instead of claiming success.
+func TestJXTAPeerThatNeverAcknowledges(t *testing.T) {
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "hostile-noack")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	n, err := c.Write(make([]byte, 50<<20))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write to a peer that never acknowledges: %d bytes, %v", n, err)
+	}
+	if n > 20*jxtarel.MaxBlock {
+		t.Fatalf("%d bytes accepted beyond the window", n)
+	}
+	if err := c.Close(); err == nil || errors.Is(err, socket.ErrClosed) {
+		t.Fatalf("Close claimed the unacknowledged bytes arrived: %v", err)
+	}
+	if h.blocks.Load() == 0 {
+		t.Fatal("the peer got no block: the test proved nothing")
+	}
+}
+
+// A JXTA peer that floods a socket nobody reads, with blocks far ahead,
+// oversized blocks and more than the receive buffer, costs at most the
+// buffer; the rest is dropped and counted.
+func TestJXTABlockFlood(t *testing.T) {
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "hostile-flood")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	serverPipe := h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send := func(seq int, size int) {
+		m := message.New(message.Element{Namespace: jxtarel.Namespace, Name: strconv.Itoa(seq), MIME: jxtarel.BlockMIME, Data: make([]byte, size)})
+		if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1_000_000, 100)              // far ahead
+	send(1, 1<<20)                    // larger than JXSE ever sends
+	for seq := 2; seq <= 300; seq++ { // the application never reads block 1
+		send(seq, jxtarel.MaxBlock)
+	}
+	var st jxtarel.Stats
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ = c.ReliableStats()
+		if st.BlocksReceived >= 301 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.BlocksReceived < 301 || st.DroppedAhead+st.DroppedFull < 200 || st.Oversized != 1 {
+		t.Fatalf("flood not bounded and counted: %+v", st)
+	}
+	// Kept: at most the buffer's 100 blocks (JXSE's queue) and 8 MiB.
+	if kept := st.BlocksReceived - st.DroppedAhead - st.DroppedFull - st.Oversized - st.Duplicates; kept > 100 {
+		t.Fatalf("%d blocks kept", kept)
+	}
+}
