@@ -199,7 +199,7 @@ type Conn struct {
 	inflight int64
 	srtt     time.Duration
 	rttvar   time.Duration
-	hole     bool // the last acknowledgement had selective ones
+	hole     bool          // the last acknowledgement had selective ones
 	room     chan struct{} // closed and replaced when the window opens
 	// receiver
 	taken    int32 // highest sequence number taken by Receive
