@@ -208,3 +208,27 @@ func TestJXTAUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLabRTTJXTA: `lab rtt` measures p2pmsg with a live JXSE 2.7 peer at
+// every JXTA layer, beside JXSE against itself, in one study.
+func TestLabRTTJXTA(t *testing.T) {
+	jxse.Require(t)
+	layers := "jxta-endpoint,jxse-endpoint,jxta-pipe,jxse-pipe,jxta-socket,jxse-socket"
+	r := run(t, nil, "lab", "rtt", "--layer", layers, "--sizes", "1,1K", "--warmup", "5", "--runs", "3", "--pairs", "2",
+		"--baseline", "jxse-endpoint", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rtt: exit %d: %s", r.code, r.stderr)
+	}
+	seen := map[string]int{}
+	for _, row := range jsonRows(t, r.stdout, 12, "layer", "size", "rtt_ns", "ratio_to_baseline") {
+		if row["rtt_ns"].(float64) <= 0 {
+			t.Errorf("row %v: no round trip time", row)
+		}
+		seen[row["layer"].(string)]++
+	}
+	for _, l := range strings.Split(layers, ",") {
+		if seen[l] != 2 {
+			t.Errorf("layer %s: %d rows, want 2", l, seen[l])
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -14,15 +15,21 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/lab"
 )
 
-// labLayers are the layers `lab rtt` can measure, by name.
-func labLayers() map[string]lab.Layer {
-	return map[string]lab.Layer{
+// labLayers are the layers `lab rtt` can measure, by name; the JXTA ones
+// share j's live JXSE peers.
+func labLayers(j *lab.JXSE) map[string]lab.Layer {
+	m := map[string]lab.Layer{
 		"tcp":      lab.TCPLayer{},
 		"stream":   lab.StreamLayer{NewHost: lab.NodeHost},
 		"endpoint": lab.EndpointLayer{},
 		"pipe":     lab.PipeLayer{},
 		"socket":   lab.SocketLayer{},
 	}
+	for _, k := range []string{lab.JXTAEndpoint, lab.JXTAPipe, lab.JXTASocket} {
+		m["jxta-"+k] = lab.JXTALayer{Kind: k, JXSE: j}
+		m["jxse-"+k] = lab.JXSEReferenceLayer{Kind: k, JXSE: j}
+	}
+	return m
 }
 
 func newLabCmd() *cobra.Command {
@@ -61,14 +68,24 @@ row also gives the median over rounds of the layer's run time divided by the
 baseline's in the same round, the steadier figure for a ratio between layers
 (bandwidth ratios are its inverse).
 
-Layers: ` + strings.Join(lab.LayerNames(labLayers()), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
+Layers: ` + strings.Join(lab.LayerNames(labLayers(nil)), ", ") + ` (tcp is raw TCP with TCP_NODELAY,
 stream a raw libp2p stream with a 4-byte length prefix between hosts
 configured as p2pmsg nodes, endpoint the endpoint service, pipe a unicast
 output pipe to an input pipe that echoes through a second pipe, socket a
-socket connection echoing every byte).`,
+socket connection echoing every byte).
+
+The jxta-* layers measure p2pmsg with a live, unmodified JXSE 2.7 peer on
+JXTA's own TCP transport (signed, as JXSE signs by default), echoing at its
+endpoint, pipe or JxtaServerSocket; jxse-* measure a second JXSE peer to the
+same echoes, the JXSE-to-JXSE reference, timed in its JVM. They need Java
+and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
+
+  p2pmsg lab rtt --layer jxta-endpoint,jxse-endpoint,jxta-pipe,jxse-pipe,jxta-socket,jxse-socket --sizes 1,1K,64K --warmup 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			known := labLayers()
+			jx := &lab.JXSE{}
+			defer jx.Close()
+			known := labLayers(jx)
 			var chosen []lab.Layer
 			for _, name := range strings.Split(layers, ",") {
 				name = strings.TrimSpace(name)
@@ -119,8 +136,12 @@ socket connection echoing every byte).`,
 			}
 			fmt.Fprintln(tw, head)
 			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%d\t", r.Layer, r.Transport, lab.FormatSize(r.Size),
-					r.RTT, r.Latency, formatRate(r.Bandwidth), r.WireBytes)
+				wire := strconv.Itoa(r.WireBytes)
+				if r.WireBytes == 0 && strings.HasPrefix(r.Layer, "jx") {
+					wire = "n/a" // not measured on JXTA's transport
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\t", r.Layer, r.Transport, lab.FormatSize(r.Size),
+					r.RTT, r.Latency, formatRate(r.Bandwidth), wire)
 				if baseline != "" {
 					fmt.Fprintf(tw, "%.3f\t", r.Ratio)
 				}

@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // Coordinates of the reference implementation.
@@ -45,8 +44,19 @@ func Available() error {
 	return setupErr
 }
 
+// TB is the part of testing.TB the helpers use; the package does not
+// import testing, so that tools (p2pmsg lab) can run live peers too.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
 // Require skips t when the oracle cannot run, or fails it under CI.
-func Require(t testing.TB) {
+func Require(t TB) {
 	t.Helper()
 	if err := Available(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -58,7 +68,7 @@ func Require(t testing.TB) {
 
 // Run runs the compiled helper class with args, feeding stdin, and returns
 // its standard output. A non-zero exit fails t with the helper's stderr.
-func Run(t testing.TB, class string, stdin []byte, args ...string) []byte {
+func Run(t TB, class string, stdin []byte, args ...string) []byte {
 	t.Helper()
 	Require(t)
 	out, err := Exec(class, stdin, args...)
@@ -68,7 +78,7 @@ func Run(t testing.TB, class string, stdin []byte, args ...string) []byte {
 	return out
 }
 
-// Exec is Run without a testing.TB, for tools that regenerate fixtures.
+// Exec is Run without a TB, for tools that regenerate fixtures.
 func Exec(class string, stdin []byte, args ...string) ([]byte, error) {
 	if err := Available(); err != nil {
 		return nil, err

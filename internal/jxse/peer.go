@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -66,13 +65,14 @@ type Peer struct {
 	ID   string
 	Port int
 
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	mu      sync.Mutex // one command at a time
-	recv    chan Received
-	replies chan string
-	done    chan struct{}
-	stderr  *tail
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	mu       sync.Mutex // one command at a time
+	recv     chan Received
+	replies  chan string
+	done     chan struct{}
+	stderr   *tail
+	stopOnce sync.Once
 }
 
 // Received is a message the peer's StudySvc/ep listener got (Kind
@@ -96,7 +96,7 @@ func (p *Peer) Addr() string { return "tcp://127.0.0.1:" + strconv.Itoa(p.Port) 
 
 // StartPeer starts a JXSE peer and waits until it is ready; it stops when
 // t ends. Without Java, Maven or the jars it skips t (fails it under CI).
-func StartPeer(t testing.TB, o PeerOptions) *Peer {
+func StartPeer(t TB, o PeerOptions) *Peer {
 	t.Helper()
 	Require(t)
 	cp, err := peerClassPath()
@@ -107,8 +107,9 @@ func StartPeer(t testing.TB, o PeerOptions) *Peer {
 		t.Skipf("JXSE peer unavailable: %v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		p, err := startPeer(t, cp, o)
+		p, err := startPeer(cp, o, t.TempDir())
 		if err == nil {
+			t.Cleanup(func() { p.Close() })
 			return p
 		}
 		if attempt == 2 {
@@ -118,7 +119,23 @@ func StartPeer(t testing.TB, o PeerOptions) *Peer {
 	}
 }
 
-func startPeer(t testing.TB, cp string, o PeerOptions) (*Peer, error) {
+// Launch starts a JXSE peer with its home directory in home, for tools;
+// Close stops it.
+func Launch(o PeerOptions, home string) (*Peer, error) {
+	cp, err := peerClassPath()
+	if err != nil {
+		return nil, err
+	}
+	return startPeer(cp, o, home)
+}
+
+// Close stops the peer.
+func (p *Peer) Close() error {
+	p.stopOnce.Do(p.stop)
+	return nil
+}
+
+func startPeer(cp string, o PeerOptions, home string) (*Peer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -127,7 +144,7 @@ func startPeer(t testing.TB, cp string, o PeerOptions) (*Peer, error) {
 	if o.Unsigned {
 		args = append(args, "-Dnet.jxta.endpoint.WireFormatMessageFactory.CBJX_DISABLE=true")
 	}
-	args = append(args, "JxsePeer", "p2pmsg-test", strconv.Itoa(port), t.TempDir())
+	args = append(args, "JxsePeer", "p2pmsg-test", strconv.Itoa(port), home)
 	cmd := exec.Command("java", args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -156,7 +173,6 @@ func startPeer(t testing.TB, cp string, o PeerOptions) (*Peer, error) {
 		cmd.Wait()
 		return nil, fmt.Errorf("JXSE peer not ready after 2 minutes: %s", p.stderr)
 	}
-	t.Cleanup(p.stop)
 	return p, nil
 }
 

@@ -579,7 +579,7 @@ type conn struct {
 }
 
 func newConn(t *Transport, nc net.Conn) *conn {
-	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10)}
 }
 
 // handshake sends this end's welcome and reads the other's; dest is what

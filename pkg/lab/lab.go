@@ -53,6 +53,14 @@ type Batcher interface {
 	RoundTrips(ctx context.Context, payload []byte, n int) error
 }
 
+// TimedBatcher is a Pair that times its own runs of n pairs: RunRTT takes
+// the time it reports instead of the wall time around the call. The
+// JXSE-to-JXSE reference layers are timed so, inside the JVM, which the
+// command that starts a run would otherwise be counted in.
+type TimedBatcher interface {
+	TimedRoundTrips(ctx context.Context, payload []byte, n int) (time.Duration, error)
+}
+
 // Layer sets up pairs for one communication layer.
 type Layer interface {
 	Name() string
@@ -207,11 +215,11 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 	for _, size := range sizes {
 		for r := range runs {
 			for _, i := range order.next() {
-				start := time.Now()
-				if err := roundTrips(ctx, open[i], payload[:size], pairs); err != nil {
+				d, err := timedRoundTrips(ctx, open[i], payload[:size], pairs)
+				if err != nil {
 					return fail(i, fmt.Errorf("size %d: %w", size, err))
 				}
-				times[i][r] = time.Since(start) / time.Duration(pairs)
+				times[i][r] = d / time.Duration(pairs)
 			}
 		}
 		for i, layer := range cfg.Layers {
@@ -256,8 +264,23 @@ func (o *roundOrder) next() []int {
 	return o.perm
 }
 
+// timedRoundTrips runs n consecutive message/echo pairs on p and returns
+// their time.
+func timedRoundTrips(ctx context.Context, p Pair, payload []byte, n int) (time.Duration, error) {
+	if t, ok := p.(TimedBatcher); ok {
+		return t.TimedRoundTrips(ctx, payload, n)
+	}
+	start := time.Now()
+	err := roundTrips(ctx, p, payload, n)
+	return time.Since(start), err
+}
+
 // roundTrips runs n consecutive message/echo pairs on p.
 func roundTrips(ctx context.Context, p Pair, payload []byte, n int) error {
+	if t, ok := p.(TimedBatcher); ok {
+		_, err := t.TimedRoundTrips(ctx, payload, n)
+		return err
+	}
 	if b, ok := p.(Batcher); ok {
 		return b.RoundTrips(ctx, payload, n)
 	}

@@ -1,7 +1,6 @@
 package socket
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,8 +23,8 @@ import (
 // a connect request to the server's pipe (namespace JXTASOC: reqPipe,
 // remPeer, stream = true); the server binds its own and answers on the
 // client's (remPipe, remPeer, stream, encrypt = false). The bytes then
-// travel as blocks of at most 64 KiB of JXTA's reliable layer (package
-// jxtarel), acknowledged as the reader reads them. Closing: once every
+// travel as blocks of JXTA's reliable layer (package jxtarel; at most
+// WithJXTABlockSize each), acknowledged as the reader reads them. Closing: once every
 // block written is acknowledged, the closer sends JXTASOC:close = close;
 // the other side answers closeACK once its own blocks are acknowledged,
 // and reads io.EOF. Only reliable (stream) sockets are offered; a JXSE
@@ -64,16 +63,26 @@ func (s *Service) JXTAStats() JXTAStats {
 // jxtaStream is a JXTA socket's byte stream: a reliable connection over a
 // pipe pair.
 type jxtaStream struct {
-	x   *pipe.JXTASession
-	rel *jxtarel.Conn
+	x     *pipe.JXTASession
+	rel   *jxtarel.Conn
+	block int // the largest block Write sends
 
 	answers chan *pipe.Received // the connect response, for Dial
 	resp    *message.Message    // the connect response, for a listener
 	forget  func()              // removes an accepted stream from its service's table
 
 	rmu  sync.Mutex
-	rbuf []byte // the rest of the last block read
-	wmu  sync.Mutex
+	rbuf []byte     // the rest of the last block read
+	wmu  sync.Mutex // one Write at a time
+
+	// Bytes written wait in pending for the writer goroutine.
+	pmu         sync.Mutex
+	pending     []byte
+	inBlock     bool          // the writer is sending a block
+	werr        error         // why the writer stopped
+	drained     chan struct{} // closed and replaced when pending or inBlock change
+	kick        chan struct{}
+	startWriter sync.Once
 
 	dlMu   sync.Mutex
 	rdl    time.Time
@@ -86,20 +95,22 @@ type jxtaStream struct {
 	rcOnce      sync.Once
 	ackOnce     sync.Once
 	down        sync.Once
-	wg          sync.WaitGroup
+	wg          sync.WaitGroup // the writer
+	ackWG       sync.WaitGroup // the closeACK answer
 	ctx         context.Context
 	cancel      context.CancelFunc
 }
 
-func newJXTAStream(ps *pipe.Service, name string) (*jxtaStream, error) {
-	js := &jxtaStream{answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
+func newJXTAStream(ps *pipe.Service, name string, block int) (*jxtaStream, error) {
+	js := &jxtaStream{block: block, answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
+		drained: make(chan struct{}), kick: make(chan struct{}, 1),
 		remoteClose: make(chan struct{}), gotACK: make(chan struct{})}
 	js.ctx, js.cancel = context.WithCancel(context.Background())
-	// 20 blocks of 64 KiB in flight: JXSE's own socket window. The
-	// reliable layer sends only once the session exists: nothing arrives
-	// on a pipe before the handshake names it.
+	// 20 blocks in flight: JXSE's own socket window. The reliable layer
+	// sends only once the session exists: nothing arrives on a pipe
+	// before the handshake names it.
 	rel, err := jxtarel.New(func(ctx context.Context, m *message.Message) error { return js.x.Send(ctx, m) },
-		jxtarel.WithWindow(20, 20*jxtarel.MaxBlock), jxtarel.WithMaxBlock(jxtarel.MaxBlock))
+		jxtarel.WithWindow(20, 20*int64(block)), jxtarel.WithMaxBlock(maxJXTABlock))
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +136,11 @@ func (js *jxtaStream) handle(r *pipe.Received) {
 				// reader; Close waits for the answer to be sent (Reset
 				// does not), so the goroutine is counted before Close
 				// can see the remote close.
-				js.wg.Add(1)
+				js.ackWG.Add(1)
 				close(js.remoteClose)
 				js.rel.SetEOF(io.EOF)
 				go func() {
-					defer js.wg.Done()
+					defer js.ackWG.Done()
 					ctx, cancel := context.WithTimeout(js.ctx, jxtaDrain)
 					defer cancel()
 					if js.rel.Drain(ctx) == nil {
@@ -210,6 +221,11 @@ func (js *jxtaStream) mapErr(err error, ctx context.Context) error {
 
 var errDeadline = errors.New("i/o timeout")
 
+// Write queues b's bytes for the stream's writer goroutine, waiting while
+// a block's worth is already queued. The writer sends what is queued as
+// one block whenever the reliable layer takes one, so small writes made
+// while a block is being signed and sent go out together, and a lone
+// write goes out at once.
 func (js *jxtaStream) Write(b []byte) (int, error) {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
@@ -221,19 +237,106 @@ func (js *jxtaStream) Write(b []byte) (int, error) {
 	if js.closeSent.Load() {
 		return 0, ErrClosed
 	}
-	ctx, cancel := js.deadlineCtx(&js.wdl)
-	defer cancel()
+	js.startWriter.Do(func() {
+		js.wg.Add(1)
+		go js.writer()
+	})
+	var ctx context.Context
 	n := 0
 	for n < len(b) {
-		k := min(len(b)-n, jxtarel.MaxBlock)
-		// The reliable layer keeps the block until it is acknowledged;
-		// the caller may reuse b at once.
-		if err := js.rel.Send(ctx, bytes.Clone(b[n:n+k])); err != nil {
-			return n, js.mapErr(err, ctx)
+		js.pmu.Lock()
+		if js.werr != nil {
+			err := js.werr
+			js.pmu.Unlock()
+			return n, err
 		}
-		n += k
+		if room := js.block - len(js.pending); room > 0 {
+			k := min(room, len(b)-n)
+			js.pending = append(js.pending, b[n:n+k]...)
+			n += k
+			js.pmu.Unlock()
+			js.kickWriter()
+			continue
+		}
+		drained := js.drained
+		js.pmu.Unlock()
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = js.deadlineCtx(&js.wdl)
+			defer cancel()
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return n, js.mapErr(ctx.Err(), ctx)
+		}
 	}
 	return n, nil
+}
+
+func (js *jxtaStream) kickWriter() {
+	select {
+	case js.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writer sends the queued bytes as blocks.
+func (js *jxtaStream) writer() {
+	defer js.wg.Done()
+	for {
+		js.pmu.Lock()
+		blk := js.pending
+		js.pending = nil
+		if blk != nil {
+			js.inBlock = true
+			close(js.drained)
+			js.drained = make(chan struct{})
+		}
+		js.pmu.Unlock()
+		if blk == nil {
+			select {
+			case <-js.kick:
+				continue
+			case <-js.ctx.Done():
+				return
+			}
+		}
+		// The reliable layer keeps blk until it is acknowledged.
+		err := js.rel.Send(js.ctx, blk)
+		js.pmu.Lock()
+		js.inBlock = false
+		if err != nil && js.werr == nil {
+			js.werr = err
+		}
+		close(js.drained)
+		js.drained = make(chan struct{})
+		js.pmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// flushWrites waits until the writer has handed every queued byte to the
+// reliable layer.
+func (js *jxtaStream) flushWrites(ctx context.Context) error {
+	for {
+		js.pmu.Lock()
+		idle, err, drained := len(js.pending) == 0 && !js.inBlock, js.werr, js.drained
+		js.pmu.Unlock()
+		if err != nil {
+			return err
+		}
+		if idle {
+			return nil
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // CloseWrite waits (20 s at most, or until the write deadline) until
@@ -252,6 +355,9 @@ func (js *jxtaStream) CloseWrite() error {
 	js.dlMu.Unlock()
 	ctx, cancel := context.WithDeadline(js.ctx, dl)
 	defer cancel()
+	if err := js.flushWrites(ctx); err != nil {
+		return err
+	}
 	if err := js.rel.Drain(ctx); err != nil {
 		return err
 	}
@@ -284,7 +390,7 @@ func (js *jxtaStream) Close() error {
 	var err error
 	select {
 	case <-js.remoteClose:
-		js.wg.Wait() // the closeACK is sent (bounded by jxtaDrain)
+		js.ackWG.Wait() // the closeACK is sent (bounded by jxtaDrain)
 	default:
 		err = js.CloseWrite()
 	}
@@ -306,6 +412,7 @@ func (js *jxtaStream) teardown() {
 		js.cancel()
 		js.rel.Close()
 		js.x.Close()
+		js.ackWG.Wait()
 		js.wg.Wait()
 	})
 }
@@ -393,7 +500,7 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 
 // acceptJXTA answers a connect request and returns the connection.
 func (s *Service) acceptJXTA(l *Listener, h pipe.JXTAHandshake) *Conn {
-	js, err := newJXTAStream(s.pipes, l.adv.Name)
+	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock)
 	if err != nil {
 		return nil
 	}
@@ -440,7 +547,7 @@ func (s *Service) dialJXTA(ctx context.Context, a *adv.PipeAdvertisement, addrs 
 	if err != nil {
 		return nil, err
 	}
-	js, err := newJXTAStream(s.pipes, a.Name+".remote")
+	js, err := newJXTAStream(s.pipes, a.Name+".remote", s.opts.jxtaBlock)
 	if err != nil {
 		return nil, err
 	}

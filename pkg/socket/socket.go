@@ -78,7 +78,10 @@ var (
 // handshakeTimeout bounds how long either side waits for the handshake.
 const handshakeTimeout = 10 * time.Second
 
-type options struct{ backlog int }
+type options struct {
+	backlog   int
+	jxtaBlock int
+}
 
 // Option configures a Service.
 type Option func(*options) error
@@ -91,6 +94,31 @@ func WithBacklog(n int) Option {
 			return fmt.Errorf("%w: backlog %d out of [1, 4096]", ErrBadOption, n)
 		}
 		o.backlog = n
+		return nil
+	}
+}
+
+// DefaultJXTABlockSize is the default largest block a JXTA socket sends
+// (see WithJXTABlockSize).
+const DefaultJXTABlockSize = 256 << 10
+
+// maxJXTABlock bounds a block a JXTA socket accepts: four times what
+// p2pmsg sends by default, sixteen times JXSE's.
+const maxJXTABlock = 1 << 20
+
+// WithJXTABlockSize sets the largest block of JXTA's reliable layer a JXTA
+// socket sends (default DefaultJXTABlockSize; 1 KiB to 1 MiB). JXSE's own
+// sockets send at most 64 KiB (its messenger's MTU) and receive blocks of
+// any size. Every block costs a signature at each end when signing is on
+// (the block's CBJX trailer, then its acknowledgement, RSA both), so
+// larger blocks move more bytes per signature; 64 KiB sends exactly as
+// JXSE does.
+func WithJXTABlockSize(n int) Option {
+	return func(o *options) error {
+		if n < 1<<10 || n > maxJXTABlock {
+			return fmt.Errorf("%w: JXTA block size %d out of [1 KiB, 1 MiB]", ErrBadOption, n)
+		}
+		o.jxtaBlock = n
 		return nil
 	}
 }
@@ -113,7 +141,7 @@ type Service struct {
 
 // New starts the socket service over the pipe service ps.
 func New(ps *pipe.Service, opts ...Option) (*Service, error) {
-	o := options{backlog: 64}
+	o := options{backlog: 64, jxtaBlock: DefaultJXTABlockSize}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err

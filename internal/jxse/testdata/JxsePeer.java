@@ -76,6 +76,20 @@
 //                                    acknowledged and the close is too);
 //                                    answers "OK <ns from connected to
 //                                    closed>"
+//   eprun <endpoint address> <n> <size>
+//   piperun <out pipe ID> <in pipe ID> <peer ID> <n> <size>
+//   sockrun <pipe ID> <peer ID> <n> <size>
+//                                    n round trips of a size-byte payload
+//                                    (study:text of size "x"; for sockrun
+//                                    size bytes written, then read back),
+//                                    one at a time, through another peer's
+//                                    StudySvc/echo, pipeecho, or socklisten
+//                                    in echo mode; the messenger, pipes or
+//                                    socket are made at the first call and
+//                                    kept for the next ones (so each call
+//                                    times round trips only); answers
+//                                    "OK <total ns>" (p2pmsg lab rtt's
+//                                    JXSE-to-JXSE reference)
 //   quit
 //
 // Its StudySvc/echo listener sends every message back to its source's
@@ -90,6 +104,7 @@
 //
 // Usage: JxsePeer <name> <port> <home directory>
 import java.io.BufferedReader;
+import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.File;
 import java.io.IOException;
@@ -168,6 +183,24 @@ public class JxsePeer {
             rtt[i] = t1 - t0;
         }
         return median(rtt);
+    }
+
+    // totalRTT makes n round trips of a size-character study:text message,
+    // each sent once the answer to the last arrived on answers, and returns
+    // their total time in nanoseconds, or -1 when an answer took over 30 s.
+    static long totalRTT(int n, int size, Sender s, LinkedBlockingQueue<Long> answers) throws Exception {
+        char[] c = new char[size];
+        Arrays.fill(c, 'x');
+        String text = new String(c);
+        answers.clear();
+        long t0 = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            s.send(textMessage(text));
+            if (answers.poll(30, TimeUnit.SECONDS) == null) {
+                return -1;
+            }
+        }
+        return System.nanoTime() - t0;
     }
 
     static long median(long[] v) {
@@ -615,6 +648,50 @@ public class JxsePeer {
                         s.close();
                     }
                     say("OK " + median(rtt));
+                } else if (f[0].equals("eprun") && f.length == 3) {
+                    String[] g = f[2].split(" ");
+                    Messenger to = (Messenger) keep.get("eprun " + f[1]);
+                    if (to == null) {
+                        to = ep.getMessenger(new EndpointAddress(f[1]));
+                        keep.put("eprun " + f[1], to);
+                    }
+                    final Messenger msgr = to;
+                    long t = totalRTT(Integer.parseInt(g[0]), Integer.parseInt(g[1]), m -> msgr.sendMessage(m), replies);
+                    say(t >= 0 ? "OK " + t : "ERR no echo within 30 s");
+                } else if (f[0].equals("piperun") && f.length == 3) {
+                    String[] g = f[2].split(" ");
+                    String k = "piperun " + f[1] + " " + g[0];
+                    @SuppressWarnings("unchecked")
+                    LinkedBlockingQueue<Long> got = (LinkedBlockingQueue<Long>) keep.get(k + " q");
+                    if (got == null) {
+                        final LinkedBlockingQueue<Long> q = new LinkedBlockingQueue<Long>();
+                        keep.put(k + " in", pipes.createInputPipe(pipeAdv(g[0]), ev -> q.add(System.nanoTime())));
+                        keep.put(k + " out", pipes.createOutputPipe(pipeAdv(f[1]), Collections.singleton(peerID(g[1])), 30000));
+                        keep.put(k + " q", q);
+                        got = q;
+                    }
+                    final OutputPipe op = (OutputPipe) keep.get(k + " out");
+                    long t = totalRTT(Integer.parseInt(g[2]), Integer.parseInt(g[3]), m -> op.send(m), got);
+                    say(t >= 0 ? "OK " + t : "ERR no echo within 30 s");
+                } else if (f[0].equals("sockrun") && f.length == 3) {
+                    String[] g = f[2].split(" ");
+                    String k = "sockrun " + f[1] + " " + g[0];
+                    JxtaSocket s = (JxtaSocket) keep.get(k);
+                    if (s == null) {
+                        s = sockOpen(group, f[1], g[0]);
+                        keep.put(k, s);
+                    }
+                    int n = Integer.parseInt(g[1]);
+                    byte[] b = new byte[Integer.parseInt(g[2])];
+                    OutputStream out = s.getOutputStream();
+                    DataInputStream is = new DataInputStream(s.getInputStream());
+                    long t0 = System.nanoTime();
+                    for (int i = 0; i < n; i++) {
+                        out.write(b);
+                        out.flush();
+                        is.readFully(b);
+                    }
+                    say("OK " + (System.nanoTime() - t0));
                 } else if (f[0].equals("socksendrate") && f.length == 3) {
                     String[] g = f[2].split(" ");
                     byte[] b = pattern(Integer.parseInt(g[1]));
