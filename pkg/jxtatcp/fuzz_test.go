@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
@@ -151,5 +152,35 @@ func FuzzVerifyFingerprint(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 'x', 0, 0, 0, 1, 'y', 0, 0, 0, 1, 'z'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		verifyFingerprint(b)
+	})
+}
+
+// FuzzUnmarshalSigned feeds a signing transport what a JXTA peer could put
+// in a reliable JxtaBiDiPipe block: a message and a CBJX trailer.
+func FuzzUnmarshalSigned(f *testing.F) {
+	ident, err := NewIdentity()
+	if err != nil {
+		f.Fatal(err)
+	}
+	tr, err := New(ident, func(*Incoming) {})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer tr.Close()
+	signed, err := tr.MarshalSigned(message.New(message.Text("study", "text", "bidi message 1")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(signed)
+	f.Add(signed[:len(signed)-1])
+	f.Add(signed[:len(signed)-200])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, signer, err := tr.UnmarshalSigned(b)
+		if err != nil {
+			return
+		}
+		if m == nil || signer.Kind() != id.KindPeer {
+			t.Fatalf("accepted a block without a verified signer: %v", signer)
+		}
 	})
 }

@@ -115,3 +115,39 @@ func TestResolverDocumentsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// jxsePA is a JXSE peer advertisement as it travels in remPeer (wire
+// study, all-default), its route and services left out.
+const jxsePA = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE jxta:PA>
+<jxta:PA xml:space="preserve" xmlns:jxta="http://jxta.org">
+	<PID>urn:jxta:cbid-59616261646162614A787461503250336FB2084AADCB4D00FFC66D584DD14F3A03</PID>
+	<GID>urn:jxta:jxta-NetGroup</GID>
+	<Name>A</Name>
+</jxta:PA>`
+
+// FuzzParseJXTAHandshake feeds the JxtaBiDiPipe and JxtaSocket handshake
+// parser what a JXTA peer could put in reqPipe and remPeer.
+func FuzzParseJXTAHandshake(f *testing.F) {
+	a, err := adv.New(adv.Unicast, "study-socket.remote", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	pa, _ := a.Marshal()
+	f.Add(pa, []byte(jxsePA), "true")
+	f.Add([]byte("<jxta:PipeAdvertisement/>"), []byte("<jxta:PA><PID>urn:jxta:jxta-NetGroup</PID></jxta:PA>"), "false")
+	f.Add([]byte{}, []byte("<!DOCTYPE x [<!ENTITY a 'b'>]><jxta:PA>&a;</jxta:PA>"), "")
+	f.Fuzz(func(t *testing.T, pipeDoc, peerDoc []byte, reliable string) {
+		m := message.New(
+			message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: pipeDoc},
+			message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: peerDoc},
+			message.Text("JXTASOC", "stream", reliable))
+		h, err := ParseJXTAHandshake(m, "JXTASOC", "reqPipe", "stream")
+		if err != nil {
+			return
+		}
+		if h.Pipe == nil || h.Pipe.Type != adv.Unicast || h.Peer.Kind() != id.KindPeer {
+			t.Fatalf("accepted %+v", h)
+		}
+	})
+}
