@@ -216,11 +216,13 @@ func (c *Conn) RemotePeer() peer.ID { return c.remote.Peer }
 func (c *Conn) Security() string { return c.sec }
 
 // ReliableStats returns the counters of a JXTA socket's reliable layer
-// (see package jxtarel); false for a libp2p socket, whose stream
-// multiplexer does that work.
+// (see package jxtarel); false for an unreliable JXTA socket, and for a
+// libp2p socket, whose stream multiplexer does that work.
 func (c *Conn) ReliableStats() (jxtarel.Stats, bool) {
 	if js, ok := c.st.(*jxtaStream); ok {
-		return js.rel.Stats(), true
+		if rel, ok := js.rel.(*jxtarel.Conn); ok {
+			return rel.Stats(), true
+		}
 	}
 	return jxtarel.Stats{}, false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,9 @@ import (
 // WithJXTABlockSize each), acknowledged as the reader reads them. Closing: once every
 // block written is acknowledged, the closer sends JXTASOC:close = close;
 // the other side answers closeACK once its own blocks are acknowledged,
-// and reads io.EOF. Only reliable (stream) sockets are offered; a JXSE
-// client asking for an unreliable one is refused (counted in Stats).
+// and reads io.EOF. Unreliable sockets (stream = false; WithJXTAUnreliable
+// to dial one) send each block as a message with element JXTASOC:data,
+// unacknowledged; their close is not answered (JXSE never answers it).
 
 const (
 	sockNS       = "JXTASOC"
@@ -37,6 +39,7 @@ const (
 	sockStream   = "stream"
 	sockEncrypt  = "encrypt"
 	sockClose    = "close"
+	sockData     = "data"
 	closeMsg     = "close"
 	closeACKMsg  = "closeACK"
 	jxtaDrain    = 20 * time.Second // JXSE's closer waits so long for its blocks' acknowledgements
@@ -63,9 +66,10 @@ func (s *Service) JXTAStats() JXTAStats {
 // jxtaStream is a JXTA socket's byte stream: a reliable connection over a
 // pipe pair.
 type jxtaStream struct {
-	x     *pipe.JXTASession
-	rel   *jxtarel.Conn
-	block int // the largest block Write sends
+	x        *pipe.JXTASession
+	rel      carrier
+	reliable bool
+	block    int // the largest block Write sends
 
 	answers chan *pipe.Received // the connect response, for Dial
 	resp    *message.Message    // the connect response, for a listener
@@ -101,25 +105,119 @@ type jxtaStream struct {
 	cancel      context.CancelFunc
 }
 
-func newJXTAStream(ps *pipe.Service, name string, block int) (*jxtaStream, error) {
-	js := &jxtaStream{block: block, answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
+func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool) (*jxtaStream, error) {
+	js := &jxtaStream{block: block, reliable: reliable, answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
 		drained: make(chan struct{}), kick: make(chan struct{}, 1),
 		remoteClose: make(chan struct{}), gotACK: make(chan struct{})}
 	js.ctx, js.cancel = context.WithCancel(context.Background())
-	// 20 blocks in flight: JXSE's own socket window. The reliable layer
-	// sends only once the session exists: nothing arrives on a pipe
-	// before the handshake names it.
-	rel, err := jxtarel.New(func(ctx context.Context, m *message.Message) error { return js.x.Send(ctx, m) },
-		jxtarel.WithWindow(20, 20*int64(block)), jxtarel.WithMaxBlock(maxJXTABlock))
-	if err != nil {
-		return nil, err
+	// The carrier sends only once the session exists: nothing arrives on
+	// a pipe before the handshake names it.
+	send := func(ctx context.Context, m *message.Message) error { return js.x.Send(ctx, m) }
+	if reliable {
+		// 20 blocks in flight: JXSE's own socket window.
+		rel, err := jxtarel.New(send, jxtarel.WithWindow(20, 20*int64(block)), jxtarel.WithMaxBlock(maxJXTABlock))
+		if err != nil {
+			return nil, err
+		}
+		js.rel = rel
+	} else {
+		js.rel = newPlainCarrier(send)
 	}
-	js.rel = rel
+	var err error
 	if js.x, err = ps.NewJXTASession(name, js.handle); err != nil {
-		rel.Close()
+		js.rel.Close()
 		return nil, err
 	}
 	return js, nil
+}
+
+// carrier moves a JXTA socket's bytes: JXTA's reliable layer
+// (*jxtarel.Conn) or, for an unreliable socket, plainCarrier.
+type carrier interface {
+	Handle(*message.Message) bool
+	Send(context.Context, []byte) error
+	Receive(context.Context) ([]byte, error)
+	Drain(context.Context) error
+	SetEOF(error)
+	Close() error
+}
+
+// plainCarrier is an unreliable JxtaSocket's: each block is one message
+// with element JXTASOC:data, nothing is acknowledged or resent, and what
+// arrives while 64 blocks wait to be read is dropped.
+type plainCarrier struct {
+	send    func(context.Context, *message.Message) error
+	q       chan []byte
+	dropped atomic.Uint64
+	mu      sync.Mutex
+	eof     error
+	eofCh   chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newPlainCarrier(send func(context.Context, *message.Message) error) *plainCarrier {
+	return &plainCarrier{send: send, q: make(chan []byte, 64), eofCh: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *plainCarrier) Handle(m *message.Message) bool {
+	e, ok := m.Get(sockNS, sockData)
+	if !ok {
+		return false
+	}
+	select {
+	case <-c.eofCh:
+		c.dropped.Add(1)
+	case c.q <- e.Data:
+	default:
+		c.dropped.Add(1)
+	}
+	return true
+}
+
+func (c *plainCarrier) Send(ctx context.Context, p []byte) error {
+	return c.send(ctx, message.New(message.Element{Namespace: sockNS, Name: sockData, Data: p}))
+}
+
+func (c *plainCarrier) Receive(ctx context.Context) ([]byte, error) {
+	select {
+	case p := <-c.q:
+		return p, nil
+	default:
+	}
+	select {
+	case p := <-c.q:
+		return p, nil
+	case <-c.eofCh:
+		select {
+		case p := <-c.q:
+			return p, nil
+		default:
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return nil, c.eof
+	case <-c.done:
+		return nil, jxtarel.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *plainCarrier) Drain(context.Context) error { return nil }
+
+func (c *plainCarrier) SetEOF(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.eof == nil {
+		c.eof = err
+		close(c.eofCh)
+	}
+}
+
+func (c *plainCarrier) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return nil
 }
 
 // handle takes a message on the socket's pipe; it runs on the
@@ -369,6 +467,9 @@ func (js *jxtaStream) CloseWrite() error {
 	if err := js.x.Send(ctx, message.New(message.Text(sockNS, sockClose, closeMsg))); err != nil {
 		return err
 	}
+	if !js.reliable {
+		return nil // JXSE never answers an unreliable socket's close
+	}
 	t := time.NewTimer(jxtaCloseACK)
 	defer t.Stop()
 	select {
@@ -454,7 +555,7 @@ func (s *Service) jxtaConn(js *jxtaStream, a *adv.PipeAdvertisement, self id.ID)
 func (s *Service) listenJXTA(l *Listener) (func(), error) {
 	return s.pipes.ListenJXTA(l.adv, func(r *pipe.Received) {
 		h, err := pipe.ParseJXTAHandshake(r.Message, sockNS, sockReqPipe, sockStream)
-		if err != nil || !h.Reliable || !r.FromJXTA.IsZero() && h.Peer != r.FromJXTA {
+		if err != nil || !r.FromJXTA.IsZero() && h.Peer != r.FromJXTA {
 			s.jxtaRefused.Add(1)
 			return
 		}
@@ -500,13 +601,13 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 
 // acceptJXTA answers a connect request and returns the connection.
 func (s *Service) acceptJXTA(l *Listener, h pipe.JXTAHandshake) *Conn {
-	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock)
+	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock, h.Reliable)
 	if err != nil {
 		return nil
 	}
 	js.x.SetRemote(h.Peer, h.Pipe.ID)
 	resp, err := s.pipes.JXTAHandshakeMessage(sockNS, sockRemPipe, js.x,
-		message.Text(sockNS, sockStream, "true"), message.Text(sockNS, sockEncrypt, "false"))
+		message.Text(sockNS, sockStream, strconv.FormatBool(h.Reliable)), message.Text(sockNS, sockEncrypt, "false"))
 	key := h.Peer.String() + " " + h.Pipe.ID.String()
 	s.mu.Lock()
 	if s.jxtaConns[key] != nil || s.closed {
@@ -547,12 +648,12 @@ func (s *Service) dialJXTA(ctx context.Context, a *adv.PipeAdvertisement, addrs 
 	if err != nil {
 		return nil, err
 	}
-	js, err := newJXTAStream(s.pipes, a.Name+".remote", s.opts.jxtaBlock)
+	js, err := newJXTAStream(s.pipes, a.Name+".remote", s.opts.jxtaBlock, !s.opts.jxtaUnreliable)
 	if err != nil {
 		return nil, err
 	}
 	js.x.SetRemote(server, id.ID{}) // only the server may answer
-	req, err := s.pipes.JXTAHandshakeMessage(sockNS, sockReqPipe, js.x, message.Text(sockNS, sockStream, "true"))
+	req, err := s.pipes.JXTAHandshakeMessage(sockNS, sockReqPipe, js.x, message.Text(sockNS, sockStream, strconv.FormatBool(js.reliable)))
 	if err != nil {
 		js.teardown()
 		return nil, err
@@ -567,7 +668,7 @@ func (s *Service) dialJXTA(ctx context.Context, a *adv.PipeAdvertisement, addrs 
 		select {
 		case r := <-js.answers:
 			h, err := pipe.ParseJXTAHandshake(r.Message, sockNS, sockRemPipe, sockStream)
-			if err != nil || h.Peer != server || !h.Reliable {
+			if err != nil || h.Peer != server || h.Reliable != js.reliable {
 				s.jxtaRefused.Add(1)
 				continue
 			}

@@ -25,6 +25,12 @@ import (
 // service; it returns the service and the JXTA peer ID and address.
 func jxtaSockets(t testing.TB, opts ...jxtatcp.Option) (*socket.Service, string, string) {
 	t.Helper()
+	return jxtaSocketsWith(t, opts)
+}
+
+// jxtaSocketsWith is jxtaSockets with socket options too.
+func jxtaSocketsWith(t testing.TB, opts []jxtatcp.Option, sopts ...socket.Option) (*socket.Service, string, string) {
+	t.Helper()
 	ident, err := jxtatcp.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func jxtaSockets(t testing.TB, opts ...jxtatcp.Option) (*socket.Service, string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := socket.New(ps)
+	s, err := socket.New(ps, sopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +212,84 @@ func TestJXSESockets(t *testing.T) {
 func lastLines(s string) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// TestJXSEUnreliableSockets: unreliable JxtaSockets (stream=false) with a
+// live JXSE 2.7 peer, both roles. JXSE never answers an unreliable
+// socket's close: p2pmsg's Close must not wait for it.
+func TestJXSEUnreliableSockets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live JXSE peer")
+	}
+	peer := jxse.StartPeer(t, jxse.PeerOptions{})
+	s, self, addr := jxtaSocketsWith(t, nil, socket.WithJXTAUnreliable())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := peer.Command("route " + self + " " + addr); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300_000
+	data := jxse.Pattern(n)
+
+	// p2pmsg dials JXSE unreliably, writes, and reads JXSE's echo. (JXSE's
+	// reader of an unreliable socket gets "Socket Closed" rather than
+	// end of stream when the other side closes, so it echoes instead of
+	// reading to the end.)
+	echo := seeded(t, "usock-echo")
+	if err := peer.Command("socklisten " + echo.ID.String() + " echo"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Dial(ctx, echo, pipe.ToJXTAPeers(peer.Addr()))
+	if err != nil {
+		t.Fatalf("dial: %v; JXSE log: %s", err, lastLines(peer.Log()))
+	}
+	if _, ok := c.ReliableStats(); ok {
+		t.Fatal("an unreliable socket reports a reliable layer")
+	}
+	small := data[:50_000]
+	if _, err := c.Write(small); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, len(small))
+	if _, err := io.ReadFull(c, back); err != nil || !bytes.Equal(back, small) {
+		t.Fatalf("echo: %v (equal %v)", err, bytes.Equal(back, small))
+	}
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close waited %v for a closeACK JXSE never sends", d)
+	}
+
+	// JXSE dials p2pmsg unreliably and writes in one call.
+	here := seeded(t, "usock-here")
+	l, err := s.Listen(here)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	answer := make(chan string, 1)
+	go func() {
+		res, err := peer.Query(fmt.Sprintf("sockconnect %s %s %d usend", here.ID, self, n))
+		if err != nil {
+			res = "ERR " + err.Error()
+		}
+		answer <- res
+	}()
+	c, err = l.AcceptContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read %d bytes: %v", len(got), err)
+	}
+	c.Close()
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, want the %d JXSE wrote", len(got), n)
+	}
+	if res := <-answer; res != sha(got) {
+		t.Fatalf("JXSE answered %q", res)
+	}
 }

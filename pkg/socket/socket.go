@@ -79,8 +79,9 @@ var (
 const handshakeTimeout = 10 * time.Second
 
 type options struct {
-	backlog   int
-	jxtaBlock int
+	backlog        int
+	jxtaBlock      int
+	jxtaUnreliable bool
 }
 
 // Option configures a Service.
@@ -119,6 +120,18 @@ func WithJXTABlockSize(n int) Option {
 			return fmt.Errorf("%w: JXTA block size %d out of [1 KiB, 1 MiB]", ErrBadOption, n)
 		}
 		o.jxtaBlock = n
+		return nil
+	}
+}
+
+// WithJXTAUnreliable makes Dial open unreliable JxtaSockets with JXTA
+// peers (JXSE's stream=false): each block is one pipe message, never
+// acknowledged or resent, so what is lost stays lost, and what arrives
+// faster than it is read beyond 64 blocks is dropped. Listen accepts
+// both kinds whatever this says.
+func WithJXTAUnreliable() Option {
+	return func(o *options) error {
+		o.jxtaUnreliable = true
 		return nil
 	}
 }

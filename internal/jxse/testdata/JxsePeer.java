@@ -64,7 +64,9 @@
 //                                    N pattern bytes in one write(), flush,
 //                                    close, answer "OK <sha256 hex>"; mode
 //                                    "recv": read to EOF (N ignored), close,
-//                                    answer "OK <bytes> <sha256 hex>"
+//                                    answer "OK <bytes> <sha256 hex>"; modes
+//                                    "usend" and "urecv" do the same over an
+//                                    unreliable JxtaSocket (stream=false)
 //   sockping <pipe ID> <peer ID> <n> n round trips of 1 byte (write, flush,
 //                                    read) through a socklisten in echo mode,
 //                                    close (250 ms after the last: see the
@@ -277,7 +279,11 @@ public class JxsePeer {
 
     // sockOpen connects a reliable JxtaSocket to the pipe bound on peer.
     static JxtaSocket sockOpen(PeerGroup group, String pipe, String peer) throws Exception {
-        JxtaSocket s = new JxtaSocket(group, peerID(peer), pipeAdv(pipe), 30000, true);
+        return sockOpen(group, pipe, peer, true);
+    }
+
+    static JxtaSocket sockOpen(PeerGroup group, String pipe, String peer, boolean reliable) throws Exception {
+        JxtaSocket s = new JxtaSocket(group, peerID(peer), pipeAdv(pipe), 30000, reliable);
         s.setSoTimeout(30000); // see serveSocket
         return s;
     }
@@ -594,12 +600,13 @@ public class JxsePeer {
                     say("OK");
                 } else if (f[0].equals("sockconnect") && f.length == 3) {
                     String[] g = f[2].split(" ");
-                    if (g.length != 3 || !(g[2].equals("send") || g[2].equals("recv"))) {
+                    if (g.length != 3 || !g[2].matches("u?(send|recv)")) {
                         say("ERR bad command");
                         continue;
                     }
                     int n = Integer.parseInt(g[1]);
-                    JxtaSocket s = sockOpen(group, f[1], g[0]);
+                    JxtaSocket s = sockOpen(group, f[1], g[0], !g[2].startsWith("u"));
+                    g[2] = g[2].replaceFirst("^u", "");
                     MessageDigest d = sha256();
                     long got = 0;
                     try {
