@@ -10,6 +10,9 @@ import (
 
 const mod = "github.com/p2pmsg/p2pmsg/"
 
+// root is the module's root package.
+const root = "github.com/p2pmsg/p2pmsg"
+
 type pkg struct {
 	ImportPath string
 	Deps       []string
@@ -73,6 +76,11 @@ func TestLayering(t *testing.T) {
 						t.Errorf("%s depends on %s: %s", p.ImportPath, dep, r.why)
 					}
 				}
+			}
+			// The root package assembles every layer (p2pmsg.New): it is
+			// the top, and nothing in the library depends on it.
+			if dep == root && (under(p.ImportPath, "pkg") || under(p.ImportPath, "internal")) {
+				t.Errorf("%s depends on the root package %s, which is the top of the layering", p.ImportPath, root)
 			}
 			// Codecs depend on the encoding layer, never the reverse.
 			if p.ImportPath == mod+"pkg/encoding" && strings.HasPrefix(dep, mod+"pkg/encoding/") {

@@ -1,0 +1,150 @@
+package p2pmsg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// Peer is a running p2pmsg peer: a node with its endpoint, pipe and socket
+// services. Its methods are safe for concurrent use.
+type Peer struct {
+	node     *node.Node
+	endpoint *endpoint.Service
+	pipes    *pipe.Service
+	sockets  *socket.Service
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a peer: the node, then the endpoint service on it, the pipe
+// service on that and the socket service on the pipes, each configured by
+// the options that map to it. ctx bounds what starting waits for
+// (connecting to WithBootstrapPeers, the DHT's bootstrap); the peer
+// outlives it and runs until Close.
+//
+// Options this package can check are checked before anything starts. A
+// step that fails closes the steps already started, so that nothing is
+// left running, and New returns its error prefixed with the step; an
+// option a layer refuses matches ErrBadOption as well as that layer's own
+// sentinel.
+func New(ctx context.Context, opts ...Option) (*Peer, error) {
+	var c config
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrBadOption)
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	p := new(Peer)
+	var err error
+	if p.node, err = node.New(ctx, c.node...); err != nil {
+		return nil, &startError{"node", err}
+	}
+	if p.endpoint, err = endpoint.New(p.node, c.endpoint...); err != nil {
+		return nil, p.abort("endpoint", err)
+	}
+	if p.pipes, err = pipe.New(p.endpoint, c.pipe...); err != nil {
+		return nil, p.abort("pipes", err)
+	}
+	if p.sockets, err = socket.New(p.pipes, c.socket...); err != nil {
+		return nil, p.abort("sockets", err)
+	}
+	return p, nil
+}
+
+// abort closes what New started before step failed with err, and returns
+// the error New reports. A failure to close is not reported: the step's
+// error says why New failed.
+func (p *Peer) abort(step string, err error) error {
+	p.Close()
+	return &startError{step, err}
+}
+
+// Close stops the peer: the socket service (its listeners), the pipe
+// service (every pipe), the endpoint service, then the node, whose host
+// ends every connection, open sockets included. As endpoint.Service.Close,
+// it drops messages queued and not yet written: flush output pipes first
+// when they must arrive. It returns the first error of the four; later
+// calls do nothing and return the same.
+func (p *Peer) Close() error {
+	p.closeOnce.Do(func() {
+		// Top down: each layer unregisters from the one below while
+		// that one still runs.
+		var errs []error
+		if p.sockets != nil {
+			errs = append(errs, p.sockets.Close())
+		}
+		if p.pipes != nil {
+			errs = append(errs, p.pipes.Close())
+		}
+		if p.endpoint != nil {
+			errs = append(errs, p.endpoint.Close())
+		}
+		if p.node != nil {
+			errs = append(errs, p.node.Close())
+		}
+		for _, err := range errs {
+			if err != nil {
+				p.closeErr = err
+				break
+			}
+		}
+	})
+	return p.closeErr
+}
+
+// Node returns the peer's node: its libp2p host, identity and DHT.
+func (p *Peer) Node() *node.Node { return p.node }
+
+// Endpoint returns the peer's endpoint service.
+func (p *Peer) Endpoint() *endpoint.Service { return p.endpoint }
+
+// Pipes returns the peer's pipe service, for input, output and
+// bidirectional pipes.
+func (p *Peer) Pipes() *pipe.Service { return p.pipes }
+
+// Sockets returns the peer's socket service, for net.Listener and net.Conn
+// over pipes.
+func (p *Peer) Sockets() *socket.Service { return p.sockets }
+
+// ID returns the peer's libp2p peer ID.
+func (p *Peer) ID() peer.ID { return p.node.ID() }
+
+// AddrInfo returns the peer's ID and listen addresses, as pipe.ToPeers and
+// WithBootstrapPeers take them.
+func (p *Peer) AddrInfo() peer.AddrInfo { return p.node.AddrInfo() }
+
+// Addrs returns the peer's full multiaddrs, each ending in /p2p/<id>.
+func (p *Peer) Addrs() []ma.Multiaddr { return p.node.Addrs() }
+
+// startError is a failed step of New.
+type startError struct {
+	step string
+	err  error
+}
+
+func (e *startError) Error() string { return "p2pmsg: starting " + e.step + ": " + e.err.Error() }
+
+// Unwrap returns the step's error and, when a layer refused an option,
+// ErrBadOption.
+func (e *startError) Unwrap() []error {
+	for _, bad := range []error{node.ErrBadOption, endpoint.ErrBadOption, pipe.ErrBadOption, socket.ErrBadOption} {
+		if errors.Is(e.err, bad) {
+			return []error{e.err, ErrBadOption}
+		}
+	}
+	return []error{e.err}
+}
