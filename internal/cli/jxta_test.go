@@ -77,9 +77,20 @@ func TestJXSESendRecv(t *testing.T) {
 }
 
 // TestJXSEBridge: `p2pmsg bridge` relays one pipe between a live JXSE
-// peer and a p2pmsg peer that speaks only libp2p, both ways.
+// peer and a p2pmsg peer that speaks only libp2p, both ways, with JXSE's
+// default signing and with CBJX disabled (--jxta-unsigned).
 func TestJXSEBridge(t *testing.T) {
-	peer := jxse.StartPeer(t, jxse.PeerOptions{})
+	for _, unsigned := range []bool{false, true} {
+		name := "signed"
+		if unsigned {
+			name = "unsigned"
+		}
+		t.Run(name, func(t *testing.T) { testJXSEBridge(t, unsigned) })
+	}
+}
+
+func testJXSEBridge(t *testing.T, unsigned bool) {
+	peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := newPipeAdv(t, "unicast")
@@ -88,8 +99,12 @@ func TestJXSEBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--count", "1")
-	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
-		"--p2p-peer", recv.addrs[0], "--jxse-peer", peer.Addr(), "--count", "2")
+	args := []string{"bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--p2p-peer", recv.addrs[0], "--jxse-peer", peer.Addr(), "--count", "2"}
+	if unsigned {
+		args = append(args, "--jxta-unsigned")
+	}
+	bridge := start(t, nil, args...)
 	var bridgeP2P, bridgeJXTA, bridgeID string
 	for _, a := range bridge.addrs {
 		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
