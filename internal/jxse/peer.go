@@ -315,3 +315,18 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return lastLines(string(t.buf), 15)
 }
+
+// QueryAsync is Query in the background, for commands that wait on the
+// caller (a JXSE client connecting to it): the channel gets the result,
+// or "ERR " and the error.
+func (p *Peer) QueryAsync(line string) <-chan string {
+	c := make(chan string, 1)
+	go func() {
+		res, err := p.Query(line)
+		if err != nil {
+			res = "ERR " + err.Error()
+		}
+		c <- res
+	}()
+	return c
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -22,13 +23,9 @@ func TestJXSEBiDiPipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live JXSE peer")
 	}
-	for _, unsigned := range []bool{false, true} {
-		name := "signed"
-		var opts []jxtatcp.Option
-		if unsigned {
-			name, opts = "unsigned", []jxtatcp.Option{jxtatcp.WithUnsigned()}
-		}
-		t.Run(name, func(t *testing.T) {
+	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+		name := map[bool]string{false: "signed", true: "unsigned"}[unsigned]
+		{
 			t.Parallel()
 			t0 := time.Now()
 			t.Cleanup(func() { t.Logf("all cleaned at %v", time.Since(t0)) })
@@ -97,14 +94,7 @@ func TestJXSEBiDiPipes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			answer := make(chan string, 1)
-			go func() {
-				res, err := peer.Query(fmt.Sprintf("bidiconnect %s %s 3", here.ID, ident.ID()))
-				if err != nil {
-					res = "ERR " + err.Error()
-				}
-				answer <- res
-			}()
+			answer := peer.QueryAsync(fmt.Sprintf("bidiconnect %s %s 3", here.ID, ident.ID()))
 			a, err := l.Accept(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -127,6 +117,6 @@ func TestJXSEBiDiPipes(t *testing.T) {
 			if res := <-answer; res != "m1,m2,m3" {
 				t.Fatalf("JXSE answered %q", res)
 			}
-		})
-	}
+		}
+	})
 }

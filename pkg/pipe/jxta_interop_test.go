@@ -21,20 +21,12 @@ import (
 // service.
 func jxtaPipes(t testing.TB, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Identity) {
 	t.Helper()
-	ident, err := jxtatcp.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := testutil.NewConnectedNodes(t, 1)
-	ep, err := endpoint.New(nodes[0], endpoint.WithJXTA(ident, "tcp://127.0.0.1:0", opts...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, ident := testutil.NewJXTAEndpoint(t, opts...)
 	s, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); ep.Close() })
+	t.Cleanup(func() { s.Close() })
 	return s, ident
 }
 
@@ -43,13 +35,8 @@ func jxtaPipes(t testing.TB, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Id
 // JXSE binds (PBP over JXTA's resolver) and sends on it; JXSE resolves a
 // pipe p2pmsg binds and sends on it, and p2pmsg's Receive gets it.
 func TestJXSEUnicastPipes(t *testing.T) {
-	for _, unsigned := range []bool{false, true} {
-		name := "signed"
-		var opts []jxtatcp.Option
-		if unsigned {
-			name, opts = "unsigned", []jxtatcp.Option{jxtatcp.WithUnsigned()}
-		}
-		t.Run(name, func(t *testing.T) {
+	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+		{
 			t.Parallel()
 			peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})
 			s, ident := jxtaPipes(t, opts...)
@@ -103,8 +90,8 @@ func TestJXSEUnicastPipes(t *testing.T) {
 				}
 				r.Release()
 			}
-		})
-	}
+		}
+	})
 }
 
 // seededAdv is a unicast pipe advertisement whose ID is derived from

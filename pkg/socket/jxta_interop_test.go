@@ -14,7 +14,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
-	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -31,15 +30,7 @@ func jxtaSockets(t testing.TB, opts ...jxtatcp.Option) (*socket.Service, string,
 // jxtaSocketsWith is jxtaSockets with socket options too.
 func jxtaSocketsWith(t testing.TB, opts []jxtatcp.Option, sopts ...socket.Option) (*socket.Service, string, string) {
 	t.Helper()
-	ident, err := jxtatcp.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := testutil.NewConnectedNodes(t, 1)
-	ep, err := endpoint.New(nodes[0], endpoint.WithJXTA(ident, "tcp://127.0.0.1:0", opts...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, ident := testutil.NewJXTAEndpoint(t, opts...)
 	ps, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +39,7 @@ func jxtaSocketsWith(t testing.TB, opts []jxtatcp.Option, sopts ...socket.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); ps.Close(); ep.Close() })
+	t.Cleanup(func() { s.Close(); ps.Close() })
 	return s, ident.ID().String(), ep.JXTA().Addrs()[0]
 }
 
@@ -75,13 +66,9 @@ func TestJXSESockets(t *testing.T) {
 		t.Skip("live JXSE peer")
 	}
 	const big = 10 << 20
-	for _, unsigned := range []bool{false, true} {
-		name := "signed"
-		var opts []jxtatcp.Option
-		if unsigned {
-			name, opts = "unsigned", []jxtatcp.Option{jxtatcp.WithUnsigned()}
-		}
-		t.Run(name, func(t *testing.T) {
+	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+		name := map[bool]string{false: "signed", true: "unsigned"}[unsigned]
+		{
 			peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})
 			s, self, addr := jxtaSockets(t, opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -153,14 +140,7 @@ func TestJXSESockets(t *testing.T) {
 			}
 			defer l.Close()
 			for _, n := range []int{300_000, big} {
-				answer := make(chan string, 1)
-				go func() {
-					res, err := peer.Query(fmt.Sprintf("sockconnect %s %s %d send", here.ID, self, n))
-					if err != nil {
-						res = "ERR " + err.Error()
-					}
-					answer <- res
-				}()
+				answer := peer.QueryAsync(fmt.Sprintf("sockconnect %s %s %d send", here.ID, self, n))
 				c, err := l.AcceptContext(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -182,14 +162,7 @@ func TestJXSESockets(t *testing.T) {
 			}
 
 			// JXSE dials p2pmsg and reads 10 MiB p2pmsg writes.
-			answer := make(chan string, 1)
-			go func() {
-				res, err := peer.Query(fmt.Sprintf("sockconnect %s %s 0 recv", here.ID, self))
-				if err != nil {
-					res = "ERR " + err.Error()
-				}
-				answer <- res
-			}()
+			answer := peer.QueryAsync(fmt.Sprintf("sockconnect %s %s 0 recv", here.ID, self))
 			c, err = l.AcceptContext(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -205,8 +178,8 @@ func TestJXSESockets(t *testing.T) {
 				t.Fatalf("JXSE answered %q; log: %s", res, lastLines(peer.Log()))
 			}
 			t.Logf("JXTA socket handshakes: %+v", s.JXTAStats())
-		})
-	}
+		}
+	})
 }
 
 func lastLines(s string) string {
@@ -269,14 +242,7 @@ func TestJXSEUnreliableSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	answer := make(chan string, 1)
-	go func() {
-		res, err := peer.Query(fmt.Sprintf("sockconnect %s %s %d usend", here.ID, self, n))
-		if err != nil {
-			res = "ERR " + err.Error()
-		}
-		answer <- res
-	}()
+	answer := peer.QueryAsync(fmt.Sprintf("sockconnect %s %s %d usend", here.ID, self, n))
 	c, err = l.AcceptContext(ctx)
 	if err != nil {
 		t.Fatal(err)
