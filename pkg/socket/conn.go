@@ -216,13 +216,12 @@ func (c *Conn) RemotePeer() peer.ID { return c.remote.Peer }
 func (c *Conn) Security() string { return c.sec }
 
 // ReliableStats returns the counters of a JXTA socket's reliable layer
-// (see package jxtarel); false for an unreliable JXTA socket, and for a
+// (see package jxtarel; an unreliable one counts only blocks sent and
+// received, and those dropped because the reader was behind); false for a
 // libp2p socket, whose stream multiplexer does that work.
 func (c *Conn) ReliableStats() (jxtarel.Stats, bool) {
 	if js, ok := c.st.(*jxtaStream); ok {
-		if rel, ok := js.rel.(*jxtarel.Conn); ok {
-			return rel.Stats(), true
-		}
+		return js.rel.Stats(), true
 	}
 	return jxtarel.Stats{}, false
 }

@@ -135,6 +135,7 @@ func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool) (*jx
 // (*jxtarel.Conn) or, for an unreliable socket, plainCarrier.
 type carrier interface {
 	Handle(*message.Message) bool
+	Stats() jxtarel.Stats
 	Send(context.Context, []byte) error
 	Receive(context.Context) ([]byte, error)
 	Drain(context.Context) error
@@ -148,6 +149,8 @@ type carrier interface {
 type plainCarrier struct {
 	send    func(context.Context, *message.Message) error
 	q       chan []byte
+	sent    atomic.Uint64
+	got     atomic.Uint64
 	dropped atomic.Uint64
 	mu      sync.Mutex
 	eof     error
@@ -165,6 +168,7 @@ func (c *plainCarrier) Handle(m *message.Message) bool {
 	if !ok {
 		return false
 	}
+	c.got.Add(1)
 	select {
 	case <-c.eofCh:
 		c.dropped.Add(1)
@@ -176,7 +180,14 @@ func (c *plainCarrier) Handle(m *message.Message) bool {
 }
 
 func (c *plainCarrier) Send(ctx context.Context, p []byte) error {
+	c.sent.Add(1)
 	return c.send(ctx, message.New(message.Element{Namespace: sockNS, Name: sockData, Data: p}))
+}
+
+// Stats reports what an unreliable socket counts: blocks sent, blocks
+// received, and those dropped because the reader was behind.
+func (c *plainCarrier) Stats() jxtarel.Stats {
+	return jxtarel.Stats{BlocksSent: c.sent.Load(), BlocksReceived: c.got.Load(), DroppedFull: c.dropped.Load()}
 }
 
 func (c *plainCarrier) Receive(ctx context.Context) ([]byte, error) {
