@@ -234,6 +234,9 @@ func (c *plainCarrier) Close() error {
 // handle takes a message on the socket's pipe; it runs on the
 // connection's reader.
 func (js *jxtaStream) handle(r *pipe.Received) {
+	if js.ctx.Err() != nil {
+		return // torn down; the session's handler may run once more
+	}
 	if js.rel.Handle(r.Message) {
 		return
 	}
