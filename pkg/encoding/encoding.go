@@ -84,6 +84,7 @@ const MIME = "application/x-p2pmsg-encoded"
 // them; use errors.Is.
 var (
 	ErrUnknownCodec  = errors.New("encoding: unknown codec")
+	ErrSpec          = errors.New("encoding: bad codec spec")
 	ErrDuplicate     = errors.New("encoding: codec already registered")
 	ErrCorrupt       = errors.New("encoding: corrupt data")
 	ErrAuth          = errors.New("encoding: authentication failed")
