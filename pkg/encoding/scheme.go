@@ -178,8 +178,8 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 			return nil, fmt.Errorf("%w: codec name %q", ErrBadOption, n)
 		}
 	}
-	if len(codecs) == 2 && (KindOf(codecs[0]) != KindCompression || KindOf(codecs[1]) != KindSeal) {
-		return nil, fmt.Errorf("%w: %s then %s", ErrNesting, codecs[0].Name(), codecs[1].Name())
+	if err := checkNesting(codecs); err != nil {
+		return nil, err
 	}
 	s := &Codecs{codecs: codecs, config: config{
 		sel: Marked(), reg: defaultRegistry,
