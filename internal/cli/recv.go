@@ -127,7 +127,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				// (any namespace but JXTA's own) must come sealed with it.
 				decOpts = append(decOpts, adaptive.WithRequireSealed(
 					encoding.SelectorFunc(func(e message.Element) bool { return e.Namespace != message.JXTANamespace }),
-					pskKeyID))
+					keys.pskKeyIDs()...))
 			}
 			dec, err := adaptive.NewDecoder(decOpts...)
 			if err != nil {

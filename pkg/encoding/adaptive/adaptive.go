@@ -81,8 +81,12 @@ const Identity = "identity"
 
 // DefaultSpecs are the candidates a node offers the scheme when nothing
 // says otherwise (`p2pmsg send --encode auto`): the fastest codec, zstd
-// from fast to strongest, gzip at its default, and the XML codec.
-var DefaultSpecs = []string{"s2:1", "zstd:1", "zstd:3", "zstd:19", "gzip:6", "xml:3"}
+// from fast to strongest, gzip at its default, and the XML codec. Build
+// them with encoding.NewCodec.
+var DefaultSpecs = []encoding.Spec{
+	{Name: "s2", Level: 1}, {Name: "zstd", Level: 1}, {Name: "zstd", Level: 3},
+	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
+}
 
 // Clock tells the time; the scheme measures encodes and decodes with it.
 type Clock interface{ Now() time.Time }
@@ -156,19 +160,9 @@ type Scheme struct {
 
 var _ encoding.Scheme = (*Scheme)(nil)
 
-// Spec names a codec as the models know it: "name:level", with
-// "@dictID" when it compresses with a dictionary.
-func Spec(c encoding.Codec) string { return SpecOf(c.Name(), c.Params()) }
-
-// SpecOf is Spec for a codec known by its name and parameters, as an
-// encoded element's header gives them.
-func SpecOf(name string, p encoding.Params) string {
-	s := fmt.Sprintf("%s:%d", name, p.Level)
-	if p.DictID != 0 {
-		s += fmt.Sprintf("@%d", p.DictID)
-	}
-	return s
-}
+// specOf names a codec as the models know it: encoding.SpecOf's spec,
+// "name:level", with "@dictID" when it compresses with a dictionary.
+func specOf(c encoding.Codec) string { return encoding.SpecOf(c.Name(), c.Params()).String() }
 
 // New returns an adaptive scheme choosing among sending each selected
 // element as it is and encoding it with one of codecs. Codecs the models
@@ -193,7 +187,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		if c == nil {
 			return nil, fmt.Errorf("%w: nil codec", encoding.ErrBadOption)
 		}
-		spec := Spec(c)
+		spec := specOf(c)
 		if slices.Contains(s.specs, spec) {
 			return nil, fmt.Errorf("%w: codec %s given twice", encoding.ErrBadOption, spec)
 		}
@@ -216,7 +210,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 	if cfg.calibrate {
 		var todo []encoding.Codec
 		for _, c := range codecs {
-			if !cfg.models.hasEncode(Spec(c)) || !cfg.models.hasDecode(c.Name()) {
+			if !cfg.models.hasEncode(specOf(c)) || !cfg.models.hasDecode(c.Name()) {
 				todo = append(todo, c)
 			}
 		}

@@ -48,7 +48,7 @@ func newWorld() *world {
 	w.kind = adaptive.Classify(doc(docSize))
 	for _, n := range []int{1000, docSize} {
 		for _, c := range []*fakeCodec{w.fast, w.strong} {
-			w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
+			w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
 			w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 		}
 	}
@@ -473,7 +473,7 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 						pad = 0.14 // learnt on other content
 					}
 					for range 8 { // the bucket's full weight (one sample is stale, trialled anyway)
-						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
 						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 					}
 				}
@@ -532,7 +532,7 @@ func TestStrayingNearTieIsTrialledFirst(t *testing.T) {
 						if c == w.strong {
 							pad = tc.pads[i]
 						}
-						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
 						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 					}
 				}
