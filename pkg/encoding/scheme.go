@@ -52,6 +52,7 @@ type config struct {
 	onErr   func(*ElementError)
 	// require lists what WithRequireSealed asks of selected elements.
 	require []requirement
+	wrap    func(Codec) Codec // WithDecodeWrap's, nil for none
 }
 
 // requirement is one WithRequireSealed.
@@ -151,6 +152,20 @@ func WithRequireSealed(sel Selector, keyIDs ...string) Option {
 // encoded under DeliverEncoded. Default: none.
 func WithErrorHandler(f func(*ElementError)) Option {
 	return func(c *config) error { c.onErr = f; return nil }
+}
+
+// WithDecodeWrap makes Decode use f(c) in place of each codec c it finds
+// in the registry, to observe decodes (package adaptive times them so:
+// adaptive.Models.TimeDecodes). f must return a codec that decodes as c
+// does, with its name and kind. Default: the codecs as registered.
+func WithDecodeWrap(f func(Codec) Codec) Option {
+	return func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil decode wrapper", ErrBadOption)
+		}
+		c.wrap = f
+		return nil
+	}
 }
 
 // Codecs is a Scheme that encodes each selected element with its codecs in
@@ -391,7 +406,7 @@ func (c *config) required(e message.Element) bool {
 // DecodeElement restores one encoded element, within max decoded bytes
 // (in all its layers). It takes New's options (WithPipeID, or
 // WithoutPipeBinding for elements that belong to no pipe; WithRegistry,
-// default Default()); the others do not apply.
+// default Default(); WithDecodeWrap); the others do not apply.
 func DecodeElement(e message.Element, max int, opts ...Option) (message.Element, error) {
 	c := config{reg: defaultRegistry}
 	for _, o := range opts {
@@ -439,6 +454,9 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		codec, err := c.reg.Lookup(h.Codec)
 		if err != nil {
 			return e, rep, work, err
+		}
+		if c.wrap != nil {
+			codec = c.wrap(codec)
 		}
 		// Decoding runs outside in: seal, then what it sealed, which can
 		// only be compression.

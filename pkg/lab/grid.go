@@ -307,7 +307,7 @@ type gridPair struct {
 	sp, rp     AMTTPipes
 	ssvc, rsvc *pathinfo.Service
 	mon        *pathinfo.Monitor
-	rdec       *adaptive.Scheme
+	rdec       *encoding.Decoder
 }
 
 func (g *gridPair) Close() error {
@@ -370,7 +370,7 @@ func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, se
 	if err != nil {
 		return fail(err)
 	}
-	if g.rdec, err = adaptive.NewDecoder(adaptive.WithModels(rmodels), adaptive.WithRegistry(reg)); err != nil {
+	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes(nil)); err != nil {
 		return fail(err)
 	}
 	if g.rsvc, err = pathinfo.New(g.rcv.Node, rmodels, pathinfo.WithRegistry(reg)); err != nil {

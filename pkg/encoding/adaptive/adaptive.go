@@ -36,9 +36,10 @@
 // centroids of power-of-two size buckets, EWMA within a bucket, timing
 // outliers clipped); and the node's own decode times per codec, which it
 // shares with its senders as a Profile. Every encode it performs teaches
-// it; a receiving Scheme's Decode times every decode. A codec not yet
-// measured at some size is predicted through another codec that was,
-// scaled by their relative ratio where both were measured.
+// it; a receiver's decoder given Models.TimeDecodes, and a Scheme's
+// Decode, time every decode. A codec not yet measured at some size is
+// predicted through another codec that was, scaled by their relative
+// ratio where both were measured.
 //
 // # Exploration
 //
@@ -169,11 +170,7 @@ func specOf(c encoding.Codec) string { return encoding.SpecOf(c.Name(), c.Params
 // know nothing of are measured first on a built-in sample (a few tens of
 // milliseconds; see WithoutCalibration).
 func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
-	cfg := config{
-		reg:     encoding.Default(),
-		maxElem: encoding.DefaultMaxElementSize, maxMsg: encoding.DefaultMaxMessageSize,
-		clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true,
-	}
+	cfg := config{clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -221,13 +218,6 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 	return s, nil
 }
 
-// NewDecoder returns a scheme for receivers: Encode leaves messages as
-// they are, Decode restores encoded elements and times each decode into
-// the models, which is what the node's Profile tells its senders.
-func NewDecoder(opts ...Option) (*Scheme, error) {
-	return New(nil, opts...)
-}
-
 // Models returns the models the scheme learns into.
 func (s *Scheme) Models() *Models { return s.models }
 
@@ -243,7 +233,8 @@ func (s *Scheme) Candidates() []string {
 // Producer returns the element producer.
 func (s *Scheme) Producer() encoding.Producer { return encoding.Producer{} }
 
-// Decode restores a message's encoded elements, timing each decode.
+// Decode restores a message's encoded elements as encoding.Decoder does
+// with the options of WithDecoding, timing each decode.
 func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s.dec.Decode(m) }
 
 // DecodeReport is Decode that also tells how each element was decoded
