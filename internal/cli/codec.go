@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func newLabCodecsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "codecs",
 		Short: "Compressed size and speed of each codec, side by side, one thread",
-		Long: `Measure every codec (name[:level]) on the seven employee documents of the
+		Long: `Measure every codec (name[:level][@model]) on the seven employee documents of the
 Compression Pipe Adapter study (or the --corpus named), or on the given files:
 bytes out, compress and decompress throughput, in one process on one thread.
 
@@ -57,14 +58,9 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			if codecs != "" {
 				specs = strings.Split(codecs, ",")
 			}
-			for _, s := range specs {
-				if _, err := codecbench.NewCodec(s); err != nil {
-					return usageError{err}
-				}
-			}
 			inputs, err := codecbench.Corpus(corpus)
 			if err != nil {
-				return usageError{err}
+				return usageError{fmt.Errorf("--corpus %q: want one of %s", corpus, strings.Join(codecbench.Corpora, ", "))}
 			}
 			if files != "" {
 				inputs = nil
@@ -82,6 +78,9 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 				}
 			}
 			res, err := codecbench.Run(cmd.Context(), specs, inputs)
+			if errors.Is(err, encoding.ErrSpec) { // found before measuring
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
@@ -99,7 +98,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level] (default: all)")
+	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level][@model] (default: all)")
 	f.StringVar(&files, "files", "", "comma-separated files to measure instead of the employee documents")
 	f.StringVar(&corpus, "corpus", "employees", "documents to measure: "+strings.Join(codecbench.Corpora, ", ")+" (dataset: SOAP/DataSet query results)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -43,10 +42,12 @@ alone, given the same dictionary or key.`,
 				return usageError{errors.New("--codec is required (see `p2pmsg codec list`)")}
 			}
 			if cmd.Flags().Changed("level") {
-				if strings.ContainsAny(codec, ",:") {
-					return usageError{errors.New("--level applies to a single codec without :LEVEL")}
+				c, err := encoding.ParseSpec(codec)
+				if err != nil || c.Level != 0 || level == 0 {
+					return usageError{errors.New("--level (nonzero) applies to a single codec without :LEVEL")}
 				}
-				codec = fmt.Sprintf("%s:%d", codec, level)
+				c.Level = level
+				codec = c.String()
 			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts); err != nil {
@@ -59,7 +60,7 @@ alone, given the same dictionary or key.`,
 				}
 				keys.recipient = pid
 			}
-			codecs, err := keys.codecs(codec)
+			codecs, err := keys.codecs(codec, "--key FILE, or --to PEER")
 			if err != nil {
 				return err
 			}
@@ -80,7 +81,7 @@ alone, given the same dictionary or key.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&codec, "codec", "", "codec name[:level], or a comma-separated chain")
+	f.StringVar(&codec, "codec", "", "codec name[:level][@model], or a comma-separated chain")
 	f.IntVar(&level, "level", 0, "codec level (same as NAME:LEVEL)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file to compress with")
 	f.StringVar(&pskFile, "key", "", "pre-shared key file for seal (32 bytes, raw or hex)")

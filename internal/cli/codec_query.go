@@ -32,8 +32,8 @@ b under the root a (its direct character data, references resolved);
 /a/b/@id prints the id attribute of each element /a/b.
 
 A document coded with a shared model needs it: --model FILE (a model's
-serialized form) or --model @NAME (a model codecbench trains, as in the codec
-spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
+serialized form) or --model @NAME (a model trained on sample documents, as in
+the codec spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
 		Example: `  p2pmsg codec encode --codec xml < staff.xml > staff.p2e
   p2pmsg codec query --path /employees/employee/@id < staff.p2e`,
 		Args: cobra.NoArgs,
@@ -97,17 +97,17 @@ spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&path, "path", "", "values to print: /a/b/c or /a/b/@attr")
-	f.StringVar(&model, "model", "", "shared model: a file, or @NAME for a codecbench model")
+	f.StringVar(&model, "model", "", "shared model: a file, or @NAME for a trained model ("+strings.Join(codecbench.Models, ", ")+")")
 	f.BoolVar(&asJSON, "json", false, "print each value as a JSON string (values may hold newlines)")
 	f.Int64Var(&maxSize, "max-size", encoding.DefaultMaxElementSize, "largest input and largest document, in bytes")
 	return cmd
 }
 
-// loadXMLModel reads a serialized model from a file, or trains the
-// codecbench model @NAME.
+// loadXMLModel reads a serialized model from a file, or trains the model
+// @NAME, as the codec spec xml@NAME does.
 func loadXMLModel(spec string) (*xmlc.Model, error) {
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
-		c, err := codecbench.NewCodec(xmlc.Name + "@" + name)
+		c, err := encoding.NewCodec(encoding.Spec{Name: xmlc.Name, Model: name}, codecbench.ModelOptions()...)
 		if err != nil {
 			return nil, usageError{err}
 		}

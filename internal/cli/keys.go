@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,12 +18,21 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
-// pskID names the pre-shared keys the command line uses.
-const pskID = "cli"
+// legacyPSKName is the name the command line gave every pre-shared key
+// before it named keys by their fingerprint (pskName). Keys are still
+// known by it when decoding, so that frames and messages sealed then
+// still open.
+const legacyPSKName = "cli"
 
-// pskKeyID is the key ID of elements sealed with the command line's
-// pre-shared key (package seal's "psk:<name>").
-const pskKeyID = "psk:" + pskID
+// pskName names a pre-shared key by its fingerprint, the first 4 bytes
+// of its SHA-256 in hex: the key ID of the elements sealed with it
+// ("psk:<name>") then tells which key sealed them, and a receiver holding
+// another key says it lacks that one rather than that authentication
+// failed. Four bytes of a hash say nothing useful about a 32-byte key.
+func pskName(key []byte) string {
+	h := sha256.Sum256(key)
+	return hex.EncodeToString(h[:4])
+}
 
 // defaultKeyFile is where `id` and `recv` keep the identity unless --key
 // says otherwise. Its directory, p2pmsg in the user's configuration
@@ -108,12 +119,20 @@ func (k *codecKeys) load(pskFile string, dictFiles []string) error {
 	return nil
 }
 
-// sealCodec is seal with the keys given: to the recipient when there is
-// one and no pre-shared key, with the pre-shared key otherwise.
-func (k *codecKeys) sealCodec() (*seal.Codec, error) {
+// pskKeyIDs are the key IDs of the elements sealed with the pre-shared
+// key: its own and the legacy one.
+func (k *codecKeys) pskKeyIDs() []string {
+	return []string{"psk:" + pskName(k.psk), "psk:" + legacyPSKName}
+}
+
+// sealOptions are seal's options for the keys given: to seal to the
+// recipient when there is one and no pre-shared key, with the pre-shared
+// key otherwise, and to open what was sealed with either or to the
+// identity.
+func (k *codecKeys) sealOptions() ([]seal.Option, error) {
 	var opts []seal.Option
 	if k.psk != nil {
-		opts = append(opts, seal.WithPSK(pskID, k.psk))
+		opts = append(opts, seal.WithPSK(pskName(k.psk), k.psk), seal.WithPSK(legacyPSKName, k.psk))
 	} else if k.recipient != "" {
 		pub, err := k.recipient.ExtractPublicKey()
 		if err != nil {
@@ -124,59 +143,48 @@ func (k *codecKeys) sealCodec() (*seal.Codec, error) {
 	if k.identity != nil {
 		opts = append(opts, seal.WithIdentity(k.identity))
 	}
-	return seal.New(opts...)
+	return opts, nil
 }
 
-// codecs parses a chain "name[:level],…" (compress, then encrypt).
-func (k *codecKeys) codecs(chain string) ([]encoding.Codec, error) {
-	var out []encoding.Codec
-	for _, spec := range strings.Split(chain, ",") {
-		spec = strings.TrimSpace(spec)
-		name, _, hasLevel := strings.Cut(spec, ":")
-		switch {
-		case name == seal.Name:
-			if hasLevel {
-				return nil, usageError{fmt.Errorf("codec %q: seal takes no level", spec)}
-			}
-			if k.psk == nil && k.recipient == "" {
-				return nil, usageError{fmt.Errorf("codec seal needs a key: --psk FILE, or a recipient")}
-			}
-			c, err := k.sealCodec()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		case name == zstd.Name && len(k.dicts) > 0:
-			opts := []zstd.Option{zstd.WithEncoderDictionary(k.dicts[0])}
-			if hasLevel {
-				c, err := codecbench.NewCodec(spec) // validates the level the usual way
-				if err != nil {
-					return nil, usageError{err}
-				}
-				opts = append(opts, zstd.WithLevel(c.Params().Level))
-			}
-			c, err := zstd.New(opts...)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		default:
-			c, err := codecbench.NewCodec(spec)
-			if err != nil {
-				return nil, usageError{err}
-			}
-			out = append(out, c)
-		}
+// codecs builds the codecs of a chain (encoding.ParseChain: compress,
+// then encrypt), seal with the keys given, zstd with the first
+// dictionary given unless the spec names another by ID, xml and zstd with
+// the trained models by name (xml@employees). noKey says which flags give
+// seal a key, for the error when none is given.
+func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
+	c, err := encoding.ParseChain(chain)
+	if err != nil {
+		return nil, usageError{err}
 	}
-	if len(out) == 0 || len(out) > encoding.MaxDepth {
-		return nil, usageError{fmt.Errorf("give 1 to %d codecs", encoding.MaxDepth)}
+	opts := codecbench.ModelOptions()
+	sealOpts, err := k.sealOptions()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	opts = append(opts, encoding.WithFactory(seal.Name, seal.Factory(sealOpts...)))
+	if len(k.dicts) > 0 {
+		f := zstd.Factory(zstd.WithDictionaries(k.dicts...), zstd.WithEncoderDictionary(k.dicts[0]))
+		opts = append(opts, encoding.WithFactory(zstd.Name, f))
+	}
+	codecs, err := encoding.NewChain(c, opts...)
+	switch {
+	case errors.Is(err, encoding.ErrNoKey):
+		return nil, usageError{fmt.Errorf("%w (give %s)", err, noKey)}
+	case errors.Is(err, encoding.ErrSpec):
+		return nil, usageError{err}
+	case err != nil:
+		return nil, err
+	}
+	return codecs, nil
 }
 
 // registry is the default registry with seal and zstd replaced by ones
 // that hold the keys and dictionaries given, for decoding.
 func (k *codecKeys) registry() (*encoding.Registry, error) {
+	sealOpts, err := k.sealOptions()
+	if err != nil {
+		return nil, err
+	}
 	r, err := encoding.NewRegistry()
 	if err != nil {
 		return nil, err
@@ -188,7 +196,7 @@ func (k *codecKeys) registry() (*encoding.Registry, error) {
 		}
 		switch name {
 		case seal.Name:
-			if c, err = k.sealCodec(); err != nil {
+			if c, err = seal.New(sealOpts...); err != nil {
 				return nil, err
 			}
 		case zstd.Name:
@@ -203,7 +211,7 @@ func (k *codecKeys) registry() (*encoding.Registry, error) {
 		}
 	}
 	if _, err := r.Lookup(seal.Name); err != nil { // seal registers no keyless default
-		c, err := k.sealCodec()
+		c, err := seal.New(sealOpts...)
 		if err != nil {
 			return nil, err
 		}

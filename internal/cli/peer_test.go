@@ -439,7 +439,8 @@ func TestRecvPSKRequiresSealed(t *testing.T) {
 	if strings.Count(stderr, "dropped") != 2 || !strings.Contains(stderr, "not protected as the receiver requires") {
 		t.Fatalf("stderr %q does not report two refused messages", stderr)
 	}
-	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8, zstd+seal key psk:cli): sealed") ||
+	// The key is named by the first 4 bytes of its SHA-256.
+	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8, zstd+seal key psk:9a2db2e2): sealed") ||
 		strings.Contains(out, "): plain") || strings.Contains(out, "zipped") {
 		t.Fatalf("recv printed %q", out)
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
@@ -121,15 +120,15 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			// also probe the path from this end.
 			models, saveModels := loadModels(keyFile, cmd.ErrOrStderr())
 			defer saveModels()
-			decOpts := []adaptive.Option{adaptive.WithModels(models), adaptive.WithRegistry(reg), adaptive.WithPipeID(a.ID.String())}
+			decOpts := []encoding.Option{encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()), models.TimeDecodes(nil)}
 			if keys.psk != nil {
 				// With a pre-shared key, every element the sender wrote
 				// (any namespace but JXTA's own) must come sealed with it.
-				decOpts = append(decOpts, adaptive.WithRequireSealed(
+				decOpts = append(decOpts, encoding.WithRequireSealed(
 					encoding.SelectorFunc(func(e message.Element) bool { return e.Namespace != message.JXTANamespace }),
-					pskKeyID))
+					keys.pskKeyIDs()...))
 			}
-			dec, err := adaptive.NewDecoder(decOpts...)
+			dec, err := encoding.NewDecoder(decOpts...)
 			if err != nil {
 				return err
 			}

@@ -181,7 +181,7 @@ the peer has acknowledged every byte and answered the close.`,
 					defer done()
 					scheme = auto
 				} else {
-					codecs, err := keys.codecs(encode)
+					codecs, err := keys.codecs(encode, "--psk FILE, or one --peer to seal to")
 					if err != nil {
 						return err
 					}

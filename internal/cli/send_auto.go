@@ -12,7 +12,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
@@ -69,7 +68,7 @@ func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID
 	models, saveModels := loadModels(keyFile, warn)
 	var codecs []encoding.Codec
 	for _, spec := range adaptive.DefaultSpecs {
-		c, err := codecbench.NewCodec(spec)
+		c, err := encoding.NewCodec(spec)
 		if err != nil {
 			return nil, nil, err
 		}

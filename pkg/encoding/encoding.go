@@ -37,6 +37,17 @@
 // (KindOf). Compressing compressed data, or sealing twice, buys nothing
 // and would let a peer multiply the decoder's work.
 //
+// # Codec specs
+//
+// A Spec names a configured codec in text, name[:level][@model] (zstd:19,
+// xml@employees), and a Chain names the codecs of one element, compress
+// then encrypt (zstd:9,seal); ParseSpec and ParseChain are their one
+// reader, and String their writer. Each codec package registers a Factory
+// that builds its codec from a spec, which NewCodec and NewChain use. What
+// a spec does not say (seal's keys, a dictionary's bytes) the caller gives
+// with WithFactory: no registered factory holds a key, so seal is built
+// only with the caller's.
+//
 // # Adapters
 //
 // Output, Input and Bidi wrap anything that sends or receives messages (a
@@ -84,6 +95,7 @@ const MIME = "application/x-p2pmsg-encoded"
 // them; use errors.Is.
 var (
 	ErrUnknownCodec  = errors.New("encoding: unknown codec")
+	ErrSpec          = errors.New("encoding: bad codec spec")
 	ErrDuplicate     = errors.New("encoding: codec already registered")
 	ErrCorrupt       = errors.New("encoding: corrupt data")
 	ErrAuth          = errors.New("encoding: authentication failed")

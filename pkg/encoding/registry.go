@@ -6,10 +6,13 @@ import (
 	"sync"
 )
 
-// Registry maps codec names to codecs. It is safe for concurrent use.
+// Registry maps codec names to the codecs that decode (Register, Lookup)
+// and to the factories that build codecs from specs (RegisterFactory,
+// NewCodec). It is safe for concurrent use.
 type Registry struct {
-	mu     sync.RWMutex
-	codecs map[string]Codec
+	mu        sync.RWMutex
+	codecs    map[string]Codec
+	factories map[string]Factory
 }
 
 // NewRegistry returns a registry holding codecs. It fails with ErrDuplicate
@@ -67,15 +70,56 @@ func (r *Registry) Names() []string {
 	return out
 }
 
-var defaultRegistry = &Registry{codecs: make(map[string]Codec)}
+// RegisterFactory makes f build the codecs specs name name (NewCodec). It
+// fails with ErrDuplicate if name has a factory, and ErrBadOption if name
+// is not a spec's name or f is nil.
+func (r *Registry) RegisterFactory(name string, f Factory) error {
+	if err := checkWord(name, MaxCodecName); err != nil || f == nil {
+		return fmt.Errorf("%w: factory %q (nil: %t)", ErrBadOption, name, f == nil)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.factories == nil {
+		r.factories = make(map[string]Factory)
+	}
+	if _, ok := r.factories[name]; ok {
+		return fmt.Errorf("%w: factory %q", ErrDuplicate, name)
+	}
+	r.factories[name] = f
+	return nil
+}
+
+// factory returns name's factory, nil if it has none.
+func (r *Registry) factory(name string) Factory {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.factories[name]
+}
+
+// factoryNames returns the names with a factory, sorted.
+func (r *Registry) factoryNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var defaultRegistry = &Registry{codecs: make(map[string]Codec), factories: make(map[string]Factory)}
 
 // Default returns the process-wide registry the codec subpackages register
-// their default-configured codecs in (from init), and that schemes use
-// unless given WithRegistry.
+// their default-configured codecs and their factories in (from init), that
+// schemes decode with unless given WithRegistry and NewCodec builds with.
 func Default() *Registry { return defaultRegistry }
 
 // Register adds c to the default registry.
 func Register(c Codec) error { return defaultRegistry.Register(c) }
+
+// RegisterFactory adds a factory to the default registry.
+func RegisterFactory(name string, f Factory) error { return defaultRegistry.RegisterFactory(name, f) }
 
 // Lookup finds a codec in the default registry.
 func Lookup(name string) (Codec, error) { return defaultRegistry.Lookup(name) }

@@ -52,6 +52,7 @@ type config struct {
 	onErr   func(*ElementError)
 	// require lists what WithRequireSealed asks of selected elements.
 	require []requirement
+	wrap    func(Codec) Codec // WithDecodeWrap's, nil for none
 }
 
 // requirement is one WithRequireSealed.
@@ -153,6 +154,20 @@ func WithErrorHandler(f func(*ElementError)) Option {
 	return func(c *config) error { c.onErr = f; return nil }
 }
 
+// WithDecodeWrap makes Decode use f(c) in place of each codec c it finds
+// in the registry, to observe decodes (package adaptive times them so:
+// adaptive.Models.TimeDecodes). f must return a codec that decodes as c
+// does, with its name and kind. Default: the codecs as registered.
+func WithDecodeWrap(f func(Codec) Codec) Option {
+	return func(c *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil decode wrapper", ErrBadOption)
+		}
+		c.wrap = f
+		return nil
+	}
+}
+
 // Codecs is a Scheme that encodes each selected element with its codecs in
 // order (compress, then encrypt), each encoding wrapping the previous one.
 type Codecs struct {
@@ -178,8 +193,8 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 			return nil, fmt.Errorf("%w: codec name %q", ErrBadOption, n)
 		}
 	}
-	if len(codecs) == 2 && (KindOf(codecs[0]) != KindCompression || KindOf(codecs[1]) != KindSeal) {
-		return nil, fmt.Errorf("%w: %s then %s", ErrNesting, codecs[0].Name(), codecs[1].Name())
+	if err := checkNesting(codecs); err != nil {
+		return nil, err
 	}
 	s := &Codecs{codecs: codecs, config: config{
 		sel: Marked(), reg: defaultRegistry,
@@ -391,7 +406,7 @@ func (c *config) required(e message.Element) bool {
 // DecodeElement restores one encoded element, within max decoded bytes
 // (in all its layers). It takes New's options (WithPipeID, or
 // WithoutPipeBinding for elements that belong to no pipe; WithRegistry,
-// default Default()); the others do not apply.
+// default Default(); WithDecodeWrap); the others do not apply.
 func DecodeElement(e message.Element, max int, opts ...Option) (message.Element, error) {
 	c := config{reg: defaultRegistry}
 	for _, o := range opts {
@@ -439,6 +454,9 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		codec, err := c.reg.Lookup(h.Codec)
 		if err != nil {
 			return e, rep, work, err
+		}
+		if c.wrap != nil {
+			codec = c.wrap(codec)
 		}
 		// Decoding runs outside in: seal, then what it sealed, which can
 		// only be compression.

@@ -343,3 +343,41 @@ func TestBombs(t *testing.T) {
 	}
 	t.Logf("%d-byte element expanding to 64 MiB refused", len(payload))
 }
+
+// countingCodec counts the decodes of the codec it wraps.
+type countingCodec struct {
+	encoding.Codec
+	n *int
+}
+
+func (c countingCodec) Kind() encoding.Kind { return encoding.KindOf(c.Codec) }
+
+func (c countingCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
+	*c.n++
+	return c.Codec.Decode(dst, src, p, b, max)
+}
+
+// WithDecodeWrap sees every layer decoded, of schemes and DecodeElement.
+func TestWithDecodeWrap(t *testing.T) {
+	g, _ := gzip.New()
+	s, _ := encoding.New([]encoding.Codec{g})
+	enc, err := s.Encode(message.New(s.Producer().Text("", "a", "hello"), s.Producer().Text("", "b", "world")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	wrap := encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec { return countingCodec{c, &n} })
+	d, err := encoding.NewDecoder(wrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Decode(enc); err != nil || n != 2 {
+		t.Fatalf("%d decodes seen, %v", n, err)
+	}
+	if _, err := encoding.DecodeElement(enc.At(0), 100, wrap); err != nil || n != 3 {
+		t.Fatalf("%d decodes seen, %v", n, err)
+	}
+	if _, err := encoding.NewDecoder(encoding.WithDecodeWrap(nil)); !errors.Is(err, encoding.ErrBadOption) {
+		t.Fatalf("nil wrapper: %v", err)
+	}
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -68,7 +67,8 @@ type AMTTConfig struct {
 	// Down what it receives. The receiver's side is not shaped (in the
 	// paper it sat on a campus network).
 	Link linkemu.Link
-	// Codecs are codecbench specs ("gzip", "gzip:9", "zstd:19", ...) or
+	// Codecs are codec specs ("gzip", "gzip:9", "zstd:19", "xml@employees":
+	// encoding.ParseSpec, codecbench's models by name, no seal) or
 	// CodecNone; default DefaultAMTTCodecs.
 	Codecs []string
 	// Records are the employee record counts of the documents, one trial
@@ -107,7 +107,7 @@ func (c AMTTConfig) normalize() (AMTTConfig, error) {
 		if s == CodecNone {
 			continue
 		}
-		if _, err := codecbench.NewCodec(s); err != nil {
+		if _, err := newCodec(s); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrAMTTConfig, err)
 		}
 	}
@@ -255,7 +255,7 @@ func RunAMTTSender(ctx context.Context, cfg AMTTConfig, p AMTTPipes) ([]AMTTResu
 		if spec == CodecNone {
 			continue
 		}
-		c, _ := codecbench.NewCodec(spec) // checked by normalize
+		c, _ := newCodec(spec) // checked by normalize
 		scheme, err := encoding.New([]encoding.Codec{c})
 		if err != nil {
 			return nil, err
@@ -529,8 +529,8 @@ func ServeAMTTReceiver(ctx context.Context, p AMTTPipes) error {
 }
 
 // specDecoder is the receiver's scheme: it decodes with the codecs the
-// sender announced (so keyed and trained codecs, seal and dictionaries,
-// decode too), choosing among those that share a name (zstd:3 and
+// sender announced (so trained codecs, xml and zstd with codecbench's
+// models, decode too), choosing among those that share a name (zstd:3 and
 // zstd@employees) by the dictionary the element's header records.
 type specDecoder struct {
 	byKey map[codecKey]*encoding.Decoder
@@ -549,7 +549,7 @@ func newSpecDecoder(specs []string) (*specDecoder, error) {
 		if spec == CodecNone || spec == "" {
 			continue
 		}
-		c, err := codecbench.NewCodec(spec)
+		c, err := newCodec(spec)
 		if err != nil {
 			return nil, err
 		}

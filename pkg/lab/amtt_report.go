@@ -18,7 +18,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 
@@ -67,7 +66,7 @@ func EncodedSize(spec string, records int) (int, error) {
 	if spec == CodecNone {
 		return len(doc), nil
 	}
-	c, err := codecbench.NewCodec(spec)
+	c, err := newCodec(spec)
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
@@ -111,7 +110,8 @@ const (
 type GridConfig struct {
 	Profiles []string // link profiles (linkemu names, "loopback")
 	Docs     []string // documents (LoadGridDoc names)
-	// Choices are the fixed choices: ChoiceIdentity and codecbench specs.
+	// Choices are the fixed choices: ChoiceIdentity and codec specs
+	// (encoding.ParseSpec; codecbench's models by name, no seal).
 	// Auto chooses among the same codecs.
 	Choices []string
 	CPUs    []string // receiver CPUs: CPUFast, CPUSlow
@@ -174,7 +174,7 @@ func (c GridConfig) normalize() (GridConfig, error) {
 		if s == ChoiceIdentity {
 			continue
 		}
-		if _, err := codecbench.NewCodec(s); err != nil {
+		if _, err := newCodec(s); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrGridConfig, err)
 		}
 	}
@@ -307,7 +307,7 @@ type gridPair struct {
 	sp, rp     AMTTPipes
 	ssvc, rsvc *pathinfo.Service
 	mon        *pathinfo.Monitor
-	rdec       *adaptive.Scheme
+	rdec       *encoding.Decoder
 }
 
 func (g *gridPair) Close() error {
@@ -370,7 +370,7 @@ func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, se
 	if err != nil {
 		return fail(err)
 	}
-	if g.rdec, err = adaptive.NewDecoder(adaptive.WithModels(rmodels), adaptive.WithRegistry(reg)); err != nil {
+	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes(nil)); err != nil {
 		return fail(err)
 	}
 	if g.rsvc, err = pathinfo.New(g.rcv.Node, rmodels, pathinfo.WithRegistry(reg)); err != nil {
@@ -394,7 +394,7 @@ func gridRegistry(choices []string, cpu string, slow float64) (*encoding.Registr
 		if spec == ChoiceIdentity {
 			continue
 		}
-		c, err := codecbench.NewCodec(spec)
+		c, err := newCodec(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -544,7 +544,7 @@ func (t *timedScheme) sentAs() (spec string, size int) {
 	if err != nil {
 		return "", len(e.Data)
 	}
-	return adaptive.SpecOf(h.Codec, h.Params), len(e.Data)
+	return encoding.SpecOf(h.Codec, h.Params).String(), len(e.Data)
 }
 
 // identityScheme sends selected elements as they are (their Producer mark
@@ -617,7 +617,7 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 	for _, spec := range cfg.Choices {
 		var s encoding.Scheme = identityScheme{}
 		if spec != ChoiceIdentity {
-			c, err := codecbench.NewCodec(spec)
+			c, err := newCodec(spec)
 			if err != nil {
 				return nil, nil, err
 			}

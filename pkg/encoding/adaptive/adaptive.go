@@ -36,9 +36,10 @@
 // centroids of power-of-two size buckets, EWMA within a bucket, timing
 // outliers clipped); and the node's own decode times per codec, which it
 // shares with its senders as a Profile. Every encode it performs teaches
-// it; a receiving Scheme's Decode times every decode. A codec not yet
-// measured at some size is predicted through another codec that was,
-// scaled by their relative ratio where both were measured.
+// it; a receiver's decoder given Models.TimeDecodes, and a Scheme's
+// Decode, time every decode. A codec not yet measured at some size is
+// predicted through another codec that was, scaled by their relative
+// ratio where both were measured.
 //
 // # Exploration
 //
@@ -81,8 +82,12 @@ const Identity = "identity"
 
 // DefaultSpecs are the candidates a node offers the scheme when nothing
 // says otherwise (`p2pmsg send --encode auto`): the fastest codec, zstd
-// from fast to strongest, gzip at its default, and the XML codec.
-var DefaultSpecs = []string{"s2:1", "zstd:1", "zstd:3", "zstd:19", "gzip:6", "xml:3"}
+// from fast to strongest, gzip at its default, and the XML codec. Build
+// them with encoding.NewCodec.
+var DefaultSpecs = []encoding.Spec{
+	{Name: "s2", Level: 1}, {Name: "zstd", Level: 1}, {Name: "zstd", Level: 3},
+	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
+}
 
 // Clock tells the time; the scheme measures encodes and decodes with it.
 type Clock interface{ Now() time.Time }
@@ -156,30 +161,16 @@ type Scheme struct {
 
 var _ encoding.Scheme = (*Scheme)(nil)
 
-// Spec names a codec as the models know it: "name:level", with
-// "@dictID" when it compresses with a dictionary.
-func Spec(c encoding.Codec) string { return SpecOf(c.Name(), c.Params()) }
-
-// SpecOf is Spec for a codec known by its name and parameters, as an
-// encoded element's header gives them.
-func SpecOf(name string, p encoding.Params) string {
-	s := fmt.Sprintf("%s:%d", name, p.Level)
-	if p.DictID != 0 {
-		s += fmt.Sprintf("@%d", p.DictID)
-	}
-	return s
-}
+// specOf names a codec as the models know it: encoding.SpecOf's spec,
+// "name:level", with "@dictID" when it compresses with a dictionary.
+func specOf(c encoding.Codec) string { return encoding.SpecOf(c.Name(), c.Params()).String() }
 
 // New returns an adaptive scheme choosing among sending each selected
 // element as it is and encoding it with one of codecs. Codecs the models
 // know nothing of are measured first on a built-in sample (a few tens of
 // milliseconds; see WithoutCalibration).
 func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
-	cfg := config{
-		reg:     encoding.Default(),
-		maxElem: encoding.DefaultMaxElementSize, maxMsg: encoding.DefaultMaxMessageSize,
-		clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true,
-	}
+	cfg := config{clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -193,7 +184,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		if c == nil {
 			return nil, fmt.Errorf("%w: nil codec", encoding.ErrBadOption)
 		}
-		spec := Spec(c)
+		spec := specOf(c)
 		if slices.Contains(s.specs, spec) {
 			return nil, fmt.Errorf("%w: codec %s given twice", encoding.ErrBadOption, spec)
 		}
@@ -216,7 +207,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 	if cfg.calibrate {
 		var todo []encoding.Codec
 		for _, c := range codecs {
-			if !cfg.models.hasEncode(Spec(c)) || !cfg.models.hasDecode(c.Name()) {
+			if !cfg.models.hasEncode(specOf(c)) || !cfg.models.hasDecode(c.Name()) {
 				todo = append(todo, c)
 			}
 		}
@@ -225,13 +216,6 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		}
 	}
 	return s, nil
-}
-
-// NewDecoder returns a scheme for receivers: Encode leaves messages as
-// they are, Decode restores encoded elements and times each decode into
-// the models, which is what the node's Profile tells its senders.
-func NewDecoder(opts ...Option) (*Scheme, error) {
-	return New(nil, opts...)
 }
 
 // Models returns the models the scheme learns into.
@@ -249,7 +233,8 @@ func (s *Scheme) Candidates() []string {
 // Producer returns the element producer.
 func (s *Scheme) Producer() encoding.Producer { return encoding.Producer{} }
 
-// Decode restores a message's encoded elements, timing each decode.
+// Decode restores a message's encoded elements as encoding.Decoder does
+// with the options of WithDecoding, timing each decode.
 func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s.dec.Decode(m) }
 
 // DecodeReport is Decode that also tells how each element was decoded

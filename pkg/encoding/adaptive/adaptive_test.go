@@ -48,7 +48,7 @@ func newWorld() *world {
 	w.kind = adaptive.Classify(doc(docSize))
 	for _, n := range []int{1000, docSize} {
 		for _, c := range []*fakeCodec{w.fast, w.strong} {
-			w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
+			w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
 			w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 		}
 	}
@@ -60,7 +60,7 @@ func doc(n int) message.Element { return encoding.Producer{}.XML("", "doc", peri
 func (w *world) scheme(t testing.TB, opts ...adaptive.Option) *adaptive.Scheme {
 	t.Helper()
 	all := append([]adaptive.Option{adaptive.WithModels(w.models), adaptive.WithClock(w.clock), adaptive.WithoutCalibration(),
-		adaptive.WithExploration(adaptive.NoExploration), adaptive.WithRegistry(mustRegistry(w.fast, w.strong))}, opts...)
+		adaptive.WithExploration(adaptive.NoExploration), adaptive.WithDecoding(encoding.WithRegistry(mustRegistry(w.fast, w.strong)))}, opts...)
 	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +352,7 @@ func TestEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rmodels := adaptive.NewModels()
-	dec, err := adaptive.NewDecoder(adaptive.WithModels(rmodels), adaptive.WithClock(w.clock), adaptive.WithRegistry(mustRegistry(w.fast, w.strong)))
+	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(w.fast, w.strong)), rmodels.TimeDecodes(w.clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,14 +473,14 @@ func TestNearTieIsTrialledOnThisContent(t *testing.T) {
 						pad = 0.14 // learnt on other content
 					}
 					for range 8 { // the bucket's full weight (one sample is stale, trialled anyway)
-						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
 						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 					}
 				}
 			}
 			var sent, shadowed []string
 			s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, mid}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
-				adaptive.WithoutCalibration(), adaptive.WithRegistry(mustRegistry(w.fast, w.strong, mid)),
+				adaptive.WithoutCalibration(), adaptive.WithDecoding(encoding.WithRegistry(mustRegistry(w.fast, w.strong, mid))),
 				adaptive.WithPath(path(tc.bw)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
 				adaptive.WithTrace(func(d adaptive.Decision) {
 					sent = append(sent, d.Choice())
@@ -532,14 +532,14 @@ func TestStrayingNearTieIsTrialledFirst(t *testing.T) {
 						if c == w.strong {
 							pad = tc.pads[i]
 						}
-						w.models.RecordEncode(adaptive.Spec(c), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
+						w.models.RecordEncode(encoding.SpecOf(c.Name(), c.Params()).String(), w.kind, n, int(pad*float64(n))+64, time.Duration(n)*c.enc)
 						w.models.RecordDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 					}
 				}
 			}
 			var d adaptive.Decision
 			s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, mid}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
-				adaptive.WithoutCalibration(), adaptive.WithRegistry(mustRegistry(w.fast, w.strong, mid)),
+				adaptive.WithoutCalibration(), adaptive.WithDecoding(encoding.WithRegistry(mustRegistry(w.fast, w.strong, mid))),
 				adaptive.WithPath(path(3.6e6)), adaptive.WithExploration(adaptive.Exploration{Share: 1, MaxShadows: 1}),
 				adaptive.WithTrace(func(dd adaptive.Decision) { d = dd }))
 			if err != nil {
@@ -631,7 +631,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"nil path", nil, []adaptive.Option{adaptive.WithPath(nil)}},
 		{"nil clock", nil, []adaptive.Option{adaptive.WithClock(nil)}},
 		{"share", nil, []adaptive.Option{adaptive.WithExploration(adaptive.Exploration{Share: 2})}},
-		{"limits", nil, []adaptive.Option{adaptive.WithLimits(10, 5)}},
+		{"limits", nil, []adaptive.Option{adaptive.WithDecoding(encoding.WithLimits(10, 5))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := adaptive.New(tc.codecs, append(tc.opts, adaptive.WithoutCalibration())...); !errors.Is(err, encoding.ErrBadOption) {

@@ -70,7 +70,7 @@ func (m *Models) Calibrate(codecs []encoding.Codec, clock Clock) error {
 	}
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
-		spec := Spec(c)
+		spec := specOf(c)
 		if _, err := c.Encode(nil, calibrationSamples()[0], b); err != nil { // warm-up: pools, tables
 			continue
 		}

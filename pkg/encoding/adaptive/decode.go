@@ -25,32 +25,27 @@ func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bindi
 	return out, err
 }
 
-// newTimedDecoder returns a decoder over a copy of the configured
-// registry whose codecs time their decodes.
+// TimeDecodes is the option of encoding.NewDecoder (and DecodeElement)
+// that times every decode into m, with clock (nil: the system clock): what
+// a receiver learns the decode Profile it serves its senders from.
+func (m *Models) TimeDecodes(clock Clock) encoding.Option {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	return encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec {
+		return &timedCodec{Codec: c, models: m, clock: clock}
+	})
+}
+
+// newTimedDecoder returns the scheme's decoder: the configured options,
+// bound to the pipe of WithPipeID unless they say otherwise, timing its
+// decodes into the models.
 func newTimedDecoder(c *config) (*encoding.Decoder, error) {
-	reg, err := encoding.NewRegistry()
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range c.reg.Names() {
-		codec, err := c.reg.Lookup(name)
-		if err != nil {
-			return nil, err
-		}
-		if err := reg.Register(&timedCodec{Codec: codec, models: c.models, clock: c.clock}); err != nil {
-			return nil, err
-		}
-	}
-	opts := []encoding.Option{
-		encoding.WithRegistry(reg), encoding.WithLimits(c.maxElem, c.maxMsg),
-		encoding.WithPolicy(c.policy),
-	}
+	var opts []encoding.Option
 	if c.pipeID != "" {
 		opts = append(opts, encoding.WithPipeID(c.pipeID))
 	}
 	opts = append(opts, c.decodeOpts...)
-	if c.onErr != nil {
-		opts = append(opts, encoding.WithErrorHandler(c.onErr))
-	}
+	opts = append(opts, c.models.TimeDecodes(c.clock))
 	return encoding.NewDecoder(opts...)
 }

@@ -81,7 +81,10 @@ func ExampleNew() {
 
 	m, _ := b.Receive(context.Background())
 	fmt.Println("sent encoded:", encoding.IsEncoded(m.At(0)))
-	dec, _ := adaptive.NewDecoder()
+	// The receiver decodes as any does, timing its decodes into its own
+	// models: the decode profile it serves its senders.
+	received := adaptive.NewModels()
+	dec, _ := encoding.NewDecoder(received.TimeDecodes(nil))
 	m, _ = dec.Decode(m)
 	fmt.Println("decoded intact:", bytes.Equal(m.At(0).Data, doc))
 

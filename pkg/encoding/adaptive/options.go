@@ -50,16 +50,11 @@ type config struct {
 	recv  ProfileSource
 	trace func(Decision)
 
-	calib   Calibration // the path source's, if it is one
-	models  *Models
-	reg     *encoding.Registry
-	maxElem int
-	maxMsg  int
-	policy  encoding.Policy
-	pipeID  string
-	// decodeOpts are further options of the decoder (WithRequireSealed).
+	calib  Calibration // the path source's, if it is one
+	models *Models
+	pipeID string
+	// decodeOpts are the decoder's options (WithDecoding).
 	decodeOpts []encoding.Option
-	onErr      func(*encoding.ElementError)
 	clock      Clock
 	seed       uint64
 	explore    Exploration
@@ -90,42 +85,10 @@ func WithSelector(s encoding.Selector) Option {
 	}
 }
 
-// WithRegistry sets the registry Decode finds codecs in. Default:
-// encoding.Default().
-func WithRegistry(r *encoding.Registry) Option {
-	return func(c *config) error {
-		if r == nil {
-			return fmt.Errorf("%w: nil registry", encoding.ErrBadOption)
-		}
-		c.reg = r
-		return nil
-	}
-}
-
-// WithLimits sets Decode's limits, as encoding.WithLimits.
-func WithLimits(element, message int) Option {
-	return func(c *config) error {
-		if element <= 0 || message <= 0 || element > message {
-			return fmt.Errorf("%w: limits %d/%d", encoding.ErrBadOption, element, message)
-		}
-		c.maxElem, c.maxMsg = element, message
-		return nil
-	}
-}
-
-// WithPolicy sets Decode's policy, as encoding.WithPolicy.
-func WithPolicy(p encoding.Policy) Option {
-	return func(c *config) error {
-		if p != encoding.DropMessage && p != encoding.DeliverEncoded {
-			return fmt.Errorf("%w: policy %d", encoding.ErrBadOption, p)
-		}
-		c.policy = p
-		return nil
-	}
-}
-
-// WithPipeID binds encoded elements to a pipe, as encoding.WithPipeID.
-// Without it sealed elements do not open (encoding.ErrUnbound).
+// WithPipeID binds encoded elements to a pipe, as encoding.WithPipeID
+// does for the encoding schemes; Decode binds them to it too unless
+// WithDecoding says otherwise. Without it sealed elements do not open
+// (encoding.ErrUnbound).
 func WithPipeID(id string) Option {
 	return func(c *config) error {
 		if id == "" {
@@ -136,20 +99,15 @@ func WithPipeID(id string) Option {
 	}
 }
 
-// WithRequireSealed is encoding.WithRequireSealed, for Decode.
-func WithRequireSealed(sel encoding.Selector, keyIDs ...string) Option {
+// WithDecoding sets the options of Decode, which decodes as a decoder of
+// encoding.NewDecoder(opts...) does (registry, limits, policy, required
+// seals), timing every decode into the models (Models.TimeDecodes).
+// Default: none, and the pipe ID of WithPipeID.
+func WithDecoding(opts ...encoding.Option) Option {
 	return func(c *config) error {
-		if sel == nil {
-			return fmt.Errorf("%w: nil selector", encoding.ErrBadOption)
-		}
-		c.decodeOpts = append(c.decodeOpts, encoding.WithRequireSealed(sel, keyIDs...))
+		c.decodeOpts = append(c.decodeOpts, opts...)
 		return nil
 	}
-}
-
-// WithErrorHandler is encoding.WithErrorHandler.
-func WithErrorHandler(f func(*encoding.ElementError)) Option {
-	return func(c *config) error { c.onErr = f; return nil }
 }
 
 // WithPath sets where the scheme learns about the path to the receiver.

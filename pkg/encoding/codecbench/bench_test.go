@@ -14,7 +14,7 @@ import (
 func BenchmarkCodecs(b *testing.B) {
 	bind := encoding.Binding{Namespace: "lab", Name: "codecs", PipeID: "lab"}
 	for _, spec := range codecbench.DefaultSpecs {
-		c, err := codecbench.NewCodec(spec)
+		c, err := codecbench.BenchCodec(spec)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkCodecs(b *testing.B) {
 func BenchmarkDataSet(b *testing.B) {
 	bind := encoding.Binding{Namespace: "lab", Name: "codecs", PipeID: "lab"}
 	for _, spec := range []string{"xml", "gzip:6", "stdgzip:6", "zstd:3", "zstd:19", "s2:1"} {
-		c, err := codecbench.NewCodec(spec)
+		c, err := codecbench.BenchCodec(spec)
 		if err != nil {
 			b.Fatal(err)
 		}

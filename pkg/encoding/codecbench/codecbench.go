@@ -7,27 +7,26 @@ package codecbench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
+	// The codecs Run measures register their factories.
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
-// ErrBadSpec reports a codec spec that names no known codec or level.
-var ErrBadSpec = errors.New("codecbench: bad codec spec")
+// ErrUnknown reports a corpus or model name codecbench does not know.
+var ErrUnknown = errors.New("codecbench: unknown corpus or model")
 
 // DefaultSpecs are the codecs and levels measured when none are given.
 var DefaultSpecs = []string{
@@ -36,94 +35,36 @@ var DefaultSpecs = []string{
 	"stdgzip:6", "xml",
 }
 
-// NewCodec returns the codec a spec "name[:level][@model]" names:
-// identity, gzip, deflate, zstd, s2, seal (XChaCha20-Poly1305 with a fixed
-// benchmark key; it takes no level), xml, or stdgzip (Go's compress/gzip,
-// a reference, not a registered codec). "@model" (zstd and xml only) adds
-// a shared dictionary or model trained on ModelSamples(model).
-func NewCodec(spec string) (encoding.Codec, error) {
-	nameLevel, model, hasModel := strings.Cut(spec, "@")
-	name, lv, hasLevel := strings.Cut(nameLevel, ":")
-	if hasModel && name != zstd.Name && name != xmlc.Name {
-		return nil, fmt.Errorf("%w: %q: only zstd and xml take a model", ErrBadSpec, spec)
-	}
-	level := 0
-	if hasLevel {
-		var err error
-		if level, err = strconv.Atoi(lv); err != nil {
-			return nil, fmt.Errorf("%w: %q: level: %w", ErrBadSpec, spec, err)
-		}
-	}
-	var c encoding.Codec
-	var err error
-	switch name {
-	case identity.Name:
-		if hasLevel {
-			return nil, fmt.Errorf("%w: %q: identity takes no level", ErrBadSpec, spec)
-		}
-		c = identity.New()
-	case gzip.Name:
-		var o []gzip.Option
-		if hasLevel {
-			o = append(o, gzip.WithLevel(level))
-		}
-		c, err = gzip.New(o...)
-	case deflate.Name:
-		var o []deflate.Option
-		if hasLevel {
-			o = append(o, deflate.WithLevel(level))
-		}
-		c, err = deflate.New(o...)
-	case zstd.Name:
-		var o []zstd.Option
-		if hasLevel {
-			o = append(o, zstd.WithLevel(level))
-		}
-		if hasModel {
-			d, derr := newZstdDict(model)
-			if derr != nil {
-				return nil, fmt.Errorf("%w: %q: %w", ErrBadSpec, spec, derr)
-			}
-			o = append(o, zstd.WithEncoderDictionary(d))
-		}
-		c, err = zstd.New(o...)
-	case s2.Name:
-		var o []s2.Option
-		if hasLevel {
-			o = append(o, s2.WithLevel(level))
-		}
-		c, err = s2.New(o...)
-	case seal.Name:
-		if hasLevel {
-			return nil, fmt.Errorf("%w: %q: seal takes no level", ErrBadSpec, spec)
-		}
-		c, err = seal.New(seal.WithPSK("bench", bytes.Repeat([]byte{0x42}, seal.KeySize)),
-			seal.WithoutReplayProtection()) // it decodes one element again and again
-	case xmlc.Name:
-		var o []xmlc.Option
-		if hasLevel {
-			o = append(o, xmlc.WithLevel(level))
-		}
-		if hasModel {
-			m, merr := newModel(model)
-			if merr != nil {
-				return nil, fmt.Errorf("%w: %q: %w", ErrBadSpec, spec, merr)
-			}
-			o = append(o, xmlc.WithEncoderModel(m))
-		}
-		c, err = xmlc.New(o...)
-	case StdGzipName:
-		if !hasLevel {
-			level = 6
-		}
-		c, err = newStdGzip(level)
-	default:
-		return nil, fmt.Errorf("%w: %q: unknown codec", ErrBadSpec, spec)
-	}
+// newCodec returns the codec a spec names (encoding.ParseSpec): a
+// registered codec, built as encoding.NewCodec builds it with ModelOptions,
+// or stdgzip (Go's compress/gzip, a reference, not a registered codec;
+// level 6 by default). seal is measured with a random key of its own, which
+// is why this is not exported: a sealing codec must be built with the
+// caller's keys (seal.Factory), and Run needs one only to time it.
+func newCodec(spec string) (encoding.Codec, error) {
+	s, err := encoding.ParseSpec(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrBadSpec, spec, err)
+		return nil, err
 	}
-	return c, nil
+	switch s.Name {
+	case StdGzipName:
+		if s.Model != "" {
+			return nil, fmt.Errorf("%w %q: %s takes no model", encoding.ErrSpec, spec, StdGzipName)
+		}
+		level := cmp.Or(s.Level, 6)
+		c, err := newStdGzip(level)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", encoding.ErrSpec, spec, err)
+		}
+		return c, nil
+	case seal.Name:
+		key := make([]byte, seal.KeySize)
+		rand.Read(key)
+		// Run decodes one element again and again.
+		f := seal.Factory(seal.WithPSK("codecbench", key), seal.WithoutReplayProtection())
+		return encoding.NewCodec(s, encoding.WithFactory(seal.Name, f))
+	}
+	return encoding.NewCodec(s, ModelOptions()...)
 }
 
 // Input is a named document to measure.
@@ -164,7 +105,7 @@ type config struct {
 func WithMinDuration(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond || d > time.Minute {
-			return fmt.Errorf("%w: min duration %v", ErrBadSpec, d)
+			return fmt.Errorf("%w: min duration %v", encoding.ErrBadOption, d)
 		}
 		c.minDur = d
 		return nil
@@ -172,8 +113,11 @@ func WithMinDuration(d time.Duration) Option {
 }
 
 // Run measures each codec spec on each input, in that order, in the
-// calling goroutine locked to its thread. Every decode is checked against
-// its input. It stops early with ctx's error if ctx is done.
+// calling goroutine locked to its thread. A spec is any that
+// encoding.NewCodec builds with ModelOptions, stdgzip, or seal (with a
+// random key); a bad one fails with an error wrapping encoding.ErrSpec
+// before anything is measured. Every decode is checked against its input.
+// It stops early with ctx's error if ctx is done.
 func Run(ctx context.Context, specs []string, inputs []Input, opts ...Option) ([]Result, error) {
 	cfg := config{minDur: 100 * time.Millisecond}
 	for _, o := range opts {
@@ -183,7 +127,7 @@ func Run(ctx context.Context, specs []string, inputs []Input, opts ...Option) ([
 	}
 	codecs := make([]encoding.Codec, len(specs))
 	for i, s := range specs {
-		c, err := NewCodec(s)
+		c, err := newCodec(s)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +149,7 @@ func Run(ctx context.Context, specs []string, inputs []Input, opts ...Option) ([
 				return err
 			})
 			if err != nil {
-				return out, fmt.Errorf("codecbench: %s on %s: encode: %w", specs[i], in.Name, err)
+				return out, fmt.Errorf("%s on %s: encode: %w", specs[i], in.Name, err)
 			}
 			enc = bytes.Clone(enc)
 			var dec []byte
@@ -223,7 +167,7 @@ func Run(ctx context.Context, specs []string, inputs []Input, opts ...Option) ([
 				err = errors.New("round trip differs")
 			}
 			if err != nil {
-				return out, fmt.Errorf("codecbench: %s on %s: decode: %w", specs[i], in.Name, err)
+				return out, fmt.Errorf("%s on %s: decode: %w", specs[i], in.Name, err)
 			}
 			out = append(out, Result{Codec: specs[i], File: in.Name, BytesIn: len(in.Data), BytesOut: len(enc), CompressBps: cBps, DecompressBps: dBps})
 		}

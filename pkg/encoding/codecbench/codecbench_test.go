@@ -41,14 +41,17 @@ func TestRunErrors(t *testing.T) {
 		opts    []codecbench.Option
 		wantErr error
 	}{
-		{"unknown codec", context.Background(), []string{"lzma"}, nil, codecbench.ErrBadSpec},
-		{"bad level", context.Background(), []string{"gzip:x"}, nil, codecbench.ErrBadSpec},
+		{"unknown codec", context.Background(), []string{"lzma"}, nil, encoding.ErrUnknownCodec},
+		{"bad level", context.Background(), []string{"gzip:x"}, nil, encoding.ErrSpec},
 		{"level out of range", context.Background(), []string{"zstd:99"}, nil, encoding.ErrBadOption},
-		{"level on identity", context.Background(), []string{"identity:1"}, nil, codecbench.ErrBadSpec},
-		{"bad duration", context.Background(), []string{"s2"}, []codecbench.Option{codecbench.WithMinDuration(0)}, codecbench.ErrBadSpec},
+		{"level on identity", context.Background(), []string{"identity:1"}, nil, encoding.ErrBadOption},
+		{"level on seal", context.Background(), []string{"seal:1"}, nil, encoding.ErrBadOption},
+		{"bad duration", context.Background(), []string{"s2"}, []codecbench.Option{codecbench.WithMinDuration(0)}, encoding.ErrBadOption},
 		{"cancelled", ctx, []string{"s2"}, nil, context.Canceled},
-		{"model on gzip", context.Background(), []string{"gzip:6@employees"}, nil, codecbench.ErrBadSpec},
-		{"unknown model", context.Background(), []string{"xml@nothing"}, nil, codecbench.ErrBadSpec},
+		{"model on gzip", context.Background(), []string{"gzip:6@employees"}, nil, encoding.ErrBadOption},
+		{"unknown model", context.Background(), []string{"xml@nothing"}, nil, encoding.ErrNoDictionary},
+		{"model by unknown ID", context.Background(), []string{"zstd@7"}, nil, encoding.ErrNoDictionary},
+		{"model on stdgzip", context.Background(), []string{"stdgzip@employees"}, nil, encoding.ErrSpec},
 		{"xml level out of range", context.Background(), []string{"xml:9"}, nil, encoding.ErrBadOption},
 		{"stdgzip level out of range", context.Background(), []string{"stdgzip:12"}, nil, encoding.ErrBadOption},
 	}
@@ -57,6 +60,9 @@ func TestRunErrors(t *testing.T) {
 			_, err := codecbench.Run(tt.ctx, tt.specs, codecbench.EmployeeInputs()[:1], tt.opts...)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
+			}
+			if tt.opts == nil && tt.ctx == context.Background() && !errors.Is(err, encoding.ErrSpec) {
+				t.Fatalf("%v does not wrap encoding.ErrSpec", err)
 			}
 		})
 	}
@@ -71,7 +77,7 @@ func TestCorpus(t *testing.T) {
 		{"employees", 7, nil},
 		{"dataset", 3, nil},
 		{"all", 10, nil},
-		{"nothing", 0, codecbench.ErrBadSpec},
+		{"nothing", 0, codecbench.ErrUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,5 +111,27 @@ func TestModelSpecs(t *testing.T) {
 	}
 	if res[1].BytesOut >= res[0].BytesOut || res[3].BytesOut >= res[2].BytesOut {
 		t.Errorf("a model did not help: %+v", res)
+	}
+}
+
+// A spec names a model by name under ModelOptions; its header records the
+// model's ID, so the same spec written with the ID builds the same codec.
+func TestModelOptions(t *testing.T) {
+	for _, spec := range []string{"xml:2@employees", "zstd:19@dataset"} {
+		s, _ := encoding.ParseSpec(spec)
+		byName, err := encoding.NewCodec(s, codecbench.ModelOptions()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := byName.Params().DictID
+		if id == 0 || byName.Params().Level != s.Level {
+			t.Fatalf("%s: params %+v", spec, byName.Params())
+		}
+		if got := encoding.SpecOf(byName.Name(), byName.Params()); got.Model == s.Model || got.Name != s.Name {
+			t.Fatalf("%s: header spec %s", spec, got)
+		}
+		if _, err := encoding.NewCodec(s); !errors.Is(err, encoding.ErrBadOption) {
+			t.Fatalf("%s without ModelOptions: %v", spec, err)
+		}
 	}
 }

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/dict"
 
 	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
 // Corpora names the document sets Corpus knows.
@@ -36,7 +40,7 @@ func Corpus(name string) ([]Input, error) {
 	case "all":
 		return append(EmployeeInputs(), DataSetInputs()...), nil
 	}
-	return nil, fmt.Errorf("%w: unknown corpus %q (have %s)", ErrBadSpec, name, strings.Join(Corpora, ", "))
+	return nil, fmt.Errorf("%w: corpus %q (have %s)", ErrUnknown, name, strings.Join(Corpora, ", "))
 }
 
 // Models names the shared models a spec may ask for with "@name".
@@ -58,7 +62,7 @@ func ModelSamples(name string) ([][]byte, error) {
 	case "dataset":
 		doc, open, end = datasets.DataSet(1040), "<Orders>", "</Orders>"
 	default:
-		return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrBadSpec, name, strings.Join(Models, ", "))
+		return nil, fmt.Errorf("%w: model %q (have %s)", ErrUnknown, name, strings.Join(Models, ", "))
 	}
 	first := bytes.Index(doc, []byte(open))
 	last := bytes.LastIndex(doc, []byte(end)) + len(end)
@@ -70,6 +74,70 @@ func ModelSamples(name string) ([][]byte, error) {
 		out = append(out, slices.Concat(head, r, foot))
 	}
 	return out, nil
+}
+
+// ModelOptions are the build options (encoding.NewCodec, NewChain) under
+// which a spec may name one of Models for zstd or xml: zstd:19@employees,
+// xml@dataset. The model is trained on ModelSamples when first named, and
+// its ID is what the encoded elements' headers record: a receiver decodes
+// them with the same model given by ID (xmlc.WithModels,
+// zstd.WithDictionaries). Specs that name no model, or name one by ID,
+// build as without these options.
+func ModelOptions() []encoding.BuildOption {
+	return []encoding.BuildOption{
+		encoding.WithFactory(zstd.Name, func(s encoding.Spec) (encoding.Codec, error) {
+			if _, byID := s.DictID(); s.Model == "" || byID {
+				return zstd.Factory()(s)
+			}
+			d, err := trainedDict(s.Model)
+			if err != nil {
+				return nil, err
+			}
+			s.Model = strconv.FormatUint(uint64(modelID[s.Model]), 10)
+			return zstd.Factory(zstd.WithDictionaries(d))(s)
+		}),
+		encoding.WithFactory(xmlc.Name, func(s encoding.Spec) (encoding.Codec, error) {
+			if _, byID := s.DictID(); s.Model == "" || byID {
+				return xmlc.Factory()(s)
+			}
+			m, err := trainedModel(s.Model)
+			if err != nil {
+				return nil, err
+			}
+			s.Model = strconv.FormatUint(uint64(modelID[s.Model]), 10)
+			return xmlc.Factory(xmlc.WithModels(m))(s)
+		}),
+	}
+}
+
+// Trained models and dictionaries, by name: training takes tens of
+// milliseconds, and a model is the same every time.
+var (
+	models = map[string]func() (*xmlc.Model, error){}
+	dicts  = map[string]func() ([]byte, error){}
+)
+
+func init() {
+	for _, name := range Models {
+		models[name] = sync.OnceValues(func() (*xmlc.Model, error) { return newModel(name) })
+		dicts[name] = sync.OnceValues(func() ([]byte, error) { return newZstdDict(name) })
+	}
+}
+
+func trainedModel(name string) (*xmlc.Model, error) {
+	f := models[name]
+	if f == nil {
+		return nil, fmt.Errorf("%w: no model %q (have %s)", encoding.ErrNoDictionary, name, strings.Join(Models, ", "))
+	}
+	return f()
+}
+
+func trainedDict(name string) ([]byte, error) {
+	f := dicts[name]
+	if f == nil {
+		return nil, fmt.Errorf("%w: no model %q (have %s)", encoding.ErrNoDictionary, name, strings.Join(Models, ", "))
+	}
+	return f()
 }
 
 // newModel trains the named xml model.

@@ -20,7 +20,19 @@ var _ encoding.Codec = Codec{}
 // New returns the identity codec. It takes no options.
 func New() Codec { return Codec{} }
 
-func init() { _ = encoding.Register(Codec{}) }
+func init() {
+	_ = encoding.Register(Codec{})
+	_ = encoding.RegisterFactory(Name, factory)
+}
+
+// factory builds the codec the spec "identity" names: it takes no level
+// and no model.
+func factory(s encoding.Spec) (encoding.Codec, error) {
+	if s.Level != 0 || s.Model != "" {
+		return nil, fmt.Errorf("%w: identity takes no level or model", encoding.ErrBadOption)
+	}
+	return Codec{}, nil
+}
 
 // Name returns "identity".
 func (Codec) Name() string { return Name }

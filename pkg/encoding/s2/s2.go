@@ -55,6 +55,23 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
+	_ = encoding.RegisterFactory(Name, factory)
+}
+
+// factory builds the codec a spec names: s2[:level], no model.
+func factory(s encoding.Spec) (encoding.Codec, error) {
+	if s.Model != "" {
+		return nil, fmt.Errorf("%w: s2 takes no model", encoding.ErrBadOption)
+	}
+	var opts []Option
+	if s.Level != 0 {
+		opts = append(opts, WithLevel(s.Level))
+	}
+	c, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Name returns "s2".

@@ -181,6 +181,31 @@ func New(opts ...Option) (*Codec, error) {
 	return c, nil
 }
 
+// Factory returns the factory that builds seal codecs with opts, for the
+// spec "seal" (no level, no model). A codec that seals needs a key to seal
+// with, and seal has none of its own: opts must give one (WithPSK or
+// WithRecipient), or building fails with encoding.ErrNoKey. The default
+// registry's factory is Factory(), which always fails so; give keys with
+// encoding.WithFactory(seal.Name, seal.Factory(seal.WithPSK(…))). Each
+// codec built is a stream of its own (see Replays).
+func Factory(opts ...Option) encoding.Factory {
+	return func(s encoding.Spec) (encoding.Codec, error) {
+		if s.Level != 0 || s.Model != "" {
+			return nil, fmt.Errorf("%w: seal takes no level or model", encoding.ErrBadOption)
+		}
+		c, err := New(opts...)
+		if err != nil {
+			return nil, err
+		}
+		if c.sendKeyID == "" {
+			return nil, fmt.Errorf("%w: seal needs a key to seal with: a pre-shared key or a recipient", encoding.ErrNoKey)
+		}
+		return c, nil
+	}
+}
+
+func init() { _ = encoding.RegisterFactory(Name, Factory()) }
+
 // Kind returns encoding.KindSeal.
 func (c *Codec) Kind() encoding.Kind { return encoding.KindSeal }
 

@@ -144,3 +144,31 @@ func ExampleNewModel() {
 	// Output:
 	// 72 true true
 }
+
+// A spec names a model by its ID among those the factory is given.
+func TestFactoryModel(t *testing.T) {
+	m := employeeModel(t)
+	f := encoding.WithFactory(xmlc.Name, xmlc.Factory(xmlc.WithModels(m)))
+	tests := []struct {
+		spec    string
+		want    encoding.Params
+		wantErr error
+	}{
+		{"xml:2@42", encoding.Params{Level: 2, DictID: 42}, nil},
+		{"xml", encoding.Params{Level: xmlc.DefaultLevel}, nil},
+		{"xml@43", encoding.Params{}, encoding.ErrNoDictionary},
+		{"xml@employees", encoding.Params{}, encoding.ErrBadOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			s, _ := encoding.ParseSpec(tt.spec)
+			c, err := encoding.NewCodec(s, f)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("%v, want %v", err, tt.wantErr)
+			}
+			if err == nil && c.Params() != tt.want {
+				t.Fatalf("params %+v, want %+v", c.Params(), tt.want)
+			}
+		})
+	}
+}

@@ -241,6 +241,48 @@ func mainBound(size int) int { return 2*size + 4096 }
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
+	_ = encoding.RegisterFactory(Name, Factory())
+}
+
+// Factory returns the factory that builds XML codecs from specs,
+// xml[:level][@modelID], with opts (models, limits) applied first. A
+// spec's model is a model ID in decimal (xml:3@225, as encoding.SpecOf
+// writes it): Encode primes with the model of that ID among those opts
+// give, and building fails with encoding.ErrNoDictionary if there is
+// none. The default registry's factory is Factory(), which has no models;
+// give them with encoding.WithFactory(xmlc.Name, xmlc.Factory(xmlc.WithModels(…))).
+func Factory(opts ...Option) encoding.Factory {
+	return func(s encoding.Spec) (encoding.Codec, error) {
+		o := slices.Clone(opts)
+		if s.Level != 0 {
+			o = append(o, WithLevel(s.Level))
+		}
+		if s.Model != "" {
+			id, ok := s.DictID()
+			if !ok {
+				return nil, fmt.Errorf("%w: xml model %q: want a model ID", encoding.ErrBadOption, s.Model)
+			}
+			o = append(o, encodeWith(id))
+		}
+		c, err := New(o...)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// encodeWith makes Encode prime with the model of that ID, given by an
+// earlier option.
+func encodeWith(id uint32) Option {
+	return func(c *Codec) error {
+		m := c.models[id]
+		if m == nil {
+			return fmt.Errorf("%w: xml model %d", encoding.ErrNoDictionary, id)
+		}
+		c.model = m
+		return nil
+	}
 }
 
 // Model returns the model Encode primes with, nil for none.

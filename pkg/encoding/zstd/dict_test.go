@@ -94,3 +94,43 @@ func TestLevels(t *testing.T) {
 		}
 	}
 }
+
+// A spec names a dictionary by its ID among those the factory is given.
+func TestFactoryDictionary(t *testing.T) {
+	d := employeeDict(t)
+	f := encoding.WithFactory(zstd.Name, zstd.Factory(zstd.WithDictionaries(d)))
+	tests := []struct {
+		spec    string
+		want    encoding.Params
+		wantErr error
+	}{
+		{"zstd:19@4242", encoding.Params{Level: 19, DictID: 4242}, nil},
+		{"zstd", encoding.Params{Level: zstd.DefaultLevel}, nil},
+		{"zstd@4243", encoding.Params{}, encoding.ErrNoDictionary},
+		{"zstd@employees", encoding.Params{}, encoding.ErrBadOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			s, _ := encoding.ParseSpec(tt.spec)
+			c, err := encoding.NewCodec(s, f)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("%v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if c.Params() != tt.want {
+				t.Fatalf("params %+v, want %+v", c.Params(), tt.want)
+			}
+			src := datasets.Employees(3)
+			enc, err := c.Encode(nil, src, encoding.Binding{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			receiver, _ := zstd.New(zstd.WithDictionaries(d))
+			if dec, err := receiver.Decode(nil, enc, c.Params(), encoding.Binding{}, len(src)); err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("round trip: %v", err)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ package zstd
 
 import (
 	"fmt"
+	"slices"
 
 	kzstd "github.com/klauspost/compress/zstd"
 
@@ -149,6 +150,48 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
+	_ = encoding.RegisterFactory(Name, Factory())
+}
+
+// Factory returns the factory that builds zstd codecs from specs,
+// zstd[:level][@dictID], with opts (dictionaries, limits) applied first.
+// A spec's model is a dictionary ID in decimal (zstd:19@225, as
+// encoding.SpecOf writes it): Encode compresses with the dictionary of
+// that ID among those opts give, and building fails with
+// encoding.ErrNoDictionary if there is none. The default registry's
+// factory is Factory(), which has no dictionaries; give them with
+// encoding.WithFactory(zstd.Name, zstd.Factory(zstd.WithDictionaries(…))).
+func Factory(opts ...Option) encoding.Factory {
+	return func(s encoding.Spec) (encoding.Codec, error) {
+		o := slices.Clone(opts)
+		if s.Level != 0 {
+			o = append(o, WithLevel(s.Level))
+		}
+		if s.Model != "" {
+			id, ok := s.DictID()
+			if !ok {
+				return nil, fmt.Errorf("%w: zstd model %q: want a dictionary ID", encoding.ErrBadOption, s.Model)
+			}
+			o = append(o, encodeWith(id))
+		}
+		c, err := New(o...)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// encodeWith makes Encode compress with the dictionary of that ID, given
+// by an earlier option.
+func encodeWith(id uint32) Option {
+	return func(c *Codec) error {
+		if !c.dictIDs[id] {
+			return fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, id)
+		}
+		c.dictID = id
+		return nil
+	}
 }
 
 // Name returns "zstd".

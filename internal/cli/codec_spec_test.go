@@ -1,0 +1,75 @@
+package cli_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// TestCodecSpecErrors: a bad codec spec is a usage error (exit 2) whose one
+// line names what the user typed, not the package that read it.
+func TestCodecSpecErrors(t *testing.T) {
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"codec", "encode", "--codec", "gzip:x"}, `encoding: bad codec spec "gzip:x": level "x"`},
+		{[]string{"codec", "encode", "--codec", "gzip:0"}, `bad codec spec "gzip:0"`},
+		{[]string{"codec", "encode", "--codec", "lzma"}, `bad codec spec "lzma": encoding: unknown codec (have `},
+		{[]string{"codec", "encode", "--codec", "seal"}, "(give --key FILE, or --to PEER)"},
+		{[]string{"codec", "encode", "--codec", "zstd:9,seal"}, "missing key"},
+		{[]string{"codec", "encode", "--codec", "seal:1", "--key", psk}, `bad codec spec "seal:1"`},
+		{[]string{"codec", "encode", "--codec", "seal,zstd", "--key", psk}, `bad codec spec "seal,zstd"`},
+		{[]string{"codec", "encode", "--codec", "gzip,zstd,seal", "--key", psk}, "3 codecs, want 1 to 2"},
+		{[]string{"codec", "encode", "--codec", "gzip:9", "--level", "3"}, "--level"},
+		{[]string{"codec", "encode", "--codec", "xml@nothing"}, `no model "nothing"`},
+		{[]string{"lab", "codecs", "--codecs", "zstd:99"}, `bad codec spec "zstd:99"`},
+		{[]string{"lab", "codecs", "--corpus", "nothing"}, `--corpus "nothing"`},
+		{[]string{"codec", "query", "--path", "/a", "--model", "@nothing"}, `no model "nothing"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := run(t, []byte("<a/>"), tt.args...)
+			failsCleanly(t, r)
+			if r.code != 2 || !bytes.Contains(r.stderr, []byte(tt.want)) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+			if bytes.Contains(r.stderr, []byte("codecbench")) || bytes.Contains(r.stderr, []byte("cli")) {
+				t.Fatalf("stderr %q names an internal package", r.stderr)
+			}
+		})
+	}
+}
+
+// TestCodecDecodeLegacyPSK: frames sealed when the command line named
+// every pre-shared key "cli" still open with the key.
+func TestCodecDecodeLegacyPSK(t *testing.T) {
+	key := bytes.Repeat([]byte{0xab}, seal.KeySize)
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	sl, err := seal.New(seal.WithPSK("cli", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := encoding.New([]encoding.Codec{sl}, encoding.WithoutPipeBinding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.EncodeElement(message.Element{MIME: "application/octet-stream", Data: []byte("sealed long ago")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, e.Data, "codec", "decode", "--key", psk)
+	if r.code != 0 || string(r.stdout) != "sealed long ago" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	// What codec encode seals now says which key it is.
+	enc := run(t, []byte("x"), "codec", "encode", "--codec", "seal", "--key", psk)
+	if h, _, err := encoding.ParseHeader(enc.stdout); err != nil || h.Params.KeyID != "psk:9a2db2e2" {
+		t.Fatalf("key ID %q, %v (%s)", h.Params.KeyID, err, enc.stderr)
+	}
+}
