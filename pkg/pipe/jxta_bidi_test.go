@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
-	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -23,7 +23,7 @@ func TestJXSEBiDiPipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live JXSE peer")
 	}
-	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+	jxtatest.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
 		name := map[bool]string{false: "signed", true: "unsigned"}[unsigned]
 		{
 			t.Parallel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -21,7 +22,7 @@ import (
 // service.
 func jxtaPipes(t testing.TB, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Identity) {
 	t.Helper()
-	ep, ident := testutil.NewJXTAEndpoint(t, opts...)
+	ep, ident := jxtatest.NewEndpoint(t, opts...)
 	s, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func jxtaPipes(t testing.TB, opts ...jxtatcp.Option) (*pipe.Service, *jxtatcp.Id
 // JXSE binds (PBP over JXTA's resolver) and sends on it; JXSE resolves a
 // pipe p2pmsg binds and sends on it, and p2pmsg's Receive gets it.
 func TestJXSEUnicastPipes(t *testing.T) {
-	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+	jxtatest.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
 		{
 			t.Parallel()
 			peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})

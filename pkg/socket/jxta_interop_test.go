@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
-	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
@@ -30,7 +30,7 @@ func jxtaSockets(t testing.TB, opts ...jxtatcp.Option) (*socket.Service, string,
 // jxtaSocketsWith is jxtaSockets with socket options too.
 func jxtaSocketsWith(t testing.TB, opts []jxtatcp.Option, sopts ...socket.Option) (*socket.Service, string, string) {
 	t.Helper()
-	ep, ident := testutil.NewJXTAEndpoint(t, opts...)
+	ep, ident := jxtatest.NewEndpoint(t, opts...)
 	ps, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestJXSESockets(t *testing.T) {
 		t.Skip("live JXSE peer")
 	}
 	const big = 10 << 20
-	testutil.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
+	jxtatest.SigningModes(t, func(t *testing.T, unsigned bool, opts []jxtatcp.Option) {
 		name := map[bool]string{false: "signed", true: "unsigned"}[unsigned]
 		{
 			peer := jxse.StartPeer(t, jxse.PeerOptions{Unsigned: unsigned})

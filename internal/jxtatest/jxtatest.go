@@ -1,22 +1,26 @@
-package testutil
+// Package jxtatest holds test helpers for p2pmsg peers that are also JXTA
+// peers (endpoint.WithJXTA). It is apart from internal/testutil because
+// it imports pkg/endpoint, whose own tests use testutil.
+package jxtatest
 
 import (
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 )
 
-// NewJXTAEndpoint starts a loopback node whose endpoint is also a JXTA
+// NewEndpoint starts a loopback node whose endpoint is also a JXTA
 // peer listening on a loopback TCP port, with a fresh JXTA identity; both
 // close when the test ends.
-func NewJXTAEndpoint(t testing.TB, opts ...jxtatcp.Option) (*endpoint.Service, *jxtatcp.Identity) {
+func NewEndpoint(t testing.TB, opts ...jxtatcp.Option) (*endpoint.Service, *jxtatcp.Identity) {
 	t.Helper()
 	ident, err := jxtatcp.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := endpoint.New(NewNode(t), endpoint.WithJXTA(ident, "tcp://127.0.0.1:0", opts...))
+	ep, err := endpoint.New(testutil.NewNode(t), endpoint.WithJXTA(ident, "tcp://127.0.0.1:0", opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
