@@ -42,6 +42,7 @@ func newLabCmd() *cobra.Command {
 	cmd.AddCommand(newLabGridCmd())
 	cmd.AddCommand(newLabRateCmd())
 	cmd.AddCommand(newLabSwarmCmd())
+	cmd.AddCommand(newLabDocsCmd())
 	return cmd
 }
 

@@ -68,8 +68,8 @@
 // listeners that keep every message pay for allocating and collecting
 // their buffers (about a third of the bandwidth at 1 MiB, less with a
 // higher GOGC). A 1-byte round trip costs 1.1 to 1.35 times the raw
-// stream's, the decoding, delivery and encoding of two messages (README,
-// Performance).
+// stream's, the decoding, delivery and encoding of two messages
+// (docs/performance.md).
 package endpoint
 
 import (

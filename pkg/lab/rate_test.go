@@ -29,7 +29,7 @@ func TestRunRate(t *testing.T) {
 	for _, r := range res {
 		if r.Layer == lab.RatePropagate && r.Lost > 0 {
 			// gossipsub drops what overflows its queues: reported, not
-			// failed (see the README's Message rate).
+			// failed (see docs/performance.md, Message rate).
 			t.Logf("%+v", r)
 			r.Lost = 0
 		}

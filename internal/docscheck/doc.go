@@ -1,0 +1,6 @@
+// Package docscheck holds the test that keeps the documentation whole:
+// every relative link and image in README.md and the Markdown files under
+// docs/ names a file or directory of the repository, and every #fragment
+// names a heading of the file it points to. Like internal/layering it has
+// no code of its own; it sits outside the layers and imports none of them.
+package docscheck
