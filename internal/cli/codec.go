@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench" // also registers the codecs
+	"github.com/p2pmsg/p2pmsg/internal/codecbench" // also registers the codecs
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
 

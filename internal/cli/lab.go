@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 // labLayers are the layers `lab rtt` can measure, by name; the JXTA ones

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 // Files `lab grid --out DIR` writes.

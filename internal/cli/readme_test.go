@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
 
 // TestLabDocs: `lab docs --out DIR` writes the README's documents, the

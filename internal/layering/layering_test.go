@@ -59,6 +59,7 @@ func TestLayering(t *testing.T) {
 		{"pkg/encoding", []string{"pkg/node", "pkg/endpoint", "pkg/pipe", "pkg/socket"}, "encoding plugs into pipes through interfaces"},
 		{"pkg/pathinfo", []string{"pkg/endpoint", "pkg/pipe", "pkg/socket"}, "path information comes from the node, beside the endpoint"},
 		{"pkg", []string{"cmd", "internal/cli", "testplans"}, "nothing imports the CLI or the plans"},
+		{"pkg", []string{"internal/lab", "internal/codecbench"}, "the experiment engines are no part of the library users import"},
 		{"internal", []string{"cmd", "testplans"}, "nothing imports the CLI or the plans"},
 	}
 	pkgs := listPackages(t)

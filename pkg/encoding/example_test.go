@@ -3,7 +3,7 @@ package encoding_test
 import (
 	"fmt"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"

@@ -1,5 +1,5 @@
 // Command amtt is the Testground plan of the Compression Pipe Adapter
-// study: pkg/lab's AMTT engine with the sender and the receiver as two
+// study: internal/lab's AMTT engine with the sender and the receiver as two
 // instances, the link given by plan parameters.
 package main
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/testground/sdk-go/runtime"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 )
 

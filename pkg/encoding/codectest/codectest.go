@@ -1,7 +1,7 @@
 // Package codectest is the conformance suite every codec of p2pmsg's
 // encoding layer runs: round trips on random bytes, on the employees
 // documents and on empty input, max-size enforcement, bombs, and truncated
-// or corrupt input. It builds on pkg/encoding and pkg/datasets.
+// or corrupt input. It builds on pkg/encoding and internal/datasets.
 package codectest
 
 import (
@@ -11,7 +11,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/klauspost/compress/flate"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
 )
 
 // Name is the codec's registered name.

@@ -10,7 +10,7 @@ import (
 	kgzip "github.com/klauspost/compress/gzip"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
 )
 
 // Name is the codec's registered name.

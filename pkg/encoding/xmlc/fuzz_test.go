@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
 
 // Replaying kept runs is a shortcut: it must give exactly what

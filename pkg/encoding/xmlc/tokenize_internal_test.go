@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
 
 // BenchmarkTokenize compares the codec's scanner (tokenizing and building

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"

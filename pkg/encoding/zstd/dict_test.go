@@ -7,7 +7,7 @@ import (
 
 	"github.com/klauspost/compress/dict"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"

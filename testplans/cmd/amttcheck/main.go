@@ -24,8 +24,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 func results(control, gzip time.Duration) []lab.AMTTResult {

@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Package plan holds what p2pmsg's Testground plans share: reading link
 // parameters, shaping the link (through the sidecar's network.Config when
 // the run has one, in process with pkg/linkemu when it does not), listen
-// addresses and output files. The experiments themselves are pkg/lab's,
+// addresses and output files. The experiments themselves are internal/lab's,
 // the same engines `p2pmsg lab` runs.
 package plan
 
@@ -21,7 +21,7 @@ import (
 	"github.com/testground/sdk-go/runtime"
 	"github.com/testground/sdk-go/sync"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 

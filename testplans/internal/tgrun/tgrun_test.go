@@ -18,7 +18,7 @@ import (
 	"github.com/testground/sdk-go/sync"
 	"go.uber.org/goleak"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/tgrun"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 // The grid between real nodes, in its smallest form: every choice has a

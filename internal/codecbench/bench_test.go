@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 )
 
 // BenchmarkCodecs measures every default codec spec on the seven

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
 )
 
 // StdGzipName is the spec name of Go's own compress/gzip, measured as the

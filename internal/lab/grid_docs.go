@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 

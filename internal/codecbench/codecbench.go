@@ -1,7 +1,7 @@
 // Package codecbench measures p2pmsg's codecs side by side, in one process
 // and one thread: size out, compress and decompress throughput. It is the
 // engine behind `p2pmsg lab codecs` and the codec benchmarks, and builds on
-// pkg/encoding, its codec subpackages and pkg/datasets (both corpora: the
+// pkg/encoding, its codec subpackages and internal/datasets (both corpora: the
 // employees documents and the SOAP/DataSet query results).
 package codecbench
 
@@ -15,7 +15,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	// The codecs Run measures register their factories.
 	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"

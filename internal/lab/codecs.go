@@ -2,7 +2,7 @@ package lab
 
 import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codecbench"
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 )
 
 // newCodec builds the codec a spec names (encoding.ParseSpec), where a

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 // TestRunRate runs every layer in two shapes, briefly: everything sent

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"

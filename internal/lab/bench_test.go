@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/lab"
+	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
 // BenchmarkRoundTrip measures one message/echo pair per iteration for each

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
 
 func TestEmployeeSizes(t *testing.T) {
