@@ -172,3 +172,20 @@ func TestFactoryModel(t *testing.T) {
 		})
 	}
 }
+
+// A header naming a model the receiver lacks is refused, even when the
+// payload turned out not to use it (input that is not XML), as zstd
+// refuses a dictionary ID it lacks: the refusal does not depend on the
+// document.
+func TestModelNamedButUnused(t *testing.T) {
+	m := employeeModel(t)
+	sender := newCodec(t, xmlc.WithEncoderModel(m))
+	src := []byte("not XML at all, not XML at all, not XML at all")
+	enc, _ := sender.Encode(nil, src, bind)
+	if _, err := newCodec(t).Decode(nil, enc, sender.Params(), bind, len(src)); !errors.Is(err, encoding.ErrNoDictionary) {
+		t.Fatalf("without the model: %v, want %v", err, encoding.ErrNoDictionary)
+	}
+	if got, err := newCodec(t, xmlc.WithModels(m)).Decode(nil, enc, sender.Params(), bind, len(src)); err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("with the model: %v", err)
+	}
+}
