@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/codecbench" // also registers the codecs
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 )
 
@@ -21,7 +21,7 @@ func newCodecCmd() *cobra.Command {
 		Short: "The element codecs of the encoding layer",
 	}
 	cmd.AddCommand(newCodecEncodeCmd(), newCodecDecodeCmd())
-	cmd.AddCommand(newCodecQueryCmd())
+	cmd.AddCommand(newCodecQueryCmd(), newCodecTrainCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the codecs --encode takes (and every receiver decodes)",
@@ -43,6 +43,7 @@ standard-library gzip, as a reference; receivers do not decode it.`,
 
 func newLabCodecsCmd() *cobra.Command {
 	var codecs, files, corpus string
+	var models []string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "codecs",
@@ -50,6 +51,8 @@ func newLabCodecsCmd() *cobra.Command {
 		Long: `Measure every codec (name[:level][@model]) on the seven employee documents of the
 Compression Pipe Adapter study (or the --corpus named), or on the given files:
 bytes out, compress and decompress throughput, in one process on one thread.
+A codec may name a built-in model (xml@employees, zstd:19@dataset) or a
+trained one by its ID (xml@7) given with --model (see ` + "`p2pmsg codec train`" + `).
 
 Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		Args: cobra.NoArgs,
@@ -77,9 +80,13 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 					inputs = append(inputs, codecbench.Input{Name: filepath.Base(f), Data: b})
 				}
 			}
-			res, err := codecbench.Run(cmd.Context(), specs, inputs)
+			var keys codecKeys
+			if err := keys.load("", nil, models); err != nil {
+				return err
+			}
+			res, err := codecbench.Run(cmd.Context(), specs, inputs, codecbench.WithModels(&keys.models))
 			if errors.Is(err, encoding.ErrSpec) { // found before measuring
-				return usageError{err}
+				return usageError{missingModel(err)}
 			}
 			if err != nil {
 				return err
@@ -101,6 +108,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level][@model] (default: all)")
 	f.StringVar(&files, "files", "", "comma-separated files to measure instead of the employee documents")
 	f.StringVar(&corpus, "corpus", "employees", "documents to measure: "+strings.Join(codecbench.Corpora, ", ")+" (dataset: SOAP/DataSet query results)")
+	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }

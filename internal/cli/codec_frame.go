@@ -24,7 +24,7 @@ func newCodecEncodeCmd() *cobra.Command {
 	var (
 		codec, mime, pskFile, to string
 		level                    int
-		dicts                    []string
+		dicts, models            []string
 		maxSize                  int64
 	)
 	cmd := &cobra.Command{
@@ -33,8 +33,13 @@ func newCodecEncodeCmd() *cobra.Command {
 		Long: `Encode stdin with a codec (or a chain, compress then encrypt: zstd:9,seal)
 into a self-describing frame: the header an encoded element carries, then
 the codec's payload. ` + "`p2pmsg codec decode`" + ` restores the input from the frame
-alone, given the same dictionary or key.`,
+alone, given the same dictionary, model or key.
+
+A codec naming a model by ID (xml@7, zstd:19@9) encodes with the model of
+that ID among the --model files (see ` + "`p2pmsg codec train`" + `); the frame
+records the ID, and decoding needs the same model file.`,
 		Example: `  p2pmsg codec encode --codec zstd --level 19 < doc.xml > doc.p2e
+  p2pmsg codec encode --codec xml@7 --model orders.p2xm < order.xml > order.p2e
   p2pmsg codec encode --codec gzip:6,seal --key secret.key < doc.xml > doc.p2e`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,7 +55,7 @@ alone, given the same dictionary or key.`,
 				codec = c.String()
 			}
 			var keys codecKeys
-			if err := keys.load(pskFile, dicts); err != nil {
+			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
 			if to != "" {
@@ -84,6 +89,7 @@ alone, given the same dictionary or key.`,
 	f.StringVar(&codec, "codec", "", "codec name[:level][@model], or a comma-separated chain")
 	f.IntVar(&level, "level", 0, "codec level (same as NAME:LEVEL)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file to compress with")
+	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.StringVar(&pskFile, "key", "", "pre-shared key file for seal (32 bytes, raw or hex)")
 	f.StringVar(&to, "to", "", "seal to this peer ID's identity instead of a pre-shared key")
 	f.StringVar(&mime, "mime", "application/octet-stream", "MIME type recorded for the input")
@@ -94,14 +100,16 @@ alone, given the same dictionary or key.`,
 func newCodecDecodeCmd() *cobra.Command {
 	var (
 		pskFile, identity string
-		dicts             []string
+		dicts, models     []string
 		maxSize           int64
 	)
 	cmd := &cobra.Command{
 		Use:   "decode",
 		Short: "Decode a self-describing frame from stdin",
 		Long: `Restore the bytes a frame of ` + "`p2pmsg codec encode`" + ` holds. The frame names
-its codecs; give the dictionary or key they need. A frame larger than
+its codecs; give the dictionary, model (--model) or key they need: a frame
+encoded with a model this command was not given is refused with an error
+naming the model's ID. A frame larger than
 --max-size, or one that says it decodes to more, is refused before
 decoding.`,
 		Example: `  p2pmsg codec decode < doc.p2e > doc.xml`,
@@ -111,7 +119,7 @@ decoding.`,
 				return usageError{errors.New("--max-size must be positive")}
 			}
 			var keys codecKeys
-			if err := keys.load(pskFile, dicts); err != nil {
+			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
 			if identity != "" {
@@ -135,7 +143,7 @@ decoding.`,
 			e, err := encoding.DecodeElement(message.Element{MIME: encoding.MIME, Data: in}, int(maxSize),
 				encoding.WithRegistry(reg), encoding.WithoutPipeBinding())
 			if err != nil {
-				return err
+				return missingModel(err)
 			}
 			_, err = cmd.OutOrStdout().Write(e.Data)
 			return err
@@ -143,6 +151,7 @@ decoding.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file (repeatable)")
+	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.StringVar(&pskFile, "key", "", "pre-shared key file for seal (32 bytes, raw or hex)")
 	f.StringVar(&identity, "identity", "", "identity key file to open frames sealed to this peer")
 	f.Int64Var(&maxSize, "max-size", encoding.DefaultMaxElementSize, "largest frame and largest decoded output, in bytes")

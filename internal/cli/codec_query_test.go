@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
 

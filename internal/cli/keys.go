@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
@@ -93,15 +95,24 @@ func readFileLimited(path string, max int64, what string) ([]byte, error) {
 }
 
 // codecKeys is what the command line gives codecs: pre-shared key,
-// identity, recipient and zstd dictionaries.
+// identity, recipient, and shared models (--model files: trained xml
+// models and zstd dictionaries; --dict files: zstd dictionaries).
 type codecKeys struct {
 	psk       []byte
 	identity  crypto.PrivKey
 	recipient peer.ID
-	dicts     [][]byte
+	models    encoding.Models
+	dictID    uint32 // the first --dict's ID: zstd without @ID compresses with it
 }
 
-func (k *codecKeys) load(pskFile string, dictFiles []string) error {
+// modelUsage describes the --model flag.
+const modelUsage = "trained model file (`p2pmsg codec train`: an xml model or a zstd dictionary) for codecs naming its ID, xml@ID or zstd@ID (repeatable)"
+
+// maxModelFile bounds a model file: an xml model's samples
+// (xmlc.MaxModelSize) and their framing.
+const maxModelFile = xmlc.MaxModelSize + 1<<20
+
+func (k *codecKeys) load(pskFile string, dictFiles, modelFiles []string) error {
 	if pskFile != "" {
 		psk, err := readPSK(pskFile)
 		if err != nil {
@@ -110,13 +121,40 @@ func (k *codecKeys) load(pskFile string, dictFiles []string) error {
 		k.psk = psk
 	}
 	for _, f := range dictFiles {
-		d, err := readFileLimited(f, 16<<20, "dictionary")
+		d, err := readFileLimited(f, zstd.MaxDictSize, "dictionary")
 		if err != nil {
 			return err
 		}
-		k.dicts = append(k.dicts, d)
+		if _, err := zstd.DictID(d); err != nil {
+			return fmt.Errorf("--dict %s: %w", f, err)
+		}
+		_, id, err := k.models.Add(d)
+		if err != nil {
+			return fmt.Errorf("--dict %s: %w", f, err)
+		}
+		if k.dictID == 0 {
+			k.dictID = id
+		}
+	}
+	for _, f := range modelFiles {
+		b, err := readFileLimited(f, maxModelFile, "model")
+		if err != nil {
+			return err
+		}
+		if _, _, err := k.models.Add(b); err != nil {
+			return fmt.Errorf("--model %s: %w", f, err)
+		}
 	}
 	return nil
+}
+
+// missingModel adds to an error that says a model or dictionary is
+// missing how to give it.
+func missingModel(err error) error {
+	if errors.Is(err, encoding.ErrNoDictionary) {
+		return fmt.Errorf("%w (not loaded: give its file with --model)", err)
+	}
+	return err
 }
 
 // pskKeyIDs are the key IDs of the elements sealed with the pre-shared
@@ -147,41 +185,50 @@ func (k *codecKeys) sealOptions() ([]seal.Option, error) {
 }
 
 // codecs builds the codecs of a chain (encoding.ParseChain: compress,
-// then encrypt), seal with the keys given, zstd with the first
-// dictionary given unless the spec names another by ID, xml and zstd with
-// the trained models by name (xml@employees). noKey says which flags give
-// seal a key, for the error when none is given.
+// then encrypt): seal with the keys given, xml and zstd with the models
+// given when the spec names one by ID (xml@7, zstd:19@9) or with the
+// built-in ones by name (xml@employees), and zstd without a model with
+// the first --dict given. noKey says which flags give seal a key, for the
+// error when none is given.
 func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 	c, err := encoding.ParseChain(chain)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := codecbench.ModelOptions()
+	opts := k.models.BuildOptions()
+	for i, s := range c {
+		if s.Name == zstd.Name && s.Model == "" && k.dictID != 0 {
+			c[i].Model = strconv.FormatUint(uint64(k.dictID), 10)
+		}
+		if _, byID := s.DictID(); s.Model != "" && !byID {
+			opts = codecbench.ModelOptions() // a built-in model, by name
+		}
+	}
 	sealOpts, err := k.sealOptions()
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, encoding.WithFactory(seal.Name, seal.Factory(sealOpts...)))
-	if len(k.dicts) > 0 {
-		f := zstd.Factory(zstd.WithDictionaries(k.dicts...), zstd.WithEncoderDictionary(k.dicts[0]))
-		opts = append(opts, encoding.WithFactory(zstd.Name, f))
-	}
 	codecs, err := encoding.NewChain(c, opts...)
 	switch {
 	case errors.Is(err, encoding.ErrNoKey):
 		return nil, usageError{fmt.Errorf("%w (give %s)", err, noKey)}
 	case errors.Is(err, encoding.ErrSpec):
-		return nil, usageError{err}
+		return nil, usageError{missingModel(err)}
 	case err != nil:
 		return nil, err
 	}
 	return codecs, nil
 }
 
-// registry is the default registry with seal and zstd replaced by ones
-// that hold the keys and dictionaries given, for decoding.
+// registry is the default registry with xml and zstd holding the models
+// and dictionaries given and seal the keys, for decoding.
 func (k *codecKeys) registry() (*encoding.Registry, error) {
 	sealOpts, err := k.sealOptions()
+	if err != nil {
+		return nil, err
+	}
+	base, err := k.models.Registry()
 	if err != nil {
 		return nil, err
 	}
@@ -189,21 +236,14 @@ func (k *codecKeys) registry() (*encoding.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range encoding.Default().Names() {
-		c, err := encoding.Lookup(name)
+	for _, name := range base.Names() {
+		c, err := base.Lookup(name)
 		if err != nil {
 			return nil, err
 		}
-		switch name {
-		case seal.Name:
+		if name == seal.Name {
 			if c, err = seal.New(sealOpts...); err != nil {
 				return nil, err
-			}
-		case zstd.Name:
-			if len(k.dicts) > 0 {
-				if c, err = zstd.New(zstd.WithDictionaries(k.dicts...)); err != nil {
-					return nil, err
-				}
 			}
 		}
 		if err := r.Register(c); err != nil {

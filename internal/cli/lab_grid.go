@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
 
 // Files `lab grid --out DIR` writes.

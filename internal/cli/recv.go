@@ -37,7 +37,7 @@ func newRecvCmd() *cobra.Command {
 	var (
 		advFile, keyFile, outDir, pskFile string
 		jxtaListen                        string
-		listen, dicts                     []string
+		listen, dicts, models             []string
 		asJSON, useSocket, jxtaUnsigned   bool
 		count                             int
 	)
@@ -51,7 +51,10 @@ line "listening <multiaddr>": give one to ` + "`p2pmsg send --peer`" + `.
 Messages are printed readably (text elements as text), or with --json one
 line per message in the ` + "`p2pmsg msg decode`" + ` schema; --out DIR also writes
 each element to a file. Encoded elements (see ` + "`send --encode`" + `) are decoded
-first: sealed ones with this peer's identity, or with --psk.
+first: sealed ones with this peer's identity, or with --psk; those encoded
+with a trained model (send --model) with the --model file of its ID. A
+message that does not decode is refused back to its sender with the reason
+(naming the model's ID when it is a model this peer lacks).
 
 With --socket, accept one socket connection on the pipe instead, copy it
 to stdout, and exit at its end.
@@ -83,7 +86,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				}
 			}
 			var keys codecKeys
-			if err := keys.load(pskFile, dicts); err != nil {
+			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
 			if outDir != "" {
@@ -227,6 +230,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file for encoded elements (repeatable)")
+	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.StringVar(&jxtaListen, "jxta", "", "also be a JXTA peer listening at tcp://ADDR:PORT (JXSE 2.7 peers send on the pipe)")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with --jxta: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	return cmd

@@ -29,7 +29,7 @@ const propagateGrace = time.Second
 func newSendCmd() *cobra.Command {
 	var (
 		advFile, keyFile, ns, mime, encode, sel, pskFile string
-		peers, elems, dicts                              []string
+		peers, elems, dicts, models                      []string
 		count                                            int
 		useSocket, jxtaUnsigned, verbose                 bool
 		timeout                                          time.Duration
@@ -49,7 +49,10 @@ recv --psk) refuses it, and send then fails with its reason.
 --encode compresses or encrypts the elements named by --select (all by
 default) with a codec chain such as gzip:6, zstd:3 or zstd:9,seal (compress,
 then encrypt); seal encrypts to the receiving peer's identity, so only it
-can open the element, or with --psk to a pre-shared key.
+can open the element, or with --psk to a pre-shared key. A codec naming a
+trained model by ID (xml@7, zstd:19@9) encodes with the --model file of
+that ID; the receiver needs the same file (recv --model), or refuses the
+message naming the ID.
 --encode auto chooses per element and message between sending it as it is
 and one codec and level, by what it learned of the codecs, of the path to
 the peer (measured before sending) and of the peer's decode speed.
@@ -116,7 +119,7 @@ the peer has acknowledged every byte and answered the close.`,
 				return usageError{errors.New("--verbose reports what --encode did: give --encode")}
 			}
 			var keys codecKeys
-			if err := keys.load(pskFile, dicts); err != nil {
+			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
 			var m *message.Message
@@ -228,6 +231,7 @@ the peer has acknowledged every byte and answered the close.`,
 	f.StringVar(&sel, "select", "", "comma-separated names of the elements to encode (default all)")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for seal (32 bytes, raw or hex); default: seal to the receiver's identity")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file; the first one is used to compress")
+	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.DurationVar(&timeout, "timeout", time.Minute, "give up sending messages after this long (0: never; --socket only bounds connecting)")
 	return cmd
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // BenchmarkCodecs measures every default codec spec on the seven

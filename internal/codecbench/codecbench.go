@@ -41,7 +41,7 @@ var DefaultSpecs = []string{
 // level 6 by default). seal is measured with a random key of its own, which
 // is why this is not exported: a sealing codec must be built with the
 // caller's keys (seal.Factory), and Run needs one only to time it.
-func newCodec(spec string) (encoding.Codec, error) {
+func newCodec(spec string, models *encoding.Models) (encoding.Codec, error) {
 	s, err := encoding.ParseSpec(spec)
 	if err != nil {
 		return nil, err
@@ -63,6 +63,9 @@ func newCodec(spec string) (encoding.Codec, error) {
 		// Run decodes one element again and again.
 		f := seal.Factory(seal.WithPSK("codecbench", key), seal.WithoutReplayProtection())
 		return encoding.NewCodec(s, encoding.WithFactory(seal.Name, f))
+	}
+	if _, byID := s.DictID(); byID && models != nil {
+		return encoding.NewCodec(s, models.BuildOptions()...)
 	}
 	return encoding.NewCodec(s, ModelOptions()...)
 }
@@ -98,6 +101,20 @@ type Option func(*config) error
 
 type config struct {
 	minDur time.Duration
+	models *encoding.Models
+}
+
+// WithModels measures the specs that name a model by ID (xml@7,
+// zstd:19@9) with the models m holds. Default: none, and only the named
+// Models are known.
+func WithModels(m *encoding.Models) Option {
+	return func(c *config) error {
+		if m == nil {
+			return fmt.Errorf("%w: nil models", encoding.ErrBadOption)
+		}
+		c.models = m
+		return nil
+	}
 }
 
 // WithMinDuration sets how long each compress and each decompress
@@ -127,7 +144,7 @@ func Run(ctx context.Context, specs []string, inputs []Input, opts ...Option) ([
 	}
 	codecs := make([]encoding.Codec, len(specs))
 	for i, s := range specs {
-		c, err := newCodec(s)
+		c, err := newCodec(s, cfg.models)
 		if err != nil {
 			return nil, err
 		}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 )
 
 func TestRun(t *testing.T) {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/klauspost/compress/dict"
-
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
@@ -155,5 +153,5 @@ func newZstdDict(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dict.BuildZstdDict(s, dict.Options{MaxDictSize: 8 << 10, HashBytes: 6, ZstdDictID: modelID[name]})
+	return zstd.TrainDictionary(modelID[name], s)
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
 
 func ExampleRun() {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // StdGzipName is the spec name of Go's own compress/gzip, measured as the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )

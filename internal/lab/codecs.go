@@ -1,8 +1,8 @@
 package lab
 
 import (
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // newCodec builds the codec a spec names (encoding.ParseSpec), where a

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
 
 // The grid between real nodes, in its smallest form: every choice has a

@@ -48,6 +48,16 @@
 // with WithFactory: no registered factory holds a key, so seal is built
 // only with the caller's.
 //
+// # Shared models
+//
+// A trained model (an xml model, a zstd dictionary: xmlc.NewModel,
+// zstd.TrainDictionary) is saved as a model file. Models reads such files,
+// each recognised by its content among the formats codec packages register
+// (RegisterModelFormat), and gives the codecs them: a spec names a model
+// by its ID (xml@7, zstd:19@9), the encoded element's header records the
+// ID, and a receiver without that model fails with ErrNoDictionary naming
+// it.
+//
 // # Adapters
 //
 // Output, Input and Bidi wrap anything that sends or receives messages (a

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/internal/jxse"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/jxse"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
-	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"

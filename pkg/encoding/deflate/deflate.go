@@ -10,8 +10,8 @@ import (
 
 	"github.com/klauspost/compress/flate"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // Name is the codec's registered name.

@@ -9,8 +9,8 @@ import (
 
 	kgzip "github.com/klauspost/compress/gzip"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // Name is the codec's registered name.

@@ -156,3 +156,28 @@ func ParseModel(b []byte) (*Model, error) {
 	}
 	return NewModel(uint32(id), samples...)
 }
+
+// modelLoader reads xml models as model files (encoding.Models).
+type modelLoader struct {
+	models []*Model
+}
+
+// Add rebuilds the model a file holds (ParseModel) and keeps it.
+func (l *modelLoader) Add(file []byte) (uint32, error) {
+	m, err := ParseModel(file)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range l.models {
+		if o.id == m.id {
+			return 0, fmt.Errorf("%w: xml model %d given twice", encoding.ErrBadOption, m.id)
+		}
+	}
+	l.models = append(l.models, m)
+	return m.id, nil
+}
+
+// Factory returns Factory(WithModels(every model added)).
+func (l *modelLoader) Factory() encoding.Factory {
+	return Factory(WithModels(l.models...))
+}

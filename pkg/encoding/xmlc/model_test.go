@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -170,5 +170,22 @@ func TestFactoryModel(t *testing.T) {
 				t.Fatalf("params %+v, want %+v", c.Params(), tt.want)
 			}
 		})
+	}
+}
+
+// A header naming a model the receiver lacks is refused, even when the
+// payload turned out not to use it (input that is not XML), as zstd
+// refuses a dictionary ID it lacks: the refusal does not depend on the
+// document.
+func TestModelNamedButUnused(t *testing.T) {
+	m := employeeModel(t)
+	sender := newCodec(t, xmlc.WithEncoderModel(m))
+	src := []byte("not XML at all, not XML at all, not XML at all")
+	enc, _ := sender.Encode(nil, src, bind)
+	if _, err := newCodec(t).Decode(nil, enc, sender.Params(), bind, len(src)); !errors.Is(err, encoding.ErrNoDictionary) {
+		t.Fatalf("without the model: %v, want %v", err, encoding.ErrNoDictionary)
+	}
+	if got, err := newCodec(t, xmlc.WithModels(m)).Decode(nil, enc, sender.Params(), bind, len(src)); err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("with the model: %v", err)
 	}
 }

@@ -242,6 +242,7 @@ func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
 	_ = encoding.RegisterFactory(Name, Factory())
+	_ = encoding.RegisterModelFormat(Name, modelMagic, func() encoding.ModelLoader { return &modelLoader{} })
 }
 
 // Factory returns the factory that builds XML codecs from specs,
@@ -405,9 +406,15 @@ func (c *Codec) parseHeader(src []byte, p encoding.Params, max int) (header, err
 		return h, corrupt("empty payload")
 	}
 	h.mode = src[0]
+	// A model the header names is needed whether or not the payload
+	// turned out to use it, as zstd needs the dictionary a header names:
+	// a receiver without it refuses the element the same way every time.
+	if p.DictID != 0 && c.models[p.DictID] == nil {
+		return h, fmt.Errorf("%w: xml model %d", encoding.ErrNoDictionary, p.DictID)
+	}
 	if h.mode&modeModel != 0 {
 		m := c.models[p.DictID]
-		if p.DictID == 0 || m == nil {
+		if m == nil {
 			return h, fmt.Errorf("%w: xml model %d", encoding.ErrNoDictionary, p.DictID)
 		}
 		h.model = m
@@ -461,7 +468,7 @@ func (c *Codec) parseHeader(src []byte, p encoding.Params, max int) (header, err
 
 // Decode appends the document src encodes to dst. It fails with
 // ErrTooLarge before allocating if the recorded size exceeds max, with
-// ErrNoDictionary if src was coded with a model this codec lacks, and
+// ErrNoDictionary if p names a model (its DictID) this codec lacks, and
 // with ErrCorrupt on anything else amiss.
 func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
 	h, err := c.parseHeader(src, p, max)

@@ -134,3 +134,42 @@ func TestFactoryDictionary(t *testing.T) {
 		})
 	}
 }
+
+func TestTrainDictionary(t *testing.T) {
+	doc := datasets.Employees(200)
+	var samples [][]byte
+	for i := 0; i+1000 <= len(doc); i += 1000 {
+		samples = append(samples, doc[i:i+1000])
+	}
+	d, err := zstd.TrainDictionary(77, samples, zstd.WithMaxDictSize(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := zstd.DictID(d); err != nil || id != 77 || len(d) > 4096+1024 {
+		t.Fatalf("DictID = %d, %v; %d bytes", id, err, len(d))
+	}
+	enc, _ := zstd.New(zstd.WithEncoderDictionary(d))
+	dec, _ := zstd.New(zstd.WithDictionaries(d))
+	src := datasets.Employees(1)
+	e, _ := enc.Encode(nil, src, encoding.Binding{})
+	if got, err := dec.Decode(nil, e, enc.Params(), encoding.Binding{}, len(src)); err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("round trip: %v", err)
+	}
+	tests := []struct {
+		name    string
+		id      uint32
+		samples [][]byte
+		opts    []zstd.TrainOption
+	}{
+		{"ID 0", 0, samples, nil},
+		{"no samples", 1, nil, nil},
+		{"dictionary too small", 1, samples, []zstd.TrainOption{zstd.WithMaxDictSize(255)}},
+		{"dictionary too large", 1, samples, []zstd.TrainOption{zstd.WithMaxDictSize(zstd.MaxDictSize + 1)}},
+		{"nothing repeated", 1, [][]byte{[]byte("one sample")}, nil},
+	}
+	for _, tt := range tests {
+		if _, err := zstd.TrainDictionary(tt.id, tt.samples, tt.opts...); !errors.Is(err, encoding.ErrBadOption) {
+			t.Errorf("%s: %v, want %v", tt.name, err, encoding.ErrBadOption)
+		}
+	}
+}

@@ -151,6 +151,7 @@ func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
 	_ = encoding.RegisterFactory(Name, Factory())
+	_ = encoding.RegisterModelFormat(Name, dictMagic, func() encoding.ModelLoader { return &dictLoader{} })
 }
 
 // Factory returns the factory that builds zstd codecs from specs,
