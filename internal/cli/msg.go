@@ -32,6 +32,10 @@ type jsonElement struct {
 	// opened its seal.
 	Codecs []string `json:"codecs,omitempty"`
 	Key    string   `json:"key,omitempty"`
+	// WireSize and Size are a decoded element's bytes as received and as
+	// decoded (recv only; absent for an element that arrived plain).
+	WireSize int `json:"wire_size,omitempty"`
+	Size     int `json:"size,omitempty"`
 }
 
 func toJSON(m *message.Message) jsonMessage {

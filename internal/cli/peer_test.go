@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -175,7 +176,7 @@ func TestSendRecvReadableOutAndEncoded(t *testing.T) {
 	}
 	text := recv.stdout.String()
 	if !strings.Contains(text, "message 1 from 12D3") || !strings.Contains(text, "note (text/plain;charset=UTF-8): see attached") ||
-		!strings.Contains(text, "doc (application/octet-stream, zstd+seal key peer:") || !strings.Contains(text, "): 19500 bytes") {
+		!strings.Contains(text, "doc (application/octet-stream, zstd+seal key peer:") || !strings.Contains(text, " bytes on the wire): 19500 bytes") {
 		t.Fatalf("recv printed %q", text)
 	}
 	got, err := os.ReadFile(filepath.Join(out, "000001-01-doc"))
@@ -630,5 +631,40 @@ func TestSendVerboseSizes(t *testing.T) {
 	}
 	if code := recv.wait(t); code != 0 {
 		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+}
+
+// TestRecvJSONReportsSizes: recv --json tells, per decoded element, the
+// codec chain and its bytes as received and as decoded; a plain element
+// has neither.
+func TestRecvJSONReportsSizes(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--json", "--count", "1")
+	doc := bytes.Repeat([]byte("<employee><name>Ryan</name></employee>\n"), 200)
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "note=hi", "--elem", "doc=@"+writeFile(t, "doc.xml", doc),
+		"--encode", "zstd:3", "--select", "doc")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	var m struct {
+		Elements []struct {
+			Name     string   `json:"name"`
+			Codecs   []string `json:"codecs"`
+			WireSize int      `json:"wire_size"`
+			Size     int      `json:"size"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(recv.stdout.String())), &m); err != nil || len(m.Elements) != 2 {
+		t.Fatalf("recv printed %q: %v", recv.stdout.String(), err)
+	}
+	note, d := m.Elements[0], m.Elements[1]
+	if note.Codecs != nil || note.WireSize != 0 || note.Size != 0 {
+		t.Errorf("plain element reported as decoded: %+v", note)
+	}
+	if len(d.Codecs) != 1 || d.Codecs[0] != "zstd" || d.Size != len(doc) || d.WireSize <= 0 || d.WireSize >= d.Size {
+		t.Errorf("encoded element reported as %+v (document %d bytes)", d, len(doc))
 	}
 }

@@ -344,11 +344,12 @@ func waitHangUp(ctx context.Context, p *peerStack, peers ...peer.ID) {
 
 // printMessage writes a message readably: text elements as text, others
 // as their size.
-// reportJSON adds to j how each element was decoded.
+// reportJSON adds to j how each element was decoded, and its sizes.
 func reportJSON(j jsonMessage, reps []encoding.ElementReport) jsonMessage {
 	for _, rep := range reps {
 		if rep.Index < len(j.Elements) && len(rep.Chain) > 0 {
-			j.Elements[rep.Index].Codecs, j.Elements[rep.Index].Key = rep.Chain, rep.KeyID
+			e := &j.Elements[rep.Index]
+			e.Codecs, e.Key, e.WireSize, e.Size = rep.Chain, rep.KeyID, rep.WireSize, rep.Size
 		}
 	}
 	return j
@@ -365,6 +366,7 @@ func decodedAs(reps []encoding.ElementReport, i int) string {
 		if rep.KeyID != "" {
 			s += " key " + rep.KeyID
 		}
+		s += fmt.Sprintf(", %d bytes on the wire", rep.WireSize)
 		return printableLine(s)
 	}
 	return ""
