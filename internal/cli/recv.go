@@ -135,7 +135,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil {
 				return err
 			}
-			info, err := pathinfo.New(p.node, models, pathinfo.WithRegistry(reg))
+			info, err := pathinfo.New(p.node.Host(), models, pathinfo.WithRegistry(reg))
 			if err != nil {
 				return err
 			}

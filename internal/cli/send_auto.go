@@ -75,7 +75,7 @@ func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID
 		codecs = append(codecs, c)
 	}
 	opts := []adaptive.Option{adaptive.WithModels(models), adaptive.WithSelector(encoding.ByName(names...)), adaptive.WithPipeID(pipeID)}
-	svc, err := pathinfo.New(p.node, models)
+	svc, err := pathinfo.New(p.node.Host(), models)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -373,10 +373,10 @@ func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, se
 	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes(nil)); err != nil {
 		return fail(err)
 	}
-	if g.rsvc, err = pathinfo.New(g.rcv.Node, rmodels, pathinfo.WithRegistry(reg)); err != nil {
+	if g.rsvc, err = pathinfo.New(g.rcv.Node.Host(), rmodels, pathinfo.WithRegistry(reg)); err != nil {
 		return fail(err)
 	}
-	if g.ssvc, err = pathinfo.New(g.snd.Node, smodels); err != nil {
+	if g.ssvc, err = pathinfo.New(g.snd.Node.Host(), smodels); err != nil {
 		return fail(err)
 	}
 	g.mon = g.ssvc.Monitor(g.rcv.Node.ID())

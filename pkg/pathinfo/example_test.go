@@ -28,10 +28,10 @@ func Example() {
 	// it decodes with the first time it is asked.
 	z, _ := zstd.New()
 	reg, _ := encoding.NewRegistry(z)
-	rs, _ := pathinfo.New(rcv, adaptive.NewModels(), pathinfo.WithRegistry(reg))
+	rs, _ := pathinfo.New(rcv.Host(), adaptive.NewModels(), pathinfo.WithRegistry(reg))
 	defer rs.Close()
 
-	ss, _ := pathinfo.New(snd, adaptive.NewModels())
+	ss, _ := pathinfo.New(snd.Host(), adaptive.NewModels())
 	defer ss.Close()
 	mon := ss.Monitor(rcv.ID())
 	if err := mon.Ensure(ctx); err != nil {

@@ -45,7 +45,6 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/node"
 )
 
 // ProtocolID is the pathinfo protocol.
@@ -153,14 +152,10 @@ type Service struct {
 	wg       sync.WaitGroup
 }
 
-// New starts the service on n: it answers /p2pmsg/pathinfo/1.0.0, and
+// New starts the service on the libp2p host h (a p2pmsg node's Host()):
+// it answers /p2pmsg/pathinfo/1.0.0, and
 // keeps what it learns of paths and profiles in models.
-func New(n *node.Node, models *adaptive.Models, opts ...Option) (*Service, error) {
-	return NewHost(n.Host(), models, opts...)
-}
-
-// NewHost is New on a bare libp2p host.
-func NewHost(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
+func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}

@@ -42,11 +42,11 @@ func pair(t *testing.T, link linkemu.Link, ropts ...pathinfo.Option) (snd, rcv *
 		t.Fatal(err)
 	}
 	var err error
-	if ss, err = pathinfo.New(snd, adaptive.NewModels()); err != nil {
+	if ss, err = pathinfo.New(snd.Host(), adaptive.NewModels()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	if rs, err = pathinfo.New(rcv, adaptive.NewModels(), ropts...); err != nil {
+	if rs, err = pathinfo.New(rcv.Host(), adaptive.NewModels(), ropts...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
@@ -110,7 +110,7 @@ func TestEnsureUsesHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss2, err := pathinfo.New(snd, models)
+	ss2, err := pathinfo.New(snd.Host(), models)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestEnsureWithPeerWithoutPathinfo(t *testing.T) {
 	if err := snd.Connect(ctx(t), rcv.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := pathinfo.New(snd, adaptive.NewModels())
+	ss, err := pathinfo.New(snd.Host(), adaptive.NewModels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +179,11 @@ func TestWatchReprobesOnChange(t *testing.T) {
 func TestNewRejectsBadOptions(t *testing.T) {
 	n := testutil.NewNode(t)
 	for _, o := range []pathinfo.Option{pathinfo.WithMaxProbe(10), pathinfo.WithMaxAge(-1), pathinfo.WithRegistry(nil), pathinfo.WithClock(nil), pathinfo.WithProfile(nil)} {
-		if _, err := pathinfo.New(n, adaptive.NewModels(), o); !errors.Is(err, pathinfo.ErrBadOption) {
+		if _, err := pathinfo.New(n.Host(), adaptive.NewModels(), o); !errors.Is(err, pathinfo.ErrBadOption) {
 			t.Fatalf("err %v, want ErrBadOption", err)
 		}
 	}
-	if _, err := pathinfo.New(n, nil); !errors.Is(err, pathinfo.ErrBadOption) {
+	if _, err := pathinfo.New(n.Host(), nil); !errors.Is(err, pathinfo.ErrBadOption) {
 		t.Fatal("nil models accepted")
 	}
 }
