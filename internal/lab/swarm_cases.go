@@ -31,8 +31,11 @@ const (
 	// churnResolveWait is how long the churn case's senders go on after
 	// the publishers finish (the last departure falls at 80% of their
 	// run): time for the last replacements' bindings to be found. A
-	// sender that never reaches a replacement counts as a failure.
-	churnResolveWait = 3 * time.Second
+	// sender that never reaches a replacement counts as a failure, so it
+	// gets what one resolution may take: the pipe service's default
+	// resolve timeout (10 s); re-resolution after a departure took 4–10 s
+	// in the recorded runs, longer on a loaded machine.
+	churnResolveWait = 10 * time.Second
 )
 
 func swarmMessage(payload []byte) *message.Message {
