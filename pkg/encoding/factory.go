@@ -120,3 +120,24 @@ func checkNesting(codecs []Codec) error {
 	}
 	return nil
 }
+
+// LevelFactory is the factory of a codec whose specs name at most a
+// level, name[:level], and no model: newCodec builds it, with
+// withLevel(level) when the spec gives one. gzip, deflate and s2 register
+// theirs so.
+func LevelFactory[O any, C Codec](name string, newCodec func(...O) (C, error), withLevel func(int) O) Factory {
+	return func(s Spec) (Codec, error) {
+		if s.Model != "" {
+			return nil, fmt.Errorf("%w: %s takes no model", ErrBadOption, name)
+		}
+		var opts []O
+		if s.Level != 0 {
+			opts = append(opts, withLevel(s.Level))
+		}
+		c, err := newCodec(opts...)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}

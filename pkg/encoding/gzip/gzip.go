@@ -61,23 +61,7 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, factory)
-}
-
-// factory builds the codec a spec names: gzip[:level], no model. A spec cannot ask for level 0 (stores): identity does that.
-func factory(s encoding.Spec) (encoding.Codec, error) {
-	if s.Model != "" {
-		return nil, fmt.Errorf("%w: gzip takes no model", encoding.ErrBadOption)
-	}
-	var opts []Option
-	if s.Level != 0 {
-		opts = append(opts, WithLevel(s.Level))
-	}
-	c, err := New(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	_ = encoding.RegisterFactory(Name, encoding.LevelFactory(Name, New, WithLevel)) // gzip[:level], no model
 }
 
 // Name returns "gzip".
