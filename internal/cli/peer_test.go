@@ -41,9 +41,19 @@ func start(t *testing.T, stdin io.Reader, args ...string) *daemon {
 // d.stdout).
 func startTo(t *testing.T, stdin io.Reader, out io.Writer, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: exec.Command(binary_, args...), lines: make(chan string, 64), done: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	d.cmd.Stdin = stdin
+	cmd := exec.Command(binary_, args...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	cmd.Stdin = stdin
+	return startCmd(t, cmd, out, fmt.Sprintf("p2pmsg %v", args))
+}
+
+// startCmd starts cmd, a p2pmsg process or a script running one, with its
+// stdout going to out (nil: a buffer, d.stdout), and waits until it has
+// announced its addresses ("listening …" lines on stderr); what names it
+// in failures.
+func startCmd(t *testing.T, cmd *exec.Cmd, out io.Writer, what string) *daemon {
+	t.Helper()
+	d := &daemon{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
 	d.cmd.Stdout = &d.stdout
 	if out != nil {
 		d.cmd.Stdout = out
@@ -77,7 +87,7 @@ func startTo(t *testing.T, stdin io.Reader, out io.Writer, args ...string) *daem
 		select {
 		case l, ok := <-d.lines:
 			if !ok {
-				t.Fatalf("p2pmsg %v exited without listening: %q", args, d.stderr)
+				t.Fatalf("%s exited without listening: %q", what, d.stderr)
 			}
 			d.stderr = append(d.stderr, l)
 			if a, ok := strings.CutPrefix(l, "listening "); ok {
@@ -90,7 +100,7 @@ func startTo(t *testing.T, stdin io.Reader, out io.Writer, args ...string) *daem
 			}
 			continue
 		case <-timeout:
-			t.Fatalf("p2pmsg %v announced nothing; stderr %q", args, d.stderr)
+			t.Fatalf("%s announced nothing; stderr %q", what, d.stderr)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 )
@@ -317,50 +315,7 @@ func (x *exampleRun) daemon(e example) {
 // startScript is start (peer_test.go) for a shell script run in dir.
 func startScript(t *testing.T, dir string, env []string, script string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: exec.Command("sh", "-c", script), lines: make(chan string, 64), done: make(chan struct{})}
-	d.cmd.Dir, d.cmd.Env = dir, env
-	d.cmd.Stdout = &d.stdout
-	errPipe, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-		d.cmd.Wait()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case l, ok := <-d.lines:
-			if !ok {
-				t.Fatalf("%s exited without listening: %q", script, d.stderr)
-			}
-			d.stderr = append(d.stderr, l)
-			if a, ok := strings.CutPrefix(l, "listening "); ok {
-				d.addrs = append(d.addrs, a)
-			}
-		case <-time.After(200 * time.Millisecond):
-			if len(d.addrs) > 0 {
-				return d
-			}
-		case <-timeout:
-			t.Fatalf("%s announced nothing; stderr %q", script, d.stderr)
-		}
-	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	return startCmd(t, cmd, nil, script)
 }
