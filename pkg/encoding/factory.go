@@ -121,18 +121,27 @@ func checkNesting(codecs []Codec) error {
 	return nil
 }
 
-// LevelFactory is the factory of a codec whose specs name at most a
-// level, name[:level], and no model: newCodec builds it, with
-// withLevel(level) when the spec gives one. gzip, deflate and s2 register
-// theirs so.
-func LevelFactory[O any, C Codec](name string, newCodec func(...O) (C, error), withLevel func(int) O) Factory {
+// SpecFactory is the factory of a codec built by newCodec from options:
+// base first, then withLevel(level) when the spec gives a level, then,
+// when it names a model, withModel(ID) for the model's decimal ID (the
+// model itself must come with base). A nil withModel means the codec
+// takes no model. gzip, deflate and s2 register theirs so; zstd's and
+// xml's Factory are SpecFactory with their dictionaries or models.
+func SpecFactory[O any, C Codec](name string, newCodec func(...O) (C, error), base []O, withLevel func(int) O, withModel func(uint32) O) Factory {
 	return func(s Spec) (Codec, error) {
-		if s.Model != "" {
-			return nil, fmt.Errorf("%w: %s takes no model", ErrBadOption, name)
-		}
-		var opts []O
+		opts := slices.Clone(base)
 		if s.Level != 0 {
 			opts = append(opts, withLevel(s.Level))
+		}
+		if s.Model != "" {
+			if withModel == nil {
+				return nil, fmt.Errorf("%w: %s takes no model", ErrBadOption, name)
+			}
+			id, ok := s.DictID()
+			if !ok {
+				return nil, fmt.Errorf("%w: %s model %q: want a numeric model ID", ErrBadOption, name, s.Model)
+			}
+			opts = append(opts, withModel(id))
 		}
 		c, err := newCodec(opts...)
 		if err != nil {

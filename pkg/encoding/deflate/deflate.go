@@ -62,7 +62,7 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.LevelFactory(Name, New, WithLevel)) // deflate[:level], no model
+	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // deflate[:level], no model
 }
 
 // Name returns "deflate".

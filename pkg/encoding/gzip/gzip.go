@@ -61,7 +61,7 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.LevelFactory(Name, New, WithLevel)) // gzip[:level], no model
+	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // gzip[:level], no model
 }
 
 // Name returns "gzip".

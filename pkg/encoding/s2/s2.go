@@ -55,7 +55,7 @@ func New(opts ...Option) (*Codec, error) {
 func init() {
 	c, _ := New()
 	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.LevelFactory(Name, New, WithLevel)) // s2[:level], no model
+	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // s2[:level], no model
 }
 
 // Name returns "s2".

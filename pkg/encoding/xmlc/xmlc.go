@@ -253,24 +253,7 @@ func init() {
 // none. The default registry's factory is Factory(), which has no models;
 // give them with encoding.WithFactory(xmlc.Name, xmlc.Factory(xmlc.WithModels(…))).
 func Factory(opts ...Option) encoding.Factory {
-	return func(s encoding.Spec) (encoding.Codec, error) {
-		o := slices.Clone(opts)
-		if s.Level != 0 {
-			o = append(o, WithLevel(s.Level))
-		}
-		if s.Model != "" {
-			id, ok := s.DictID()
-			if !ok {
-				return nil, fmt.Errorf("%w: xml model %q: want a model ID", encoding.ErrBadOption, s.Model)
-			}
-			o = append(o, encodeWith(id))
-		}
-		c, err := New(o...)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
+	return encoding.SpecFactory(Name, New, opts, WithLevel, encodeWith)
 }
 
 // encodeWith makes Encode prime with the model of that ID, given by an

@@ -5,7 +5,6 @@ package zstd
 
 import (
 	"fmt"
-	"slices"
 
 	kzstd "github.com/klauspost/compress/zstd"
 
@@ -163,24 +162,7 @@ func init() {
 // factory is Factory(), which has no dictionaries; give them with
 // encoding.WithFactory(zstd.Name, zstd.Factory(zstd.WithDictionaries(…))).
 func Factory(opts ...Option) encoding.Factory {
-	return func(s encoding.Spec) (encoding.Codec, error) {
-		o := slices.Clone(opts)
-		if s.Level != 0 {
-			o = append(o, WithLevel(s.Level))
-		}
-		if s.Model != "" {
-			id, ok := s.DictID()
-			if !ok {
-				return nil, fmt.Errorf("%w: zstd model %q: want a dictionary ID", encoding.ErrBadOption, s.Model)
-			}
-			o = append(o, encodeWith(id))
-		}
-		c, err := New(o...)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
+	return encoding.SpecFactory(Name, New, opts, WithLevel, encodeWith)
 }
 
 // encodeWith makes Encode compress with the dictionary of that ID, given
