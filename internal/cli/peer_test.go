@@ -451,7 +451,7 @@ func TestRecvPSKRequiresSealed(t *testing.T) {
 		t.Fatalf("stderr %q does not report two refused messages", stderr)
 	}
 	// The key is named by the first 4 bytes of its SHA-256.
-	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8, zstd+seal key psk:9a2db2e2): sealed") ||
+	if out := recv.stdout.String(); !strings.Contains(out, "x (text/plain;charset=UTF-8, zstd+seal key psk:9a2db2e2, ") || !strings.Contains(out, " bytes on the wire): sealed") ||
 		strings.Contains(out, "): plain") || strings.Contains(out, "zipped") {
 		t.Fatalf("recv printed %q", out)
 	}
