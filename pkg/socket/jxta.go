@@ -25,10 +25,10 @@ import (
 // remPeer, stream = true); the server binds its own and answers on the
 // client's (remPipe, remPeer, stream, encrypt = false). The bytes then
 // travel as blocks of JXTA's reliable layer (package jxtarel; at most
-// WithJXTABlockSize each), acknowledged as the reader reads them. Closing: once every
-// block written is acknowledged, the closer sends JXTASOC:close = close;
-// the other side answers closeACK once its own blocks are acknowledged,
-// and reads io.EOF. Unreliable sockets (stream = false; WithJXTAUnreliable
+// WithJXTABlockSize each), acknowledged as the reader reads them.
+// Closing: once every block written is acknowledged, the closer sends
+// JXTASOC:close = close; the other side answers closeACK once its own
+// blocks are acknowledged, and reads io.EOF. Unreliable sockets (stream = false; WithJXTAUnreliable
 // to dial one) send each block as a message with element JXTASOC:data,
 // unacknowledged; their close is not answered (JXSE never answers it).
 
@@ -49,8 +49,7 @@ const (
 // JXTAStats counts JXTA socket handshakes refused.
 type JXTAStats struct {
 	// Refused counts connect requests dropped: malformed, naming another
-	// peer than the sender, asking for an unreliable socket, or beyond
-	// the listener's backlog.
+	// peer than the sender, or beyond the listener's backlog.
 	Refused uint64
 	// Repeated counts connect requests a client sent again for a
 	// connection already made (JXSE may send two); each is answered

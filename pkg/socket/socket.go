@@ -26,6 +26,15 @@
 // Noise, or QUIC), end to end even through a circuit relay; for a
 // JxtaUnicastSecure pipe both sides also refuse any connection that is
 // not.
+//
+// # JXTA sockets
+//
+// When the pipe service's endpoint is also a JXTA peer
+// (endpoint.WithJXTA), Listen on a unicast pipe also accepts JXSE 2.7's
+// JxtaSockets, and Dial with pipe.ToJXTAPeers opens one to a JXSE
+// JxtaServerSocket: JXTA's own protocol, a pair of pipes carrying the
+// blocks and acknowledgements of JXTA's reliable layer (package jxtarel),
+// behind the same Conn (jxta.go).
 package socket
 
 import (
