@@ -8,7 +8,9 @@
 // go-libp2p-pubsub. It knows nothing of sockets. When the endpoint is also
 // a JXTA peer (endpoint.WithJXTA), unicast pipes are shared with JXSE 2.7
 // peers through JXTA's resolver and pipe binding protocol (jxta.go,
-// ToJXTAPeers).
+// ToJXTAPeers), bidirectional pipes are JxtaBiDiPipes with them
+// (jxtabidi.go, over JXTA's reliable layer, package jxtarel), and
+// JXTASession gives layers above the pipe pairs JXTA's connections use.
 //
 // # Pipe types
 //
