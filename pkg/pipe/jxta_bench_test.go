@@ -96,3 +96,59 @@ func BenchmarkJXSEPipeRoundTrip(b *testing.B) {
 		b.ReportMetric(p50, "p50-ns")
 	})
 }
+
+// BenchmarkJXSEBiDiRoundTrip measures the round trip of a 1-byte message
+// through a reliable JxtaBiDiPipe to a live JXSE 2.7 peer's JxtaServerPipe,
+// which echoes it, signed: from p2pmsg (p2pmsg-jxse) and, as the
+// reference, from a second JXSE peer (jxse-jxse). p50-ns is the median.
+func BenchmarkJXSEBiDiRoundTrip(b *testing.B) {
+	echo := jxse.StartPeer(b, jxse.PeerOptions{})
+	b.Run("p2pmsg-jxse", func(b *testing.B) {
+		s, _ := jxtaPipes(b)
+		ctx := context.Background()
+		a := seededAdv(b, fmt.Sprint("bench-bidi-", benchRuns.Add(1)))
+		if err := echo.Command("bidilisten " + a.ID.String()); err != nil {
+			b.Fatal(err)
+		}
+		bidi, err := s.Connect(ctx, a, pipe.ToJXTAPeers(echo.Addr()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bidi.Close()
+		m := message.New(message.Text("study", "text", "x"))
+		trip := func() time.Duration {
+			t0 := time.Now()
+			if err := bidi.Send(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			if _, err := bidi.Receive(rctx); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(t0)
+		}
+		testutil.BenchTrips(b, 50, trip)
+	})
+	b.Run("jxse-jxse", func(b *testing.B) {
+		from := jxse.StartPeer(b, jxse.PeerOptions{})
+		for _, r := range [][2]*jxse.Peer{{from, echo}, {echo, from}} {
+			if err := r[0].Command("route " + r[1].ID + " " + r[1].Addr()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a := seededAdv(b, fmt.Sprint("bench-jxse-bidi-", benchRuns.Add(1)))
+		if err := echo.Command("bidilisten " + a.ID.String()); err != nil {
+			b.Fatal(err)
+		}
+		res, err := from.Query(fmt.Sprintf("bidiping %s %s %d", a.ID, echo.ID, max(b.N, 20)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		p50, err := strconv.ParseFloat(strings.TrimSpace(res), 64)
+		if err != nil {
+			b.Fatalf("bidiping answered %q", res)
+		}
+		b.ReportMetric(p50, "p50-ns")
+	})
+}
