@@ -33,8 +33,7 @@ const (
 	// run): time for the last replacements' bindings to be found. A
 	// sender that never reaches a replacement counts as a failure, so it
 	// gets what one resolution may take: the pipe service's default
-	// resolve timeout (10 s); re-resolution after a departure took 4–10 s
-	// in the recorded runs, longer on a loaded machine.
+	// resolve timeout (10 s).
 	churnResolveWait = 10 * time.Second
 )
 

@@ -170,3 +170,57 @@ func TestJXTABlockFlood(t *testing.T) {
 		t.Fatalf("%d blocks kept", kept)
 	}
 }
+
+// A JXTA peer's connect requests that are malformed, or that name
+// another peer than the sender, are refused and counted, and the same
+// request sent twice makes one connection, answered twice.
+func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "hostile-requests")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	advXML, _ := h.pipe.Marshal()
+	other, _ := jxtatcp.NewIdentity()
+	pa := func(p string) []byte {
+		return []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, p))
+	}
+	for _, req := range []*message.Message{
+		message.New(message.Text("JXTASOC", "stream", "true")), // no reqPipe, no remPeer
+		message.New(message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: []byte("<not-an-adv/>")},
+			message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: pa(h.ident.ID().String())}),
+		message.New(message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
+			message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: pa(other.ID().String())}), // another peer
+	} {
+		if err := h.t.Send(ctx(t), addr, "PipeService", a.ID.String(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.JXTAStats().Refused < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := s.JXTAStats(); st.Refused != 3 {
+		t.Fatalf("bad connect requests not counted: %+v", st)
+	}
+	// A good request, twice: one connection, two answers.
+	h.connect(t, ctx(t), addr, a)
+	h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	defer cancel()
+	if extra, err := l.AcceptContext(short); err == nil {
+		extra.Close()
+		t.Fatal("a repeated connect request made a second connection")
+	}
+	if st := s.JXTAStats(); st.Repeated != 1 {
+		t.Fatalf("repeated request not counted: %+v", st)
+	}
+}
