@@ -196,10 +196,20 @@ func (t *Transport) UnmarshalSigned(b []byte) (*message.Message, id.ID, error) {
 	if err != nil {
 		return nil, id.ID{}, err
 	}
+	// The certificate last verified is kept (the messages of a BiDi pipe
+	// come from one peer): its key is reused when the next one is the
+	// same, as a connection's verifier does.
 	var v verifier
+	last := t.inner.Load()
+	if last != nil && bytes.Equal(last.cert, tr.cert) {
+		v = verifier{cert: last.cert, key: last.key} // verify leaves both as they are
+	}
 	signer, err := v.verify(b[:n], tr)
 	if err != nil {
 		return nil, id.ID{}, err
+	}
+	if last == nil || v.key != last.key {
+		t.inner.Store(&verifier{cert: v.cert, key: v.key})
 	}
 	return m, signer, nil
 }

@@ -186,6 +186,7 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	inner     atomic.Pointer[verifier] // UnmarshalSigned's last certificate
 	mu        sync.Mutex
 	closed    bool
 	listeners []net.Listener
