@@ -60,6 +60,7 @@ type link struct {
 	to       func() *jxtarel.Conn
 	q        chan *message.Message
 	messages int
+	stopped  bool
 	wg       sync.WaitGroup
 }
 
@@ -70,6 +71,9 @@ func newLink(seed uint64, loss, dup, reorder float64) *link {
 func (l *link) send(ctx context.Context, m *message.Message) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopped {
+		return nil
+	}
 	l.messages++
 	if l.rng.Float64() < l.loss {
 		return nil
@@ -87,7 +91,7 @@ func (l *link) send(ctx context.Context, m *message.Message) error {
 		time.AfterFunc(2*time.Millisecond, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.held == m {
+			if l.held == m && !l.stopped {
 				l.held = nil
 				l.q <- m
 			}
@@ -113,7 +117,13 @@ func (l *link) run() {
 	}()
 }
 
-func (l *link) stop() { close(l.q); l.wg.Wait() }
+func (l *link) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	close(l.q)
+	l.mu.Unlock()
+	l.wg.Wait()
+}
 
 // pair connects two Conns through links a→b and b→a.
 func pair(t *testing.T, ab, ba *link, opts ...jxtarel.Option) (a, b *jxtarel.Conn) {
