@@ -217,7 +217,8 @@ func (c *Conn) Security() string { return c.sec }
 
 // ReliableStats returns the counters of a JXTA socket's reliable layer
 // (see package jxtarel; an unreliable one counts only blocks sent and
-// received, and those dropped because the reader was behind); false for a
+// received, those dropped because the reader was behind (DroppedFull) and
+// those larger than any socket sends (Oversized)); false for a
 // libp2p socket, whose stream multiplexer does that work.
 func (c *Conn) ReliableStats() (jxtarel.Stats, bool) {
 	if js, ok := c.st.(*jxtaStream); ok {

@@ -143,23 +143,38 @@ type carrier interface {
 }
 
 // plainCarrier is an unreliable JxtaSocket's: each block is one message
-// with element JXTASOC:data, nothing is acknowledged or resent, and what
-// arrives while 64 blocks wait to be read is dropped.
+// with element JXTASOC:data, nothing is acknowledged or resent, and a
+// block that arrives while the reader is behind (plainQueueBlocks blocks
+// or plainQueueBytes bytes waiting) is dropped, as is one larger than
+// maxJXTABlock: what a peer can make an unread socket hold is bounded
+// as the reliable layer's receive buffer is.
 type plainCarrier struct {
-	send    func(context.Context, *message.Message) error
-	q       chan []byte
-	sent    atomic.Uint64
-	got     atomic.Uint64
-	dropped atomic.Uint64
-	mu      sync.Mutex
-	eof     error
-	eofCh   chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	send      func(context.Context, *message.Message) error
+	q         chan []byte
+	queued    atomic.Int64 // bytes in q
+	sent      atomic.Uint64
+	got       atomic.Uint64
+	dropped   atomic.Uint64
+	oversized atomic.Uint64
+	mu        sync.Mutex
+	eof       error
+	eofCh     chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
+// An unreliable socket's receive queue. Its byte bound is the reliable
+// layer's default receive buffer, so neither kind of socket lets a peer
+// make it hold more; its block bound, three times the reliable window of
+// 20 blocks, lets a reader that keeps up absorb a sender's burst of small
+// blocks without drops.
+const (
+	plainQueueBlocks = 64
+	plainQueueBytes  = 8 << 20
+)
+
 func newPlainCarrier(send func(context.Context, *message.Message) error) *plainCarrier {
-	return &plainCarrier{send: send, q: make(chan []byte, 64), eofCh: make(chan struct{}), done: make(chan struct{})}
+	return &plainCarrier{send: send, q: make(chan []byte, plainQueueBlocks), eofCh: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (c *plainCarrier) Handle(m *message.Message) bool {
@@ -168,11 +183,22 @@ func (c *plainCarrier) Handle(m *message.Message) bool {
 		return false
 	}
 	c.got.Add(1)
+	n := int64(len(e.Data))
+	if n > maxJXTABlock {
+		c.oversized.Add(1)
+		return true
+	}
+	if !c.reserve(n) {
+		c.dropped.Add(1)
+		return true
+	}
 	select {
 	case <-c.eofCh:
+		c.queued.Add(-n)
 		c.dropped.Add(1)
 	case c.q <- e.Data:
 	default:
+		c.queued.Add(-n)
 		c.dropped.Add(1)
 	}
 	return true
@@ -186,22 +212,42 @@ func (c *plainCarrier) Send(ctx context.Context, p []byte) error {
 // Stats reports what an unreliable socket counts: blocks sent, blocks
 // received, and those dropped because the reader was behind.
 func (c *plainCarrier) Stats() jxtarel.Stats {
-	return jxtarel.Stats{BlocksSent: c.sent.Load(), BlocksReceived: c.got.Load(), DroppedFull: c.dropped.Load()}
+	return jxtarel.Stats{BlocksSent: c.sent.Load(), BlocksReceived: c.got.Load(), DroppedFull: c.dropped.Load(), Oversized: c.oversized.Load()}
+}
+
+// reserve counts n more bytes queued if they fit; an empty queue takes
+// any block that is not oversized.
+func (c *plainCarrier) reserve(n int64) bool {
+	for {
+		q := c.queued.Load()
+		if q > 0 && q+n > plainQueueBytes {
+			return false
+		}
+		if c.queued.CompareAndSwap(q, q+n) {
+			return true
+		}
+	}
+}
+
+// take hands a queued block to the reader.
+func (c *plainCarrier) take(p []byte) []byte {
+	c.queued.Add(-int64(len(p)))
+	return p
 }
 
 func (c *plainCarrier) Receive(ctx context.Context) ([]byte, error) {
 	select {
 	case p := <-c.q:
-		return p, nil
+		return c.take(p), nil
 	default:
 	}
 	select {
 	case p := <-c.q:
-		return p, nil
+		return c.take(p), nil
 	case <-c.eofCh:
 		select {
 		case p := <-c.q:
-			return p, nil
+			return c.take(p), nil
 		default:
 		}
 		c.mu.Lock()

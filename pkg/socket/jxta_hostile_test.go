@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -60,9 +61,16 @@ func newHostileJXTA(t *testing.T) *hostileJXTA {
 	return h
 }
 
-// connect sends a connect request for server pipe a at addr and waits for
-// the answer; it returns the server's ephemeral pipe ID.
+// connect sends a connect request for a reliable socket on server pipe a
+// at addr and waits for the answer; it returns the server's ephemeral pipe
+// ID.
 func (h *hostileJXTA) connect(t *testing.T, ctx context.Context, addr string, a *adv.PipeAdvertisement) string {
+	t.Helper()
+	return h.connectStream(t, ctx, addr, a, true)
+}
+
+// connectStream is connect for a reliable (stream) or unreliable socket.
+func (h *hostileJXTA) connectStream(t *testing.T, ctx context.Context, addr string, a *adv.PipeAdvertisement, stream bool) string {
 	t.Helper()
 	advXML, err := h.pipe.Marshal()
 	if err != nil {
@@ -72,7 +80,7 @@ func (h *hostileJXTA) connect(t *testing.T, ctx context.Context, addr string, a 
 	req := message.New(
 		message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
 		message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)},
-		message.Text("JXTASOC", "stream", "true"))
+		message.Text("JXTASOC", "stream", strconv.FormatBool(stream)))
 	if err := h.t.Send(ctx, addr, "PipeService", a.ID.String(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +177,76 @@ func TestJXTABlockFlood(t *testing.T) {
 	if kept := st.BlocksReceived - st.DroppedAhead - st.DroppedFull - st.Oversized - st.Duplicates; kept > 100 {
 		t.Fatalf("%d blocks kept", kept)
 	}
+}
+
+// A JXTA peer that floods an unreliable socket nobody reads costs at most
+// its receive queue (64 blocks, 8 MiB): a block larger than any socket
+// sends is refused, blocks beyond the queue's bytes or count are dropped,
+// each counted, and the reader gets exactly the blocks kept.
+func TestJXTAUnreliableFlood(t *testing.T) {
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "hostile-unreliable-flood")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	serverPipe := h.connectStream(t, ctx(t), addr, a, false)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var sent uint64
+	flood := func(n, size int) {
+		for range n {
+			m := message.New(message.Element{Namespace: "JXTASOC", Name: "data", Data: make([]byte, size)})
+			if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sent += uint64(n)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st, _ := c.ReliableStats()
+			if st.BlocksReceived >= sent {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("flood not received: %+v", st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// drain reads what the socket kept: want bytes, then nothing more.
+	drain := func(want int) {
+		t.Helper()
+		buf := make([]byte, want+1)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, buf[:want]); err != nil {
+			t.Fatalf("reading the %d bytes kept: %v", want, err)
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read %d bytes beyond the queue's bound (%v)", n, err)
+		}
+	}
+
+	flood(1, 2<<20)     // larger than any block a socket sends
+	flood(100, 256<<10) // 25 MiB: the byte bound keeps 32 blocks
+	st, _ := c.ReliableStats()
+	if st.Oversized != 1 || st.DroppedFull != 68 {
+		t.Fatalf("large blocks: %+v, want 1 oversized, 68 dropped", st)
+	}
+	drain(32 * 256 << 10)
+
+	flood(100, 1<<10) // the block bound keeps 64
+	st, _ = c.ReliableStats()
+	if st.DroppedFull != 68+36 {
+		t.Fatalf("small blocks: %+v, want 104 dropped in all", st)
+	}
+	drain(64 << 10)
 }
 
 // A JXTA peer's connect requests that are malformed, or that name

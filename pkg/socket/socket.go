@@ -136,8 +136,8 @@ func WithJXTABlockSize(n int) Option {
 // WithJXTAUnreliable makes Dial open unreliable JxtaSockets with JXTA
 // peers (JXSE's stream=false): each block is one pipe message, never
 // acknowledged or resent, so what is lost stays lost, and what arrives
-// faster than it is read beyond 64 blocks is dropped. Listen accepts
-// both kinds whatever this says.
+// faster than it is read beyond 64 blocks or 8 MiB is dropped (counted in
+// Conn.ReliableStats). Listen accepts both kinds whatever this says.
 func WithJXTAUnreliable() Option {
 	return func(o *options) error {
 		o.jxtaUnreliable = true
