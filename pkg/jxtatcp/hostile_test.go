@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"io"
 	"net"
@@ -441,4 +443,55 @@ func TestOversizedParts(t *testing.T) {
 	if s := tg.Stats(); s.BadSignatures != 1 {
 		t.Fatalf("lying trailer not counted: %+v", s)
 	}
+}
+
+// TestSignersPerConnectionBounded: a peer that signs its messages on one
+// connection with ever new identities gets MaxSignersPerConn of them
+// bound to the connection; the messages of the others are dropped and
+// counted, and the transport remembers no route for them.
+func TestSignersPerConnectionBounded(t *testing.T) {
+	tg := newTarget(t)
+	p := dialRaw(t, tg)
+	p.welcome(t, otherIdent)
+	const extra = 3
+	signers := make([]*Identity, MaxSignersPerConn+extra)
+	for i := range signers {
+		key, err := rsa.GenerateKey(rand.Reader, 1024) // small: only the count matters here
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signers[i], err = identityOf(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range signers {
+		p.Write(signedFrame(t, s, "StudySvc/ep", message.Text("study", "text", "x")))
+	}
+	// A last message from the first signer: frames are handled in
+	// order, so once it is delivered every one before it was handled.
+	p.Write(signedFrame(t, signers[0], "StudySvc/ep", message.Text("study", "text", "last")))
+	deadline := time.Now().Add(30 * time.Second)
+	for tg.got.Load() < MaxSignersPerConn+1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := tg.Stats(); tg.got.Load() != MaxSignersPerConn+1 || s.TooManySigners != extra {
+		t.Fatalf("%d delivered, %+v; want %d delivered and %d refused", tg.got.Load(), s, MaxSignersPerConn+1, extra)
+	}
+	tg.mu.Lock()
+	routes := len(tg.byPeer)
+	tg.mu.Unlock()
+	if routes != MaxSignersPerConn {
+		t.Fatalf("%d peers routed to the connection, want %d", routes, MaxSignersPerConn)
+	}
+	p.Close()
+	for time.Now().Before(deadline) {
+		tg.mu.Lock()
+		routes = len(tg.byPeer)
+		tg.mu.Unlock()
+		if routes == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%d peers still routed to a closed connection", routes)
 }

@@ -58,6 +58,10 @@ type Stats struct {
 	// Refused counts connections refused because too many were open, or
 	// closed for a bad welcome, a stalled frame or a frame over the limit.
 	Refused uint64
+	// TooManySigners counts signed messages dropped because their
+	// connection already carried messages of MaxSignersPerConn other
+	// signers.
+	TooManySigners uint64
 }
 
 type options struct {
@@ -90,6 +94,14 @@ const (
 	WelcomeTimeout = 5 * time.Second
 	// DefaultMaxConns bounds the open connections.
 	DefaultMaxConns = 256
+	// MaxSignersPerConn bounds the peers one connection may carry signed
+	// messages of, and so the peers jxta:// sends are routed to it for.
+	// CBJX signs each hop with the sending peer's own key, so a JXTA
+	// peer's connection carries one signer; the rest is room for a peer
+	// that changes its identity on a long-lived connection. Without it,
+	// one connection could make the transport remember a route for every
+	// signer it made up.
+	MaxSignersPerConn = 4
 )
 
 // WithPublicAddress sets the tcp://host:port address the welcome
@@ -198,7 +210,7 @@ type Transport struct {
 
 	budget budget
 	stats  struct {
-		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused atomic.Uint64
+		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
 	}
 }
 
@@ -234,7 +246,8 @@ func (t *Transport) ID() id.ID { return t.ident.id }
 func (t *Transport) Stats() Stats {
 	s := &t.stats
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
-		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load()}
+		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
+		TooManySigners: s.tooManySigners.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -456,16 +469,26 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 	}()
 }
 
-// bindPeer makes c the connection jxta:// sends to p use.
-func (t *Transport) bindPeer(c *conn, p id.ID) {
+// bindPeer makes c the connection jxta:// sends to p use. It reports
+// false, binding nothing, when c already carries MaxSignersPerConn other
+// peers.
+func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 	if p.IsZero() {
-		return
+		return true
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, open := t.conns[c]; open {
-		t.byPeer[p] = c
+	if _, open := t.conns[c]; !open {
+		return true
 	}
+	if !slices.Contains(c.peers, p) {
+		if len(c.peers) >= MaxSignersPerConn {
+			return false
+		}
+		c.peers = append(c.peers, p)
+	}
+	t.byPeer[p] = c
+	return true
 }
 
 // forget removes c from the tables.
@@ -473,8 +496,8 @@ func (t *Transport) forget(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.conns, c)
-	for p, x := range t.byPeer {
-		if x == c {
+	for _, p := range c.peers {
+		if t.byPeer[p] == c {
 			delete(t.byPeer, p)
 		}
 	}
@@ -573,7 +596,10 @@ type conn struct {
 	hostport string
 	remote   Welcome
 	claimed  id.ID // the welcome's peer ID, if it parses
-	ver      verifier
+	// peers are the peers bound to it (bindPeer), at most
+	// MaxSignersPerConn (under t.mu).
+	peers []id.ID
+	ver   verifier
 
 	wmu  sync.Mutex
 	once sync.Once
@@ -785,8 +811,9 @@ func (c *conn) handle(body []byte) bool {
 		m.Remove(message.JXTANamespace, FingerprintElement)
 		service, param, source = r.service, r.param, r.src
 	}
-	if signed {
-		t.bindPeer(c, signer)
+	if signed && !t.bindPeer(c, signer) {
+		t.stats.tooManySigners.Add(1)
+		return true
 	}
 	t.stats.received.Add(1)
 	t.handler(&Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param, Remote: c.nc.RemoteAddr().String()})
