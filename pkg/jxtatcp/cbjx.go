@@ -84,11 +84,14 @@ func parseParts(b []byte, n1 string, m1 int, n2 string, m2 int, n3 string, m3 in
 type verifier struct {
 	cert []byte
 	key  *rsa.PublicKey
+	peer id.ID // the cbid peer ID of key
 }
 
-// verify checks t's signature over msg and returns the signer's peer ID
-// as the trailer states it. As in JXSE, the certificate must verify with
-// its own key; nothing else about it is trusted.
+// verify checks t's signature over msg and returns the signer's peer ID.
+// As in JXSE, the certificate must verify with its own key, and the
+// source the trailer states must be the cbid peer ID derived from that
+// key: otherwise anyone could sign as any peer, and Incoming.Source of a
+// signed message would be only what its sender claims.
 func (v *verifier) verify(msg []byte, t trailer) (id.ID, error) {
 	if v.key == nil || !bytes.Equal(v.cert, t.cert) {
 		c, err := x509.ParseCertificate(t.cert)
@@ -102,7 +105,7 @@ func (v *verifier) verify(msg []byte, t trailer) (id.ID, error) {
 		if err := c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature); err != nil {
 			return id.ID{}, fmt.Errorf("%w: certificate is not self-signed: %w", ErrSignature, err)
 		}
-		v.cert, v.key = append(v.cert[:0], t.cert...), key
+		v.cert, v.key, v.peer = append(v.cert[:0], t.cert...), key, id.PeerIDFromSPKI(c.RawSubjectPublicKeyInfo)
 	}
 	h := sha256.New()
 	h.Write(msg)
@@ -114,6 +117,9 @@ func (v *verifier) verify(msg []byte, t trailer) (id.ID, error) {
 	src, err := id.Parse(string(t.source))
 	if err != nil || src.Kind() != id.KindPeer {
 		return id.ID{}, fmt.Errorf("%w: source %q is not a peer ID", ErrSignature, t.source)
+	}
+	if src != v.peer {
+		return id.ID{}, fmt.Errorf("%w: source %s is not its certificate key's peer %s", ErrSignature, src, v.peer)
 	}
 	return src, nil
 }
@@ -202,14 +208,14 @@ func (t *Transport) UnmarshalSigned(b []byte) (*message.Message, id.ID, error) {
 	var v verifier
 	last := t.inner.Load()
 	if last != nil && bytes.Equal(last.cert, tr.cert) {
-		v = verifier{cert: last.cert, key: last.key} // verify leaves both as they are
+		v = *last // verify leaves it as it is
 	}
 	signer, err := v.verify(b[:n], tr)
 	if err != nil {
 		return nil, id.ID{}, err
 	}
 	if last == nil || v.key != last.key {
-		t.inner.Store(&verifier{cert: v.cert, key: v.key})
+		t.inner.Store(&verifier{cert: v.cert, key: v.key, peer: v.peer})
 	}
 	return m, signer, nil
 }

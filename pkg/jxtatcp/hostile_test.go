@@ -495,3 +495,30 @@ func TestSignersPerConnectionBounded(t *testing.T) {
 	}
 	t.Fatalf("%d peers still routed to a closed connection", routes)
 }
+
+// TestSignerMustOwnItsKey: a peer that signs with its own key but states
+// another peer as the source (in the trailer and the source address)
+// does not pass as that peer: the message is dropped and counted, and the
+// victim gets no route to the forger's connection.
+func TestSignerMustOwnItsKey(t *testing.T) {
+	tg := newTarget(t)
+	victim := mustIdentity()
+	forger := &Identity{key: otherIdent.key, cert: otherIdent.cert, id: victim.ID()}
+	p := dialRaw(t, tg)
+	p.welcome(t, otherIdent)
+	p.Write(signedFrame(t, forger, "StudySvc/ep", message.Text("study", "text", "forged")))
+	p.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "good")))
+	in := tg.next(t)
+	if e, _ := in.Message.Get("study", "text"); string(e.Data) != "good" || in.Source != otherIdent.ID() {
+		t.Fatalf("delivered %q from %v", e.Data, in.Source)
+	}
+	if s := tg.Stats(); s.BadSignatures != 1 || tg.got.Load() != 1 {
+		t.Fatalf("%+v, %d delivered", s, tg.got.Load())
+	}
+	tg.mu.Lock()
+	_, routed := tg.byPeer[victim.ID()]
+	tg.mu.Unlock()
+	if routed {
+		t.Fatal("the victim's messages would go to the forger's connection")
+	}
+}
