@@ -80,7 +80,7 @@ func ParseBitRate(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || v*mult > 1e12 {
+	if err != nil || !(v >= 0 && v*mult <= 1e12) { // NaN fails both
 		return 0, fmt.Errorf("lab: invalid bit rate %q (want e.g. 640k, 3M, 100Mbit/s)", s)
 	}
 	return int64(v * mult), nil
