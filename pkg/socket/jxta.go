@@ -53,7 +53,8 @@ type JXTAStats struct {
 	Refused uint64
 	// Repeated counts connect requests a client sent again for a
 	// connection already made (JXSE may send two); each is answered
-	// again, with the same connection.
+	// again, with the same connection, unless the answer to an earlier
+	// one is still being sent.
 	Repeated uint64
 }
 
@@ -72,7 +73,10 @@ type jxtaStream struct {
 
 	answers chan *pipe.Received // the connect response, for Dial
 	resp    *message.Message    // the connect response, for a listener
-	forget  func()              // removes an accepted stream from its service's table
+	// reanswering is set while resp is being sent again to a repeated
+	// connect request.
+	reanswering atomic.Bool
+	forget      func() // removes an accepted stream from its service's table
 
 	rmu  sync.Mutex
 	rbuf []byte     // the rest of the last block read
@@ -627,10 +631,14 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 		s.mu.Unlock()
 		if js != nil {
 			s.jxtaRepeated.Add(1)
-			if js.resp != nil {
+			// One answer at a time: a peer that repeats its request
+			// while it does not read would otherwise get a goroutine
+			// per repeat, each waiting to write for handshakeTimeout.
+			if js.resp != nil && js.reanswering.CompareAndSwap(false, true) {
 				s.wg.Add(1)
 				go func() {
 					defer s.wg.Done()
+					defer js.reanswering.Store(false)
 					ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
 					defer cancel()
 					js.x.Send(ctx, js.resp)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,5 +302,76 @@ func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
 	}
 	if st := s.JXTAStats(); st.Repeated != 1 {
 		t.Fatalf("repeated request not counted: %+v", st)
+	}
+}
+
+// A JXTA peer that repeats its connect request again and again while it
+// stops reading its connection gets at most one answer in flight: the
+// others are counted, not each given a goroutine waiting to write.
+func TestJXTARepeatedRequestsWhileNotReading(t *testing.T) {
+	s, _, addr := jxtaSockets(t, jxtatcp.WithUnsigned())
+	a := seeded(t, "hostile-repeats")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, err := adv.New(adv.Unicast, "hostile.remote", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered, stop := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
+		if _, ok := in.Message.Get("JXTASOC", "remPipe"); ok {
+			once.Do(func() { close(answered) })
+			<-stop // stop reading the connection
+		}
+	}, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	defer close(stop) // before Close, which waits for the handler
+	advXML, _ := me.Marshal()
+	pa := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, ident.ID())
+	req := message.New(
+		message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
+		message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)},
+		message.Text("JXTASOC", "stream", "true"))
+	if err := h.Send(ctx(t), addr, "PipeService", a.ID.String(), req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-answered:
+	case <-ctx(t).Done():
+		t.Fatal("no connect response")
+	}
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Enough repeats that their answers fill the connection's buffers.
+	const repeats = 4000
+	base := runtime.NumGoroutine()
+	for range repeats {
+		if err := h.Send(ctx(t), addr, "PipeService", a.ID.String(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.JXTAStats().Repeated < repeats && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := s.JXTAStats(); st.Repeated != repeats {
+		t.Fatalf("%+v, want %d repeats counted", st, repeats)
+	}
+	if n := runtime.NumGoroutine() - base; n > 100 {
+		t.Fatalf("%d more goroutines after %d repeated requests", n, repeats)
 	}
 }
