@@ -62,7 +62,10 @@ type Listener struct {
 
 	mu     sync.Mutex // orders enqueueing against Close
 	closed bool
-	done   chan struct{}
+	// opening counts JXTA opens being set up for the accept queue: with
+	// the queued ones, at most its capacity (reserve).
+	opening int
+	done    chan struct{}
 }
 
 // Listen binds a as a bidirectional pipe listener on this peer. The pipe
@@ -134,6 +137,26 @@ func (l *Listener) Accept(ctx context.Context) (*Bidi, error) {
 
 // enqueue offers b to Accept; false if the listener is closed or its
 // backlog is full.
+// reserve holds a place in the accept queue for a connection being set
+// up, so that a peer sending opens faster than Accept takes them costs at
+// most the backlog, not a session and a goroutine each; unreserve gives
+// the place back once the connection is queued or dropped.
+func (l *Listener) reserve() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.opening+len(l.accept) >= cap(l.accept) {
+		return false
+	}
+	l.opening++
+	return true
+}
+
+func (l *Listener) unreserve() {
+	l.mu.Lock()
+	l.opening--
+	l.mu.Unlock()
+}
+
 func (l *Listener) enqueue(b *Bidi) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

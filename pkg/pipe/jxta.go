@@ -49,7 +49,17 @@ type jxtaResolver struct {
 	nextID  atomic.Int32
 	mu      sync.Mutex
 	pending map[int32]chan pbpAnswer
+	// answering holds a slot per answer being sent (maxJXTAAnswers).
+	answering chan struct{}
 }
+
+// maxJXTAAnswers bounds the binding answers being sent at once. A JXSE
+// peer asks for a pipe once per resolution and waits for the answer, so
+// a few peers resolving at once need a few; a peer that floods queries
+// while it does not read would otherwise hold a goroutine per query for
+// the answer's timeout. Queries beyond it are dropped and counted
+// (Stats.JXTARefused); the JXSE client asks again.
+const maxJXTAAnswers = 32
 
 type pbpAnswer struct {
 	pipe  id.ID
@@ -65,7 +75,7 @@ func (s *Service) startJXTA() error {
 	if t == nil {
 		return nil
 	}
-	r := &jxtaResolver{s: s, self: t.ID(), pending: map[int32]chan pbpAnswer{}}
+	r := &jxtaResolver{s: s, self: t.ID(), pending: map[int32]chan pbpAnswer{}, answering: make(chan struct{}, maxJXTAAnswers)}
 	if err := s.ep.Register(JXTAResolverService, jxtaQueryParam, endpoint.ListenerFunc(r.query)); err != nil {
 		return err
 	}
@@ -220,6 +230,14 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 	if err != nil || q.src == r.self {
 		return
 	}
+	if q.src != d.SourceJXTA {
+		// The answer goes to the querier the query names: one that is
+		// not its sender would make us answer a third peer (JXTA's
+		// rendezvous forwarding of queries, which would need it, is not
+		// spoken here).
+		r.s.jxtaRefused.Add(1)
+		return
+	}
 	src, pipeID, typ, directed := q.src, q.pipe, q.typ, q.directed
 	forUs := false
 	for _, p := range q.peers {
@@ -233,9 +251,16 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 	to := endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(src.String(), "urn:jxta:"),
 		Service: JXTAResolverService, Param: jxtaResponseParam}
 	// Off the reader: the answer may open a connection.
+	select {
+	case r.answering <- struct{}{}:
+	default:
+		r.s.jxtaRefused.Add(1)
+		return
+	}
 	r.s.wg.Add(1)
 	go func() {
 		defer r.s.wg.Done()
+		defer func() { <-r.answering }()
 		ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
 		defer cancel()
 		r.s.ep.Send(ctx, to, ans)

@@ -151,3 +151,27 @@ func FuzzParseJXTAHandshake(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseJXTAPeerAdv feeds the peer advertisement reader what a JXTA
+// peer could send as one; an accepted advertisement names a peer, and
+// one written with that peer ID reads back the same.
+func FuzzParseJXTAPeerAdv(f *testing.F) {
+	f.Add([]byte(jxsePA))
+	f.Add([]byte("<jxta:PA><PID>urn:jxta:jxta-NetGroup</PID></jxta:PA>"))
+	f.Add([]byte("<jxta:PA><PID></PID><PID>x</PID></jxta:PA>"))
+	f.Add([]byte("<!DOCTYPE x [<!ENTITY a 'b'>]><jxta:PA>&a;</jxta:PA>"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		p, err := ParseJXTAPeerAdv(doc)
+		if err != nil {
+			return
+		}
+		if p.Kind() != id.KindPeer {
+			t.Fatalf("accepted %v, not a peer ID", p)
+		}
+		d, pa := newDoc("PA")
+		pa.CreateElement("PID").SetText(p.String())
+		if q, err := ParseJXTAPeerAdv(docBytes(d)); err != nil || q != p {
+			t.Fatalf("%v written, %v, %v read back", p, q, err)
+		}
+	})
+}

@@ -325,17 +325,28 @@ func (s *Service) listenJXTABidi(l *Listener) (func(), error) {
 		key := h.Peer.String() + " " + h.Pipe.ID.String()
 		s.mu.Lock()
 		dup := s.jxtaOpens[key]
-		if !dup {
+		s.mu.Unlock()
+		if dup {
+			return
+		}
+		if !l.reserve() {
+			s.jxtaRefused.Add(1) // backlog full: the JXSE client times out
+			return
+		}
+		s.mu.Lock()
+		if dup = s.jxtaOpens[key]; !dup {
 			s.jxtaOpens[key] = true
 		}
 		s.mu.Unlock()
 		if dup {
+			l.unreserve()
 			return
 		}
 		// Off the reader: binding a session and queueing for Accept.
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer l.unreserve()
 			s.acceptJXTA(l, h)
 		}()
 	})
@@ -389,6 +400,7 @@ func (s *Service) acceptJXTA(l *Listener, h JXTAHandshake) {
 		}
 	}
 	if !l.enqueue(nb) {
+		s.jxtaRefused.Add(1)
 		nb.Close()
 	}
 }

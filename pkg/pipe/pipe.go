@@ -424,8 +424,11 @@ type Stats struct {
 	PropagateUndelivered uint64
 	// JXTARefused counts what JXTA peers sent that was dropped: JXTA
 	// handshakes that are malformed or name another peer than the
-	// sender, and messages inside JxtaBiDiPipe blocks whose signature
-	// fails or is not the remote peer's.
+	// sender, JxtaBiDiPipe opens beyond a listener's backlog, messages
+	// inside JxtaBiDiPipe blocks whose signature fails or is not the
+	// remote peer's, binding queries that name another querier than
+	// their sender, and queries that came while 32 answers were being
+	// sent.
 	JXTARefused uint64
 }
 

@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"container/list"
 	"context"
 	"encoding/binary"
 	"sync"
@@ -35,16 +36,17 @@ import (
 // publishers of a pipe, with room to spare (about 300 bytes each).
 const maxAuthors = 4096
 
-// seqnos is one topic's per-author windows.
+// seqnos is one topic's per-author windows, least recently heard first
+// in lru, so that forgetting one costs the same however many are kept.
 type seqnos struct {
 	mu      sync.Mutex
-	authors map[peer.ID]*author
-	tick    uint64
+	authors map[peer.ID]*list.Element // of *author
+	lru     list.List
 }
 
 type author struct {
-	win  *replaywin.Window
-	used uint64 // tick of the last accepted message, for eviction
+	id  peer.ID
+	win *replaywin.Window
 }
 
 // validate is the topic validator.
@@ -66,28 +68,21 @@ func (s *Service) validateSeqno(t *seqnos) pubsub.ValidatorEx {
 func (t *seqnos) accept(from peer.ID, n uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.tick++
-	a := t.authors[from]
-	if a == nil {
+	e := t.authors[from]
+	if e == nil {
 		if t.authors == nil {
-			t.authors = map[peer.ID]*author{}
+			t.authors = map[peer.ID]*list.Element{}
 		}
 		if len(t.authors) >= maxAuthors {
-			var oldest peer.ID
-			var ou uint64
-			for p, x := range t.authors {
-				if oldest == "" || x.used < ou {
-					oldest, ou = p, x.used
-				}
-			}
-			delete(t.authors, oldest)
+			oldest := t.lru.Front()
+			delete(t.authors, t.lru.Remove(oldest).(*author).id)
 		}
-		t.authors[from] = &author{win: replaywin.New(n), used: t.tick}
+		t.authors[from] = t.lru.PushBack(&author{id: from, win: replaywin.New(n)})
 		return true
 	}
-	if !a.win.Accept(n) {
+	if !e.Value.(*author).win.Accept(n) {
 		return false
 	}
-	a.used = t.tick
+	t.lru.MoveToBack(e)
 	return true
 }

@@ -1,0 +1,167 @@
+package pipe
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// TestJXTAQueryFlood: a JXTA peer's binding queries that name another
+// peer as the querier are refused, not answered to that peer; and a peer
+// that floods queries for a pipe bound here while it reads nothing holds
+// at most maxJXTAAnswers answers (a goroutine each) in flight, the other
+// queries dropped and counted.
+func TestJXTAQueryFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithAcceptUnsigned())
+	s, err := New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := adv.New(adv.Unicast, "flooded", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := make(chan struct{}, 2)
+	unbind, err := s.ListenJXTA(a, func(*Received) { marks <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unbind()
+
+	// The flooder stops reading once it has a message: its handler
+	// blocks its connection's reader until the test ends.
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	fl, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) { <-block }, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	defer close(block) // first: our answers drain before the rest closes
+	addr := ep.JXTA().Addrs()[0]
+	send := func(service, param string, m *message.Message) {
+		t.Helper()
+		if err := fl.Send(ctx, addr, service, param, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// mark waits until every message sent before it was handled: the
+	// transport hands a connection's messages over in order.
+	mark := func() {
+		t.Helper()
+		send("PipeService", a.ID.String(), message.New(message.Text("flood", "mark", "")))
+		select {
+		case <-marks:
+		case <-ctx.Done():
+			t.Fatal("mark not received")
+		}
+	}
+
+	other, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: other.ID()}).queryMessage(1, a))
+	mark()
+	if got := s.Stats().JXTARefused; got != 1 {
+		t.Fatalf("a query naming another querier: %d refused, want 1", got)
+	}
+
+	base := runtime.NumGoroutine()
+	// Enough answers to fill both sides' socket buffers many times over.
+	const n = 6000
+	q := (&jxtaResolver{self: ident.ID()}).queryMessage(2, a)
+	for range n {
+		send(JXTAResolverService, jxtaQueryParam, q)
+	}
+	mark()
+	extra := runtime.NumGoroutine() - base
+	refused := s.Stats().JXTARefused - 1
+	if extra > maxJXTAAnswers+32 {
+		t.Fatalf("%d goroutines more after %d queries not read: answers in flight not bounded", extra, n)
+	}
+	if refused == 0 {
+		t.Fatalf("no query refused: the flood never filled the answers in flight (%d goroutines more)", extra)
+	}
+	t.Logf("%d queries: %d refused, %d goroutines more", n, refused, extra)
+}
+
+// TestJXTAOpenFlood: a JXTA peer that opens JxtaBiDiPipes to a listener
+// faster than Accept takes them costs at most the listener's backlog of
+// connections being set up or queued; the other opens are refused and
+// counted, and a later Accept still gets a queued one.
+func TestJXTAOpenFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithAcceptUnsigned())
+	s, err := New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := adv.New(adv.Unicast, "open-flood", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	d, pa := newDoc("PA")
+	pa.CreateElement("PID").SetText(ident.ID().String())
+	peerAdv := docBytes(d)
+	const n = 200
+	for range n {
+		client, err := adv.New(adv.Unicast, "client", "") // a new client pipe each time
+		if err != nil {
+			t.Fatal(err)
+		}
+		cx, _ := client.Marshal()
+		open := message.New(message.Text(bidiNS, bidiReliable, "true"),
+			message.Element{Namespace: bidiNS, Name: bidiReqPipe, MIME: message.XMLUTF8, Data: cx},
+			message.Element{Namespace: bidiNS, Name: bidiRemPeer, MIME: message.XMLUTF8, Data: peerAdv})
+		if err := fl.Send(ctx, ep.JXTA().Addrs()[0], "PipeService", a.ID.String(), open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backlog := uint64(s.opts.backlog)
+	for s.Stats().JXTARefused < n-backlog && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := s.Stats().JXTARefused; got != n-backlog {
+		t.Fatalf("%d opens refused, want %d (a backlog of %d)", got, n-backlog, backlog)
+	}
+	s.mu.Lock()
+	open := len(s.jxtaBidis)
+	s.mu.Unlock()
+	if open > int(backlog) {
+		t.Fatalf("%d JxtaBiDiPipes set up for a backlog of %d", open, backlog)
+	}
+	b, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
