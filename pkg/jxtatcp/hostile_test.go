@@ -522,3 +522,85 @@ func TestSignerMustOwnItsKey(t *testing.T) {
 		t.Fatal("the victim's messages would go to the forger's connection")
 	}
 }
+
+func withWriteTimeout(d time.Duration) Option {
+	return func(o *options) error { o.writeTimeout = d; return nil }
+}
+
+// stallingPeer is a misbehaving JXTA peer listening on loopback: it
+// exchanges welcomes with whoever dials it, reads the start of the first
+// frame (closing begun), then reads nothing more until stop is closed.
+func stallingPeer(t *testing.T) (addr string, begun, stop chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun, stop = make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		if _, err := readWelcome(br); err != nil {
+			return
+		}
+		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: otherIdent.ID().String(), Version: "1.1"}
+		if _, err := nc.Write(w.Append(nil)); err != nil {
+			return
+		}
+		if _, err := br.Peek(frameHeaderSize); err != nil {
+			return
+		}
+		close(begun)
+		<-stop
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return "tcp://" + ln.Addr().String(), begun, stop
+}
+
+// TestSendWaitHonoursCtx: behind a write stalled by a peer that stopped
+// reading, a Send to that peer fails when its own ctx ends, with ctx's
+// error, rather than waiting for the stalled write's timeout.
+func TestSendWaitHonoursCtx(t *testing.T) {
+	to, begun, stop := stallingPeer(t)
+	defer close(stop)
+	tr, err := New(testIdent, func(*Incoming) {}, withWriteTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	// A frame larger than any socket buffer: its write stalls.
+	stalled := make(chan error, 1)
+	go func() {
+		stalled <- tr.Send(context.Background(), to, "Svc", "", message.New(message.Bytes("", "big", make([]byte, 32<<20))))
+	}()
+	select {
+	case <-begun:
+	case <-time.After(time.Minute):
+		t.Fatal("the stalling peer saw no frame within a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- tr.Send(ctx, to, "Svc", "", message.New(message.Text("", "n", "1"))) }()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Send behind a stalled write: %v, want its ctx's deadline", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a Send with a 200 ms ctx still waited a minute later, behind a stalled write")
+	}
+	tr.Close() // ends the stalled write
+	if err := <-stalled; err == nil {
+		t.Fatal("the stalled Send succeeded")
+	}
+}

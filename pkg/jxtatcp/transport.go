@@ -601,12 +601,16 @@ type conn struct {
 	peers []id.ID
 	ver   verifier
 
-	wmu  sync.Mutex
-	once sync.Once
+	// wlock (capacity 1) is the writer's token: whoever holds it writes a
+	// frame. Unlike a mutex, waiting for it honours the Send's ctx: behind
+	// a write stalled by a peer that stopped reading, a Send waits until
+	// its own ctx ends, not for the stalled write's timeout.
+	wlock chan struct{}
+	once  sync.Once
 }
 
 func newConn(t *Transport, nc net.Conn) *conn {
-	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10)}
+	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10), wlock: make(chan struct{}, 1)}
 }
 
 // handshake sends this end's welcome and reads the other's; dest is what
@@ -638,10 +642,20 @@ func (c *conn) close(err error) {
 	})
 }
 
-// write writes a frame, within ctx's deadline or the write timeout.
+// write writes a frame, within ctx's deadline or the write timeout. If
+// ctx ends while it waits for another write, it fails and nothing of the
+// frame was written.
 func (c *conn) write(ctx context.Context, frame []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	select {
+	case c.wlock <- struct{}{}: // uncontended: no wait on ctx to set up
+	default:
+		select {
+		case c.wlock <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("jxtatcp: writing to %s: %w (not sent)", c.nc.RemoteAddr(), ctx.Err())
+		}
+	}
+	defer func() { <-c.wlock }()
 	dl := time.Now().Add(c.t.opts.writeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
