@@ -604,3 +604,61 @@ func TestSendWaitHonoursCtx(t *testing.T) {
 		t.Fatal("the stalled Send succeeded")
 	}
 }
+
+// TestSlowFramesCut: slow-loris peers claim frames that take the whole
+// memory budget, then trickle their bodies fast enough for each 64 KiB to
+// beat the frame timeout but below MinFrameRate. They are cut and
+// counted, and an honest peer's message, which waited for the budget,
+// gets through.
+func TestSlowFramesCut(t *testing.T) {
+	// Each 64 KiB may take 4 s (16 KiB/s); the slow peers send 32 KiB/s:
+	// 64 MiB would take half an hour.
+	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(4*time.Second))
+	var trickling sync.WaitGroup
+	t.Cleanup(trickling.Wait) // after the raw peers' connections close
+	const slow = 2
+	peers := make([]*rawPeer, slow)
+	for i := range peers {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		if _, err := p.Write(appendFrameHeader(nil, 64<<20)); err != nil {
+			t.Fatal(err)
+		}
+		trickling.Add(1)
+		go func() {
+			defer trickling.Done()
+			for {
+				if _, err := p.Write(make([]byte, 16<<10)); err != nil {
+					return
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}()
+		peers[i] = p
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		tg.budget.mu.Lock()
+		used := tg.budget.used
+		tg.budget.mu.Unlock()
+		if used == 128<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
+		}
+	}
+	honest := dialRaw(t, tg)
+	honest.welcome(t, otherIdent)
+	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
+		t.Fatal(err)
+	}
+	if in := tg.next(t); in.Service != "StudySvc" {
+		t.Fatalf("%+v", in)
+	}
+	for _, p := range peers {
+		p.closed(t)
+	}
+	if s := tg.Stats(); s.SlowFrames != slow || s.Refused != slow {
+		t.Fatalf("%+v, want %d slow frames refused", s, slow)
+	}
+}
