@@ -233,6 +233,11 @@ type Stats struct {
 	BudgetWaits      uint64 // frames that waited for memory budget before being read (WithMemoryBudget)
 	RefusalsSent     uint64 // refusals written back to senders (no listener, Delivery.Refuse)
 	RefusalsReceived uint64 // refusals received from peers for messages this service sent
+	// ReportsDropped counts what retired senders had still to report
+	// (messages that may be lost, refusals) and was dropped to bound
+	// memory: more peers than the sender table holds had such reports
+	// that no Flush collected (retire.go).
+	ReportsDropped uint64
 }
 
 type options struct {
@@ -279,8 +284,16 @@ type Service struct {
 	// listenersGen counts changes to listeners, for the readers' caches;
 	// it changes under mu.
 	listenersGen atomic.Uint64
-	senders      map[peer.ID]*sender
-	closed       bool
+	// senders holds at most maxSenders idle senders (retire.go);
+	// sweepAt is the size at which the next Send to a new peer retires
+	// idle ones, reports what retired senders had not yet reported, and
+	// ending the streams they had, to end once mu is released.
+	senders    map[peer.ID]*sender
+	maxSenders int
+	sweepAt    int
+	reports    map[peer.ID]*report
+	ending     []func() error
+	closed     bool
 	// draining is set by Shutdown: readers deliver no further message
 	// and end their streams cleanly at the peer's end of stream.
 	draining atomic.Bool
@@ -306,6 +319,7 @@ type Service struct {
 	stats   struct {
 		received, noListener, forged, panics, malformed, refused atomic.Uint64
 		timedOut, budgetWaits, refusalsSent, refusalsReceived    atomic.Uint64
+		reportsDropped                                           atomic.Uint64
 	}
 }
 
@@ -326,6 +340,7 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{node: n, opts: o, ctx: ctx, stop: cancel,
 		listeners: map[listenerKey]Listener{}, senders: map[peer.ID]*sender{},
+		maxSenders: maxSenders, sweepAt: maxSenders, reports: map[peer.ID]*report{},
 		resolved: map[resolveKey]peer.ID{}, byAddr: map[resolveKey]*sender{}, in: map[peer.ID]*peerIn{},
 		streams: map[*inStream]struct{}{}}
 	s.budget.freed = make(chan struct{})
@@ -387,6 +402,7 @@ func (s *Service) Stats() Stats {
 		MalformedFrames: s.stats.malformed.Load(), StreamsRefused: s.stats.refused.Load(),
 		FramesTimedOut: s.stats.timedOut.Load(), BudgetWaits: s.stats.budgetWaits.Load(),
 		RefusalsSent: s.stats.refusalsSent.Load(), RefusalsReceived: s.stats.refusalsReceived.Load(),
+		ReportsDropped: s.stats.reportsDropped.Load(),
 	}
 }
 
@@ -401,12 +417,16 @@ func (s *Service) Close() error {
 		return nil
 	}
 	s.closed = true
-	senders := s.senders
-	s.senders = map[peer.ID]*sender{}
+	senders, ending := s.senders, s.ending
+	s.senders, s.ending = map[peer.ID]*sender{}, nil
 	clear(s.byAddr)
+	clear(s.reports)
 	s.mu.Unlock()
 	s.node.Host().RemoveStreamHandler(ProtocolID)
 	s.stop()
+	for _, end := range ending {
+		end()
+	}
 	for _, snd := range senders {
 		snd.close()
 	}
@@ -550,18 +570,17 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	if n := len(addr.Addr); n > 0 {
 		slot = &s.sendCache[addr.Addr[n-1]%byte(len(s.sendCache))]
 		if c := slot.Load(); c != nil && c.addr == addr.Addr && c.protocol == addr.Protocol {
-			return c.snd.send(ctx, addr.Service, addr.Param, m)
+			if err := c.snd.send(ctx, addr.Service, addr.Param, m); err != errRetired {
+				return err
+			}
+			slot.CompareAndSwap(c, nil)
 		}
 	}
 	if addr.Protocol == ProtocolTCP {
 		return s.sendJXTA(ctx, addr, m)
 	}
-	k := resolveKey{addr.Protocol, addr.Addr}
-	s.mu.RLock()
-	snd, closed := s.byAddr[k], s.closed
-	s.mu.RUnlock()
-	if snd == nil && !closed {
-		p, err := s.Resolve(addr)
+	for {
+		snd, err := s.senderFor(addr)
 		if err != nil {
 			if addr.Protocol == ProtocolJXTA && s.jxta != nil && errors.Is(err, ErrUnknownPeer) {
 				// Not a libp2p peer: a JXTA peer, perhaps.
@@ -569,31 +588,56 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 			}
 			return err
 		}
+		slot.Store(&sentTo{addr.Protocol, addr.Addr, snd})
+		if err := snd.send(ctx, addr.Service, addr.Param, m); err != errRetired {
+			return err
+		}
+		// Retired between the lookup and the send, before anything of m
+		// was accepted: look again.
+	}
+}
+
+// senderFor returns the sender for addr, making it if needed.
+func (s *Service) senderFor(addr Address) (*sender, error) {
+	k := resolveKey{addr.Protocol, addr.Addr}
+	s.mu.RLock()
+	snd, closed := s.byAddr[k], s.closed
+	s.mu.RUnlock()
+	if snd != nil && snd.isDead() {
+		snd = nil // retired since: a new one is made
+	}
+	if snd == nil && !closed {
+		p, err := s.Resolve(addr)
+		if err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
 		if closed = s.closed; !closed {
 			if snd = s.senders[p]; snd == nil {
-				snd = newSender(s, p)
-				s.senders[p] = snd
+				snd = s.addSenderLocked(p)
 			}
 			if len(s.byAddr) >= maxResolved {
 				clear(s.byAddr)
 			}
 			s.byAddr[k] = snd
 		}
+		ending := len(s.ending) > 0
 		s.mu.Unlock()
+		if ending {
+			s.endRetired()
+		}
 	}
 	if closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	slot.Store(&sentTo{addr.Protocol, addr.Addr, snd})
-	return snd.send(ctx, addr.Service, addr.Param, m)
+	return snd, nil
 }
 
 // sentTo remembers the sender of an address, for Send's cache: looking up
 // byAddr (hashing and comparing a 50-byte peer ID under a lock) costs a
 // third of a small Send. The cache is indexed by the address's last byte,
-// random in peer IDs; an entry stays valid as long as the service, since
-// senders are never replaced (a closed one refuses to send).
+// random in peer IDs. An entry may outlive its sender's place in the
+// table: a retired sender answers errRetired, and Send looks again.
 type sentTo struct {
 	protocol, addr string
 	snd            *sender

@@ -230,6 +230,7 @@ func (snd *sender) startBack(st network.Stream) *back {
 	go func() {
 		defer s.wg.Done()
 		defer close(b.done)
+		defer snd.streamEnded(st)
 		helloed := false
 		defer func() {
 			if !helloed {

@@ -73,12 +73,10 @@ type sender struct {
 
 	// lock (capacity 1) is the writer's token: whoever holds it writes to
 	// the stream or replaces it (the flusher, a Send opening the stream
-	// or writing a large message, Flush, close). Unlike a mutex, waiting
-	// for it honours ctx. The fields up to mu are used with it held.
+	// or writing a large message, Flush, close, retire). Unlike a mutex,
+	// waiting for it honours ctx. The fields up to mu are used with it
+	// held.
 	lock chan struct{}
-	w    *bufio.Writer
-	enc  *wire.Encoder
-	hdr  []byte
 	// deadline is the write deadline last set on st.
 	deadline time.Time
 	watch    watch // ctx's end interrupts a stalled write
@@ -90,7 +88,10 @@ type sender struct {
 	back *back // reads st's back channel (refuse.go)
 	// pend holds the frames of small messages accepted and not yet
 	// written, in order; spare is the previous batch's buffer, for the
-	// next. Invariant: pend is empty while st is nil.
+	// next. Invariant: pend is empty while st is nil. Both are dropped
+	// when the stream ends with nothing queued (Flush, a failed write,
+	// the back channel's end): a sender kept for a peer no longer sent
+	// to holds no buffer.
 	pend, spare []byte
 	flushing    bool          // a flusher runs, or is about to
 	room        chan struct{} // closed when pend is taken; nil when nobody waits for room
@@ -101,6 +102,10 @@ type sender struct {
 	lost    bool
 	failed  error
 	closed  bool
+	// dead says the sender was retired from the table (retire.go) and
+	// sends nothing more: a Send or Flush holding it looks the peer up
+	// again (errRetired).
+	dead bool
 	// backlog says Sends queue for the flusher rather than write
 	// themselves; fastest is the fastest direct write on st.
 	backlog bool
@@ -303,6 +308,9 @@ func (snd *sender) checkLocked() error {
 	if snd.closed {
 		return ErrClosed
 	}
+	if snd.dead {
+		return errRetired
+	}
 	if err := snd.failed; err != nil {
 		snd.failed = nil
 		return err
@@ -313,8 +321,11 @@ func (snd *sender) checkLocked() error {
 // open opens the stream, with the token held, unless one is open.
 func (snd *sender) open(ctx context.Context) error {
 	snd.mu.Lock()
-	open := snd.st != nil
+	open, dead := snd.st != nil, snd.dead
 	snd.mu.Unlock()
+	if dead {
+		return errRetired // retired while this Send waited for the token
+	}
 	if open {
 		return nil
 	}
@@ -324,12 +335,6 @@ func (snd *sender) open(ctx context.Context) error {
 	}
 	b := snd.startBack(st)
 	snd.deadline = time.Time{}
-	if snd.w == nil {
-		snd.w = bufio.NewWriterSize(st, 32<<10)
-		snd.enc = wire.NewEncoder(snd.w)
-	} else {
-		snd.w.Reset(st)
-	}
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
 	if snd.closed {
@@ -409,10 +414,13 @@ func (snd *sender) writeBatch(st network.Stream, batch []byte, async bool) error
 // failLocked drops a stream that failed. Messages accepted on it since it
 // opened or was flushed may be lost, the queued ones with them: the next
 // Flush says so, and so does the next Send if no Send saw the failure.
+//
+// back stays until the next stream opens: retire waits for its end, after
+// which no refusal can arrive.
 func (snd *sender) failLocked(err error, async bool) {
 	snd.st.Reset()
-	snd.st, snd.back = nil, nil
-	snd.pend = snd.pend[:0]
+	snd.st = nil
+	snd.pend, snd.spare = nil, nil
 	if snd.room != nil {
 		close(snd.room)
 		snd.room = nil
@@ -463,18 +471,7 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 	batch, _ := snd.takeLocked()
 	snd.mu.Unlock()
 	if err = snd.writeBatch(st, batch, false); err == nil {
-		h := snd.hdr[:0]
-		h = binary.AppendUvarint(h, uint64(len(service)))
-		h = append(h, service...)
-		h = binary.AppendUvarint(h, uint64(len(param)))
-		h = append(h, param...)
-		h = binary.AppendUvarint(h, uint64(size))
-		snd.hdr = h
-		if _, err = snd.w.Write(h); err == nil {
-			if err = snd.enc.Encode(m); err == nil {
-				err = snd.w.Flush()
-			}
-		}
+		err = writeLarge(st, service, param, size, m)
 		snd.mu.Lock()
 		if err != nil && snd.st == st {
 			snd.failLocked(err, false)
@@ -490,6 +487,44 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 	}
 	return nil
+}
+
+// largeWriter writes a large message's frame: its header and small
+// elements gathered in w, its large elements straight from the caller's
+// memory. Pooled: a sender keeps none between its large messages, so the
+// senders of a node that sent large messages to many peers hold nothing.
+type largeWriter struct {
+	w   *bufio.Writer
+	enc *wire.Encoder
+	hdr []byte
+}
+
+var largeWriters = sync.Pool{New: func() any {
+	lw := &largeWriter{w: bufio.NewWriterSize(nil, 32<<10)}
+	lw.enc = wire.NewEncoder(lw.w)
+	return lw
+}}
+
+// writeLarge writes the frame of a message of size bytes to st.
+func writeLarge(st network.Stream, service, param string, size int64, m *message.Message) error {
+	lw := largeWriters.Get().(*largeWriter)
+	defer largeWriters.Put(lw)
+	lw.w.Reset(st)
+	defer lw.w.Reset(nil) // drops st, and whatever a failed write left
+	h := lw.hdr[:0]
+	h = binary.AppendUvarint(h, uint64(len(service)))
+	h = append(h, service...)
+	h = binary.AppendUvarint(h, uint64(len(param)))
+	h = append(h, param...)
+	h = binary.AppendUvarint(h, uint64(size))
+	lw.hdr = h
+	if _, err := lw.w.Write(h); err != nil {
+		return err
+	}
+	if err := lw.enc.Encode(m); err != nil {
+		return err
+	}
+	return lw.w.Flush()
 }
 
 // appendFrame appends m's frame to b and returns the message's size. The
@@ -537,22 +572,46 @@ func uvarintLen(n int) int {
 // were last reported (see Send), Flush fails with their RefusedErrors,
 // joined, and forgets them.
 func (s *Service) Flush(ctx context.Context, p peer.ID) error {
-	s.mu.Lock()
-	snd := s.senders[p]
-	s.mu.Unlock()
-	if snd == nil {
-		return nil
+	for {
+		s.mu.Lock()
+		snd := s.senders[p]
+		var rep *report
+		if snd == nil {
+			rep = s.takeReportLocked(p)
+		}
+		s.mu.Unlock()
+		if snd == nil {
+			return rep.err(p)
+		}
+		if err := snd.flush(ctx); err != errRetired {
+			return err
+		}
 	}
+}
+
+// flush is Flush on snd; it fails with errRetired if snd was retired.
+func (snd *sender) flush(ctx context.Context) error {
+	p := snd.peer
 	if err := snd.acquire(ctx, "flushing to"); err != nil {
 		return err
 	}
 	defer snd.release()
 	snd.mu.Lock()
+	if snd.dead {
+		snd.mu.Unlock()
+		return errRetired
+	}
 	lost := snd.lost
 	snd.lost, snd.failed = false, nil // reported here
 	batch, st := snd.takeLocked()
 	b := snd.back
-	snd.st, snd.back, snd.unacked = nil, nil, 0
+	if st != nil {
+		// The stream ends here, and its buffers with it. (Without a
+		// stream, back is that of one that failed: retire waits for
+		// its end.)
+		snd.st, snd.back, snd.unacked = nil, nil, 0
+		snd.pend, snd.spare = nil, nil
+	}
 	snd.mu.Unlock()
 	maybeLost := func() error {
 		var err error
@@ -571,11 +630,6 @@ func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	if err = snd.watch.prepare(context.Background(), st, &snd.deadline); err == nil && len(batch) > 0 {
 		_, err = st.Write(batch)
 	}
-	snd.mu.Lock()
-	if snd.spare == nil && cap(batch) <= 2*pendMax {
-		snd.spare = batch[:0]
-	}
-	snd.mu.Unlock()
 	// The reader closes its side once it has read up to our end of
 	// stream, and it delivers each message before reading the next.
 	if err == nil {

@@ -522,3 +522,143 @@ func TestSignerMustOwnItsKey(t *testing.T) {
 		t.Fatal("the victim's messages would go to the forger's connection")
 	}
 }
+
+func withWriteTimeout(d time.Duration) Option {
+	return func(o *options) error { o.writeTimeout = d; return nil }
+}
+
+// stallingPeer is a misbehaving JXTA peer listening on loopback: it
+// exchanges welcomes with whoever dials it, reads the start of the first
+// frame (closing begun), then reads nothing more until stop is closed.
+func stallingPeer(t *testing.T) (addr string, begun, stop chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun, stop = make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		if _, err := readWelcome(br); err != nil {
+			return
+		}
+		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: otherIdent.ID().String(), Version: "1.1"}
+		if _, err := nc.Write(w.Append(nil)); err != nil {
+			return
+		}
+		if _, err := br.Peek(frameHeaderSize); err != nil {
+			return
+		}
+		close(begun)
+		<-stop
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return "tcp://" + ln.Addr().String(), begun, stop
+}
+
+// TestSendWaitHonoursCtx: behind a write stalled by a peer that stopped
+// reading, a Send to that peer fails when its own ctx ends, with ctx's
+// error, rather than waiting for the stalled write's timeout.
+func TestSendWaitHonoursCtx(t *testing.T) {
+	to, begun, stop := stallingPeer(t)
+	defer close(stop)
+	tr, err := New(testIdent, func(*Incoming) {}, withWriteTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	// A frame larger than any socket buffer: its write stalls.
+	stalled := make(chan error, 1)
+	go func() {
+		stalled <- tr.Send(context.Background(), to, "Svc", "", message.New(message.Bytes("", "big", make([]byte, 32<<20))))
+	}()
+	select {
+	case <-begun:
+	case <-time.After(time.Minute):
+		t.Fatal("the stalling peer saw no frame within a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- tr.Send(ctx, to, "Svc", "", message.New(message.Text("", "n", "1"))) }()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Send behind a stalled write: %v, want its ctx's deadline", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a Send with a 200 ms ctx still waited a minute later, behind a stalled write")
+	}
+	tr.Close() // ends the stalled write
+	if err := <-stalled; err == nil {
+		t.Fatal("the stalled Send succeeded")
+	}
+}
+
+// TestSlowFramesCut: slow-loris peers claim frames that take the whole
+// memory budget, then trickle their bodies fast enough for each 64 KiB to
+// beat the frame timeout but below MinFrameRate. They are cut and
+// counted, and an honest peer's message, which waited for the budget,
+// gets through.
+func TestSlowFramesCut(t *testing.T) {
+	// Each 64 KiB may take 4 s (16 KiB/s); the slow peers send 32 KiB/s:
+	// 64 MiB would take half an hour.
+	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(4*time.Second))
+	var trickling sync.WaitGroup
+	t.Cleanup(trickling.Wait) // after the raw peers' connections close
+	const slow = 2
+	peers := make([]*rawPeer, slow)
+	for i := range peers {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		if _, err := p.Write(appendFrameHeader(nil, 64<<20)); err != nil {
+			t.Fatal(err)
+		}
+		trickling.Add(1)
+		go func() {
+			defer trickling.Done()
+			for {
+				if _, err := p.Write(make([]byte, 16<<10)); err != nil {
+					return
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}()
+		peers[i] = p
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		tg.budget.mu.Lock()
+		used := tg.budget.used
+		tg.budget.mu.Unlock()
+		if used == 128<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
+		}
+	}
+	honest := dialRaw(t, tg)
+	honest.welcome(t, otherIdent)
+	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
+		t.Fatal(err)
+	}
+	if in := tg.next(t); in.Service != "StudySvc" {
+		t.Fatalf("%+v", in)
+	}
+	for _, p := range peers {
+		p.closed(t)
+	}
+	if s := tg.Stats(); s.SlowFrames != slow || s.Refused != slow {
+		t.Fatalf("%+v, want %d slow frames refused", s, slow)
+	}
+}

@@ -56,8 +56,12 @@ type Stats struct {
 	// (this transport does not forward) or another peer group.
 	NotForUs uint64
 	// Refused counts connections refused because too many were open, or
-	// closed for a bad welcome, a stalled frame or a frame over the limit.
+	// closed for a bad welcome, a stalled or slow frame or a frame over
+	// the limit.
 	Refused uint64
+	// SlowFrames counts connections closed because a frame's body came
+	// slower than MinFrameRate (also counted in Refused).
+	SlowFrames uint64
 	// TooManySigners counts signed messages dropped because their
 	// connection already carried messages of MaxSignersPerConn other
 	// signers.
@@ -89,6 +93,17 @@ const (
 	// DefaultFrameTimeout is how long each 64 KiB of a frame may take to
 	// arrive once the frame has begun.
 	DefaultFrameTimeout = 20 * time.Second
+	// MinFrameRate is the slowest a frame's body may arrive, in bytes per
+	// second, once its first frame timeout has passed: the body of n
+	// bytes must be in within the frame timeout plus n / MinFrameRate
+	// seconds (a 64 MiB frame: 17 minutes). A frame holds its length of
+	// the memory budget from its first byte, so without a floor a peer
+	// that sends 64 KiB per frame timeout would hold it for hours and
+	// starve every other peer; with it, a peer holds budget only as long
+	// as it keeps sending, and all of it only while sending at the floor
+	// on every connection it has. 64 KiB/s (half a megabit) is below the
+	// links JXTA peers send large messages over.
+	MinFrameRate = 64 << 10
 	// WelcomeTimeout is how long a peer has to send its welcome, as in
 	// JXSE.
 	WelcomeTimeout = 5 * time.Second
@@ -164,7 +179,8 @@ func WithMemoryBudget(n int64) Option {
 }
 
 // WithFrameTimeout sets how long each 64 KiB of a frame may take once it
-// has begun; a peer slower than that is disconnected (100 ms to 1 h).
+// has begun; a peer slower than that is disconnected (100 ms to 1 h). The
+// whole body must also arrive within it plus its length at MinFrameRate.
 func WithFrameTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {
@@ -211,6 +227,7 @@ type Transport struct {
 	budget budget
 	stats  struct {
 		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
+		slowFrames                                                                              atomic.Uint64
 	}
 }
 
@@ -247,7 +264,7 @@ func (t *Transport) Stats() Stats {
 	s := &t.stats
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
-		TooManySigners: s.tooManySigners.Load()}
+		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -601,12 +618,16 @@ type conn struct {
 	peers []id.ID
 	ver   verifier
 
-	wmu  sync.Mutex
-	once sync.Once
+	// wlock (capacity 1) is the writer's token: whoever holds it writes a
+	// frame. Unlike a mutex, waiting for it honours the Send's ctx: behind
+	// a write stalled by a peer that stopped reading, a Send waits until
+	// its own ctx ends, not for the stalled write's timeout.
+	wlock chan struct{}
+	once  sync.Once
 }
 
 func newConn(t *Transport, nc net.Conn) *conn {
-	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10)}
+	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10), wlock: make(chan struct{}, 1)}
 }
 
 // handshake sends this end's welcome and reads the other's; dest is what
@@ -638,10 +659,20 @@ func (c *conn) close(err error) {
 	})
 }
 
-// write writes a frame, within ctx's deadline or the write timeout.
+// write writes a frame, within ctx's deadline or the write timeout. If
+// ctx ends while it waits for another write, it fails and nothing of the
+// frame was written.
 func (c *conn) write(ctx context.Context, frame []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	select {
+	case c.wlock <- struct{}{}: // uncontended: no wait on ctx to set up
+	default:
+		select {
+		case c.wlock <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("jxtatcp: writing to %s: %w (not sent)", c.nc.RemoteAddr(), ctx.Err())
+		}
+	}
+	defer func() { <-c.wlock }()
 	dl := time.Now().Add(c.t.opts.writeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
@@ -684,7 +715,9 @@ func (c *conn) read() {
 			c.close(err)
 			return
 		}
-		body, err := c.readBody(n)
+		// The rate is the peer's from here: waiting for the budget was
+		// this end's stall.
+		body, err := c.readBody(n, time.Now())
 		if err != nil {
 			t.budget.release(n)
 			t.stats.refused.Add(1)
@@ -700,15 +733,28 @@ func (c *conn) read() {
 }
 
 // readBody reads n bytes, as they arrive: a length that lies costs only
-// what was sent. Each 64 KiB must come within the frame timeout.
-func (c *conn) readBody(n int64) ([]byte, error) {
+// what was sent. Each 64 KiB must come within the frame timeout, and the
+// body at MinFrameRate at least after the frame timeout from start.
+func (c *conn) readBody(n int64, start time.Time) ([]byte, error) {
 	const chunk = 64 << 10
+	timeout := c.t.opts.frameTimeout
 	body := make([]byte, 0, min(n, chunk))
 	for int64(len(body)) < n {
-		c.nc.SetReadDeadline(time.Now().Add(c.t.opts.frameTimeout))
 		k := int(min(n-int64(len(body)), chunk))
+		dl := time.Now().Add(timeout)
+		floor := start.Add(timeout + time.Duration(int64(len(body)+k))*time.Second/MinFrameRate)
+		slow := floor.Before(dl)
+		if slow {
+			dl = floor
+		}
+		c.nc.SetReadDeadline(dl)
 		body = slices.Grow(body, k)
 		if _, err := io.ReadFull(c.br, body[len(body):len(body)+k]); err != nil {
+			var te interface{ Timeout() bool }
+			if slow && errors.As(err, &te) && te.Timeout() {
+				c.t.stats.slowFrames.Add(1)
+				return nil, fmt.Errorf("%w: body of %d bytes arriving slower than %d bytes/s", ErrFrame, n, MinFrameRate)
+			}
 			return nil, fmt.Errorf("%w: body: %w", ErrFrame, unexpected(err))
 		}
 		body = body[:len(body)+k]
