@@ -78,7 +78,6 @@ type SwitchStep struct {
 	Choice    string        `json:"choice"`
 	SentBytes int           `json:"sent_bytes"`
 	Time      time.Duration `json:"time_ns"` // send to acknowledgement
-	Explored  bool          `json:"explored,omitempty"`
 }
 
 // SwitchResult is the link-change run.
@@ -219,16 +218,13 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 		defer cancel()
 		start := time.Now()
 		err := c.out.Send(tctx, m)
-		var ack *message.Message
 		if err == nil {
-			ack, err = expect(tctx, g.sp.Data, opAck, s)
+			_, err = expect(tctx, c.out, opAck, s)
 		}
 		d := time.Since(start)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", c.name, err)
 		}
-		dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
-		g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-time.Duration(dec))
 		return d, nil
 	}
 	res := &SwitchResult{From: from.Name, To: to.Name, Doc: doc.Name}
@@ -263,7 +259,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 			mu.Lock()
 			dd := last
 			mu.Unlock()
-			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d, Explored: dd.Explored}
+			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d}
 			res.Steps = append(res.Steps, st)
 			if cfg.Trace != nil {
 				writeDecision(cfg.Trace, p.Name, gc.CPUs[0], doc.Name, st.Index, d, 0, dd)
@@ -342,7 +338,7 @@ func choiceAdaptation(steps []SwitchStep, ref []GridResult, link string, best ti
 	}
 	at := -1
 	for i := len(steps) - 1; i >= 0; i-- {
-		if !good[steps[i].Choice] && !steps[i].Explored {
+		if !good[steps[i].Choice] {
 			break
 		}
 		at = i + 1

@@ -217,7 +217,7 @@ func (s *Codecs) Producer() Producer { return Producer{} }
 func (s *Codecs) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
 	for i, e := range m.All() {
-		if IsEncoded(e) || !s.sel.Select(e) {
+		if !s.Selects(e) {
 			continue
 		}
 		enc, err := s.EncodeElement(e)
@@ -234,6 +234,10 @@ func (s *Codecs) Encode(m *message.Message) (*message.Message, error) {
 	}
 	return out, nil
 }
+
+// Selects reports whether Encode would encode e: it is not encoded yet,
+// and it was made by a Producer or the WithSelector selector picks it.
+func (s *Codecs) Selects(e message.Element) bool { return !IsEncoded(e) && s.sel.Select(e) }
 
 // EncodeElement encodes one element with the scheme's codecs, whatever
 // the selector says. An element already encoded is refused (ErrNesting):

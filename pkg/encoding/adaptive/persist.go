@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,20 +11,39 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
-
-// MaxModelsSize bounds a models file.
-const MaxModelsSize = 16 << 20
 
 // DefaultFile is the name of the models file in a node's data directory.
 const DefaultFile = "encoding-models.bin"
 
-const modelsMagic = "P2AM\x01"
+// ErrCorrupt reports a profile or models file that cannot be parsed,
+// including a models file of another version.
+var ErrCorrupt = errors.New("adaptive: corrupt data")
+
+// The models file is "P2AM" and a version byte. Version 2 dropped what
+// version 1 kept for the lab's grid (sample ages, loss and window of
+// paths); a file of another version is refused, and the CLI then starts
+// from empty models, which it saves over it.
+const (
+	modelsMagic   = "P2AM"
+	modelsVersion = 2
+)
+
+// Bounds of the binary formats, checked while parsing.
+const (
+	maxModelsSize = 16 << 20
+	maxString     = 256
+	maxSpecs      = 256
+	maxKinds      = 1024 // per spec
+	maxCodecs     = 64   // in a profile or the decode table
+	maxSizeLog    = 40   // centroids above 1 TiB are nonsense
+)
 
 // Load reads models saved by Save. A missing file gives empty models and
-// no error (a node's first start); a file that cannot be parsed is an
-// error wrapping ErrCorrupt.
+// no error (a node's first start); a file that cannot be parsed, or of
+// another version, is an error wrapping ErrCorrupt.
 func Load(path string) (*Models, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -33,11 +53,11 @@ func Load(path string) (*Models, error) {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxModelsSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxModelsSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
-	m, err := ParseModels(b)
+	m, err := parseModels(b)
 	if err != nil {
 		return nil, fmt.Errorf("adaptive: %s: %w", path, err)
 	}
@@ -60,8 +80,7 @@ func (m *Models) Save(path string) error {
 		return fmt.Errorf("adaptive: %w", err)
 	}
 	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, f.Close()); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("adaptive: %w", err)
 	}
@@ -72,188 +91,252 @@ func (m *Models) Save(path string) error {
 	return nil
 }
 
-// MarshalBinary returns the models' binary form (what Save writes): a
-// magic "P2AM", version 1, the sequence number, the codec stats, the
-// decode table and the peers.
+// MarshalBinary returns the models' binary form (what Save writes): the
+// magic and version, the codec stats, the decode table and the peers.
 func (m *Models) MarshalBinary() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := []byte(modelsMagic)
-	b = appendUvarint(b, int(m.seq))
-	specs := slices.Sorted(maps.Keys(m.codecs))
-	b = appendUvarint(b, len(specs))
-	for _, spec := range specs {
+	b := append([]byte(modelsMagic), modelsVersion)
+	b = appendUvarint(b, uint64(len(m.codecs)))
+	for _, spec := range slices.Sorted(maps.Keys(m.codecs)) {
 		s := m.codecs[spec]
 		b = appendString(b, spec)
-		kinds := slices.SortedFunc(maps.Keys(s.size), func(a, z Kind) int {
-			if a.MIME != z.MIME {
-				if a.MIME < z.MIME {
-					return -1
-				}
-				return 1
-			}
-			return int(a.Class) - int(z.Class)
+		kinds := slices.SortedFunc(maps.Keys(s.size), func(a, z kind) int {
+			return strings.Compare(a.String(), z.String())
 		})
-		b = appendUvarint(b, len(kinds))
+		b = appendUvarint(b, uint64(len(kinds)))
 		for _, k := range kinds {
-			b = appendString(b, k.MIME)
-			b = append(b, k.Class)
-			b = appendCurve(b, s.size[k], m.seq)
+			b = append(appendString(b, k.mime), k.class)
+			b = appendCurve(b, s.size[k])
 		}
-		for i := range s.class {
-			b = appendCurve(b, &s.class[i], m.seq)
-		}
-		for i := range s.enc {
-			b = appendCurve(b, &s.enc[i], m.seq)
+		for i := range numClasses {
+			b = appendCurve(appendCurve(b, &s.class[i]), &s.enc[i])
 		}
 	}
-	names := slices.Sorted(maps.Keys(m.decode))
-	b = appendUvarint(b, len(names))
-	for _, name := range names {
+	b = appendUvarint(b, uint64(len(m.decode)))
+	for _, name := range slices.Sorted(maps.Keys(m.decode)) {
 		b = appendString(b, name)
-		for i := range m.decode[name].c {
-			b = appendCurve(b, &m.decode[name].c[i], m.seq)
+		for i := range m.decode[name] {
+			b = appendCurve(b, &m.decode[name][i])
 		}
 	}
-	keys := slices.Sorted(maps.Keys(m.peers))
-	b = appendUvarint(b, len(keys))
-	for _, k := range keys {
+	b = appendUvarint(b, uint64(len(m.peers)))
+	for _, k := range slices.Sorted(maps.Keys(m.peers)) {
 		r := m.peers[k]
 		b = appendString(b, k)
-		b = appendPath(b, r.Path)
-		b = appendTime(b, r.PathAt)
+		b = appendUvarint(b, uint64(max(r.Path.RTT, 0)))
+		b = appendFloat(b, max(r.Path.Bandwidth, 0))
+		b = appendUvarint(b, uint64(max(r.Path.InitWindow, 0)))
+		b = binary.AppendVarint(b, r.At.UnixNano())
 		var pb []byte
 		if r.Profile != nil {
-			var err error
-			if pb, err = r.Profile.MarshalBinary(); err != nil {
-				return nil, err
-			}
+			pb, _ = r.Profile.MarshalBinary() // bounded by maxCodecs curves
 		}
-		b = appendUvarint(b, len(pb))
-		b = append(b, pb...)
-		b = appendTime(b, r.ProfileAt)
+		b = appendString(b, string(pb))
 	}
-	if len(b) > MaxModelsSize {
-		return nil, fmt.Errorf("adaptive: models of %d bytes exceed %d", len(b), MaxModelsSize)
+	if len(b) > maxModelsSize {
+		return nil, fmt.Errorf("adaptive: models of %d bytes exceed %d", len(b), maxModelsSize)
 	}
 	return b, nil
 }
 
-// ParseModels decodes the binary form of MarshalBinary. Input longer than
-// MaxModelsSize, counts beyond the format's bounds (256 specs, 1024 kinds
-// per spec, 64 decoders, 4096 peers, 256-byte names), curves out of order
+// parseModels decodes the binary form of MarshalBinary. Input longer than
+// maxModelsSize, counts beyond the format's bounds, curves out of order
 // and values no measurement gives are refused with errors wrapping
 // ErrCorrupt.
-func ParseModels(b []byte) (*Models, error) {
-	if len(b) > MaxModelsSize {
+func parseModels(b []byte) (*Models, error) {
+	if len(b) > maxModelsSize {
 		return nil, fmt.Errorf("%w: models of %d bytes", ErrCorrupt, len(b))
 	}
-	if len(b) < len(modelsMagic) || string(b[:len(modelsMagic)]) != modelsMagic {
+	if len(b) < len(modelsMagic)+1 || string(b[:len(modelsMagic)]) != modelsMagic {
 		return nil, fmt.Errorf("%w: not a models file", ErrCorrupt)
 	}
-	r := &reader{b: b[len(modelsMagic):]}
+	if v := b[len(modelsMagic)]; v != modelsVersion {
+		return nil, fmt.Errorf("%w: models file of version %d; this p2pmsg reads version %d", ErrCorrupt, v, modelsVersion)
+	}
+	r := &reader{b: b[len(modelsMagic)+1:]}
 	m := NewModels()
-	m.seq = r.uvarint("sequence", math.MaxUint64)
-	nspecs := r.uvarint("spec count", maxSpecs)
-	for range nspecs {
+	for range r.uvarint("spec count", maxSpecs) {
 		spec := r.string("spec")
-		if r.err != nil {
-			break
-		}
-		if _, dup := m.codecs[spec]; dup || spec == "" {
+		if _, dup := m.codecs[spec]; r.err == nil && (dup || spec == "") {
 			r.fail("spec")
-			break
+		}
+		if r.err != nil {
+			return nil, r.err
 		}
 		s := m.stats(spec)
-		nk := r.uvarint("kind count", maxKinds)
-		for range nk {
-			k := Kind{MIME: r.string("kind")}
-			k.Class = r.byte("class")
-			if r.err != nil {
-				break
-			}
-			if _, dup := s.size[k]; dup || k.Class >= NumClasses || len(k.MIME) > maxKindMIME {
+		for range r.uvarint("kind count", maxKinds) {
+			k := kind{mime: r.string("kind"), class: r.byte("class")}
+			if _, dup := s.size[k]; r.err == nil && (dup || k.class >= numClasses || len(k.mime) > maxKindMIME) {
 				r.fail("kind")
-				break
 			}
-			c := new(curve)
-			r.curve(c, m.seq)
-			s.size[k] = c
+			if r.err != nil {
+				return nil, r.err
+			}
+			s.size[k] = new(curve)
+			r.curve(s.size[k])
 		}
-		for i := range s.class {
-			r.curve(&s.class[i], m.seq)
-		}
-		for i := range s.enc {
-			r.curve(&s.enc[i], m.seq)
+		for i := range numClasses {
+			r.curve(&s.class[i])
+			r.curve(&s.enc[i])
 		}
 	}
-	ndec := r.uvarint("decoder count", maxCodecs)
-	for range ndec {
+	for range r.uvarint("decoder count", maxCodecs) {
 		name := r.string("decoder")
-		if r.err != nil {
-			break
-		}
-		if _, dup := m.decode[name]; dup || name == "" {
+		if _, dup := m.decode[name]; r.err == nil && (dup || name == "") {
 			r.fail("decoder")
-			break
+		}
+		if r.err != nil {
+			return nil, r.err
 		}
 		s := new(decodeStats)
-		for i := range s.c {
-			r.curve(&s.c[i], m.seq)
+		for i := range s {
+			r.curve(&s[i])
 		}
 		m.decode[name] = s
 	}
-	npeers := r.uvarint("peer count", maxPeers)
-	for range npeers {
+	for range r.uvarint("peer count", maxPeers) {
 		key := r.string("peer")
 		var rec PeerRecord
-		rec.Path = r.path()
-		rec.PathAt = r.time("path time")
+		rec.Path.RTT = time.Duration(r.uvarint("rtt", uint64(time.Hour)))
+		rec.Path.Bandwidth = r.float("bandwidth", 0, 1e13)
+		rec.Path.InitWindow = int(r.uvarint("initial window", 1<<30))
+		rec.At = time.Unix(0, r.varint("time"))
 		if pb := r.bytes("profile", MaxProfileSize); len(pb) > 0 && r.err == nil {
-			p, err := ParseProfile(pb)
-			if err != nil {
+			rec.Profile = new(Profile)
+			if err := rec.Profile.UnmarshalBinary(pb); err != nil {
 				return nil, err
 			}
-			rec.Profile = p
 		}
-		rec.ProfileAt = r.time("profile time")
-		if r.err != nil {
-			break
-		}
-		if _, dup := m.peers[key]; dup {
+		if _, dup := m.peers[key]; r.err == nil && dup {
 			r.fail("peer")
-			break
+		}
+		if r.err != nil {
+			return nil, r.err
 		}
 		m.peers[key] = rec
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%w: %d bytes after the models", ErrCorrupt, len(r.b))
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the models", ErrCorrupt, len(r.b))
-	}
 	return m, nil
 }
 
-// A path is written as RTT (ns), bandwidth, loss, MSS, initial and
-// maximum window.
-func appendPath(b []byte, p Path) []byte {
-	b = appendUvarint(b, int(max(p.RTT, 0)))
-	b = appendFloat(b, max(p.Bandwidth, 0))
-	b = appendFloat(b, min(max(p.Loss, 0), 1))
-	b = appendUvarint(b, max(p.MSS, 0))
-	b = appendUvarint(b, max(p.InitWindow, 0))
-	b = appendUvarint(b, max(p.MaxWindow, 0))
+// reader reads the binary formats; its first failure sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+}
+
+func (r *reader) byte(what string) byte {
+	if r.err != nil || len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint(what string, max uint64) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if r.err != nil || n <= 0 || v > max {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if r.err != nil || n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) float(what string, lo, hi float64) float64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.fail(what)
+		return 0
+	}
+	f := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+	r.b = r.b[8:]
+	if math.IsNaN(f) || f < lo || f > hi {
+		r.fail(what)
+		return 0
+	}
+	return f
+}
+
+// string reads a length, at most maxString, and that many bytes.
+func (r *reader) string(what string) string { return string(r.bytes(what, maxString)) }
+
+func (r *reader) bytes(what string, limit uint64) []byte {
+	l := r.uvarint(what, limit)
+	if r.err != nil || uint64(len(r.b)) < l {
+		r.fail(what)
+		return nil
+	}
+	s := r.b[:l]
+	r.b = r.b[l:]
+	return s
+}
+
+func appendUvarint(b []byte, n uint64) []byte { return binary.AppendUvarint(b, n) }
+
+func appendString(b []byte, s string) []byte { return append(appendUvarint(b, uint64(len(s))), s...) }
+
+func appendFloat(b []byte, f float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+}
+
+// A curve is written as its populated buckets in increasing order: bucket
+// index, weight, centroid size and value.
+func appendCurve(b []byte, c *curve) []byte {
+	n := 0
+	for i := range c.p {
+		if c.p[i].w > 0 {
+			n++
+		}
+	}
+	b = appendUvarint(b, uint64(n))
+	for i, p := range c.p {
+		if p.w > 0 {
+			b = appendFloat(appendFloat(appendFloat(append(b, byte(i)), p.w), p.n), p.y)
+		}
+	}
 	return b
 }
 
-func (r *reader) path() Path {
-	var p Path
-	p.RTT = time.Duration(r.uvarint("rtt", uint64(time.Hour)))
-	p.Bandwidth = r.float("bandwidth", 0, 1e13)
-	p.Loss = r.float("loss", 0, 1)
-	p.MSS = int(r.uvarint("mss", 1<<20))
-	p.InitWindow = int(r.uvarint("initial window", 1<<30))
-	p.MaxWindow = int(r.uvarint("maximum window", 1<<30))
-	return p
+func (r *reader) curve(c *curve) {
+	last, lastN := -1, 0.0
+	for range r.uvarint("curve length", numBuckets) {
+		i := int(r.byte("bucket"))
+		w := r.float("weight", math.SmallestNonzeroFloat64, maxWeight)
+		x := r.float("centroid", 1, math.Ldexp(1, maxSizeLog))
+		y := r.float("value", 0, maxValue)
+		if r.err != nil {
+			return
+		}
+		// Buckets and centroids strictly increasing: what lookups rely on.
+		if i >= numBuckets || i <= last || x <= lastN {
+			r.fail("bucket order")
+			return
+		}
+		c.p[i] = point{w: w, n: x, y: y}
+		last, lastN = i, x
+	}
 }

@@ -1,7 +1,6 @@
 package adaptive
 
 import (
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,12 +22,14 @@ type Profile struct {
 // MaxProfileSize bounds a profile's binary form.
 const MaxProfileSize = 64 << 10
 
-const profileMagic = "P2AP\x01"
+// profileMagic is "P2AP" and the format's version: 2 since its curves
+// carry no sample ages.
+const profileMagic = "P2AP\x02"
 
-// DecodeTime predicts the time this profile's node takes to decode into n
-// bytes with codec, when the payload is about ratio·n bytes. It reports
-// false when the profile knows nothing of the codec.
-func (p *Profile) DecodeTime(codec string, n int, ratio float64) (time.Duration, bool) {
+// decodeTime predicts the time the profile's node takes to decode into n
+// bytes with codec, when the payload is about ratio·n bytes; false when
+// the profile knows nothing of the codec.
+func (p *Profile) decodeTime(codec string, n int, ratio float64) (time.Duration, bool) {
 	if p == nil {
 		return 0, false
 	}
@@ -43,20 +44,17 @@ func (p *Profile) Codecs() []string {
 	return slices.Sorted(maps.Keys(p.dec))
 }
 
-// MarshalBinary returns the profile's binary form: a magic "P2AP", version
-// 1, the number of codecs, then per codec its name and one curve per ratio
-// class.
+// MarshalBinary returns the profile's binary form: a magic "P2AP",
+// version 2, the number of codecs, then per codec its name and one curve
+// per ratio class.
 func (p *Profile) MarshalBinary() ([]byte, error) {
 	b := []byte(profileMagic)
 	names := p.Codecs()
-	if len(names) > maxCodecs {
-		names = names[:maxCodecs]
-	}
-	b = appendUvarint(b, len(names))
+	b = appendUvarint(b, uint64(len(names)))
 	for _, name := range names {
 		b = appendString(b, name)
-		for i := range p.dec[name].c {
-			b = appendCurve(b, &p.dec[name].c[i], 0)
+		for i := range p.dec[name] {
+			b = appendCurve(b, &p.dec[name][i])
 		}
 	}
 	if len(b) > MaxProfileSize {
@@ -65,26 +63,27 @@ func (p *Profile) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-// ParseProfile decodes a profile's binary form. It refuses input longer
-// than MaxProfileSize, more than 64 codecs, names longer than 256 bytes,
-// and curves that are out of order or hold values no measurement gives;
-// errors wrap ErrCorrupt.
-func ParseProfile(b []byte) (*Profile, error) {
+// UnmarshalBinary decodes a profile's binary form into p. It refuses input
+// longer than MaxProfileSize, more than 64 codecs, names longer than 256
+// bytes, and curves that are out of order or hold values no measurement
+// gives; errors wrap ErrCorrupt.
+func (p *Profile) UnmarshalBinary(b []byte) error {
 	if len(b) > MaxProfileSize {
-		return nil, fmt.Errorf("%w: profile of %d bytes", ErrCorrupt, len(b))
+		return fmt.Errorf("%w: profile of %d bytes", ErrCorrupt, len(b))
 	}
 	if len(b) < len(profileMagic) || string(b[:len(profileMagic)]) != profileMagic {
-		return nil, fmt.Errorf("%w: not a profile", ErrCorrupt)
+		return fmt.Errorf("%w: not a profile", ErrCorrupt)
 	}
 	r := &reader{b: b[len(profileMagic):]}
-	p, err := r.profile()
+	q, err := r.profile()
+	if err == nil && len(r.b) != 0 {
+		err = fmt.Errorf("%w: %d bytes after the profile", ErrCorrupt, len(r.b))
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the profile", ErrCorrupt, len(r.b))
-	}
-	return p, nil
+	*p = *q
+	return nil
 }
 
 func (r *reader) profile() (*Profile, error) {
@@ -92,53 +91,17 @@ func (r *reader) profile() (*Profile, error) {
 	p := &Profile{dec: make(map[string]*decodeStats, n)}
 	for range n {
 		name := r.string("codec name")
-		if r.err != nil {
-			break
-		}
-		if _, dup := p.dec[name]; dup || name == "" {
+		if _, dup := p.dec[name]; r.err == nil && (dup || name == "") {
 			r.fail("codec name")
-			break
+		}
+		if r.err != nil {
+			return nil, r.err
 		}
 		s := new(decodeStats)
-		for i := range s.c {
-			r.curve(&s.c[i], 0)
+		for i := range s {
+			r.curve(&s[i])
 		}
 		p.dec[name] = s
 	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return p, nil
-}
-
-func appendUvarint(b []byte, n int) []byte { return binary.AppendUvarint(b, uint64(n)) }
-
-// cpuFactor is how much slower the profile's node decodes than this one:
-// the median, over the buckets both have measured, of the ratio of their
-// decode times per byte; 1 when they share none.
-func cpuFactor(p *Profile, local map[string]*decodeStats) float64 {
-	if p == nil {
-		return 1
-	}
-	var rs []float64
-	for name, ps := range p.dec {
-		ls := local[name]
-		if ls == nil {
-			continue
-		}
-		for rc := range ps.c {
-			for b := range numBuckets {
-				pr, ok1 := ps.c[rc].ratioAt(b)
-				lr, ok2 := ls.c[rc].ratioAt(b)
-				if ok1 && ok2 && lr > 0 {
-					rs = append(rs, pr/lr)
-				}
-			}
-		}
-	}
-	if len(rs) == 0 {
-		return 1
-	}
-	slices.Sort(rs)
-	return rs[len(rs)/2]
+	return p, r.err
 }
