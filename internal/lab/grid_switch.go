@@ -59,16 +59,13 @@ type SwitchConfig struct {
 	// Choices are the fixed choices measured on each link for reference
 	// (after auto's messages on it); default DefaultGridChoices.
 	Choices    []string
-	RefTrials  int     // rounds of the reference; default DefaultGridTrials
-	CPU        string  // receiver CPU; default CPUFast
-	SlowFactor float64 // default DefaultSlowFactor
-	// Watch is how often the sender's path monitor pings the receiver;
-	// default one second.
-	Watch    time.Duration
-	Models   *adaptive.Models // the sender's; default new
-	Seed     uint64
-	Progress io.Writer
-	Trace    io.Writer
+	RefTrials  int              // rounds of the reference; default DefaultGridTrials
+	CPU        string           // receiver CPU; default CPUFast
+	SlowFactor float64          // default DefaultSlowFactor
+	Models     *adaptive.Models // the sender's; default new
+	Seed       uint64
+	Progress   io.Writer
+	Trace      io.Writer
 }
 
 // SwitchStep is one message of auto's.
@@ -142,16 +139,13 @@ func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
 	if cfg.CPU == "" {
 		cfg.CPU = CPUFast
 	}
-	if cfg.Watch == 0 {
-		cfg.Watch = time.Second
-	}
 	gc, err := GridConfig{Profiles: []string{cfg.From, cfg.To}, Docs: []string{cfg.Doc}, Choices: cfg.Choices,
 		CPUs: []string{cfg.CPU}, SlowFactor: cfg.SlowFactor, Trials: cfg.RefTrials, Warmup: -1, Models: cfg.Models, Seed: cfg.Seed}.normalize()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Before < 1 || cfg.After < 1 || cfg.Watch < 0 {
-		return nil, fmt.Errorf("%w: before %d, after %d, watch %v", ErrGridConfig, cfg.Before, cfg.After, cfg.Watch)
+	if cfg.Before < 1 || cfg.After < 1 {
+		return nil, fmt.Errorf("%w: before %d, after %d", ErrGridConfig, cfg.Before, cfg.After)
 	}
 	from, _ := linkemu.Lookup(cfg.From)
 	to, _ := linkemu.Lookup(cfg.To)
@@ -180,11 +174,6 @@ func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
 func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *linkemu.Switch, from, to linkemu.Profile, doc GridDoc, g *gridPair) (*SwitchResult, error) {
 	if err := g.mon.Ensure(ctx); err != nil {
 		return nil, fmt.Errorf("probing the path: %w", err)
-	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	if cfg.Watch > 0 {
-		g.mon.Watch(wctx, cfg.Watch)
 	}
 	var mu sync.Mutex
 	var last adaptive.Decision
@@ -279,7 +268,6 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 	if err := run(to, cfg.After); err != nil {
 		return res, err
 	}
-	stopWatch()
 	if res.BestTo, err = reference(to); err != nil {
 		return res, err
 	}

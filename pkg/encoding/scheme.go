@@ -68,7 +68,7 @@ func WithSelector(s Selector) Option {
 		if s == nil {
 			return fmt.Errorf("%w: nil selector", ErrBadOption)
 		}
-		c.sel = Any(Marked(), s)
+		c.sel = SelectorFunc(func(e message.Element) bool { return IsMarked(e) || s.Select(e) })
 		return nil
 	}
 }
@@ -197,7 +197,7 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 		return nil, err
 	}
 	s := &Codecs{codecs: codecs, config: config{
-		sel: Marked(), reg: defaultRegistry,
+		sel: SelectorFunc(IsMarked), reg: defaultRegistry,
 		maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize,
 	}}
 	for _, o := range opts {
@@ -284,7 +284,7 @@ func (s *Codecs) DecodeReport(m *message.Message) (*message.Message, []ElementRe
 // Encode returns messages unchanged. It takes the same options as New
 // (WithSelector has no effect).
 func NewDecoder(opts ...Option) (*Decoder, error) {
-	d := &Decoder{config{sel: Marked(), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
+	d := &Decoder{config{sel: SelectorFunc(IsMarked), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
 	for _, o := range opts {
 		if err := o(&d.config); err != nil {
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -35,8 +34,7 @@ const (
 // times slower or faster than predicted is a surprise; changeAfter in a
 // row in the same direction mean the path changed (one may be a delay of
 // the machine's, not the path's), and the rate is reset to what the last
-// said and the watch, if any, probes again. Other exchanges move the rate
-// by feedAlpha towards what they say.
+// said. Other exchanges move the rate by feedAlpha towards what they say.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0
@@ -49,24 +47,13 @@ const (
 type Monitor struct {
 	svc  *Service
 	peer peer.ID
-	kick chan struct{}
 
 	mu       sync.Mutex
 	path     adaptive.Path // bandwidth 0 until measured
-	at       time.Time     // when the bandwidth was measured
 	profile  *adaptive.Profile
 	overhead time.Duration // fixed cost of an exchange beyond the RTT
 	streak   int           // consecutive surprises, signed by direction
-	watching bool
 	stats    Stats
-	// view is path and profile for Path and ReceiverProfile to read
-	// without the lock: the scheme asks before every element.
-	view atomic.Pointer[view]
-}
-
-type view struct {
-	path    adaptive.Path
-	profile *adaptive.Profile
 }
 
 // Stats counts what a monitor did.
@@ -76,29 +63,13 @@ type Stats struct {
 
 var _ adaptive.Peer = (*Monitor)(nil)
 
-func newMonitor(s *Service, p peer.ID) *Monitor {
-	m := &Monitor{svc: s, peer: p, kick: make(chan struct{}, 1)}
-	if r, ok := s.models.Peer(p.String()); ok {
-		m.path, m.at, m.profile = r.Path, r.At, r.Profile
-	}
-	m.publish(false)
-	return m
-}
-
-// publish sets the view from the fields, and saves them into the models
-// if save; m.mu is held.
-func (m *Monitor) publish(save bool) {
-	m.view.Store(&view{path: m.path, profile: m.profile})
-	if save {
-		m.svc.models.SetPeer(m.peer.String(), adaptive.PeerRecord{Path: m.path, Profile: m.profile, At: m.at})
-	}
-}
-
 // Path returns the path as known now. Its bandwidth is 0 until measured;
 // its RTT is the monitor's own, or the peerstore's latency EWMA if the
 // monitor has not measured one.
 func (m *Monitor) Path() adaptive.Path {
-	p := m.view.Load().path
+	m.mu.Lock()
+	p := m.path
+	m.mu.Unlock()
 	if p.RTT <= 0 {
 		p.RTT = m.svc.host.Peerstore().LatencyEWMA(m.peer)
 	}
@@ -106,7 +77,11 @@ func (m *Monitor) Path() adaptive.Path {
 }
 
 // ReceiverProfile returns the peer's decode profile, or nil.
-func (m *Monitor) ReceiverProfile() *adaptive.Profile { return m.view.Load().profile }
+func (m *Monitor) ReceiverProfile() *adaptive.Profile {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.profile
+}
 
 // Stats returns what the monitor did so far.
 func (m *Monitor) Stats() Stats {
@@ -119,21 +94,20 @@ func (m *Monitor) Stats() Stats {
 // configured link).
 func (m *Monitor) SetPath(p adaptive.Path) {
 	m.mu.Lock()
-	m.path, m.at, m.streak = p, time.Now(), 0
-	m.publish(true)
+	m.path, m.streak = p, 0
 	m.mu.Unlock()
 }
 
 // Ensure makes sure the monitor knows the path and the receiver's profile
-// before a sender relies on them. Without a measured bandwidth newer than
-// the service's max age it probes; with one it checks the RTT with
-// libp2p pings and probes again only if the RTT moved by more than half.
+// before a sender relies on them. Without a measured bandwidth it probes;
+// with one it checks the RTT with libp2p pings and probes again only if
+// the RTT moved by more than half.
 // It fetches the profile if none is remembered. A peer that does not run
 // the pathinfo protocol leaves the path with the RTT pings measured and
 // no bandwidth, and no profile; that is not an error. Other failures are.
 func (m *Monitor) Ensure(ctx context.Context) error {
 	m.mu.Lock()
-	fresh := m.path.Bandwidth > 0 && time.Since(m.at) <= m.svc.cfg.maxAge
+	fresh := m.path.Bandwidth > 0
 	old, hasProfile := m.path.RTT, m.profile != nil
 	m.mu.Unlock()
 	probe := !fresh
@@ -192,7 +166,6 @@ func (m *Monitor) ping(ctx context.Context) (time.Duration, error) {
 	m.mu.Lock()
 	m.path.RTT = best
 	m.stats.Pings += pings
-	m.publish(false)
 	m.mu.Unlock()
 	return best, nil
 }
@@ -228,10 +201,9 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 	m.path.RTT = rtt
 	if len(rates) > 0 {
 		slices.Sort(rates)
-		m.path.Bandwidth, m.path.InitWindow, m.at = rates[len(rates)/2], iw, time.Now()
+		m.path.Bandwidth, m.path.InitWindow = rates[len(rates)/2], iw
 	}
 	m.streak = 0
-	m.publish(true)
 	return m.path, nil
 }
 
@@ -334,7 +306,6 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 	m.mu.Lock()
 	m.profile = p
 	m.stats.Profiles++
-	m.publish(true)
 	m.mu.Unlock()
 	return p, nil
 }
@@ -344,8 +315,9 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 // adaptive scheme reports of its exchanges). Short exchanges teach the
 // fixed cost of an exchange beyond the RTT (pipes, endpoint,
 // acknowledgement); longer ones refine the bandwidth, or, contradicting
-// it changeAfter times in a row, reset it and ask the watch loop, if
-// running, to probe again.
+// it changeAfter times in a row, reset it. Exchanges keep the path
+// current; Ensure measures it again (a ping, and a probe if the RTT
+// moved).
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
@@ -356,8 +328,7 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	bw, fixed := m.path.Bandwidth, m.path.RTT+m.overhead
 	if bw <= 0 {
 		if xfer := d - fixed; xfer >= minSpan {
-			m.path.Bandwidth, m.at = float64(n)/xfer.Seconds(), time.Now()
-			m.publish(true)
+			m.path.Bandwidth = float64(n) / xfer.Seconds()
 		}
 		return
 	}
@@ -388,69 +359,13 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		m.streak = 0
 		m.path.Bandwidth += feedAlpha * (implied - bw)
 	case dir*m.streak >= 0 && abs(m.streak)+1 >= changeAfter:
-		m.path.Bandwidth, m.at, m.streak = implied, time.Now(), 0
+		m.path.Bandwidth, m.streak = implied, 0
 		m.stats.Changes++
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
-		m.publish(true)
-		return
 	case dir*m.streak >= 0:
 		m.streak += dir
 	default:
 		m.streak = dir
 	}
-	m.publish(false)
 }
 
 func abs(i int) int { return max(i, -i) }
-
-// Watch keeps the path current while ctx lasts (or until the service
-// closes): every interval it pings the peer, and it probes again when the
-// RTT moved by more than half since the last probe or exchanges said the
-// path changed. One watch runs per monitor; a second call returns at
-// once.
-func (m *Monitor) Watch(ctx context.Context, interval time.Duration) {
-	m.mu.Lock()
-	if m.watching {
-		m.mu.Unlock()
-		return
-	}
-	m.watching = true
-	probed := m.path.RTT
-	m.mu.Unlock()
-	m.svc.mu.Lock()
-	if m.svc.closed {
-		m.svc.mu.Unlock()
-		return
-	}
-	m.svc.wg.Add(1)
-	m.svc.mu.Unlock()
-	go func() {
-		defer m.svc.wg.Done()
-		defer func() { m.mu.Lock(); m.watching = false; m.mu.Unlock() }()
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(m.svc.ctx, cancel)()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			reprobe := false
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.kick:
-				reprobe = true
-			case <-t.C:
-				rtt, err := m.ping(ctx)
-				reprobe = err == nil && moved(probed, rtt)
-			}
-			if reprobe {
-				if p, err := m.Probe(ctx); err == nil {
-					probed = p.RTT
-				}
-			}
-		}
-	}()
-}

@@ -43,9 +43,8 @@ func TestObserveExchange(t *testing.T) {
 		{"nonsense ignored", 1e6, []ex{{0, time.Second}, {100, -time.Second}}, 1e6, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &Monitor{svc: &Service{models: adaptive.NewModels()}, kick: make(chan struct{}, 1),
+			m := &Monitor{svc: &Service{models: adaptive.NewModels()},
 				path: adaptive.Path{RTT: rtt, Bandwidth: tc.bw}}
-			m.publish(false)
 			for _, e := range tc.exchanges {
 				m.ObserveExchange(e.n, e.d)
 			}

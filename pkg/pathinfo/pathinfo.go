@@ -61,21 +61,7 @@ const requestTimeout = 30 * time.Second
 type Option func(*config) error
 
 type config struct {
-	maxAge   time.Duration
 	maxProbe int
-}
-
-// WithMaxAge sets how old a remembered path may be and still be used
-// without a new probe (an RTT check still runs). 0 to 30 days; default
-// one hour.
-func WithMaxAge(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 || d > 30*24*time.Hour {
-			return fmt.Errorf("%w: max age %v", ErrBadOption, d)
-		}
-		c.maxAge = d
-		return nil
-	}
 }
 
 // WithMaxProbe bounds the largest probe train this node sends, 4 KiB to
@@ -99,45 +85,30 @@ type Service struct {
 
 	mu       sync.Mutex
 	monitors map[peer.ID]*Monitor
-	closed   bool
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
 }
 
 // New starts the service on the libp2p host h (a p2pmsg node's Host()):
 // it answers /p2pmsg/pathinfo/1.0.0, serving models' decode profile
 // (what the node's timed decodes taught them: adaptive.Models.TimeDecodes
-// and CalibrateDecode), and keeps what it learns of paths and profiles in
-// models.
+// and CalibrateDecode).
 func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}
-	cfg := config{maxAge: time.Hour, maxProbe: MaxProbe}
+	cfg := config{maxProbe: MaxProbe}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{host: h, models: models, cfg: cfg, monitors: make(map[peer.ID]*Monitor), ctx: ctx, cancel: cancel}
+	s := &Service{host: h, models: models, cfg: cfg, monitors: make(map[peer.ID]*Monitor)}
 	h.SetStreamHandler(ProtocolID, s.handle)
 	return s, nil
 }
 
-// Close stops answering, stops every monitor's watch and waits for it.
+// Close stops answering; the monitors stay usable, without it.
 func (s *Service) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
 	s.host.RemoveStreamHandler(ProtocolID)
-	s.cancel()
-	s.wg.Wait()
 	return nil
 }
 
@@ -185,7 +156,7 @@ func (s *Service) Monitor(p peer.ID) *Monitor {
 	if m := s.monitors[p]; m != nil {
 		return m
 	}
-	m := newMonitor(s, p)
+	m := &Monitor{svc: s, peer: p}
 	s.monitors[p] = m
 	return m
 }

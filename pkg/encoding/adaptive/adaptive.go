@@ -201,31 +201,16 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		return nil, err
 	}
 	s.dec = dec
-	cfg.models.calibrate(todo, cfg.clock)
+	cfg.models.calibrate(todo, cfg.clock, false)
 	return s, nil
 }
 
 // Models returns the models the scheme learns into.
 func (s *Scheme) Models() *Models { return s.models }
 
-// Candidates returns the specs the scheme chooses among, identity first.
-func (s *Scheme) Candidates() []string {
-	out := make([]string, len(s.cands))
-	for i, c := range s.cands {
-		out[i] = c.spec
-	}
-	return out
-}
-
 // Decode restores a message's encoded elements as encoding.Decoder does
 // with the options of WithEncoding, timing each decode into the models.
 func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s.dec.Decode(m) }
-
-// DecodeReport is Decode that also tells how each element was decoded
-// (encoding.Decoder.DecodeReport).
-func (s *Scheme) DecodeReport(m *message.Message) (*message.Message, []encoding.ElementReport, error) {
-	return s.dec.DecodeReport(m)
-}
 
 // Sending is the encoding.Observer's: m, encoded by the scheme, is handed
 // to the sender now. The exchange is timed from the first message sent

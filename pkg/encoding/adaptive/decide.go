@@ -192,11 +192,10 @@ func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Esti
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
-		ratio := float64(size) / float64(max(n, 1))
-		dec, ok := prof.decodeTime(c.name, n, ratio)
+		dec, ok := prof.decodeTime(c.name, n)
 		if !ok {
 			// The receiver's profile does not say: as fast as this node.
-			if dec, ok = m.decode[c.name].at(n, ratio); !ok {
+			if dec, ok = decodeAt(m.decode[c.name], n); !ok {
 				dec = priorDecode(n)
 			}
 		}

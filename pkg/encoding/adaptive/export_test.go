@@ -15,7 +15,7 @@ func (m *Models) Teach(spec string, e message.Element, out int, d time.Duration)
 
 // TeachDecode records that decoding in bytes into n with codec took d.
 func (m *Models) TeachDecode(codec string, n, in int, d time.Duration) {
-	m.recordDecode(codec, n, in, d)
+	m.recordDecode(codec, n, d)
 }
 
 var ParseModels = parseModels

@@ -32,9 +32,9 @@ type kind struct {
 	class uint8
 }
 
-func (k kind) String() string {
-	return k.mime + "/" + [...]string{"incompressible", "low", "medium", "high"}[k.class%numClasses]
-}
+var classNames = [numClasses]string{"incompressible", "low", "medium", "high"}
+
+func (k kind) String() string { return k.mime + "/" + classNames[k.class%numClasses] }
 
 func classify(e message.Element) kind {
 	return kind{mime: mediaType(encoding.Unmark(e).Type()), class: classOf(e.Data)}
@@ -67,21 +67,4 @@ func mediaType(s string) string {
 		s = s[:maxKindMIME]
 	}
 	return s
-}
-
-// numRatioClasses splits decode times by how much the codec compressed:
-// decoding stored or barely compressed data is a copy, decoding a 10:1
-// stream is real work per output byte.
-const numRatioClasses = 4
-
-func ratioClass(r float64) int {
-	switch {
-	case r < 0.15:
-		return 0
-	case r < 0.35:
-		return 1
-	case r < 0.7:
-		return 2
-	}
-	return 3
 }

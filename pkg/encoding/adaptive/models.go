@@ -1,11 +1,11 @@
 package adaptive
 
 import (
-	"bytes"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,16 +14,15 @@ import (
 )
 
 // Models is what a node has learned: per codec and level, the encoded
-// size and encode time of each kind of content as functions of size; its
-// own decode times (the profile it shares with senders); and per peer the
-// last measured path and decode profile. Schemes on one node share one
-// Models. It is safe for concurrent use, and Save and Load keep it across
-// restarts.
+// size and encode time of each kind of content as functions of size, and
+// its own decode times (the profile it shares with senders). Schemes on
+// one node share one Models. It is safe for concurrent use, and Save and
+// Load keep it across restarts. Paths are not kept: they change, and a
+// probe costs less than a session's setup.
 type Models struct {
 	mu     sync.Mutex
 	codecs map[string]*codecStats // by spec, "zstd:3"
-	decode map[string]*decodeStats
-	peers  map[string]PeerRecord
+	decode map[string]*curve      // by codec name: decode time by decoded size
 	// tried remembers the first-sight trials made (not persisted: a
 	// restarted node may look once more).
 	tried map[trialKey]bool
@@ -40,36 +39,25 @@ type trialKey struct {
 // (what calibration and other media types teach), and the encode time in
 // nanoseconds by class.
 type codecStats struct {
-	size  map[kind]*curve
-	class [numClasses]curve
-	enc   [numClasses]curve
+	Size  map[kind]*curve   `json:"size"`
+	Class [numClasses]curve `json:"class"`
+	Enc   [numClasses]curve `json:"encode"`
 }
-
-// decodeStats is one codec's decode time in nanoseconds by ratio class.
-type decodeStats [numRatioClasses]curve
-
-// PeerRecord is what a node remembers of a peer between sessions.
-type PeerRecord struct {
-	Path    Path
-	Profile *Profile  // the peer's decode profile, nil if none
-	At      time.Time // when Path was measured; zero if never
-}
-
-// maxPeers bounds the peers a Models remembers; the one measured longest
-// ago is forgotten first.
-const maxPeers = 4096
 
 // NewModels returns empty models.
 func NewModels() *Models {
-	return &Models{codecs: map[string]*codecStats{}, decode: map[string]*decodeStats{},
-		peers: map[string]PeerRecord{}, tried: map[trialKey]bool{}}
+	return &Models{codecs: map[string]*codecStats{}, decode: map[string]*curve{}, tried: map[trialKey]bool{}}
 }
 
+// stats is spec's stats, new if need be; beyond maxCodecs specs, new ones
+// are not kept (a models file holds at most that many).
 func (m *Models) stats(spec string) *codecStats {
 	s := m.codecs[spec]
 	if s == nil {
-		s = &codecStats{size: make(map[kind]*curve)}
-		m.codecs[spec] = s
+		s = &codecStats{Size: make(map[kind]*curve)}
+		if len(m.codecs) < maxCodecs {
+			m.codecs[spec] = s
+		}
 	}
 	return s
 }
@@ -80,19 +68,19 @@ func (m *Models) recordEncode(spec string, k kind, n, out int, d time.Duration) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats(spec)
-	kc := s.size[k]
+	kc := s.Size[k]
 	if kc == nil {
 		kc = new(curve)
-		s.size[k] = kc
+		s.Size[k] = kc
 	}
 	kc.add(n, float64(out), false)
-	s.class[k.class].add(n, float64(out), false)
-	s.enc[k.class].add(n, float64(d), true)
+	s.Class[k.class].add(n, float64(out), false)
+	s.Enc[k.class].add(n, float64(d), true)
 }
 
-// recordDecode records that decoding in bytes with the named codec into
-// n bytes took d.
-func (m *Models) recordDecode(codec string, n, in int, d time.Duration) {
+// recordDecode records that decoding with the named codec into n bytes
+// took d.
+func (m *Models) recordDecode(codec string, n int, d time.Duration) {
 	if n <= 0 || len(codec) > maxString {
 		return
 	}
@@ -103,17 +91,17 @@ func (m *Models) recordDecode(codec string, n, in int, d time.Duration) {
 		if len(m.decode) >= maxCodecs {
 			return
 		}
-		s = new(decodeStats)
+		s = new(curve)
 		m.decode[codec] = s
 	}
-	s[ratioClass(float64(in)/float64(n))].add(n, float64(d), true)
+	s.add(n, float64(d), true)
 }
 
 // Profile returns this node's decode profile, for its peers.
 func (m *Models) Profile() *Profile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := &Profile{dec: make(map[string]*decodeStats, len(m.decode))}
+	p := &Profile{dec: make(map[string]*curve, len(m.decode))}
 	for name, s := range m.decode {
 		c := *s
 		p.dec[name] = &c
@@ -130,39 +118,12 @@ func (m *Models) knows(spec, name string) bool {
 	if s == nil || m.decode[name] == nil {
 		return false
 	}
-	for i := range s.enc {
-		if !s.enc[i].empty() {
+	for i := range s.Enc {
+		if !s.Enc[i].empty() {
 			return true
 		}
 	}
 	return false
-}
-
-// Peer returns what is remembered of the peer with the given key.
-func (m *Models) Peer(key string) (PeerRecord, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.peers[key]
-	return r, ok
-}
-
-// SetPeer remembers a peer.
-func (m *Models) SetPeer(key string, r PeerRecord) {
-	if len(key) > maxString {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.peers[key]; !ok && len(m.peers) >= maxPeers {
-		oldest := ""
-		for k, o := range m.peers {
-			if oldest == "" || o.At.Before(m.peers[oldest].At) {
-				oldest = k
-			}
-		}
-		delete(m.peers, oldest)
-	}
-	m.peers[key] = r
 }
 
 // predictSize predicts the encoded size of n bytes of kind k with spec,
@@ -171,12 +132,12 @@ func (m *Models) SetPeer(key string, r PeerRecord) {
 func (m *Models) predictSize(spec string, k kind, n int) (int, bool) {
 	s := m.codecs[spec]
 	if s != nil {
-		if kc := s.size[k]; kc != nil {
+		if kc := s.Size[k]; kc != nil {
 			if l := kc.at(n, true); l.ok {
 				return int(l.y + 0.5), l.dist <= 1
 			}
 		}
-		if l := s.class[k.class].at(n, true); l.ok {
+		if l := s.Class[k.class].at(n, true); l.ok {
 			return int(l.y + 0.5), false
 		}
 	}
@@ -191,11 +152,11 @@ var priorRatio = [numClasses]float64{1.0, 0.8, 0.5, 0.25}
 // and whether it was measured within a bucket of n.
 func (m *Models) predictEncode(spec string, c uint8, n int) (time.Duration, bool) {
 	if s := m.codecs[spec]; s != nil {
-		if l := s.enc[c].at(n, false); l.ok {
+		if l := s.Enc[c].at(n, false); l.ok {
 			return time.Duration(l.y), l.dist <= 1
 		}
-		for i := range s.enc { // another class of the same codec
-			if l := s.enc[i].at(n, false); l.ok {
+		for i := range s.Enc { // another class of the same codec
+			if l := s.Enc[i].at(n, false); l.ok {
 				return time.Duration(l.y), false
 			}
 		}
@@ -215,25 +176,6 @@ func priorEncode(n int) time.Duration {
 // middling decoder.
 func priorDecode(n int) time.Duration {
 	return 20*time.Microsecond + time.Duration(n)*4*time.Nanosecond
-}
-
-// at predicts the decode time into n bytes when the payload is about
-// ratio·n bytes: from the ratio class, else the nearest with data.
-func (s *decodeStats) at(n int, ratio float64) (time.Duration, bool) {
-	if s == nil {
-		return 0, false
-	}
-	rc := ratioClass(ratio)
-	for d := range numRatioClasses {
-		for _, i := range []int{rc - d, rc + d} {
-			if i >= 0 && i < numRatioClasses {
-				if l := s[i].at(n, false); l.ok {
-					return time.Duration(l.y), true
-				}
-			}
-		}
-	}
-	return 0, false
 }
 
 // firstTry reports whether spec has not been tried on kind k at size n
@@ -276,7 +218,7 @@ func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bindi
 	t0 := t.clock.Now()
 	out, err := t.Codec.Decode(dst, src, p, b, max)
 	if err == nil {
-		t.models.recordDecode(t.Codec.Name(), len(out)-len(dst), len(src), t.clock.Now().Sub(t0))
+		t.models.recordDecode(t.Codec.Name(), len(out)-len(dst), t.clock.Now().Sub(t0))
 	}
 	return out, err
 }
@@ -286,58 +228,60 @@ func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bindi
 // to interpolate between.
 var calibrationSizes = []int{1 << 10, 16 << 10, 128 << 10}
 
-// calibrationSamples are synthetic XML documents (records with IDs,
-// names, dates, amounts and free text from a fixed generator) of
-// calibrationSizes.
+// calibrationSamples are synthetic XML documents of calibrationSizes:
+// records with IDs, names, amounts and words from a fixed generator.
 var calibrationSamples = sync.OnceValue(func() [][]byte {
-	words := []string{"order", "shipment", "invoice", "customer", "pallet", "urgent", "delivery", "warehouse",
-		"payment", "contact", "priority", "express", "pending", "damaged", "replacement", "account"}
-	names := []string{"Anna", "Boris", "Chen", "Dana", "Emil", "Fatima", "Goran", "Hana", "Ivo", "Jana"}
+	words := strings.Fields("order shipment invoice customer pallet urgent delivery warehouse Anna Boris Chen Dana Emil Fatima")
+	rng := rand.New(rand.NewPCG(1, 0x63616c))
 	var out [][]byte
 	for _, size := range calibrationSizes {
-		rng := rand.New(rand.NewPCG(uint64(size), 0x63616c))
-		var b bytes.Buffer
-		b.WriteString("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<records>\n")
-		for id := 1000; b.Len() < size-200; id++ {
-			b.WriteString("  <record id=\"" + strconv.Itoa(id) + "\">\n    <name>" + names[rng.IntN(len(names))] + " " +
-				names[rng.IntN(len(names))] + "son</name>\n    <date>2004-0" + strconv.Itoa(1+rng.IntN(9)) + "-" +
-				strconv.Itoa(10+rng.IntN(18)) + "</date>\n    <amount>" + strconv.Itoa(rng.IntN(100000)) + "</amount>\n    <note>")
-			for w := 3 + rng.IntN(8); w > 0; w-- {
-				b.WriteString(words[rng.IntN(len(words))] + " ")
-			}
-			b.WriteString("</note>\n  </record>\n")
+		b := []byte("<?xml version=\"1.0\"?>\n<records>\n")
+		for id := 1000; len(b) < size-100; id++ {
+			b = fmt.Appendf(b, "  <record id=\"%d\"><name>%s %s</name><amount>%d</amount><note>%s %s %s</note></record>\n", id,
+				words[rng.IntN(len(words))], words[rng.IntN(len(words))], rng.IntN(1e5),
+				words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))])
 		}
-		b.WriteString("</records>\n")
-		out = append(out, b.Bytes())
+		out = append(out, append(b, "</records>\n"...))
 	}
 	return out
 })
 
-// calibrate measures each codec on the built-in samples: size and encode
-// time go into the class-level curves of the samples' class, the decode
-// time into this node's profile. Each is the faster of two runs after a
-// warm-up (pools, tables), so that one descheduled run does not stand; a
-// codec that takes more than calibrationBudget on a sample is
-// extrapolated beyond it, and one that fails on the samples is skipped.
-func (m *Models) calibrate(codecs []encoding.Codec, clock Clock) {
+// calibrate measures each codec on the built-in samples: unless
+// decodeOnly, size and encode time go into the class-level curves of the
+// samples' class; the decode time goes into this node's profile. Each is
+// the faster of two runs after a warm-up (pools, tables), so that one
+// descheduled run does not stand; a codec that takes more than
+// calibrationBudget on a sample is extrapolated beyond it, and one that
+// fails on the samples (a key is missing) is skipped.
+func (m *Models) calibrate(codecs []encoding.Codec, clock Clock, decodeOnly bool) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
-		if _, err := c.Encode(nil, calibrationSamples()[0], b); err != nil {
-			continue
-		}
 		for _, doc := range calibrationSamples() {
-			k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
 			var enc []byte
 			dt, err := fastest(clock, func() (err error) { enc, err = c.Encode(enc[:0], doc, b); return err })
 			if err != nil {
 				break
 			}
-			m.mu.Lock()
-			s := m.stats(specOf(c))
-			s.class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
-			s.enc[k.class].add(len(doc), float64(dt), true)
-			m.mu.Unlock()
-			m.calibrateDecode(c, enc, len(doc), b, clock)
+			dst := make([]byte, 0, len(doc))
+			dec, err := fastest(clock, func() error {
+				out, err := c.Decode(dst, enc, c.Params(), b, len(doc))
+				if err == nil && len(out) != len(doc) {
+					err = encoding.ErrCorrupt
+				}
+				return err
+			})
+			if err != nil {
+				break
+			}
+			m.recordDecode(c.Name(), len(doc), dec)
+			if !decodeOnly {
+				k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
+				m.mu.Lock()
+				s := m.stats(specOf(c))
+				s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
+				s.Enc[k.class].add(len(doc), float64(dt), true)
+				m.mu.Unlock()
+			}
 			if dt > calibrationBudget {
 				break
 			}
@@ -356,43 +300,21 @@ const headerEstimate = 32
 
 // CalibrateDecode measures decoding with every codec of reg that nothing
 // is known of yet on the built-in samples, so that this node's profile
-// covers them before it has received any. Codecs that cannot encode the
-// samples with their defaults (a key is missing) are skipped.
+// covers them before it has received any (clock nil: the system clock).
 func (m *Models) CalibrateDecode(reg *encoding.Registry, clock Clock) {
 	if clock == nil {
 		clock = systemClock{}
 	}
-	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
+	var todo []encoding.Codec
 	for _, name := range reg.Names() {
 		m.mu.Lock()
 		known := m.decode[name] != nil
 		m.mu.Unlock()
-		c, err := reg.Lookup(name)
-		if known || err != nil {
-			continue
-		}
-		for _, doc := range calibrationSamples() {
-			enc, err := c.Encode(nil, doc, b)
-			if err != nil {
-				break
-			}
-			m.calibrateDecode(c, enc, len(doc), b, clock)
+		if c, err := reg.Lookup(name); err == nil && !known {
+			todo = append(todo, c)
 		}
 	}
-}
-
-func (m *Models) calibrateDecode(c encoding.Codec, enc []byte, n int, b encoding.Binding, clock Clock) {
-	dst := make([]byte, 0, n)
-	dt, err := fastest(clock, func() error {
-		out, err := c.Decode(dst, enc, c.Params(), b, n)
-		if err == nil && len(out) != n {
-			err = encoding.ErrCorrupt
-		}
-		return err
-	})
-	if err == nil {
-		m.recordDecode(c.Name(), n, len(enc), dt)
-	}
+	m.calibrate(todo, clock, true)
 }
 
 // fastest runs f three times, the first as a warm-up, and returns the

@@ -1,18 +1,16 @@
 package adaptive
 
 import (
-	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // DefaultFile is the name of the models file in a node's data directory.
@@ -22,24 +20,29 @@ const DefaultFile = "encoding-models.bin"
 // including a models file of another version.
 var ErrCorrupt = errors.New("adaptive: corrupt data")
 
-// The models file is "P2AM" and a version byte. Version 2 dropped what
-// version 1 kept for the lab's grid (sample ages, loss and window of
-// paths); a file of another version is refused, and the CLI then starts
-// from empty models, which it saves over it.
-const (
-	modelsMagic   = "P2AM"
-	modelsVersion = 2
-)
+// The models file and the profile are JSON with a version. Models files
+// of version 1 (binary, "P2AM\x01") held what the lab's grid needed and
+// are refused; the CLI then starts from empty models and saves over them.
+const formatVersion = 2
 
-// Bounds of the binary formats, checked while parsing.
+// Bounds of the formats, checked when reading: a file or profile is at
+// most its maximum size, holds at most maxCodecs codecs (or decoders) and
+// maxKinds kinds per codec, names of at most maxString bytes, and values
+// a measurement can give.
 const (
 	maxModelsSize = 16 << 20
 	maxString     = 256
-	maxSpecs      = 256
-	maxKinds      = 1024 // per spec
-	maxCodecs     = 64   // in a profile or the decode table
-	maxSizeLog    = 40   // centroids above 1 TiB are nonsense
+	maxCodecs     = 64
+	maxKinds      = 1024
+	maxSizeLog    = 40 // centroids above 1 TiB are nonsense
 )
+
+// modelsFile is the models' JSON form.
+type modelsFile struct {
+	Version int                    `json:"version"`
+	Codecs  map[string]*codecStats `json:"codecs"`
+	Decode  map[string]*curve      `json:"decode"`
+}
 
 // Load reads models saved by Save. A missing file gives empty models and
 // no error (a node's first start); a file that cannot be parsed, or of
@@ -91,252 +94,127 @@ func (m *Models) Save(path string) error {
 	return nil
 }
 
-// MarshalBinary returns the models' binary form (what Save writes): the
-// magic and version, the codec stats, the decode table and the peers.
+// MarshalBinary returns the models' form that Save writes.
 func (m *Models) MarshalBinary() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := append([]byte(modelsMagic), modelsVersion)
-	b = appendUvarint(b, uint64(len(m.codecs)))
-	for _, spec := range slices.Sorted(maps.Keys(m.codecs)) {
-		s := m.codecs[spec]
-		b = appendString(b, spec)
-		kinds := slices.SortedFunc(maps.Keys(s.size), func(a, z kind) int {
-			return strings.Compare(a.String(), z.String())
-		})
-		b = appendUvarint(b, uint64(len(kinds)))
-		for _, k := range kinds {
-			b = append(appendString(b, k.mime), k.class)
-			b = appendCurve(b, s.size[k])
-		}
-		for i := range numClasses {
-			b = appendCurve(appendCurve(b, &s.class[i]), &s.enc[i])
-		}
+	b, err := json.Marshal(modelsFile{Version: formatVersion, Codecs: m.codecs, Decode: m.decode})
+	if err == nil && len(b) > maxModelsSize {
+		err = fmt.Errorf("models of %d bytes exceed %d", len(b), maxModelsSize)
 	}
-	b = appendUvarint(b, uint64(len(m.decode)))
-	for _, name := range slices.Sorted(maps.Keys(m.decode)) {
-		b = appendString(b, name)
-		for i := range m.decode[name] {
-			b = appendCurve(b, &m.decode[name][i])
-		}
-	}
-	b = appendUvarint(b, uint64(len(m.peers)))
-	for _, k := range slices.Sorted(maps.Keys(m.peers)) {
-		r := m.peers[k]
-		b = appendString(b, k)
-		b = appendUvarint(b, uint64(max(r.Path.RTT, 0)))
-		b = appendFloat(b, max(r.Path.Bandwidth, 0))
-		b = appendUvarint(b, uint64(max(r.Path.InitWindow, 0)))
-		b = binary.AppendVarint(b, r.At.UnixNano())
-		var pb []byte
-		if r.Profile != nil {
-			pb, _ = r.Profile.MarshalBinary() // bounded by maxCodecs curves
-		}
-		b = appendString(b, string(pb))
-	}
-	if len(b) > maxModelsSize {
-		return nil, fmt.Errorf("adaptive: models of %d bytes exceed %d", len(b), maxModelsSize)
+	if err != nil {
+		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	return b, nil
 }
 
-// parseModels decodes the binary form of MarshalBinary. Input longer than
-// maxModelsSize, counts beyond the format's bounds, curves out of order
-// and values no measurement gives are refused with errors wrapping
-// ErrCorrupt.
+// parseModels reads the form of MarshalBinary within the formats' bounds.
 func parseModels(b []byte) (*Models, error) {
-	if len(b) > maxModelsSize {
-		return nil, fmt.Errorf("%w: models of %d bytes", ErrCorrupt, len(b))
+	if strings.HasPrefix(string(b), "P2AM") {
+		return nil, fmt.Errorf("%w: a binary models file of version 1; this p2pmsg reads version %d", ErrCorrupt, formatVersion)
 	}
-	if len(b) < len(modelsMagic)+1 || string(b[:len(modelsMagic)]) != modelsMagic {
-		return nil, fmt.Errorf("%w: not a models file", ErrCorrupt)
+	var f modelsFile
+	if err := decodeJSON(b, maxModelsSize, &f); err != nil {
+		return nil, err
 	}
-	if v := b[len(modelsMagic)]; v != modelsVersion {
-		return nil, fmt.Errorf("%w: models file of version %d; this p2pmsg reads version %d", ErrCorrupt, v, modelsVersion)
+	if f.Version != formatVersion {
+		return nil, fmt.Errorf("%w: models of version %d; this p2pmsg reads version %d", ErrCorrupt, f.Version, formatVersion)
 	}
-	r := &reader{b: b[len(modelsMagic)+1:]}
+	if len(f.Codecs) > maxCodecs || badNames(f.Codecs) {
+		return nil, fmt.Errorf("%w: models beyond their bounds", ErrCorrupt)
+	}
+	if err := checkDecode(f.Decode); err != nil {
+		return nil, err
+	}
 	m := NewModels()
-	for range r.uvarint("spec count", maxSpecs) {
-		spec := r.string("spec")
-		if _, dup := m.codecs[spec]; r.err == nil && (dup || spec == "") {
-			r.fail("spec")
+	for spec, s := range f.Codecs {
+		if s == nil || len(s.Size) > maxKinds {
+			return nil, fmt.Errorf("%w: codec %q", ErrCorrupt, spec)
 		}
-		if r.err != nil {
-			return nil, r.err
+		if s.Size == nil {
+			s.Size = map[kind]*curve{}
 		}
-		s := m.stats(spec)
-		for range r.uvarint("kind count", maxKinds) {
-			k := kind{mime: r.string("kind"), class: r.byte("class")}
-			if _, dup := s.size[k]; r.err == nil && (dup || k.class >= numClasses || len(k.mime) > maxKindMIME) {
-				r.fail("kind")
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			s.size[k] = new(curve)
-			r.curve(s.size[k])
-		}
-		for i := range numClasses {
-			r.curve(&s.class[i])
-			r.curve(&s.enc[i])
-		}
+		m.codecs[spec] = s
 	}
-	for range r.uvarint("decoder count", maxCodecs) {
-		name := r.string("decoder")
-		if _, dup := m.decode[name]; r.err == nil && (dup || name == "") {
-			r.fail("decoder")
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		s := new(decodeStats)
-		for i := range s {
-			r.curve(&s[i])
-		}
-		m.decode[name] = s
-	}
-	for range r.uvarint("peer count", maxPeers) {
-		key := r.string("peer")
-		var rec PeerRecord
-		rec.Path.RTT = time.Duration(r.uvarint("rtt", uint64(time.Hour)))
-		rec.Path.Bandwidth = r.float("bandwidth", 0, 1e13)
-		rec.Path.InitWindow = int(r.uvarint("initial window", 1<<30))
-		rec.At = time.Unix(0, r.varint("time"))
-		if pb := r.bytes("profile", MaxProfileSize); len(pb) > 0 && r.err == nil {
-			rec.Profile = new(Profile)
-			if err := rec.Profile.UnmarshalBinary(pb); err != nil {
-				return nil, err
-			}
-		}
-		if _, dup := m.peers[key]; r.err == nil && dup {
-			r.fail("peer")
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		m.peers[key] = rec
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes after the models", ErrCorrupt, len(r.b))
-	}
-	if r.err != nil {
-		return nil, r.err
+	if f.Decode != nil {
+		m.decode = f.Decode
 	}
 	return m, nil
 }
 
-// reader reads the binary formats; its first failure sticks.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+func decodeJSON(b []byte, limit int, v any) error {
+	if len(b) > limit {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrCorrupt, len(b), limit)
 	}
-}
-
-func (r *reader) byte(what string) byte {
-	if r.err != nil || len(r.b) < 1 {
-		r.fail(what)
-		return 0
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
+	return nil
 }
 
-func (r *reader) uvarint(what string, max uint64) uint64 {
-	v, n := binary.Uvarint(r.b)
-	if r.err != nil || n <= 0 || v > max {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint(what string) int64 {
-	v, n := binary.Varint(r.b)
-	if r.err != nil || n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) float(what string, lo, hi float64) float64 {
-	if r.err != nil || len(r.b) < 8 {
-		r.fail(what)
-		return 0
-	}
-	f := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
-	r.b = r.b[8:]
-	if math.IsNaN(f) || f < lo || f > hi {
-		r.fail(what)
-		return 0
-	}
-	return f
-}
-
-// string reads a length, at most maxString, and that many bytes.
-func (r *reader) string(what string) string { return string(r.bytes(what, maxString)) }
-
-func (r *reader) bytes(what string, limit uint64) []byte {
-	l := r.uvarint(what, limit)
-	if r.err != nil || uint64(len(r.b)) < l {
-		r.fail(what)
-		return nil
-	}
-	s := r.b[:l]
-	r.b = r.b[l:]
-	return s
-}
-
-func appendUvarint(b []byte, n uint64) []byte { return binary.AppendUvarint(b, n) }
-
-func appendString(b []byte, s string) []byte { return append(appendUvarint(b, uint64(len(s))), s...) }
-
-func appendFloat(b []byte, f float64) []byte {
-	return binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
-}
-
-// A curve is written as its populated buckets in increasing order: bucket
-// index, weight, centroid size and value.
-func appendCurve(b []byte, c *curve) []byte {
-	n := 0
-	for i := range c.p {
-		if c.p[i].w > 0 {
-			n++
+func badNames[V any](m map[string]V) bool {
+	for k := range m {
+		if k == "" || len(k) > maxString {
+			return true
 		}
 	}
-	b = appendUvarint(b, uint64(n))
-	for i, p := range c.p {
+	return false
+}
+
+func checkDecode(d map[string]*curve) error {
+	if len(d) > maxCodecs || badNames(d) {
+		return fmt.Errorf("%w: decoders beyond their bounds", ErrCorrupt)
+	}
+	for name, s := range d {
+		if s == nil {
+			return fmt.Errorf("%w: decoder %q", ErrCorrupt, name)
+		}
+	}
+	return nil
+}
+
+// A curve is written as its populated buckets in increasing order, each
+// [weight, centroid size, value]; the bucket is the centroid's.
+func (c *curve) MarshalJSON() ([]byte, error) {
+	pts := [][3]float64{}
+	for _, p := range c.p {
 		if p.w > 0 {
-			b = appendFloat(appendFloat(appendFloat(append(b, byte(i)), p.w), p.n), p.y)
+			pts = append(pts, [3]float64{p.w, p.n, p.y})
 		}
 	}
-	return b
+	return json.Marshal(pts)
 }
 
-func (r *reader) curve(c *curve) {
-	last, lastN := -1, 0.0
-	for range r.uvarint("curve length", numBuckets) {
-		i := int(r.byte("bucket"))
-		w := r.float("weight", math.SmallestNonzeroFloat64, maxWeight)
-		x := r.float("centroid", 1, math.Ldexp(1, maxSizeLog))
-		y := r.float("value", 0, maxValue)
-		if r.err != nil {
-			return
-		}
-		// Buckets and centroids strictly increasing: what lookups rely on.
-		if i >= numBuckets || i <= last || x <= lastN {
-			r.fail("bucket order")
-			return
-		}
-		c.p[i] = point{w: w, n: x, y: y}
-		last, lastN = i, x
+// UnmarshalJSON refuses weights, centroids and values no measurement
+// gives, and buckets out of order: what lookups rely on.
+func (c *curve) UnmarshalJSON(b []byte) error {
+	var pts [][3]float64
+	if err := json.Unmarshal(b, &pts); err != nil {
+		return err
 	}
+	*c = curve{}
+	last := -1
+	for _, p := range pts {
+		w, x, y := p[0], p[1], p[2]
+		i := bucketOf(int(min(x, math.Ldexp(1, maxSizeLog))))
+		if !(w > 0 && w <= maxWeight && x >= 1 && x <= math.Ldexp(1, maxSizeLog) && y >= 0 && y <= maxValue) || i <= last {
+			return fmt.Errorf("%w: curve point %v", ErrCorrupt, p)
+		}
+		c.p[i], last = point{w: w, n: x, y: y}, i
+	}
+	return nil
+}
+
+// A kind is written "media type/class" ("text/xml/high").
+func (k kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+func (k *kind) UnmarshalText(b []byte) error {
+	s := string(b)
+	i := strings.LastIndexByte(s, '/')
+	c := slices.Index(classNames[:], s[i+1:])
+	if i < 0 || c < 0 || i > maxKindMIME {
+		return fmt.Errorf("%w: kind %q", ErrCorrupt, s)
+	}
+	*k = kind{mime: s[:i], class: uint8(c)}
+	return nil
 }

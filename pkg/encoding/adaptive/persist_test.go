@@ -3,8 +3,10 @@ package adaptive_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,17 +16,10 @@ import (
 )
 
 // sampleModels is models with a little of everything: encodes of two
-// kinds, decodes, and a peer with a path and a profile.
+// kinds and decodes.
 func sampleModels() *adaptive.Models {
-	w := newWorld()
-	m := w.models
+	m := newWorld().models
 	m.Teach("fast:1", message.Element{Data: bytes.Repeat([]byte{7}, 5000)}, 5010, 7*time.Microsecond)
-	rm := adaptive.NewModels()
-	rm.TeachDecode("fast", 4096, 1000, 3*time.Microsecond)
-	m.SetPeer("12D3KooWpeer", adaptive.PeerRecord{
-		Path: adaptive.Path{RTT: 60 * time.Millisecond, Bandwidth: 80_000, InitWindow: 14600},
-		At:   time.Unix(1_700_000_000, 5), Profile: rm.Profile(),
-	})
 	return m
 }
 
@@ -43,12 +38,8 @@ func TestModelsSurviveARestart(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatal("reloaded models differ")
 	}
-	r, ok := back.Peer("12D3KooWpeer")
-	if !ok || r.Path.Bandwidth != 80_000 || r.Path.InitWindow != 14600 || !r.At.Equal(time.Unix(1_700_000_000, 5)) {
-		t.Fatalf("peer record %+v", r)
-	}
-	if got := r.Profile.Codecs(); len(got) != 1 || got[0] != "fast" {
-		t.Fatalf("peer profile codecs %v", got)
+	if got := back.Profile().Codecs(); len(got) != 2 {
+		t.Fatalf("decode table %v", got)
 	}
 	// Decisions made from the reloaded models are the same.
 	w := newWorld()
@@ -88,16 +79,20 @@ func TestLoadCorruptFile(t *testing.T) {
 func TestParseModelsBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		b    []byte
+		b    string
 	}{
-		{"too large", append([]byte("P2AM\x02"), make([]byte, 16<<20)...)},
-		// magic, 300 specs (limit 256)
-		{"too many specs", []byte("P2AM\x02\xac\x02")},
-		// one spec "a", no kinds, then a class curve claiming 99 buckets
-		{"long curve", []byte("P2AM\x02\x01\x01a\x00\x63")},
+		{"too large", `{"version":2,"decode":{"` + strings.Repeat("x", 16<<20) + `":[]}}`},
+		{"version", `{"version":1}`},
+		{"binary version 1", "P2AM\x01\x00\x00\x00\x00"},
+		{"empty name", `{"version":2,"codecs":{"":{}}}`},
+		{"long name", `{"version":2,"decode":{"` + strings.Repeat("x", 300) + `":[]}}`},
+		{"order", `{"version":2,"codecs":{"a:1":{"class":[[[1,1000,5],[1,100,3]]]}}}`},
+		{"same bucket", `{"version":2,"codecs":{"a:1":{"class":[[[1,100,5],[1,101,3]]]}}}`},
+		{"weight", `{"version":2,"codecs":{"a:1":{"class":[[[9,100,5]]]}}}`},
+		{"kind", `{"version":2,"codecs":{"a:1":{"size":{"text/xml/huge":[]}}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := adaptive.ParseModels(tc.b); !errors.Is(err, adaptive.ErrCorrupt) {
+			if _, err := adaptive.ParseModels([]byte(tc.b)); !errors.Is(err, adaptive.ErrCorrupt) {
 				t.Fatalf("err %v, want ErrCorrupt", err)
 			}
 		})
@@ -110,7 +105,7 @@ func FuzzParseModels(f *testing.F) {
 	e, _ := adaptive.NewModels().MarshalBinary()
 	f.Add(e)
 	f.Add(b[:len(b)/2])
-	f.Add([]byte("P2AM\x02\x01\x01a\x00\x01\x03"))
+	f.Add([]byte(`{"version":2,"codecs":{"a:1":{"class":[[[1,100,5],[2,1000,30]]]}}}`))
 	f.Add([]byte("P2AM\x01\x00"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := adaptive.ParseModels(in)
@@ -168,13 +163,14 @@ func TestParseProfileRejects(t *testing.T) {
 		b    []byte
 	}{
 		{"empty", nil},
-		{"magic", []byte("P2AM\x02\x00")},
-		{"version", []byte("P2AP\x01\x00")},
+		{"not JSON", []byte("P2AP\x01\x00")},
+		{"version", []byte(`{"version":1,"decode":{}}`)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(append([]byte{}, good...), 0)},
-		{"too many codecs", []byte("P2AP\x02\x41")},
-		{"empty name", []byte("P2AP\x02\x01\x00")},
-		{"too large", append([]byte("P2AP\x02"), make([]byte, adaptive.MaxProfileSize)...)},
+		{"too many codecs", []byte(manyCodecs(65))},
+		{"empty name", []byte(`{"version":2,"decode":{"":[]}}`)},
+		{"null", []byte(`{"version":2,"decode":{"a":null}}`)},
+		{"too large", append([]byte(`{"version":2}`), bytes.Repeat([]byte(" "), adaptive.MaxProfileSize)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := new(adaptive.Profile).UnmarshalBinary(tc.b); !errors.Is(err, adaptive.ErrCorrupt) {
@@ -187,7 +183,7 @@ func TestParseProfileRejects(t *testing.T) {
 func FuzzParseProfile(f *testing.F) {
 	good, _ := decodeProfile(newWorld(), map[string]time.Duration{"fast": 2, "strong": 9}).MarshalBinary()
 	f.Add(good)
-	f.Add([]byte("P2AP\x02\x00"))
+	f.Add([]byte(`{"version":2,"decode":{"a":[[[1,100,5]],[],[],[]]}}`))
 	f.Add(good[:len(good)/2])
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p := new(adaptive.Profile)
@@ -209,4 +205,17 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatal("marshal is not stable")
 		}
 	})
+}
+
+func manyCodecs(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"version":2,"decode":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"c%d":[]`, i)
+	}
+	b.WriteString("}}")
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,32 +9,42 @@ import (
 )
 
 // Profile is a node's decode speeds: per codec (by registered name, since
-// levels decode alike) and by how much the payload was compressed, the
-// decode time as a function of the decoded size. A receiver shares it with
+// levels decode alike), the decode time as a function of the decoded
+// size. A receiver shares it with
 // its senders, as NAM's client sent its decompression model to the server,
 // so that a sender can weigh a slow receiver's decode time. Its binary form
 // is a few hundred bytes.
 //
 // A Profile is immutable once made; the zero Profile knows nothing.
 type Profile struct {
-	dec map[string]*decodeStats
+	dec map[string]*curve
 }
 
 // MaxProfileSize bounds a profile's binary form.
 const MaxProfileSize = 64 << 10
 
-// profileMagic is "P2AP" and the format's version: 2 since its curves
-// carry no sample ages.
-const profileMagic = "P2AP\x02"
+// profileFile is a profile's form: JSON with the format's version.
+type profileFile struct {
+	Version int               `json:"version"`
+	Decode  map[string]*curve `json:"decode"`
+}
 
 // decodeTime predicts the time the profile's node takes to decode into n
-// bytes with codec, when the payload is about ratio·n bytes; false when
-// the profile knows nothing of the codec.
-func (p *Profile) decodeTime(codec string, n int, ratio float64) (time.Duration, bool) {
+// bytes with codec; false when the profile knows nothing of the codec.
+func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
 	if p == nil {
 		return 0, false
 	}
-	return p.dec[codec].at(n, ratio)
+	return decodeAt(p.dec[codec], n)
+}
+
+// decodeAt reads a decode-time curve at n bytes, if there is one.
+func decodeAt(c *curve, n int) (time.Duration, bool) {
+	if c == nil {
+		return 0, false
+	}
+	l := c.at(n, false)
+	return time.Duration(l.y), l.ok
 }
 
 // Codecs returns the codec names the profile knows, sorted.
@@ -44,64 +55,42 @@ func (p *Profile) Codecs() []string {
 	return slices.Sorted(maps.Keys(p.dec))
 }
 
-// MarshalBinary returns the profile's binary form: a magic "P2AP",
-// version 2, the number of codecs, then per codec its name and one curve
-// per ratio class.
+// MarshalBinary returns the profile's form: JSON of the format's version
+// and, per codec, its curve.
 func (p *Profile) MarshalBinary() ([]byte, error) {
-	b := []byte(profileMagic)
-	names := p.Codecs()
-	b = appendUvarint(b, uint64(len(names)))
-	for _, name := range names {
-		b = appendString(b, name)
-		for i := range p.dec[name] {
-			b = appendCurve(b, &p.dec[name][i])
-		}
+	b, err := json.Marshal(profileFile{Version: formatVersion, Decode: p.dec})
+	if err == nil && len(b) > MaxProfileSize {
+		err = fmt.Errorf("profile of %d bytes exceeds %d", len(b), MaxProfileSize)
 	}
-	if len(b) > MaxProfileSize {
-		return nil, fmt.Errorf("adaptive: profile of %d bytes exceeds %d", len(b), MaxProfileSize)
+	if err != nil {
+		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	return b, nil
 }
 
-// UnmarshalBinary decodes a profile's binary form into p. It refuses input
-// longer than MaxProfileSize, more than 64 codecs, names longer than 256
-// bytes, and curves that are out of order or hold values no measurement
-// gives; errors wrap ErrCorrupt.
+// UnmarshalBinary reads a profile's form into p. It refuses input longer
+// than MaxProfileSize, of another version, with more than 64 codecs or
+// names longer than 256 bytes, and curves that are out of order or hold
+// values no measurement gives; errors wrap ErrCorrupt.
 func (p *Profile) UnmarshalBinary(b []byte) error {
-	if len(b) > MaxProfileSize {
-		return fmt.Errorf("%w: profile of %d bytes", ErrCorrupt, len(b))
-	}
-	if len(b) < len(profileMagic) || string(b[:len(profileMagic)]) != profileMagic {
-		return fmt.Errorf("%w: not a profile", ErrCorrupt)
-	}
-	r := &reader{b: b[len(profileMagic):]}
-	q, err := r.profile()
-	if err == nil && len(r.b) != 0 {
-		err = fmt.Errorf("%w: %d bytes after the profile", ErrCorrupt, len(r.b))
-	}
-	if err != nil {
+	var f profileFile
+	if err := decodeJSON(b, MaxProfileSize, &f); err != nil {
 		return err
 	}
-	*p = *q
+	if f.Version != formatVersion {
+		return fmt.Errorf("%w: profile of version %d", ErrCorrupt, f.Version)
+	}
+	if err := checkDecode(f.Decode); err != nil {
+		return err
+	}
+	if f.Decode == nil {
+		f.Decode = map[string]*curve{}
+	}
+	p.dec = f.Decode
 	return nil
 }
 
-func (r *reader) profile() (*Profile, error) {
-	n := r.uvarint("codec count", maxCodecs)
-	p := &Profile{dec: make(map[string]*decodeStats, n)}
-	for range n {
-		name := r.string("codec name")
-		if _, dup := p.dec[name]; r.err == nil && (dup || name == "") {
-			r.fail("codec name")
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		s := new(decodeStats)
-		for i := range s {
-			r.curve(&s[i])
-		}
-		p.dec[name] = s
-	}
-	return p, r.err
-}
+// MarshalJSON and UnmarshalJSON keep a profile in a models file.
+func (p *Profile) MarshalJSON() ([]byte, error) { return p.MarshalBinary() }
+
+func (p *Profile) UnmarshalJSON(b []byte) error { return p.UnmarshalBinary(b) }
