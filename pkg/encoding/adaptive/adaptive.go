@@ -41,9 +41,11 @@
 // The path model learns from the scheme's own traffic: an Output (or
 // Bidi) over the scheme tells it when a message leaves and when what left
 // was acknowledged (encoding.Observer), and the scheme hands the time in
-// between, less the receiver's predicted decode and any encoding done
-// meanwhile, to its Peer (Peer.ObserveExchange). Every user of the
-// scheme, the lab's grid included, feeds the path model so.
+// between to its Peer (Peer.ObserveExchange) when everything in it went
+// as it is: then it is the path's alone, while an encoded element's
+// exchange also holds the receiver's decode, known only as well as its
+// profile. Every user of the scheme, the lab's grid included, feeds the
+// path model so.
 //
 // # Exploration
 //
@@ -112,8 +114,8 @@ type Peer interface {
 	Path() Path
 	// ReceiverProfile is the receiver's decode profile, nil if unknown.
 	ReceiverProfile() *Profile
-	// ObserveExchange tells that n bytes sent to the receiver were
-	// acknowledged after d, encode and decode times taken off.
+	// ObserveExchange tells that n bytes sent to the receiver as they
+	// are were acknowledged after d.
 	ObserveExchange(n int, d time.Duration)
 }
 
@@ -146,9 +148,10 @@ type exchange struct {
 	open  bool
 	start time.Time
 	bytes int
-	// skip is time within the exchange that is not the path's: the
-	// receiver's predicted decodes, and encodes done meanwhile.
-	skip time.Duration
+	// encoded says an element of it went encoded: its time is then the
+	// path's and the receiver's decode's, and the latter is known only as
+	// well as the receiver's profile (on a slow receiver, 2× off).
+	encoded bool
 }
 
 var (
@@ -222,39 +225,31 @@ func (s *Scheme) Sending(m *message.Message) {
 	}
 	s.xmu.Lock()
 	if !s.x.open {
-		s.x = exchange{open: true, start: s.clock.Now(), skip: s.x.skip}
+		s.x = exchange{open: true, start: s.clock.Now(), encoded: s.x.encoded}
 	}
 	s.x.bytes += n
 	s.xmu.Unlock()
 }
 
 // Delivered is the encoding.Observer's: what was sent since the last call
-// was acknowledged (ok), or is not to be timed. The time since the first
-// of it, less what was not the path's, goes to the Peer.
+// was acknowledged (ok), or is not to be timed. If all of it went as it
+// is, the time since the first of it is the path's alone, and goes to the
+// Peer; an exchange with encoded elements would teach the path the error
+// of the decode time predicted for the receiver, and is not reported.
 func (s *Scheme) Delivered(ok bool) {
 	s.xmu.Lock()
 	x := s.x
 	s.x = exchange{}
 	s.xmu.Unlock()
-	if !ok || !x.open || s.peer == nil {
-		return
-	}
-	if d := s.clock.Now().Sub(x.start) - x.skip; d > 0 {
-		s.peer.ObserveExchange(x.bytes, d)
+	if ok && x.open && !x.encoded && s.peer != nil {
+		s.peer.ObserveExchange(x.bytes, s.clock.Now().Sub(x.start))
 	}
 }
 
-// notPath adds to the exchange's time that is not the path's an element's
-// predicted decode at the receiver and, if the exchange is under way (the
-// element is not its first), its encode.
-func (s *Scheme) notPath(decode, encode time.Duration) {
-	if s.peer == nil {
-		return
-	}
+// sentEncoded marks the exchange under way, or the next, as one with an
+// encoded element.
+func (s *Scheme) sentEncoded() {
 	s.xmu.Lock()
-	s.x.skip += decode
-	if s.x.open {
-		s.x.skip += encode
-	}
+	s.x.encoded = true
 	s.xmu.Unlock()
 }

@@ -164,8 +164,8 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 			d.Fallback = true
 		}
 	}
-	if !d.Fallback {
-		s.notPath(d.Estimates[d.Best].Decode, d.EncodeTime)
+	if encoding.IsEncoded(out) {
+		s.sentEncoded()
 	}
 	d.SentSize = len(out.Data)
 	for _, i := range trials {
