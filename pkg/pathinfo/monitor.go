@@ -34,7 +34,9 @@ const (
 // times slower or faster than predicted is a surprise; changeAfter in a
 // row in the same direction mean the path changed (one may be a delay of
 // the machine's, not the path's), and the rate is reset to what the last
-// said. Other exchanges move the rate by feedAlpha towards what they say.
+// said. Other exchanges move the rate by feedAlpha towards what they say:
+// a steady change shows within a few exchanges, while one exchange's
+// noise moves the rate by a quarter of its error only.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0

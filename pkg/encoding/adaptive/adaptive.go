@@ -150,7 +150,7 @@ type exchange struct {
 	bytes int
 	// encoded says an element of it went encoded: its time is then the
 	// path's and the receiver's decode's, and the latter is known only as
-	// well as the receiver's profile (on a slow receiver, 2× off).
+	// well as the receiver's profile.
 	encoded bool
 }
 

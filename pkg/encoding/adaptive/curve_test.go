@@ -1,0 +1,45 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+)
+
+// A curve is exact for anything affine between its points, proportional
+// above them, and below them flat for times and a worsening ratio for
+// sizes; a lone high timing sample is clipped, a run of them believed.
+func TestCurve(t *testing.T) {
+	var c curve
+	c.add(1000, 1000+2*1000, true) // 1 µs + 2 ns a byte
+	c.add(100_000, 1000+2*100_000, true)
+	for _, tc := range []struct {
+		name  string
+		n     int
+		sizes bool
+		want  float64
+	}{
+		{"at a point", 1000, false, 3000},
+		{"between", 50_000, false, 1000 + 2*50_000},
+		{"above: proportional", 200_000, false, 2 * (1000 + 2*100_000)},
+		{"below: flat for times", 100, false, 3000},
+		{"below: sizes never above the input", 100, true, 100},
+	} {
+		if got := c.at(tc.n, tc.sizes); !got.ok || math.Abs(got.y-tc.want) > 1e-6*tc.want {
+			t.Errorf("%s: at(%d) = %+v, want %g", tc.name, tc.n, got, tc.want)
+		}
+	}
+	c.add(1000, 30_000, true) // ten times the expectation: once is a delay
+	if got := c.at(1000, false).y; got > 2*3000 {
+		t.Fatalf("one slow sample moved the point to %g", got)
+	}
+	for range clipStreak {
+		c.add(1000, 30_000, true)
+	}
+	if got := c.at(1000, false).y; got < 2*3000 {
+		t.Fatalf("a run of slow samples left the point at %g", got)
+	}
+	var empty curve
+	if empty.at(5, false).ok || !empty.empty() {
+		t.Fatal("an empty curve knows something")
+	}
+}
