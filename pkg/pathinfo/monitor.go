@@ -58,10 +58,9 @@ type Monitor struct {
 	stats    Stats
 }
 
-// Stats counts what a monitor did.
-type Stats struct {
-	Probes, ProbeBytes, Pings, Profiles, Exchanges, Changes int
-}
+// Stats counts what a monitor did: probe trains, pings, profiles fetched,
+// exchanges observed and path changes they showed.
+type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes int }
 
 var _ adaptive.Peer = (*Monitor)(nil)
 
@@ -92,33 +91,23 @@ func (m *Monitor) Stats() Stats {
 	return m.stats
 }
 
-// SetPath sets the path, as from a source the monitor cannot observe (a
-// configured link).
-func (m *Monitor) SetPath(p adaptive.Path) {
-	m.mu.Lock()
-	m.path, m.streak = p, 0
-	m.mu.Unlock()
-}
-
 // Ensure makes sure the monitor knows the path and the receiver's profile
-// before a sender relies on them. Without a measured bandwidth it probes;
-// with one it checks the RTT with libp2p pings and probes again only if
-// the RTT moved by more than half.
-// It fetches the profile if none is remembered. A peer that does not run
-// the pathinfo protocol leaves the path with the RTT pings measured and
-// no bandwidth, and no profile; that is not an error. Other failures are.
+// before a sender relies on them: without a measured bandwidth it probes;
+// with one it pings, and probes again if the RTT moved by more than half;
+// it fetches the profile if it has none. A peer that does not run the
+// protocol leaves an RTT, no bandwidth and no profile, without an error.
 func (m *Monitor) Ensure(ctx context.Context) error {
 	m.mu.Lock()
-	fresh := m.path.Bandwidth > 0
-	old, hasProfile := m.path.RTT, m.profile != nil
+	probe, old, hasProfile := m.path.Bandwidth <= 0, m.path.RTT, m.profile != nil
 	m.mu.Unlock()
-	probe := !fresh
-	if fresh {
+	if !probe {
 		rtt, err := m.ping(ctx)
 		if err != nil {
 			return err
 		}
-		probe = moved(old, rtt)
+		// Moved by more than half: beyond what queueing makes of one
+		// path's RTT, so likely another path.
+		probe = rtt > old*3/2 || rtt < old/2
 	}
 	if probe {
 		if _, err := m.Probe(ctx); err != nil && !errors.Is(err, errUnsupported) {
@@ -132,10 +121,6 @@ func (m *Monitor) Ensure(ctx context.Context) error {
 	}
 	return nil
 }
-
-// moved reports whether an RTT moved by more than half from old: beyond
-// what queueing makes of one path's RTT, so likely another path.
-func moved(old, rtt time.Duration) bool { return old <= 0 || rtt > old*3/2 || rtt < old/2 }
 
 // ping measures the RTT with libp2p pings (the least of three; each also
 // goes into the peerstore's latency EWMA) and records it.
@@ -230,7 +215,6 @@ func (m *Monitor) probe(ctx context.Context, size int, gap time.Duration) (repor
 	}
 	m.mu.Lock()
 	m.stats.Probes++
-	m.stats.ProbeBytes += size
 	m.mu.Unlock()
 	rep, err := parseReport(b)
 	if err == nil && rep.Received != size {
@@ -312,14 +296,11 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 	return p, nil
 }
 
-// ObserveExchange tells the monitor that n bytes sent to the peer were
-// acknowledged after d, encode and decode times taken off (what the
-// adaptive scheme reports of its exchanges). Short exchanges teach the
-// fixed cost of an exchange beyond the RTT (pipes, endpoint,
-// acknowledgement); longer ones refine the bandwidth, or, contradicting
-// it changeAfter times in a row, reset it. Exchanges keep the path
-// current; Ensure measures it again (a ping, and a probe if the RTT
-// moved).
+// ObserveExchange tells the monitor that n bytes sent to the peer as they
+// are were acknowledged after d (what the adaptive scheme reports). Short
+// exchanges teach the fixed cost of an exchange beyond the RTT (pipes,
+// endpoint, acknowledgement); longer ones refine the bandwidth or,
+// contradicting it changeAfter times in a row, reset it.
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return

@@ -1,11 +1,11 @@
 // Package pathinfo tells the adaptive encoding scheme what it cannot see
 // from the encoding layer: the path to a peer (RTT, bandwidth, slow start)
 // and the peer's decode profile. A Monitor per peer measures the RTT with
-// libp2p pings, probes the bandwidth when it has no recent measurement,
-// refines both from the exchanges the scheme reports (adaptive.Peer's
-// ObserveExchange) and fetches the peer's profile, over a small protocol,
-// /p2pmsg/pathinfo/1.0.0, by which peers probe each other and exchange
-// decode profiles (as NAM's client sent its decompression model).
+// libp2p pings, probes the bandwidth, refines it from the exchanges the
+// scheme reports (adaptive.Peer's ObserveExchange) and fetches the peer's
+// profile, over a small protocol, /p2pmsg/pathinfo/1.0.0, by which peers
+// probe each other and exchange decode profiles (as NAM's client sent its
+// decompression model).
 //
 // It sits above pkg/node and pkg/encoding/adaptive, beside the endpoint
 // layer: it imports no endpoint, pipe or socket code, and the encoding
@@ -106,7 +106,7 @@ func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error)
 	return s, nil
 }
 
-// Close stops answering; the monitors stay usable, without it.
+// Close stops answering probes and profile requests.
 func (s *Service) Close() error {
 	s.host.RemoveStreamHandler(ProtocolID)
 	return nil

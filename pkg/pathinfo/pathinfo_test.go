@@ -2,12 +2,15 @@ package pathinfo_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	"go.uber.org/goleak"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
@@ -94,20 +97,20 @@ func TestProbeAndProfileExchange(t *testing.T) {
 	}
 }
 
-// With a measured path, Ensure only pings, and fetches no profile again.
-func TestEnsureTwiceOnlyPings(t *testing.T) {
+// With a measured path, Ensure pings again (and probes only if the RTT
+// moved, which on loopback it may), and fetches no profile again.
+func TestEnsureTwice(t *testing.T) {
 	_, rcv, ss, _, _ := pair(t, linkemu.Link{})
 	m := ss.Monitor(rcv.ID())
 	if err := m.Ensure(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	before := m.Stats()
-	m.SetPath(adaptive.Path{RTT: m.Path().RTT, Bandwidth: 1e6}) // RTT as pinged
 	if err := m.Ensure(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if st := m.Stats(); st.Pings == before.Pings || st.Probes != before.Probes || st.Profiles != before.Profiles {
-		t.Fatalf("stats %+v after %+v: want pings only", st, before)
+	if st := m.Stats(); st.Pings == before.Pings || st.Profiles != before.Profiles || m.Path().Bandwidth <= 0 {
+		t.Fatalf("stats %+v after %+v: want pings and no profile", st, before)
 	}
 }
 
@@ -147,5 +150,48 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := pathinfo.New(n.Host(), nil); !errors.Is(err, pathinfo.ErrBadOption) {
 		t.Fatal("nil models accepted")
+	}
+}
+
+// A misbehaving peer's answers are held to the protocol's bounds: a
+// profile frame beyond adaptive.MaxProfileSize, a probe report beyond its
+// size, a report that does not add up, and a profile that does not parse
+// are refused, without reading what the frame claims.
+func TestMisbehavingPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		probe  bool
+	}{
+		{"profile frame too large", binary.AppendUvarint(nil, adaptive.MaxProfileSize+1), false},
+		{"profile not a profile", append(binary.AppendUvarint(nil, 3), "{{{"...), false},
+		{"report frame too large", binary.AppendUvarint(nil, 1<<20), true},
+		{"report does not add up", append(binary.AppendUvarint(nil, 4), 5, 1, 1, 0), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snd, rcv := testutil.NewNode(t), testutil.NewNode(t)
+			if err := snd.Connect(ctx(t), rcv.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			rcv.Host().SetStreamHandler(pathinfo.ProtocolID, func(st network.Stream) {
+				defer st.Close()
+				io.Copy(io.Discard, st)
+				st.Write(tc.answer)
+			})
+			ss, err := pathinfo.New(snd.Host(), adaptive.NewModels())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ss.Close()
+			m := ss.Monitor(rcv.ID())
+			if tc.probe {
+				_, err = m.Probe(ctx(t))
+			} else {
+				_, err = m.FetchProfile(ctx(t))
+			}
+			if !errors.Is(err, pathinfo.ErrProtocol) && !errors.Is(err, adaptive.ErrCorrupt) {
+				t.Fatalf("err %v, want ErrProtocol or ErrCorrupt", err)
+			}
+		})
 	}
 }
