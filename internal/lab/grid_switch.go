@@ -94,7 +94,7 @@ type SwitchResult struct {
 	// LateMisses counts later messages that, alone, are not.
 	LateMisses int
 	// ChoiceAdapted is the first message from which every choice sent
-	// (exploration aside) is one whose reference AMTT on the new link is
+	// is one whose reference AMTT on the new link is
 	// within 5% (or 1 ms) of the best's.
 	ChoiceAdapted int
 }
@@ -315,7 +315,7 @@ func adaptation(steps []SwitchStep, best time.Duration) (int, int) {
 }
 
 // choiceAdaptation returns the 1-based index of the first step from which
-// every choice auto sent (exploration aside) is one whose reference AMTT
+// every choice auto sent is one whose reference AMTT
 // is within the target of the best; -1 if none.
 func choiceAdaptation(steps []SwitchStep, ref []GridResult, link string, best time.Duration) int {
 	good := map[string]bool{}
