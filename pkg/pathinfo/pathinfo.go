@@ -3,7 +3,7 @@
 // and the peer's decode profile. A Monitor per peer measures the RTT with
 // libp2p pings, probes the bandwidth, refines it from the exchanges the
 // scheme reports (adaptive.Peer's ObserveExchange) and fetches the peer's
-// profile, over a small protocol, /p2pmsg/pathinfo/1.0.0, by which peers
+// profile, over a small protocol, /p2pmsg/pathinfo/2.0.0, by which peers
 // probe each other and exchange decode profiles (as NAM's client sent its
 // decompression model).
 //
@@ -46,8 +46,9 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
 
-// ProtocolID is the pathinfo protocol.
-const ProtocolID protocol.ID = "/p2pmsg/pathinfo/1.0.0"
+// ProtocolID is the pathinfo protocol. Version 2 carries the adaptive
+// profile's JSON form; a peer of version 1 is one without the protocol.
+const ProtocolID protocol.ID = "/p2pmsg/pathinfo/2.0.0"
 
 // ErrBadOption reports an option out of its bounds.
 var ErrBadOption = errors.New("pathinfo: invalid option")
@@ -88,7 +89,7 @@ type Service struct {
 }
 
 // New starts the service on the libp2p host h (a p2pmsg node's Host()):
-// it answers /p2pmsg/pathinfo/1.0.0, serving models' decode profile
+// it answers /p2pmsg/pathinfo/2.0.0, serving models' decode profile
 // (what the node's timed decodes taught them: adaptive.Models.TimeDecodes
 // and CalibrateDecode).
 func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
