@@ -211,7 +211,7 @@ run's JSON lines again.`,
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
 	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")
-	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of auto's exploration")
+	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of the rounds' order")
 	return cmd
 }
 

@@ -135,7 +135,9 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil {
 				return err
 			}
-			info, err := pathinfo.New(p.node.Host(), models, pathinfo.WithRegistry(reg))
+			// Its decode profile covers its codecs before it decodes any.
+			models.CalibrateDecode(reg, nil)
+			info, err := pathinfo.New(p.node.Host(), models)
 			if err != nil {
 				return err
 			}

@@ -157,6 +157,7 @@ the peer has acknowledged every byte and answered the close.`,
 			}
 			defer out.Close()
 			var sender encoding.Sender = out
+			flush := out.Flush
 			if encode != "" {
 				keys.recipient = out.RemotePeer()
 				if keys.recipient == "" && len(infos) == 1 {
@@ -173,11 +174,7 @@ the peer has acknowledged every byte and answered the close.`,
 				}
 				var scheme encoding.Scheme
 				if encode == autoEncode {
-					flush := out.Flush
-					if a.Type == adv.Propagate {
-						flush = nil
-					}
-					auto, done, err := newAutoScheme(ctx, p, keyFile, keys.recipient, names, a.ID.String(), flush, cmd.ErrOrStderr())
+					auto, done, err := newAutoScheme(ctx, p, keyFile, keys.recipient, names, a.ID.String(), cmd.ErrOrStderr())
 					if err != nil {
 						return err
 					}
@@ -196,9 +193,13 @@ the peer has acknowledged every byte and answered the close.`,
 				if verbose {
 					next = &sizeReporter{next: out, orig: m, w: cmd.ErrOrStderr()}
 				}
-				if sender, err = encoding.NewOutput(next, scheme); err != nil {
+				eo, err := encoding.NewOutput(next, scheme)
+				if err != nil {
 					return err
 				}
+				// Its Flush flushes the pipe and times the exchange for
+				// --encode auto's path model.
+				sender, flush = eo, eo.Flush
 			}
 			if a.Type == adv.Propagate {
 				if err := out.WaitMembers(ctx, 1); err != nil {
@@ -213,7 +214,7 @@ the peer has acknowledged every byte and answered the close.`,
 			if a.Type == adv.Propagate {
 				return sleep(ctx, propagateGrace)
 			}
-			return out.Flush(ctx)
+			return flush(ctx)
 		},
 	}
 	f := cmd.Flags()
@@ -269,11 +270,15 @@ func buildMessage(elems []string, ns, mime string) (*message.Message, error) {
 // --verbose: it sees each message as encoded and says, per element, the
 // outer codec and the size before (in orig, the message given) and after.
 type sizeReporter struct {
-	next encoding.Sender
+	next *pipe.OutputPipe
 	orig *message.Message
 	w    io.Writer
 	n    int
 }
+
+// Flush is the output pipe's, so that the encoding output above can time
+// its exchanges (encoding.Output.Flush).
+func (s *sizeReporter) Flush(ctx context.Context) error { return s.next.Flush(ctx) }
 
 func (s *sizeReporter) Send(ctx context.Context, m *message.Message) error {
 	s.n++

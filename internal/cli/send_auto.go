@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
-	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
-	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // autoEncode is the --encode value that chooses per element.
@@ -61,10 +58,10 @@ func loadModels(keyFile string, warn io.Writer) (*adaptive.Models, func()) {
 // models loaded from the data directory, the path to the recipient
 // measured by pathinfo (a probe when there is no recent history; RTT only
 // if the recipient does not run pathinfo) with its decode profile when it
-// serves one. done, called once sending is over, times the whole transfer
-// up to flush (when given) as one exchange, so the next run starts from
-// what this one saw, and saves the models.
-func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID, names []string, pipeID string, flush func(context.Context) error, warn io.Writer) (encoding.Scheme, func(), error) {
+// serves one. The scheme times its exchanges itself when the encoding
+// output over it is flushed, so the next run starts from what this one
+// saw; done, called once sending is over, saves the models.
+func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID, names []string, pipeID string, warn io.Writer) (*adaptive.Scheme, func(), error) {
 	models, saveModels := loadModels(keyFile, warn)
 	var codecs []encoding.Codec
 	for _, spec := range adaptive.DefaultSpecs {
@@ -74,65 +71,29 @@ func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID
 		}
 		codecs = append(codecs, c)
 	}
-	opts := []adaptive.Option{adaptive.WithModels(models), adaptive.WithSelector(encoding.ByName(names...)), adaptive.WithPipeID(pipeID)}
+	opts := []adaptive.Option{adaptive.WithModels(models),
+		adaptive.WithEncoding(encoding.WithSelector(encoding.ByName(names...)), encoding.WithPipeID(pipeID))}
 	svc, err := pathinfo.New(p.node.Host(), models)
 	if err != nil {
 		return nil, nil, err
 	}
-	var mon *pathinfo.Monitor
 	if to != "" {
-		mon = svc.Monitor(to)
+		mon := svc.Monitor(to)
 		ectx, cancel := context.WithTimeout(ctx, autoEnsureTimeout)
 		if err := mon.Ensure(ectx); err != nil {
 			fmt.Fprintf(warn, "send: measuring the path to %s: %v\n", to, err)
 		}
 		cancel()
-		opts = append(opts, adaptive.WithPath(mon), adaptive.WithReceiver(mon))
+		opts = append(opts, adaptive.WithPeer(mon))
 	}
 	s, err := adaptive.New(codecs, opts...)
 	if err != nil {
 		svc.Close()
 		return nil, nil, err
 	}
-	ts := &sentScheme{Scheme: s}
-	done := func() {
-		if mon != nil && flush != nil && ctx.Err() == nil && flush(ctx) == nil {
-			if n, d, ok := ts.sent(); ok {
-				mon.ObserveExchange(n, d)
-			}
-		}
+	return s, func() {
+		s.Wait()
 		svc.Close()
 		saveModels()
-	}
-	return ts, done, nil
-}
-
-// sentScheme notes when the first message left (its encoding done) and
-// how many bytes all of them took on the wire.
-type sentScheme struct {
-	*adaptive.Scheme
-	mu    sync.Mutex
-	start time.Time
-	bytes int64
-}
-
-func (s *sentScheme) Encode(m *message.Message) (*message.Message, error) {
-	out, err := s.Scheme.Encode(m)
-	if err != nil {
-		return nil, err
-	}
-	n, _ := wire.Size(out)
-	s.mu.Lock()
-	if s.start.IsZero() {
-		s.start = time.Now()
-	}
-	s.bytes += n
-	s.mu.Unlock()
-	return out, nil
-}
-
-func (s *sentScheme) sent() (int, time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int(s.bytes), time.Since(s.start), !s.start.IsZero()
+	}, nil
 }

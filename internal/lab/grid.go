@@ -18,7 +18,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
-	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // The grid experiment measures the adaptive scheme ("auto") against
@@ -58,10 +57,13 @@ import (
 // The sender is one p2pmsg node for the whole run: its adaptive models
 // persist from cell to cell as a node's would from day to day, its path
 // to each new receiver is probed by pathinfo (no history: a new peer per
-// link), and the exchanges it times (any choice's) are reported to the
-// path monitor. The receiver decodes with a timing decoder and serves its
-// decode profile over pathinfo; its acknowledgements say how long it
-// decoded, so that the sender can tell transfer time from decode time.
+// link). Each choice sends through its own encoding.Bidi over the data
+// pipe and receives the acknowledgement through it, so auto's scheme
+// times its own exchanges and feeds its path model as any user's does
+// (encoding.Observer); nothing else is reported to the path monitor. The
+// receiver decodes with a timing decoder and serves its decode profile
+// over pathinfo; its acknowledgements say how long it decoded, for the
+// trace.
 
 // Errors of the grid experiment.
 var ErrGridConfig = errors.New("lab: invalid grid configuration")
@@ -135,9 +137,7 @@ type GridConfig struct {
 	Remeasure int
 	// Models are the sender's models, kept across cells; default new.
 	Models *adaptive.Models
-	// Exploration of the auto scheme; default adaptive.DefaultExploration.
-	Exploration *adaptive.Exploration
-	Seed        uint64
+	Seed   uint64
 	// Progress, when set, receives a line per document and cell.
 	Progress io.Writer
 	// Trace, when set, receives a line per auto decision. Tracing adds a
@@ -373,7 +373,9 @@ func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, se
 	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes(nil)); err != nil {
 		return fail(err)
 	}
-	if g.rsvc, err = pathinfo.New(g.rcv.Node.Host(), rmodels, pathinfo.WithRegistry(reg)); err != nil {
+	// The receiver's profile covers its codecs before it decodes any.
+	rmodels.CalibrateDecode(reg, nil)
+	if g.rsvc, err = pathinfo.New(g.rcv.Node.Host(), rmodels); err != nil {
 		return fail(err)
 	}
 	if g.ssvc, err = pathinfo.New(g.snd.Node.Host(), smodels); err != nil {
@@ -497,32 +499,33 @@ func (c *slowCodec) worked(in, out int, d time.Duration) time.Duration {
 	return r.add(d)
 }
 
-// timedScheme times its scheme's encodes and keeps what they produce, to
-// be looked at once the exchange is timed.
+// timedScheme keeps what its scheme's encodes produce, to be looked at
+// once the exchange is timed.
 type timedScheme struct {
 	encoding.Scheme
-	last atomic.Int64                    // ns of the last Encode
-	out  atomic.Pointer[message.Message] // the last encoded message
+	out atomic.Pointer[message.Message] // the last encoded message
 }
 
 func (t *timedScheme) Encode(m *message.Message) (*message.Message, error) {
-	t0 := time.Now()
 	out, err := t.Scheme.Encode(m)
-	t.last.Store(int64(time.Since(t0)))
 	if err == nil {
 		t.out.Store(out)
 	}
 	return out, err
 }
 
-// wireSize is the wire size of the last encoded message.
-func (t *timedScheme) wireSize() int {
-	m := t.out.Load()
-	if m == nil {
-		return 0
+// Sending and Delivered pass the encoding.Observer's calls on to the
+// scheme, if it observes (auto's does).
+func (t *timedScheme) Sending(m *message.Message) {
+	if o, ok := t.Scheme.(encoding.Observer); ok {
+		o.Sending(m)
 	}
-	n, _ := wire.Size(m)
-	return int(n)
+}
+
+func (t *timedScheme) Delivered(ok bool) {
+	if o, is := t.Scheme.(encoding.Observer); is {
+		o.Delivered(ok)
+	}
 }
 
 // sentAs says how the last encoded message carried the document: the
@@ -561,24 +564,13 @@ func (identityScheme) Encode(m *message.Message) (*message.Message, error) {
 
 func (identityScheme) Decode(m *message.Message) (*message.Message, error) { return m, nil }
 
-// gridChoice is one choice's adapter on the sender's data pipe.
+// gridChoice is one choice's adapter on the sender's data pipe: it
+// sends the documents and receives their acknowledgements.
 type gridChoice struct {
 	name   string
 	scheme *timedScheme
-	out    *encoding.Output
+	out    *encoding.Bidi
 	size   map[string]int // encoded element size by document (fixed choices)
-}
-
-// kind is how the last message went, for the path monitor's records by
-// kind (pathinfo.Monitor.Excess): the fixed choice's name. Auto's own
-// exchanges go unkinded: the encode time taken off them includes its
-// deciding, which would make the choice it sends look cheaper than the
-// same choice sent fixed, and so more likely to be sent again.
-func (c *gridChoice) kind() string {
-	if c.name == ChoiceAuto {
-		return ""
-	}
-	return c.name
 }
 
 // Protocol elements of the grid beyond the AMTT experiment's.
@@ -628,15 +620,9 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 		}
 		out = append(out, &gridChoice{name: spec, scheme: &timedScheme{Scheme: s}, size: map[string]int{}})
 	}
-	opts := []adaptive.Option{
-		adaptive.WithModels(cfg.Models), adaptive.WithPath(g.mon), adaptive.WithReceiver(g.mon),
-		adaptive.WithSeed(cfg.Seed),
-	}
+	opts := []adaptive.Option{adaptive.WithModels(cfg.Models), adaptive.WithPeer(g.mon)}
 	if trace != nil {
 		opts = append(opts, adaptive.WithTrace(trace))
-	}
-	if cfg.Exploration != nil {
-		opts = append(opts, adaptive.WithExploration(*cfg.Exploration))
 	}
 	auto, err := adaptive.New(codecs, opts...)
 	if err != nil {
@@ -644,7 +630,7 @@ func newChoices(cfg GridConfig, g *gridPair, trace func(adaptive.Decision)) ([]*
 	}
 	out = append(out, &gridChoice{name: ChoiceAuto, scheme: &timedScheme{Scheme: auto}, size: map[string]int{}})
 	for _, c := range out {
-		if c.out, err = encoding.NewOutput(g.sp.Data, c.scheme); err != nil {
+		if c.out, err = encoding.NewBidi(g.sp.Data, c.scheme); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -733,16 +719,14 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 			err = c.out.Send(tctx, m)
 			var ack *message.Message
 			if err == nil {
-				ack, err = expect(tctx, g.sp.Data, opAck, seq)
+				ack, err = expect(tctx, c.out, opAck, seq)
 			}
 			d = time.Since(start)
 			if err != nil {
 				return 0, 0, err
 			}
 			ns, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
-			dec = time.Duration(ns)
-			g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-dec)
-			return d, dec, nil
+			return d, time.Duration(ns), nil
 		}
 		// measure runs the cell's rounds once; round0 numbers its rounds
 		// after a disturbed measurement's.
@@ -1040,19 +1024,15 @@ func fmtDur(d time.Duration) string {
 // prediction against.
 func writeDecision(w io.Writer, profile, cpu, doc string, round int, took, dec time.Duration, d adaptive.Decision) {
 	b := d.Estimates[d.Best]
-	ch := d.Estimates[d.Chosen]
-	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v", profile, cpu, doc, round, ch.Spec, d.SentSize, fmtDur(took))
+	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v", profile, cpu, doc, round, d.Choice(), d.SentSize, fmtDur(took))
 	if d.EncodeTime > 0 || dec > 0 {
 		fmt.Fprintf(w, ": enc %v dec %v", fmtDur(d.EncodeTime), fmtDur(dec))
 	}
 	fmt.Fprintf(w, ") best-predicted %s %v [enc %v xfer %v dec %v] path %.3gMB/s rtt %v",
 		b.Spec, fmtDur(b.Total), fmtDur(b.Encode), fmtDur(b.Transfer), fmtDur(b.Decode),
 		d.Path.Bandwidth/1e6, d.Path.RTT.Round(time.Microsecond))
-	if d.Explored {
-		fmt.Fprint(w, " explore")
-	}
-	if len(d.Shadowed) > 0 {
-		fmt.Fprintf(w, " shadow %v", d.Shadowed)
+	if len(d.Trials) > 0 {
+		fmt.Fprintf(w, " trial %v", d.Trials)
 	}
 	fmt.Fprint(w, " |")
 	for _, e := range d.Estimates {
@@ -1060,11 +1040,7 @@ func writeDecision(w io.Writer, profile, cpu, doc string, round int, took, dec t
 		if !e.Known {
 			k = "?"
 		}
-		fmt.Fprintf(w, " %s%s=%s(%s+%s+%s", e.Spec, k, fmtDur(e.Total), fmtDur(e.Encode), fmtDur(e.Transfer), fmtDur(e.Decode))
-		if e.Excess != 0 {
-			fmt.Fprintf(w, " excess %s", fmtDur(e.Excess))
-		}
-		fmt.Fprint(w, ")")
+		fmt.Fprintf(w, " %s%s=%s(%s+%s+%s)", e.Spec, k, fmtDur(e.Total), fmtDur(e.Encode), fmtDur(e.Transfer), fmtDur(e.Decode))
 	}
 	fmt.Fprintln(w)
 }

@@ -486,11 +486,7 @@ func WriteSwitchMarkdown(w io.Writer, r *SwitchResult) error {
 		if s.Link == r.To {
 			best = r.BestTo.AMTT
 		}
-		ex := ""
-		if s.Explored {
-			ex = " (explore)"
-		}
-		fmt.Fprintf(bw, "| %d | %s | %s%s | %d | %s | %s |\n", s.Index, s.Link, s.Choice, ex, s.SentBytes, ms(s.Time), signed(pct(s.Time, best)))
+		fmt.Fprintf(bw, "| %d | %s | %s | %d | %s | %s |\n", s.Index, s.Link, s.Choice, s.SentBytes, ms(s.Time), signed(pct(s.Time, best)))
 	}
 	fmt.Fprintln(bw, "\nReference (fixed choices, trimmed mean):\n\n| link | choice | AMTT (ms) |\n|---|---|---:|")
 	for _, ref := range r.Reference {

@@ -59,16 +59,13 @@ type SwitchConfig struct {
 	// Choices are the fixed choices measured on each link for reference
 	// (after auto's messages on it); default DefaultGridChoices.
 	Choices    []string
-	RefTrials  int     // rounds of the reference; default DefaultGridTrials
-	CPU        string  // receiver CPU; default CPUFast
-	SlowFactor float64 // default DefaultSlowFactor
-	// Watch is how often the sender's path monitor pings the receiver;
-	// default one second.
-	Watch    time.Duration
-	Models   *adaptive.Models // the sender's; default new
-	Seed     uint64
-	Progress io.Writer
-	Trace    io.Writer
+	RefTrials  int              // rounds of the reference; default DefaultGridTrials
+	CPU        string           // receiver CPU; default CPUFast
+	SlowFactor float64          // default DefaultSlowFactor
+	Models     *adaptive.Models // the sender's; default new
+	Seed       uint64
+	Progress   io.Writer
+	Trace      io.Writer
 }
 
 // SwitchStep is one message of auto's.
@@ -78,7 +75,6 @@ type SwitchStep struct {
 	Choice    string        `json:"choice"`
 	SentBytes int           `json:"sent_bytes"`
 	Time      time.Duration `json:"time_ns"` // send to acknowledgement
-	Explored  bool          `json:"explored,omitempty"`
 }
 
 // SwitchResult is the link-change run.
@@ -98,7 +94,7 @@ type SwitchResult struct {
 	// LateMisses counts later messages that, alone, are not.
 	LateMisses int
 	// ChoiceAdapted is the first message from which every choice sent
-	// (exploration aside) is one whose reference AMTT on the new link is
+	// is one whose reference AMTT on the new link is
 	// within 5% (or 1 ms) of the best's.
 	ChoiceAdapted int
 }
@@ -143,16 +139,13 @@ func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
 	if cfg.CPU == "" {
 		cfg.CPU = CPUFast
 	}
-	if cfg.Watch == 0 {
-		cfg.Watch = time.Second
-	}
 	gc, err := GridConfig{Profiles: []string{cfg.From, cfg.To}, Docs: []string{cfg.Doc}, Choices: cfg.Choices,
 		CPUs: []string{cfg.CPU}, SlowFactor: cfg.SlowFactor, Trials: cfg.RefTrials, Warmup: -1, Models: cfg.Models, Seed: cfg.Seed}.normalize()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Before < 1 || cfg.After < 1 || cfg.Watch < 0 {
-		return nil, fmt.Errorf("%w: before %d, after %d, watch %v", ErrGridConfig, cfg.Before, cfg.After, cfg.Watch)
+	if cfg.Before < 1 || cfg.After < 1 {
+		return nil, fmt.Errorf("%w: before %d, after %d", ErrGridConfig, cfg.Before, cfg.After)
 	}
 	from, _ := linkemu.Lookup(cfg.From)
 	to, _ := linkemu.Lookup(cfg.To)
@@ -181,11 +174,6 @@ func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
 func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *linkemu.Switch, from, to linkemu.Profile, doc GridDoc, g *gridPair) (*SwitchResult, error) {
 	if err := g.mon.Ensure(ctx); err != nil {
 		return nil, fmt.Errorf("probing the path: %w", err)
-	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	if cfg.Watch > 0 {
-		g.mon.Watch(wctx, cfg.Watch)
 	}
 	var mu sync.Mutex
 	var last adaptive.Decision
@@ -219,16 +207,13 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 		defer cancel()
 		start := time.Now()
 		err := c.out.Send(tctx, m)
-		var ack *message.Message
 		if err == nil {
-			ack, err = expect(tctx, g.sp.Data, opAck, s)
+			_, err = expect(tctx, c.out, opAck, s)
 		}
 		d := time.Since(start)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", c.name, err)
 		}
-		dec, _ := strconv.ParseInt(field(ack, elDecode), 10, 64)
-		g.mon.ObserveExchangeOf(c.kind(), c.scheme.wireSize(), d-time.Duration(c.scheme.last.Load())-time.Duration(dec))
 		return d, nil
 	}
 	res := &SwitchResult{From: from.Name, To: to.Name, Doc: doc.Name}
@@ -263,7 +248,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 			mu.Lock()
 			dd := last
 			mu.Unlock()
-			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d, Explored: dd.Explored}
+			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d}
 			res.Steps = append(res.Steps, st)
 			if cfg.Trace != nil {
 				writeDecision(cfg.Trace, p.Name, gc.CPUs[0], doc.Name, st.Index, d, 0, dd)
@@ -283,7 +268,6 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 	if err := run(to, cfg.After); err != nil {
 		return res, err
 	}
-	stopWatch()
 	if res.BestTo, err = reference(to); err != nil {
 		return res, err
 	}
@@ -331,7 +315,7 @@ func adaptation(steps []SwitchStep, best time.Duration) (int, int) {
 }
 
 // choiceAdaptation returns the 1-based index of the first step from which
-// every choice auto sent (exploration aside) is one whose reference AMTT
+// every choice auto sent is one whose reference AMTT
 // is within the target of the best; -1 if none.
 func choiceAdaptation(steps []SwitchStep, ref []GridResult, link string, best time.Duration) int {
 	good := map[string]bool{}
@@ -342,7 +326,7 @@ func choiceAdaptation(steps []SwitchStep, ref []GridResult, link string, best ti
 	}
 	at := -1
 	for i := len(steps) - 1; i >= 0; i-- {
-		if !good[steps[i].Choice] && !steps[i].Explored {
+		if !good[steps[i].Choice] {
 			break
 		}
 		at = i + 1

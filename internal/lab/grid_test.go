@@ -77,7 +77,7 @@ func TestRunGridLoopback(t *testing.T) {
 func TestRunSwitchSmall(t *testing.T) {
 	res, err := lab.RunSwitch(amttCtx(t), lab.SwitchConfig{
 		From: "gbe", To: "lan", Doc: "employees-50", Before: 2, After: 3,
-		Choices: []string{"identity", "s2:1"}, RefTrials: 3, Watch: time.Hour,
+		Choices: []string{"identity", "s2:1"}, RefTrials: 3,
 	})
 	if err != nil {
 		t.Fatal(err)

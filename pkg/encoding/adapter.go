@@ -23,11 +23,25 @@ type SendReceiver interface {
 	Receiver
 }
 
+// Observer is a Scheme that learns from how long its messages take to be
+// acknowledged (package adaptive's does). Output calls Sending with each
+// encoded message just before handing it to its Sender, and Delivered
+// once everything handed over since the last Delivered is acknowledged:
+// when Flush returns nil, or, on a Bidi, when a message comes back (the
+// answer to a request). Delivered(false) says that a Send or Flush failed
+// and what was handed over is not to be timed. Calls for one Output are
+// not concurrent with each other when its user does not send concurrently.
+type Observer interface {
+	Sending(m *message.Message)
+	Delivered(ok bool)
+}
+
 // Output is the paper's outgoing adapter: it encodes each message with its
 // scheme and sends the result on the wrapped Sender.
 type Output struct {
 	next   Sender
 	scheme Scheme
+	obs    Observer // the scheme, if it observes deliveries
 }
 
 var _ Sender = (*Output)(nil)
@@ -37,7 +51,8 @@ func NewOutput(next Sender, scheme Scheme) (*Output, error) {
 	if next == nil || scheme == nil {
 		return nil, fmt.Errorf("%w: nil sender or scheme", ErrBadOption)
 	}
-	return &Output{next: next, scheme: scheme}, nil
+	obs, _ := scheme.(Observer)
+	return &Output{next: next, scheme: scheme, obs: obs}, nil
 }
 
 // Producer returns the element producer: elements it creates are encoded
@@ -50,7 +65,31 @@ func (o *Output) Send(ctx context.Context, m *message.Message) error {
 	if err != nil {
 		return err
 	}
-	return o.next.Send(ctx, enc)
+	if o.obs == nil {
+		return o.next.Send(ctx, enc)
+	}
+	o.obs.Sending(enc)
+	if err := o.next.Send(ctx, enc); err != nil {
+		o.obs.Delivered(false)
+		return err
+	}
+	return nil
+}
+
+// Flush waits until everything sent so far is acknowledged, if the
+// wrapped Sender can tell (it has a Flush(ctx) error method, as output
+// pipes do), and tells an Observer scheme how long that took; otherwise
+// it returns nil at once.
+func (o *Output) Flush(ctx context.Context) error {
+	f, ok := o.next.(interface{ Flush(context.Context) error })
+	if !ok {
+		return nil
+	}
+	err := f.Flush(ctx)
+	if o.obs != nil {
+		o.obs.Delivered(err == nil)
+	}
+	return err
 }
 
 // Input is the paper's incoming adapter: it decodes each message received
@@ -82,10 +121,25 @@ func (i *Input) Receive(ctx context.Context) (*message.Message, error) {
 }
 
 // Bidi is the bidirectional adapter: an Output and an Input over one
-// SendReceiver with one scheme.
+// SendReceiver with one scheme. A message it receives is taken as the
+// answer to what it sent before (request and response), which an
+// Observer scheme is told of (Observer.Delivered).
 type Bidi struct {
 	*Output
 	*Input
+}
+
+// Receive is Input.Receive; a message received tells an Observer scheme
+// that what was sent before it was delivered.
+func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
+	m, err := b.Input.next.Receive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b.obs != nil {
+		b.obs.Delivered(true)
+	}
+	return b.Input.scheme.Decode(m)
 }
 
 var _ SendReceiver = (*Bidi)(nil)

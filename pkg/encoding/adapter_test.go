@@ -3,6 +3,7 @@ package encoding_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -112,5 +113,82 @@ func TestAdapterErrors(t *testing.T) {
 	cancel()
 	if _, err := in.Receive(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// observer is a scheme that records what an Output tells it of its
+// deliveries.
+type observer struct {
+	encoding.Scheme
+	events []string
+}
+
+func (o *observer) Sending(*message.Message) { o.events = append(o.events, "sending") }
+
+func (o *observer) Delivered(ok bool) {
+	if ok {
+		o.events = append(o.events, "delivered")
+	} else {
+		o.events = append(o.events, "lost")
+	}
+}
+
+// flushPipe is a chanPipe that can be flushed, failing when told.
+type flushPipe struct {
+	chanPipe
+	err error
+}
+
+func (p *flushPipe) Flush(context.Context) error { return p.err }
+
+// An Output tells an Observer scheme when each message leaves and when
+// what left was acknowledged (Flush, or a Bidi's answer), or lost; over a
+// Sender that cannot flush, Flush tells nothing.
+func TestOutputTellsTheObserver(t *testing.T) {
+	ctx := context.Background()
+	dec, _ := encoding.NewDecoder()
+	for _, tc := range []struct {
+		name string
+		run  func(o *observer, a, b chanPipe) error
+		want string
+	}{
+		{"flushed", func(o *observer, a, _ chanPipe) error {
+			out, _ := encoding.NewOutput(&flushPipe{chanPipe: a}, o)
+			out.Send(ctx, message.New(message.Text("", "x", "1")))
+			out.Send(ctx, message.New(message.Text("", "x", "2")))
+			return out.Flush(ctx)
+		}, "sending sending delivered"},
+		{"flush failed", func(o *observer, a, _ chanPipe) error {
+			out, _ := encoding.NewOutput(&flushPipe{chanPipe: a, err: errors.New("gone")}, o)
+			out.Send(ctx, message.New(message.Text("", "x", "1")))
+			if err := out.Flush(ctx); err == nil {
+				return errors.New("flush error lost")
+			}
+			return nil
+		}, "sending lost"},
+		{"cannot flush", func(o *observer, a, _ chanPipe) error {
+			out, _ := encoding.NewOutput(a, o)
+			out.Send(ctx, message.New(message.Text("", "x", "1")))
+			return out.Flush(ctx)
+		}, "sending"},
+		{"answered", func(o *observer, a, b chanPipe) error {
+			bidi, _ := encoding.NewBidi(a, o)
+			bidi.Send(ctx, message.New(message.Text("", "x", "1")))
+			b.Receive(ctx)
+			b.Send(ctx, message.New(message.Text("", "ack", "1")))
+			_, err := bidi.Receive(ctx)
+			return err
+		}, "sending delivered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &observer{Scheme: dec}
+			a, b := pipePair()
+			if err := tc.run(o, a, b); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(o.events, " "); got != tc.want {
+				t.Fatalf("events %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

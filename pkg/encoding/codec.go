@@ -40,13 +40,13 @@ const (
 	KindSeal
 )
 
-// Kinder is implemented by codecs that say what they do. A codec that
+// kinder is implemented by codecs that say what they do. A codec that
 // does not is KindOther.
-type Kinder interface{ Kind() Kind }
+type kinder interface{ Kind() Kind }
 
 // KindOf returns c's kind.
 func KindOf(c Codec) Kind {
-	if k, ok := c.(Kinder); ok {
+	if k, ok := c.(kinder); ok {
 		return k.Kind()
 	}
 	return KindOther

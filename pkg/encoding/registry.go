@@ -120,6 +120,3 @@ func Register(c Codec) error { return defaultRegistry.Register(c) }
 
 // RegisterFactory adds a factory to the default registry.
 func RegisterFactory(name string, f Factory) error { return defaultRegistry.RegisterFactory(name, f) }
-
-// Lookup finds a codec in the default registry.
-func Lookup(name string) (Codec, error) { return defaultRegistry.Lookup(name) }

@@ -68,7 +68,7 @@ func WithSelector(s Selector) Option {
 		if s == nil {
 			return fmt.Errorf("%w: nil selector", ErrBadOption)
 		}
-		c.sel = Any(Marked(), s)
+		c.sel = SelectorFunc(func(e message.Element) bool { return IsMarked(e) || s.Select(e) })
 		return nil
 	}
 }
@@ -197,7 +197,7 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 		return nil, err
 	}
 	s := &Codecs{codecs: codecs, config: config{
-		sel: Marked(), reg: defaultRegistry,
+		sel: SelectorFunc(IsMarked), reg: defaultRegistry,
 		maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize,
 	}}
 	for _, o := range opts {
@@ -217,7 +217,7 @@ func (s *Codecs) Producer() Producer { return Producer{} }
 func (s *Codecs) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
 	for i, e := range m.All() {
-		if IsEncoded(e) || !s.sel.Select(e) {
+		if !s.Selects(e) {
 			continue
 		}
 		enc, err := s.EncodeElement(e)
@@ -234,6 +234,10 @@ func (s *Codecs) Encode(m *message.Message) (*message.Message, error) {
 	}
 	return out, nil
 }
+
+// Selects reports whether Encode would encode e: it is not encoded yet,
+// and it was made by a Producer or the WithSelector selector picks it.
+func (s *Codecs) Selects(e message.Element) bool { return !IsEncoded(e) && s.sel.Select(e) }
 
 // EncodeElement encodes one element with the scheme's codecs, whatever
 // the selector says. An element already encoded is refused (ErrNesting):
@@ -280,7 +284,7 @@ func (s *Codecs) DecodeReport(m *message.Message) (*message.Message, []ElementRe
 // Encode returns messages unchanged. It takes the same options as New
 // (WithSelector has no effect).
 func NewDecoder(opts ...Option) (*Decoder, error) {
-	d := &Decoder{config{sel: Marked(), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
+	d := &Decoder{config{sel: SelectorFunc(IsMarked), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
 	for _, o := range opts {
 		if err := o(&d.config); err != nil {
 			return nil, err

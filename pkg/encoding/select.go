@@ -18,11 +18,6 @@ type SelectorFunc func(e message.Element) bool
 // Select calls f.
 func (f SelectorFunc) Select(e message.Element) bool { return f(e) }
 
-// ByNamespace selects elements in any of the namespaces.
-func ByNamespace(namespaces ...string) Selector {
-	return SelectorFunc(func(e message.Element) bool { return slices.Contains(namespaces, e.Namespace) })
-}
-
 // ByName selects elements with any of the names, in any namespace.
 func ByName(names ...string) Selector {
 	return SelectorFunc(func(e message.Element) bool { return slices.Contains(names, e.Name) })
@@ -51,41 +46,9 @@ func mediaType(s string) string {
 	return strings.ToLower(strings.TrimSpace(s))
 }
 
-// MinSize selects elements holding at least n bytes of data.
-func MinSize(n int) Selector {
-	return SelectorFunc(func(e message.Element) bool { return len(e.Data) >= n })
-}
-
-// Marked selects elements created through a Producer.
-func Marked() Selector { return SelectorFunc(IsMarked) }
-
-// IsMarked reports whether e was created through a Producer: what Marked
-// selects, for a scheme to test without a call through a Selector.
+// IsMarked reports whether e was created through a Producer: every
+// scheme encodes those, whatever its selector.
 func IsMarked(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) }
-
-// Any selects an element if any of sels does.
-func Any(sels ...Selector) Selector {
-	return SelectorFunc(func(e message.Element) bool {
-		for _, s := range sels {
-			if s.Select(e) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// All selects an element if every one of sels does.
-func All(sels ...Selector) Selector {
-	return SelectorFunc(func(e message.Element) bool {
-		for _, s := range sels {
-			if !s.Select(e) {
-				return false
-			}
-		}
-		return true
-	})
-}
 
 // markParam is the MIME parameter a Producer appends to mark an element
 // for encoding. A scheme removes it when it encodes the element, so the
@@ -103,8 +66,8 @@ func Unmark(e message.Element) message.Element {
 }
 
 // Producer creates elements marked for encoding, the paper's element
-// producer: elements created through it are selected by Marked (and so by
-// every Scheme, whatever its selector), others are not. The mark is a MIME
+// producer: elements created through it are selected by every Scheme,
+// whatever its selector; others are not. The mark is a MIME
 // parameter that the scheme strips; an element sent without a scheme keeps
 // it. The zero Producer is ready to use.
 type Producer struct{}

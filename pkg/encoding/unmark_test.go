@@ -9,11 +9,11 @@ import (
 
 func TestUnmark(t *testing.T) {
 	e := encoding.Producer{}.XML("ns", "doc", []byte("<a/>"))
-	if !encoding.Marked().Select(e) {
+	if !encoding.IsMarked(e) {
 		t.Fatal("a produced element is not marked")
 	}
 	u := encoding.Unmark(e)
-	if encoding.Marked().Select(u) || u.MIME != message.XMLUTF8 || u.Name != "doc" || string(u.Data) != "<a/>" {
+	if encoding.IsMarked(u) || u.MIME != message.XMLUTF8 || u.Name != "doc" || string(u.Data) != "<a/>" {
 		t.Fatalf("unmarked: %+v", u)
 	}
 	if plain := message.Text("", "t", "x"); !encoding.Unmark(plain).Equal(plain) {

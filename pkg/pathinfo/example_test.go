@@ -24,11 +24,13 @@ func Example() {
 	defer rcv.Close()
 	snd.Connect(ctx, rcv.AddrInfo())
 
-	// The receiver serves probes and its profile; it measures the codecs
-	// it decodes with the first time it is asked.
+	// The receiver serves probes and its decode profile: what its models
+	// learn of its decodes, here measured before it decodes any.
 	z, _ := zstd.New()
 	reg, _ := encoding.NewRegistry(z)
-	rs, _ := pathinfo.New(rcv.Host(), adaptive.NewModels(), pathinfo.WithRegistry(reg))
+	rmodels := adaptive.NewModels()
+	rmodels.CalibrateDecode(reg, nil)
+	rs, _ := pathinfo.New(rcv.Host(), rmodels)
 	defer rs.Close()
 
 	ss, _ := pathinfo.New(snd.Host(), adaptive.NewModels())
@@ -38,10 +40,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("bandwidth measured:", mon.Path().Known())
+	fmt.Println("bandwidth measured:", mon.Path().Bandwidth > 0)
 	fmt.Println("receiver decodes:", mon.ReceiverProfile().Codecs())
 
-	_, err := adaptive.New([]encoding.Codec{z}, adaptive.WithPath(mon), adaptive.WithReceiver(mon))
+	_, err := adaptive.New([]encoding.Codec{z}, adaptive.WithPeer(mon))
 	fmt.Println("scheme:", err == nil)
 	// Output:
 	// bandwidth measured: true

@@ -12,21 +12,20 @@ import (
 // ErrProtocol reports a malformed or out-of-bounds pathinfo message.
 var ErrProtocol = errors.New("pathinfo: protocol error")
 
-// Requests, one per stream: the first byte says which.
+// Requests, one per stream: the first byte says which (see the package
+// doc).
 const (
-	opProbe   byte = 1 // probe: uvarint size, uvarint gap (ns), then size bytes; answered by a report
-	opProfile byte = 2 // profile request: answered by uvarint length and the profile
+	opProbe   byte = 1
+	opProfile byte = 2
 )
 
-// Bounds of the protocol.
+// Bounds of the protocol: the largest probe a node accepts (a gigabit
+// link carries it in 34 ms), the bursts of a report, the gap a sender may
+// ask bursts to be split at, and a report's encoded size.
 const (
-	// MaxProbe is the largest probe a node accepts.
-	MaxProbe = 4 << 20
-	// maxBursts bounds a report's bursts.
+	MaxProbe  = 4 << 20
 	maxBursts = 64
-	// maxGap bounds the gap a sender may ask bursts to be split at.
-	maxGap = 10 * time.Second
-	// maxReport bounds a report's encoded size.
+	maxGap    = 10 * time.Second
 	maxReport = 16 + maxBursts*30
 )
 

@@ -12,9 +12,8 @@
 // any scheme's Decode, since encoded elements describe themselves. It
 // builds on pkg/encoding and klauspost/compress's compressibility
 // estimate, imports no codec (the candidates are given) and knows no
-// network: what it knows of the path and of the receiver enters through
-// two small interfaces, PathSource and ProfileSource, which package
-// pathinfo implements over a libp2p node.
+// network: what it knows of the receiver enters through one interface,
+// Peer, which package pathinfo implements over a libp2p host.
 //
 // # The decision
 //
@@ -31,46 +30,57 @@
 // # What it learns
 //
 // Models (shared by the schemes of a node, saved in its data directory)
-// hold, per codec and level: the payload size per kind and the encode time
-// per class, each as a function of size (piecewise linear through the
-// centroids of power-of-two size buckets, EWMA within a bucket, timing
-// outliers clipped); and the node's own decode times per codec, which it
-// shares with its senders as a Profile. Every encode it performs teaches
-// it; a receiver's decoder given Models.TimeDecodes, and a Scheme's
-// Decode, time every decode. A codec not yet measured at some size is
-// predicted through another codec that was, scaled by their relative
-// ratio where both were measured.
+// hold, per codec and level, the payload size per kind and the encode time
+// per class as functions of size (piecewise linear through the centroids
+// of power-of-two size buckets, an EWMA within a bucket), and the node's
+// own decode times per codec, which it shares with its senders as a
+// Profile. Every encode teaches them; so does every decode of a Scheme's
+// Decode, or of a decoder given Models.TimeDecodes. Codecs the models know
+// nothing of are measured on a built-in sample when a Scheme is made.
+//
+// The path model learns from the scheme's own traffic: an Output (or
+// Bidi) over the scheme tells it when a message leaves and when what left
+// was acknowledged (encoding.Observer), and the scheme hands the time in
+// between to its Peer (Peer.ObserveExchange) when everything in it went
+// as it is: then it is the path's alone, while an encoded element's
+// exchange also holds the receiver's decode, known only as well as its
+// profile. Every user of the scheme, the lab's grid included, feeds the
+// path model so.
 //
 // # Exploration
 //
-// Estimates only improve for what is tried. A shadow trial encodes the
-// real element with a candidate without sending the result, which teaches
-// the candidate's size and encode time on this content at this size; it
-// runs in the background, off the path of the message (Wait waits for
-// it), one batch at a time. Each
-// candidate that might win (optimistically, at half its predicted size)
-// is trialled once per kind of content and size bucket, if its encode
-// costs no more than the best choice's predicted total; beyond that the
-// scheme keeps a token bucket filled with a share (1% by default) of each
-// element's predicted time, and spends it on trials of candidates whose
-// estimates are unmeasured or stale, or predicted within 10% of the best:
-// there the estimates' error decides, and what was learnt of a kind and
-// size may not hold for this content (a trial's size far from its
-// estimate has the decision made again, and weighs half in its bucket).
-// Trials go first to the candidates whose estimates are the least sure:
-// unmeasured ones, and those whose bucket's documents compressed far
-// apart. Rarely (2% of the decisions it
-// makes or reprices, not reuses) it also sends a candidate predicted
-// within 10% of the best, so that real transfers and decodes
-// check the models. All of it is bounded in cost by construction.
+// Estimates only improve for what is tried. A trial encodes the real
+// element with a candidate without sending the result, in the background,
+// one batch at a time (Wait waits for it). One rule says which:
+//
+//   - a candidate not yet measured on this kind of content at this size is
+//     tried once, if its predicted encode time is at most the best
+//     choice's predicted total (so a trial costs at most one message's
+//     time, once per candidate, kind and size bucket);
+//   - a measured candidate predicted within a tenth of the best is tried
+//     again when the budget allows: each element adds a share (WithExploration,
+//     1% by default) of its predicted time to the budget, and a trial
+//     spends its predicted encode time. Within a kind and size bucket,
+//     documents compress differently by more than a tenth, so a near tie
+//     may be the better choice for the content at hand.
+//
+// A size found far (a quarter) from its estimate has the decision made
+// afresh with what was learnt.
+//
+// # Reuse
+//
+// A decision is reused for the next elements of the same media type, size
+// bucket and size of the rest of the message, up to reuseCount of them,
+// while the receiver's profile is the same and the path has not moved by
+// a quarter: deciding afresh classifies a sample and reads every
+// candidate's curves (BenchmarkDecide), which on a fast path costs a fair
+// share of what the choice saves (BenchmarkEncodeReused shows the gain).
 package adaptive
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -89,156 +99,157 @@ var DefaultSpecs = []encoding.Spec{
 	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
 }
 
-// Clock tells the time; the scheme measures encodes and decodes with it.
+// Clock tells the time; the scheme times encodes, decodes and exchanges
+// with it.
 type Clock interface{ Now() time.Time }
 
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// PathSource says what is known of the path to the receiver now.
-type PathSource interface{ Path() Path }
-
-// Calibration is what a PathSource may also know from the exchanges it
-// saw (package pathinfo's Monitor does): by how much exchanges whose
-// element went encoded with spec, in messages of about size bytes,
-// outlasted their predicted times, beyond what exchanges of messages of
-// about raw bytes sent as is outlasted theirs. ok is false when it has
-// not seen enough of both. The scheme adds it to the codec's predicted
-// time, so that the difference it predicts between the codec and sending
-// as is is the one seen: the model misses what a codec costs around its
-// own encode and decode (the decoder's work on the element, garbage),
-// and on loopback the rate is not one rate.
-type Calibration interface {
-	Excess(spec string, size, raw int) (d time.Duration, ok bool)
+// Peer is what the scheme knows of the receiver, and where it reports
+// what it sees of the path: package pathinfo's Monitor implements it.
+type Peer interface {
+	// Path is the path to the receiver as known now.
+	Path() Path
+	// ReceiverProfile is the receiver's decode profile, nil if unknown.
+	ReceiverProfile() *Profile
+	// ObserveExchange tells that n bytes sent to the receiver as they
+	// are were acknowledged after d.
+	ObserveExchange(n int, d time.Duration)
 }
-
-// PathFunc adapts a function to PathSource.
-type PathFunc func() Path
-
-// Path calls f.
-func (f PathFunc) Path() Path { return f() }
-
-// StaticPath is a PathSource for a path that does not change.
-func StaticPath(p Path) PathSource { return PathFunc(func() Path { return p }) }
-
-// ProfileSource gives the receiver's decode profile, or nil if unknown.
-type ProfileSource interface{ ReceiverProfile() *Profile }
-
-// ProfileFunc adapts a function to ProfileSource.
-type ProfileFunc func() *Profile
-
-// ReceiverProfile calls f.
-func (f ProfileFunc) ReceiverProfile() *Profile { return f() }
 
 type candidate struct {
-	spec   string
-	name   string
-	params encoding.Params
-	enc    *encoding.Codecs
+	spec string
+	name string
+	enc  *encoding.Codecs
 }
 
-// Scheme chooses per element among identity and its candidate codecs.
-// It is safe for concurrent use.
+// Scheme chooses per element among identity and its candidate codecs. It
+// is an encoding.Observer: over an Output, it times its own exchanges. It
+// is safe for concurrent use.
 type Scheme struct {
-	// fast is the last decision reused to send an element as it is
-	// (asIs). With config's first fields it is what a fast path reads of
-	// the scheme, on one cache line.
-	fast atomic.Pointer[fastPath]
 	config
 	cands []candidate // cands[0] is identity
-	specs []string    // the codecs' specs, for relative estimates
 	dec   *encoding.Decoder
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	tokens time.Duration
-	cache  map[cacheKey]*cacheEntry
-	// shadowing is set while a batch of shadow trials runs.
-	shadowing bool
-	wg        sync.WaitGroup
+	mu       sync.Mutex
+	tokens   time.Duration
+	cache    map[cacheKey]*cacheEntry
+	trialing bool // a batch of trials runs
+	wg       sync.WaitGroup
+
+	xmu sync.Mutex
+	x   exchange
 }
 
-var _ encoding.Scheme = (*Scheme)(nil)
+// exchange is what the scheme sent since the last acknowledgement.
+type exchange struct {
+	open  bool
+	start time.Time
+	bytes int
+	// encoded says an element of it went encoded: its time is then the
+	// path's and the receiver's decode's, and the latter is known only as
+	// well as the receiver's profile.
+	encoded bool
+}
+
+var (
+	_ encoding.Scheme   = (*Scheme)(nil)
+	_ encoding.Observer = (*Scheme)(nil)
+)
 
 // specOf names a codec as the models know it: encoding.SpecOf's spec,
-// "name:level", with "@dictID" when it compresses with a dictionary.
+// "name:level", with "@modelID" when it compresses with a model.
 func specOf(c encoding.Codec) string { return encoding.SpecOf(c.Name(), c.Params()).String() }
 
 // New returns an adaptive scheme choosing among sending each selected
-// element as it is and encoding it with one of codecs. Codecs the models
-// know nothing of are measured first on a built-in sample (a few tens of
-// milliseconds; see WithoutCalibration).
+// element as it is and encoding it with one of codecs (at least one).
+// Codecs the models know nothing of are measured first on a built-in
+// sample (a few tens of milliseconds).
 func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
-	cfg := config{clock: systemClock{}, seed: 1, explore: DefaultExploration, calibrate: true}
+	cfg := config{clock: systemClock{}, share: defaultShare}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	if len(codecs) == 0 {
+		return nil, fmt.Errorf("%w: no codecs to choose among", encoding.ErrBadOption)
+	}
 	if cfg.models == nil {
 		cfg.models = NewModels()
 	}
-	s := &Scheme{config: cfg, cands: []candidate{{spec: Identity}}, rng: rand.New(rand.NewPCG(cfg.seed, 0x61646170))}
+	s := &Scheme{config: cfg, cands: []candidate{{spec: Identity}}}
+	var todo []encoding.Codec
 	for _, c := range codecs {
 		if c == nil {
 			return nil, fmt.Errorf("%w: nil codec", encoding.ErrBadOption)
 		}
 		spec := specOf(c)
-		if slices.Contains(s.specs, spec) {
+		if slices.ContainsFunc(s.cands, func(o candidate) bool { return o.spec == spec }) {
 			return nil, fmt.Errorf("%w: codec %s given twice", encoding.ErrBadOption, spec)
 		}
-		var bind []encoding.Option
-		if cfg.pipeID != "" {
-			bind = append(bind, encoding.WithPipeID(cfg.pipeID))
-		}
-		enc, err := encoding.New([]encoding.Codec{c}, bind...)
+		enc, err := encoding.New([]encoding.Codec{c}, cfg.encOpts...)
 		if err != nil {
 			return nil, err
 		}
-		s.cands = append(s.cands, candidate{spec: spec, name: c.Name(), params: c.Params(), enc: enc})
-		s.specs = append(s.specs, spec)
+		s.cands = append(s.cands, candidate{spec: spec, name: c.Name(), enc: enc})
+		if !cfg.models.knows(spec, c.Name()) {
+			todo = append(todo, c)
+		}
 	}
-	dec, err := newTimedDecoder(&s.config)
+	dec, err := encoding.NewDecoder(append(slices.Clone(cfg.encOpts), cfg.models.TimeDecodes(cfg.clock))...)
 	if err != nil {
 		return nil, err
 	}
 	s.dec = dec
-	if cfg.calibrate {
-		var todo []encoding.Codec
-		for _, c := range codecs {
-			if !cfg.models.hasEncode(specOf(c)) || !cfg.models.hasDecode(c.Name()) {
-				todo = append(todo, c)
-			}
-		}
-		if err := cfg.models.Calibrate(todo, cfg.clock); err != nil {
-			return nil, err
-		}
-	}
+	cfg.models.calibrate(todo, cfg.clock, false)
 	return s, nil
 }
 
 // Models returns the models the scheme learns into.
 func (s *Scheme) Models() *Models { return s.models }
 
-// Candidates returns the specs the scheme chooses among, identity first.
-func (s *Scheme) Candidates() []string {
-	out := make([]string, len(s.cands))
-	for i, c := range s.cands {
-		out[i] = c.spec
-	}
-	return out
-}
-
-// Producer returns the element producer.
-func (s *Scheme) Producer() encoding.Producer { return encoding.Producer{} }
-
 // Decode restores a message's encoded elements as encoding.Decoder does
-// with the options of WithDecoding, timing each decode.
+// with the options of WithEncoding, timing each decode into the models.
 func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s.dec.Decode(m) }
 
-// DecodeReport is Decode that also tells how each element was decoded
-// (encoding.Decoder.DecodeReport).
-func (s *Scheme) DecodeReport(m *message.Message) (*message.Message, []encoding.ElementReport, error) {
-	return s.dec.DecodeReport(m)
+// Sending is the encoding.Observer's: m, encoded by the scheme, is handed
+// to the sender now. The exchange is timed from the first message sent
+// since the last Delivered.
+func (s *Scheme) Sending(m *message.Message) {
+	n := 0
+	for i := range m.Len() {
+		n += wireSize(m.At(i))
+	}
+	s.xmu.Lock()
+	if !s.x.open {
+		s.x = exchange{open: true, start: s.clock.Now(), encoded: s.x.encoded}
+	}
+	s.x.bytes += n
+	s.xmu.Unlock()
+}
+
+// Delivered is the encoding.Observer's: what was sent since the last call
+// was acknowledged (ok), or is not to be timed. If all of it went as it
+// is, the time since the first of it is the path's alone, and goes to the
+// Peer; an exchange with encoded elements would teach the path the error
+// of the decode time predicted for the receiver, and is not reported.
+func (s *Scheme) Delivered(ok bool) {
+	s.xmu.Lock()
+	x := s.x
+	s.x = exchange{}
+	s.xmu.Unlock()
+	if ok && x.open && !x.encoded && s.peer != nil {
+		s.peer.ObserveExchange(x.bytes, s.clock.Now().Sub(x.start))
+	}
+}
+
+// sentEncoded marks the exchange under way, or the next, as one with an
+// encoded element.
+func (s *Scheme) sentEncoded() {
+	s.xmu.Lock()
+	s.x.encoded = true
+	s.xmu.Unlock()
 }

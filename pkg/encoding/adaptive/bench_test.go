@@ -1,7 +1,6 @@
 package adaptive_test
 
 import (
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 // element and estimating every candidate.
 func BenchmarkDecide(b *testing.B) {
 	w := newWorld()
-	s := w.scheme(b, adaptive.WithPath(path(10e6)))
+	s := w.scheme(b, adaptive.WithPeer(path(10e6)))
 	for _, n := range []int{1 << 10, 64 << 10, 1 << 20} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			e := doc(n)
@@ -31,106 +30,54 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// asIsScheme is a scheme of zstd and s2 on a 10 GB/s path, where sending
-// as is is always the choice, and without exploration.
-func asIsScheme(b *testing.B) *adaptive.Scheme {
+// BenchmarkEncodeReused is what the scheme costs per element in ordinary
+// use, a stream of like messages on a fast path where sending as is is
+// the choice: "reused" as it runs, deciding once per reuseCount elements;
+// "fresh" with the path moving by more than the drift allowed before
+// every element, so that every element is decided afresh. The difference
+// is what remembering decisions saves; "copy" is the floor any scheme
+// pays, the copy of the message with the element unmarked.
+func BenchmarkEncodeReused(b *testing.B) {
 	z, _ := zstd.New()
 	c, _ := s2.New()
-	s, err := adaptive.New([]encoding.Codec{z, c}, adaptive.WithExploration(adaptive.NoExploration),
-		adaptive.WithPath(adaptive.StaticPath(adaptive.Path{RTT: 30 * time.Microsecond, Bandwidth: 1e10})))
+	p := path(1e10)
+	s, err := adaptive.New([]encoding.Codec{z, c}, adaptive.WithExploration(0), adaptive.WithPeer(p))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return s
-}
-
-// BenchmarkEncodeOverhead is what the scheme adds to sending an element as
-// it is, on a path where that is the right choice: decisions are mostly
-// reused, so it is a lookup and a copy of the message.
-func BenchmarkEncodeOverhead(b *testing.B) {
-	s := asIsScheme(b)
-	for _, n := range []int{1 << 10, 64 << 10, 1 << 20} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			m := message.New(doc(n))
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				out, err := s.Encode(m)
-				if err != nil || encoding.IsEncoded(out.At(0)) {
-					b.Fatalf("%v: encoded on a 10 GB/s path", err)
+	for _, n := range []int{1 << 10, 64 << 10} {
+		m := message.New(doc(n), message.Text("", "seq", "1"))
+		for _, bc := range []struct {
+			name string
+			enc  func(i int) *message.Message
+		}{
+			{"reused", func(int) *message.Message { out, _ := s.Encode(m); return out }},
+			{"fresh", func(i int) *message.Message {
+				p.mu.Lock()
+				p.path.RTT = time.Duration(30+30*(i%2)) * time.Microsecond
+				p.mu.Unlock()
+				out, _ := s.Encode(m)
+				return out
+			}},
+			{"copy", func(int) *message.Message {
+				out := m.Clone()
+				for i, e := range m.All() {
+					out.Set(i, encoding.Unmark(e))
 				}
-			}
-		})
-	}
-}
-
-// BenchmarkEncodeDriftingPath is the scheme's cost per element when the
-// path moves by more than the drift allowed before every element (as a
-// loopback RTT does): the estimates are made afresh each time, the
-// content's kind mostly remembered.
-func BenchmarkEncodeDriftingPath(b *testing.B) {
-	z, _ := zstd.New()
-	c, _ := s2.New()
-	rtt := 30 * time.Microsecond
-	s, err := adaptive.New([]encoding.Codec{z, c}, adaptive.WithExploration(adaptive.NoExploration),
-		adaptive.WithPath(adaptive.PathFunc(func() adaptive.Path {
-			rtt = 90*time.Microsecond - rtt // 30 µs, 60 µs, 30 µs, …
-			return adaptive.Path{RTT: rtt, Bandwidth: 1e10}
-		})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := message.New(doc(64 << 10))
-	b.SetBytes(64 << 10)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Encode(m); err != nil {
-			b.Fatal(err)
+				return out
+			}},
+		} {
+			b.Run(strconv.Itoa(n)+"/"+bc.name, func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if out := bc.enc(i); out == nil || encoding.IsEncoded(out.At(0)) {
+						b.Fatal("encoded on a 10 GB/s path")
+					}
+					i++
+				}
+			})
 		}
-	}
-}
-
-// BenchmarkEncodeCold is BenchmarkEncodeOverhead with the caches evicted
-// before each element, as on a fast path where each message goes through
-// the network stack, and other schemes' codecs, between two of the
-// scheme's: what sending as is costs then is mostly the cache lines and
-// code it touches. "copy" is the floor any scheme pays there: the copy of
-// the message with the element unmarked.
-func BenchmarkEncodeCold(b *testing.B) {
-	s := asIsScheme(b)
-	evict := make([]byte, 4<<20) // beyond this machine's L2
-	m := message.New(doc(8<<10), message.Text("", "seq", "1"))
-	for _, bc := range []struct {
-		name string
-		enc  func(*message.Message) *message.Message
-	}{
-		{"auto", func(m *message.Message) *message.Message { out, _ := s.Encode(m); return out }},
-		{"copy", func(m *message.Message) *message.Message {
-			out := m.Clone()
-			for i, e := range m.All() {
-				out.Set(i, encoding.Unmark(e))
-			}
-			return out
-		}},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			// Timed one by one (evicting takes a thousand times longer), and
-			// reported as the median: a descheduled thread's element would
-			// weigh on a mean by more than the lines it is about.
-			var took []time.Duration
-			for b.Loop() {
-				for i := 0; i < len(evict); i += 64 {
-					evict[i]++
-				}
-				t0 := time.Now()
-				out := bc.enc(m)
-				took = append(took, time.Since(t0))
-				if encoding.IsEncoded(out.At(0)) {
-					b.Fatal("encoded on a 10 GB/s path")
-				}
-			}
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)/2]), "ns/op")
-		})
 	}
 }

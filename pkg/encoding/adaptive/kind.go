@@ -9,65 +9,53 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
-// NumClasses is the number of compressibility classes.
-const NumClasses = 4
+// numClasses is the number of compressibility classes: from
+// klauspost/compress's Estimate of a sample (an order-1 prediction rate
+// and the spread of the byte histogram, 0 to 1), below 0.1 (random,
+// already compressed), 0.3, 0.5, and above (markup, logs, tables).
+const numClasses = 4
 
-// Compressibility classes, from klauspost/compress's Estimate of a sample
-// of the data (an order-1 prediction rate and the spread of the byte
-// histogram, normalised to 0..1).
-const (
-	ClassIncompressible uint8 = iota // Estimate < 0.1: random, already compressed
-	ClassLow                         // < 0.3
-	ClassMedium                      // < 0.5
-	ClassHigh                        // >= 0.5: markup, logs, tables
-)
-
-// sampleSize is how much of an element Classify looks at: the whole
+// sampleSize is how much of an element classify looks at: the whole
 // element up to this size, otherwise this much from its start and its
-// middle, half each.
+// middle, half each. Estimate's cost grows with its input; 2 KiB holds
+// enough of a document's structure to tell its class.
 const sampleSize = 2 << 10
 
-// maxKindMIME bounds the media type a Kind keeps.
+// maxKindMIME bounds the media type a kind keeps (and the models file).
 const maxKindMIME = 64
 
-// Kind is what the scheme knows of an element's content before encoding
-// it: its media type (lower case, without parameters) and a
-// compressibility class from a cheap estimate on a sample. Compression
-// ratios are learned per codec and Kind.
-type Kind struct {
-	MIME  string
-	Class uint8
+// kind is what the scheme knows of an element's content before encoding
+// it: its media type (lower case, without parameters) and its
+// compressibility class. Sizes are learned per codec and kind.
+type kind struct {
+	mime  string
+	class uint8
 }
 
-func (k Kind) String() string {
-	return k.MIME + "/" + [...]string{"incompressible", "low", "medium", "high"}[k.Class%NumClasses]
-}
+var classNames = [numClasses]string{"incompressible", "low", "medium", "high"}
 
-// Classify returns the kind of an element. It reads at most 2 KiB of its
-// data, so it costs a few microseconds whatever the element's size.
-func Classify(e message.Element) Kind {
-	return Kind{MIME: mediaType(encoding.Unmark(e).Type()), Class: classOf(e.Data)}
+func (k kind) String() string { return k.mime + "/" + classNames[k.class%numClasses] }
+
+func classify(e message.Element) kind {
+	return kind{mime: mediaType(encoding.Unmark(e).Type()), class: classOf(e.Data)}
 }
 
 func classOf(data []byte) uint8 {
 	sample := data
 	if len(data) > sampleSize {
-		half := sampleSize / 2
-		mid := len(data) / 2
-		sample = make([]byte, 0, sampleSize)
-		sample = append(sample, data[:half]...)
-		sample = append(sample, data[mid:mid+half]...)
+		half, mid := sampleSize/2, len(data)/2
+		sample = append(append(make([]byte, 0, sampleSize), data[:half]...), data[mid:mid+half]...)
 	}
 	est := compress.Estimate(sample)
 	switch {
 	case est < 0.1:
-		return ClassIncompressible
+		return 0
 	case est < 0.3:
-		return ClassLow
+		return 1
 	case est < 0.5:
-		return ClassMedium
+		return 2
 	}
-	return ClassHigh
+	return 3
 }
 
 func mediaType(s string) string {
@@ -79,21 +67,4 @@ func mediaType(s string) string {
 		s = s[:maxKindMIME]
 	}
 	return s
-}
-
-// numRatioClasses splits decode speeds by how much the codec compressed:
-// decoding stored or barely compressed data is a copy, decoding a 10:1
-// stream is real work per output byte.
-const numRatioClasses = 4
-
-func ratioClass(r float64) int {
-	switch {
-	case r < 0.15:
-		return 0
-	case r < 0.35:
-		return 1
-	case r < 0.7:
-		return 2
-	}
-	return 3
 }

@@ -1,142 +1,107 @@
 package adaptive
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
-// Models is what a node has learned: per codec and level, the compressed
-// size and encode time of each kind of content as functions of size; its
-// own decode speeds (the profile it shares with senders); and per peer the
-// last measured path and decode profile. Schemes on one node share one
-// Models. It is safe for concurrent use, and Save and Load keep it across
-// restarts.
+// Models is what a node has learned: per codec and level, the encoded
+// size and encode time of each kind of content as functions of size, and
+// its own decode times (the profile it shares with senders). Schemes on
+// one node share one Models. It is safe for concurrent use, and Save and
+// Load keep it across restarts. Paths are not kept: they change, and a
+// probe costs less than a session's setup.
 type Models struct {
 	mu     sync.Mutex
-	seq    uint64
 	codecs map[string]*codecStats // by spec, "zstd:3"
-	decode map[string]*decodeStats
-	peers  map[string]PeerRecord
-	// firstSight remembers which candidates were trialled on which kind
-	// and size, with the best's predicted time then (not persisted: a
+	decode map[string]*curve      // by codec name: decode time by decoded size
+	// tried remembers the first-sight trials made (not persisted: a
 	// restarted node may look once more).
-	firstSight map[sightKey]time.Duration
-	// decGen counts changes to decode; cpu caches cpuFactor for one
-	// profile at one decGen (it reads every curve of both: tens of
-	// microseconds, on every fresh decision otherwise).
-	decGen uint64
-	cpu    struct {
-		prof *Profile
-		gen  uint64
-		f    float64
-	}
+	tried map[trialKey]bool
 }
 
-type sightKey struct {
+type trialKey struct {
 	spec   string
-	kind   Kind
+	kind   kind
 	bucket int
 }
 
-// codecStats is what is known of one codec at one level.
+// codecStats is what is known of one codec at one level: the encoded
+// size (header included) by kind, the same for all kinds of a class
+// (what calibration and other media types teach), and the encode time in
+// nanoseconds by class.
 type codecStats struct {
-	// size is the payload size (bytes out, header excluded) by kind, and
-	// class the same for all kinds of one compressibility class.
-	size  map[Kind]*curve
-	class [NumClasses]curve
-	// enc is the encode time in nanoseconds by compressibility class.
-	enc [NumClasses]curve
-}
-
-// decodeStats is one codec's decode time in nanoseconds by ratio class.
-type decodeStats struct {
-	c [numRatioClasses]curve
-}
-
-// PeerRecord is what a node remembers of a peer between sessions.
-type PeerRecord struct {
-	Path      Path
-	PathAt    time.Time // when Path was measured; zero if never
-	Profile   *Profile  // the peer's decode profile, nil if none
-	ProfileAt time.Time
+	Size  map[kind]*curve   `json:"size"`
+	Class [numClasses]curve `json:"class"`
+	Enc   [numClasses]curve `json:"encode"`
 }
 
 // NewModels returns empty models.
 func NewModels() *Models {
-	return &Models{
-		codecs:     make(map[string]*codecStats),
-		decode:     make(map[string]*decodeStats),
-		peers:      make(map[string]PeerRecord),
-		firstSight: make(map[sightKey]time.Duration),
-	}
+	return &Models{codecs: map[string]*codecStats{}, decode: map[string]*curve{}, tried: map[trialKey]bool{}}
 }
 
+// stats is spec's stats, new if need be; beyond maxCodecs specs, new ones
+// are not kept (a models file holds at most that many).
 func (m *Models) stats(spec string) *codecStats {
 	s := m.codecs[spec]
 	if s == nil {
-		s = &codecStats{size: make(map[Kind]*curve)}
-		m.codecs[spec] = s
+		s = &codecStats{Size: make(map[kind]*curve)}
+		if len(m.codecs) < maxCodecs {
+			m.codecs[spec] = s
+		}
 	}
 	return s
 }
 
-// RecordEncode records that encoding n bytes of kind k with the codec spec
-// took d and produced a payload of out bytes (header excluded).
-func (m *Models) RecordEncode(spec string, k Kind, n, out int, d time.Duration) {
+// recordEncode records that encoding n bytes of kind k with spec took d
+// and gave out bytes, header included.
+func (m *Models) recordEncode(spec string, k kind, n, out int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.recordEncode(spec, k, n, out, d, true)
-}
-
-func (m *Models) recordEncode(spec string, k Kind, n, out int, d time.Duration, exact bool) {
-	m.seq++
 	s := m.stats(spec)
-	c := k.Class % NumClasses
-	if exact {
-		kc := s.size[k]
-		if kc == nil {
-			kc = new(curve)
-			s.size[k] = kc
-		}
-		kc.add(n, float64(out), m.seq, false)
+	kc := s.Size[k]
+	if kc == nil {
+		kc = new(curve)
+		s.Size[k] = kc
 	}
-	s.class[c].add(n, float64(out), m.seq, false)
-	s.enc[c].add(n, float64(d.Nanoseconds()), m.seq, true)
+	kc.add(n, float64(out), false)
+	s.Class[k.class].add(n, float64(out), false)
+	s.Enc[k.class].add(n, float64(d), true)
 }
 
-// RecordDecode records that decoding in bytes with the named codec into n
-// bytes took d.
-func (m *Models) RecordDecode(codec string, n, in int, d time.Duration) {
-	if n <= 0 {
+// recordDecode records that decoding with the named codec into n bytes
+// took d.
+func (m *Models) recordDecode(codec string, n int, d time.Duration) {
+	if n <= 0 || len(codec) > maxString {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seq++
-	m.decGen++
 	s := m.decode[codec]
 	if s == nil {
-		s = new(decodeStats)
+		if len(m.decode) >= maxCodecs {
+			return
+		}
+		s = new(curve)
 		m.decode[codec] = s
 	}
-	s.c[ratioClass(float64(in)/float64(n))].add(n, float64(d.Nanoseconds()), m.seq, true)
-}
-
-// cpuFactor is cpuFactor(p, m.decode), cached; m.mu is held.
-func (m *Models) cpuFactor(p *Profile) float64 {
-	if c := &m.cpu; c.prof != p || c.gen != m.decGen || c.f == 0 {
-		c.prof, c.gen, c.f = p, m.decGen, cpuFactor(p, m.decode)
-	}
-	return m.cpu.f
+	s.add(n, float64(d), true)
 }
 
 // Profile returns this node's decode profile, for its peers.
 func (m *Models) Profile() *Profile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := &Profile{dec: make(map[string]*decodeStats, len(m.decode))}
+	p := &Profile{dec: make(map[string]*curve, len(m.decode))}
 	for name, s := range m.decode {
 		c := *s
 		p.dec[name] = &c
@@ -144,64 +109,228 @@ func (m *Models) Profile() *Profile {
 	return p
 }
 
-// hasDecode reports whether anything is known of decoding with codec.
-func (m *Models) hasDecode(codec string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.decode[codec]
-	if s == nil {
-		return false
-	}
-	for i := range s.c {
-		if !s.c[i].empty() {
-			return true
-		}
-	}
-	return false
-}
-
-// hasEncode reports whether anything is known of encoding with spec.
-func (m *Models) hasEncode(spec string) bool {
+// knows reports whether anything is known of encoding with spec and of
+// decoding with the codec it names.
+func (m *Models) knows(spec, name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.codecs[spec]
-	if s == nil {
+	if s == nil || m.decode[name] == nil {
 		return false
 	}
-	for i := range s.enc {
-		if !s.enc[i].empty() {
+	for i := range s.Enc {
+		if !s.Enc[i].empty() {
 			return true
 		}
 	}
 	return false
 }
 
-// Peer returns what is remembered of the peer with the given key.
-func (m *Models) Peer(key string) (PeerRecord, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.peers[key]
-	return r, ok
-}
-
-// SetPeer remembers a peer.
-func (m *Models) SetPeer(key string, r PeerRecord) {
-	if len(key) > maxString {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.peers[key]; !ok && len(m.peers) >= maxPeers {
-		// Forget the peer measured longest ago.
-		oldest, at := "", time.Time{}
-		for k, r := range m.peers {
-			if oldest == "" || r.PathAt.Before(at) {
-				oldest, at = k, r.PathAt
+// predictSize predicts the encoded size of n bytes of kind k with spec,
+// and whether it was measured for this kind within a bucket of n: from
+// the kind's curve, else the class's, else a prior by class.
+func (m *Models) predictSize(spec string, k kind, n int) (int, bool) {
+	s := m.codecs[spec]
+	if s != nil {
+		if kc := s.Size[k]; kc != nil {
+			if l := kc.at(n, true); l.ok {
+				return int(l.y + 0.5), l.dist <= 1
 			}
 		}
-		delete(m.peers, oldest)
+		if l := s.Class[k.class].at(n, true); l.ok {
+			return int(l.y + 0.5), false
+		}
 	}
-	m.peers[key] = r
+	return int(float64(n) * priorRatio[k.class]), false
+}
+
+// priorRatio is the ratio assumed for a class nothing is known of: the
+// classes' bounds on klauspost's estimate, read as ratios.
+var priorRatio = [numClasses]float64{1.0, 0.8, 0.5, 0.25}
+
+// predictEncode predicts the time to encode n bytes of class c with spec,
+// and whether it was measured within a bucket of n.
+func (m *Models) predictEncode(spec string, c uint8, n int) (time.Duration, bool) {
+	if s := m.codecs[spec]; s != nil {
+		if l := s.Enc[c].at(n, false); l.ok {
+			return time.Duration(l.y), l.dist <= 1
+		}
+		for i := range s.Enc { // another class of the same codec
+			if l := s.Enc[i].at(n, false); l.ok {
+				return time.Duration(l.y), false
+			}
+		}
+	}
+	return priorEncode(n), false
+}
+
+// priorEncode is the encode time assumed for a codec nothing is known of:
+// 50 µs plus 20 ns per byte (50 MB/s), a middling level of a middling
+// codec; calibration replaces it when a scheme is made.
+func priorEncode(n int) time.Duration {
+	return 50*time.Microsecond + time.Duration(n)*20*time.Nanosecond
+}
+
+// priorDecode is the decode time assumed when neither the receiver nor
+// this node knows the codec: 20 µs plus 4 ns per byte (250 MB/s), a
+// middling decoder.
+func priorDecode(n int) time.Duration {
+	return 20*time.Microsecond + time.Duration(n)*4*time.Nanosecond
+}
+
+// firstTry reports whether spec has not been tried on kind k at size n
+// yet, and marks it tried.
+func (m *Models) firstTry(spec string, k kind, n int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := trialKey{spec, k, bucketOf(n)}
+	if m.tried[key] {
+		return false
+	}
+	m.tried[key] = true
+	return true
+}
+
+// TimeDecodes is the option of encoding.NewDecoder (and DecodeElement)
+// that times every decode into m, with clock (nil: the system clock): what
+// a receiver learns the decode Profile it serves its senders from.
+func (m *Models) TimeDecodes(clock Clock) encoding.Option {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	return encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec {
+		return &timedCodec{Codec: c, models: m, clock: clock}
+	})
+}
+
+// timedCodec times its codec's decodes into the models.
+type timedCodec struct {
+	encoding.Codec
+	models *Models
+	clock  Clock
+}
+
+// Kind is the timed codec's kind, so that nesting rules see through the
+// timing.
+func (t *timedCodec) Kind() encoding.Kind { return encoding.KindOf(t.Codec) }
+
+func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
+	t0 := t.clock.Now()
+	out, err := t.Codec.Decode(dst, src, p, b, max)
+	if err == nil {
+		t.models.recordDecode(t.Codec.Name(), len(out)-len(dst), t.clock.Now().Sub(t0))
+	}
+	return out, err
+}
+
+// calibrationSizes are the sizes of the built-in sample documents: one
+// small, one middling, one large element, so that every curve has points
+// to interpolate between.
+var calibrationSizes = []int{1 << 10, 16 << 10, 128 << 10}
+
+// calibrationSamples are synthetic XML documents of calibrationSizes:
+// records with IDs, names, amounts and words from a fixed generator.
+var calibrationSamples = sync.OnceValue(func() [][]byte {
+	words := strings.Fields("order shipment invoice customer pallet urgent delivery warehouse Anna Boris Chen Dana Emil Fatima")
+	rng := rand.New(rand.NewPCG(1, 0x63616c))
+	var out [][]byte
+	for _, size := range calibrationSizes {
+		b := []byte("<?xml version=\"1.0\"?>\n<records>\n")
+		for id := 1000; len(b) < size-100; id++ {
+			b = fmt.Appendf(b, "  <record id=\"%d\"><name>%s %s</name><amount>%d</amount><note>%s %s %s</note></record>\n", id,
+				words[rng.IntN(len(words))], words[rng.IntN(len(words))], rng.IntN(1e5),
+				words[rng.IntN(len(words))], words[rng.IntN(len(words))], words[rng.IntN(len(words))])
+		}
+		out = append(out, append(b, "</records>\n"...))
+	}
+	return out
+})
+
+// calibrate measures each codec on the built-in samples: unless
+// decodeOnly, size and encode time go into the class-level curves of the
+// samples' class; the decode time goes into this node's profile. Each is
+// the faster of two runs after a warm-up (pools, tables), so that one
+// descheduled run does not stand; a codec that takes more than
+// calibrationBudget on a sample is extrapolated beyond it, and one that
+// fails on the samples (a key is missing) is skipped.
+func (m *Models) calibrate(codecs []encoding.Codec, clock Clock, decodeOnly bool) {
+	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
+	for _, c := range codecs {
+		for _, doc := range calibrationSamples() {
+			var enc []byte
+			dt, err := fastest(clock, func() (err error) { enc, err = c.Encode(enc[:0], doc, b); return err })
+			if err != nil {
+				break
+			}
+			dst := make([]byte, 0, len(doc))
+			dec, err := fastest(clock, func() error {
+				out, err := c.Decode(dst, enc, c.Params(), b, len(doc))
+				if err == nil && len(out) != len(doc) {
+					err = encoding.ErrCorrupt
+				}
+				return err
+			})
+			if err != nil {
+				break
+			}
+			m.recordDecode(c.Name(), len(doc), dec)
+			if !decodeOnly {
+				k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
+				m.mu.Lock()
+				s := m.stats(specOf(c))
+				s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
+				s.Enc[k.class].add(len(doc), float64(dt), true)
+				m.mu.Unlock()
+			}
+			if dt > calibrationBudget {
+				break
+			}
+		}
+	}
+}
+
+// calibrationBudget stops a codec's calibration at the first sample whose
+// encode takes longer: a new scheme is made in tens of milliseconds.
+const calibrationBudget = 5 * time.Millisecond
+
+// headerEstimate is what an encoded element's header adds to a codec's
+// payload (magic, codec name, level, MIME type, size): calibration
+// measures the payload alone.
+const headerEstimate = 32
+
+// CalibrateDecode measures decoding with every codec of reg that nothing
+// is known of yet on the built-in samples, so that this node's profile
+// covers them before it has received any (clock nil: the system clock).
+func (m *Models) CalibrateDecode(reg *encoding.Registry, clock Clock) {
+	if clock == nil {
+		clock = systemClock{}
+	}
+	var todo []encoding.Codec
+	for _, name := range reg.Names() {
+		m.mu.Lock()
+		known := m.decode[name] != nil
+		m.mu.Unlock()
+		if c, err := reg.Lookup(name); err == nil && !known {
+			todo = append(todo, c)
+		}
+	}
+	m.calibrate(todo, clock, true)
+}
+
+// fastest runs f three times, the first as a warm-up, and returns the
+// faster of the other two.
+func fastest(clock Clock, f func() error) (time.Duration, error) {
+	var best time.Duration
+	for i := range 3 {
+		t0 := clock.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		if d := clock.Now().Sub(t0); i == 1 || i == 2 && d < best {
+			best = d
+		}
+	}
+	return best, nil
 }
 
 // Specs returns the codec specs the models know, sorted.
@@ -209,171 +338,4 @@ func (m *Models) Specs() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Sorted(maps.Keys(m.codecs))
-}
-
-// sizeEstimate is a predicted payload size and how well it is known.
-type sizeEstimate struct {
-	bytes float64
-	known bool // measured for this kind within one bucket of this size
-	dist  int  // buckets to the nearest measurement used; numBuckets if a prior
-	seq   uint64
-	w     float64 // samples behind it, when known
-	dev   float64 // how far its samples were from it (point.dev), when known
-}
-
-// predictSize predicts the payload size of n bytes of kind k encoded with
-// spec. Measured for this kind within a bucket of n, it is that. Otherwise
-// it is the best-anchored of: the spec's own curve for the kind or for the
-// class, extrapolated; or another candidate's measurement at this size,
-// scaled by the two codecs' relative ratio where both were measured
-// (compression ratios move together with size), for the kind or the
-// class. Best-anchored is nearest in size to what it extrapolates from,
-// class-level estimates counting one bucket further; with nothing at all,
-// a prior by class.
-func (m *Models) predictSize(spec string, k Kind, n int, peers []string) sizeEstimate {
-	s := m.codecs[spec]
-	if s == nil {
-		return sizeEstimate{bytes: float64(n) * priorRatio[k.Class%NumClasses], dist: numBuckets}
-	}
-	b := bucketOf(n)
-	kc := s.size[k]
-	if kc != nil {
-		if l := kc.at(n, true); l.ok && l.dist <= 1 {
-			return sizeEstimate{bytes: l.y, known: true, dist: l.dist, seq: l.seq, w: l.w, dev: l.dev}
-		}
-	}
-	best := sizeEstimate{dist: numBuckets + 1}
-	consider := func(e sizeEstimate, ok bool) {
-		if ok && e.dist < best.dist {
-			best = e
-		}
-	}
-	c := k.Class % NumClasses
-	for level, own := range []*curve{kc, &s.class[c]} {
-		if own == nil {
-			continue
-		}
-		pick := func(cs *codecStats) *curve { return cs.size[k] }
-		if level == 1 {
-			pick = func(cs *codecStats) *curve { return &cs.class[c] }
-		}
-		if l := own.at(n, true); l.ok {
-			consider(sizeEstimate{bytes: l.y, dist: l.dist + level, seq: l.seq}, true)
-		}
-		e, ok := m.relative(own, n, b, peers, pick)
-		e.dist += level
-		consider(e, ok)
-	}
-	if best.dist > numBuckets {
-		return sizeEstimate{bytes: float64(n) * priorRatio[c], dist: numBuckets}
-	}
-	return best
-}
-
-// priorRatio is the payload/input ratio assumed for a class nothing is
-// known of.
-var priorRatio = [NumClasses]float64{1.0, 0.8, 0.5, 0.25}
-
-func (m *Models) relative(own *curve, n, b int, peers []string, pick func(*codecStats) *curve) (sizeEstimate, bool) {
-	best := sizeEstimate{dist: numBuckets + 1}
-	bestW := 0.0
-	for _, p := range peers {
-		ps := m.codecs[p]
-		if ps == nil {
-			continue
-		}
-		pc := pick(ps)
-		if pc == nil {
-			continue
-		}
-		here := pc.at(n, true)
-		if !here.ok || here.dist > 1 {
-			continue
-		}
-		// The nearest bucket where both were measured.
-		for d := 0; d < numBuckets && d <= best.dist; d++ {
-			for _, i := range []int{b - d, b + d} {
-				if i < 0 || i >= numBuckets {
-					continue
-				}
-				ro, ok1 := own.ratioAt(i)
-				rp, ok2 := pc.ratioAt(i)
-				if !ok1 || !ok2 || rp <= 0 {
-					continue
-				}
-				if d < best.dist || d == best.dist && here.w > bestW {
-					best = sizeEstimate{bytes: here.y * ro / rp, dist: d, seq: own.p[i].seq}
-					bestW = here.w
-				}
-			}
-		}
-	}
-	return best, best.dist <= numBuckets
-}
-
-// timeEstimate is a predicted duration and how well it is known.
-type timeEstimate struct {
-	d     time.Duration
-	known bool
-	seq   uint64
-	w     float64
-}
-
-// predictEncode predicts the time to encode n bytes of class c with spec.
-func (m *Models) predictEncode(spec string, c uint8, n int) timeEstimate {
-	s := m.codecs[spec]
-	if s == nil {
-		return timeEstimate{d: priorEncode(n)}
-	}
-	if l := s.enc[c%NumClasses].at(n, false); l.ok {
-		return timeEstimate{d: time.Duration(l.y), known: l.dist <= 1, seq: l.seq, w: l.w}
-	}
-	// Another class of the same codec.
-	for i := range s.enc {
-		if l := s.enc[i].at(n, false); l.ok {
-			return timeEstimate{d: time.Duration(l.y), seq: l.seq}
-		}
-	}
-	return timeEstimate{d: priorEncode(n)}
-}
-
-// priorEncode is the encode time assumed for a codec nothing is known of:
-// 50 µs plus 20 ns per byte (50 MB/s), a middling level of a middling
-// codec.
-func priorEncode(n int) time.Duration {
-	return 50*time.Microsecond + time.Duration(n)*20*time.Nanosecond
-}
-
-// decodeTime predicts the time to decode into n bytes with codec when the
-// payload is about ratio·n bytes, from decode stats.
-func (s *decodeStats) at(n int, ratio float64) (time.Duration, bool) {
-	if s == nil {
-		return 0, false
-	}
-	rc := ratioClass(ratio)
-	if l := s.c[rc].at(n, false); l.ok {
-		return time.Duration(l.y), true
-	}
-	// The nearest ratio class with data.
-	for d := 1; d < numRatioClasses; d++ {
-		for _, i := range []int{rc - d, rc + d} {
-			if i >= 0 && i < numRatioClasses {
-				if l := s.c[i].at(n, false); l.ok {
-					return time.Duration(l.y), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
-// localDecode predicts this node's own decode time.
-func (m *Models) localDecode(codec string, n int, ratio float64) (time.Duration, bool) {
-	return m.decode[codec].at(n, ratio)
-}
-
-// priorDecode is the decode time assumed when neither the receiver nor
-// this node knows the codec: 20 µs plus 4 ns per byte.
-func priorDecode(n int) time.Duration {
-	return 20*time.Microsecond + time.Duration(n)*4*time.Nanosecond
 }

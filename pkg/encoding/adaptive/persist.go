@@ -1,29 +1,52 @@
 package adaptive
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
+	"strings"
 )
-
-// MaxModelsSize bounds a models file.
-const MaxModelsSize = 16 << 20
 
 // DefaultFile is the name of the models file in a node's data directory.
 const DefaultFile = "encoding-models.bin"
 
-const modelsMagic = "P2AM\x01"
+// ErrCorrupt reports a profile or models file that cannot be parsed,
+// including a models file of another version.
+var ErrCorrupt = errors.New("adaptive: corrupt data")
+
+// The models file and the profile are JSON with a version. Models files
+// of version 1 (binary, "P2AM\x01") held what the lab's grid needed and
+// are refused; the CLI then starts from empty models and saves over them.
+const formatVersion = 2
+
+// Bounds of the formats, checked when reading: a file or profile is at
+// most its maximum size, holds at most maxCodecs codecs (or decoders) and
+// maxKinds kinds per codec, names of at most maxString bytes, and values
+// a measurement can give.
+const (
+	maxModelsSize = 16 << 20
+	maxString     = 256
+	maxCodecs     = 64
+	maxKinds      = 1024
+	maxSizeLog    = 40 // centroids above 1 TiB are nonsense
+)
+
+// modelsFile is the models' JSON form.
+type modelsFile struct {
+	Version int                    `json:"version"`
+	Codecs  map[string]*codecStats `json:"codecs"`
+	Decode  map[string]*curve      `json:"decode"`
+}
 
 // Load reads models saved by Save. A missing file gives empty models and
-// no error (a node's first start); a file that cannot be parsed is an
-// error wrapping ErrCorrupt.
+// no error (a node's first start); a file that cannot be parsed, or of
+// another version, is an error wrapping ErrCorrupt.
 func Load(path string) (*Models, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -33,11 +56,11 @@ func Load(path string) (*Models, error) {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxModelsSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxModelsSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("adaptive: %w", err)
 	}
-	m, err := ParseModels(b)
+	m, err := parseModels(b)
 	if err != nil {
 		return nil, fmt.Errorf("adaptive: %s: %w", path, err)
 	}
@@ -60,8 +83,7 @@ func (m *Models) Save(path string) error {
 		return fmt.Errorf("adaptive: %w", err)
 	}
 	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, f.Close()); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("adaptive: %w", err)
 	}
@@ -72,188 +94,127 @@ func (m *Models) Save(path string) error {
 	return nil
 }
 
-// MarshalBinary returns the models' binary form (what Save writes): a
-// magic "P2AM", version 1, the sequence number, the codec stats, the
-// decode table and the peers.
+// MarshalBinary returns the models' form that Save writes.
 func (m *Models) MarshalBinary() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := []byte(modelsMagic)
-	b = appendUvarint(b, int(m.seq))
-	specs := slices.Sorted(maps.Keys(m.codecs))
-	b = appendUvarint(b, len(specs))
-	for _, spec := range specs {
-		s := m.codecs[spec]
-		b = appendString(b, spec)
-		kinds := slices.SortedFunc(maps.Keys(s.size), func(a, z Kind) int {
-			if a.MIME != z.MIME {
-				if a.MIME < z.MIME {
-					return -1
-				}
-				return 1
-			}
-			return int(a.Class) - int(z.Class)
-		})
-		b = appendUvarint(b, len(kinds))
-		for _, k := range kinds {
-			b = appendString(b, k.MIME)
-			b = append(b, k.Class)
-			b = appendCurve(b, s.size[k], m.seq)
-		}
-		for i := range s.class {
-			b = appendCurve(b, &s.class[i], m.seq)
-		}
-		for i := range s.enc {
-			b = appendCurve(b, &s.enc[i], m.seq)
-		}
+	b, err := json.Marshal(modelsFile{Version: formatVersion, Codecs: m.codecs, Decode: m.decode})
+	if err == nil && len(b) > maxModelsSize {
+		err = fmt.Errorf("models of %d bytes exceed %d", len(b), maxModelsSize)
 	}
-	names := slices.Sorted(maps.Keys(m.decode))
-	b = appendUvarint(b, len(names))
-	for _, name := range names {
-		b = appendString(b, name)
-		for i := range m.decode[name].c {
-			b = appendCurve(b, &m.decode[name].c[i], m.seq)
-		}
-	}
-	keys := slices.Sorted(maps.Keys(m.peers))
-	b = appendUvarint(b, len(keys))
-	for _, k := range keys {
-		r := m.peers[k]
-		b = appendString(b, k)
-		b = appendPath(b, r.Path)
-		b = appendTime(b, r.PathAt)
-		var pb []byte
-		if r.Profile != nil {
-			var err error
-			if pb, err = r.Profile.MarshalBinary(); err != nil {
-				return nil, err
-			}
-		}
-		b = appendUvarint(b, len(pb))
-		b = append(b, pb...)
-		b = appendTime(b, r.ProfileAt)
-	}
-	if len(b) > MaxModelsSize {
-		return nil, fmt.Errorf("adaptive: models of %d bytes exceed %d", len(b), MaxModelsSize)
+	if err != nil {
+		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	return b, nil
 }
 
-// ParseModels decodes the binary form of MarshalBinary. Input longer than
-// MaxModelsSize, counts beyond the format's bounds (256 specs, 1024 kinds
-// per spec, 64 decoders, 4096 peers, 256-byte names), curves out of order
-// and values no measurement gives are refused with errors wrapping
-// ErrCorrupt.
-func ParseModels(b []byte) (*Models, error) {
-	if len(b) > MaxModelsSize {
-		return nil, fmt.Errorf("%w: models of %d bytes", ErrCorrupt, len(b))
+// parseModels reads the form of MarshalBinary within the formats' bounds.
+func parseModels(b []byte) (*Models, error) {
+	if strings.HasPrefix(string(b), "P2AM") {
+		return nil, fmt.Errorf("%w: a binary models file of version 1; this p2pmsg reads version %d", ErrCorrupt, formatVersion)
 	}
-	if len(b) < len(modelsMagic) || string(b[:len(modelsMagic)]) != modelsMagic {
-		return nil, fmt.Errorf("%w: not a models file", ErrCorrupt)
+	var f modelsFile
+	if err := decodeJSON(b, maxModelsSize, &f); err != nil {
+		return nil, err
 	}
-	r := &reader{b: b[len(modelsMagic):]}
+	if f.Version != formatVersion {
+		return nil, fmt.Errorf("%w: models of version %d; this p2pmsg reads version %d", ErrCorrupt, f.Version, formatVersion)
+	}
+	if len(f.Codecs) > maxCodecs || badNames(f.Codecs) {
+		return nil, fmt.Errorf("%w: models beyond their bounds", ErrCorrupt)
+	}
+	if err := checkDecode(f.Decode); err != nil {
+		return nil, err
+	}
 	m := NewModels()
-	m.seq = r.uvarint("sequence", math.MaxUint64)
-	nspecs := r.uvarint("spec count", maxSpecs)
-	for range nspecs {
-		spec := r.string("spec")
-		if r.err != nil {
-			break
+	for spec, s := range f.Codecs {
+		if s == nil || len(s.Size) > maxKinds {
+			return nil, fmt.Errorf("%w: codec %q", ErrCorrupt, spec)
 		}
-		if _, dup := m.codecs[spec]; dup || spec == "" {
-			r.fail("spec")
-			break
+		if s.Size == nil {
+			s.Size = map[kind]*curve{}
 		}
-		s := m.stats(spec)
-		nk := r.uvarint("kind count", maxKinds)
-		for range nk {
-			k := Kind{MIME: r.string("kind")}
-			k.Class = r.byte("class")
-			if r.err != nil {
-				break
-			}
-			if _, dup := s.size[k]; dup || k.Class >= NumClasses || len(k.MIME) > maxKindMIME {
-				r.fail("kind")
-				break
-			}
-			c := new(curve)
-			r.curve(c, m.seq)
-			s.size[k] = c
-		}
-		for i := range s.class {
-			r.curve(&s.class[i], m.seq)
-		}
-		for i := range s.enc {
-			r.curve(&s.enc[i], m.seq)
-		}
+		m.codecs[spec] = s
 	}
-	ndec := r.uvarint("decoder count", maxCodecs)
-	for range ndec {
-		name := r.string("decoder")
-		if r.err != nil {
-			break
-		}
-		if _, dup := m.decode[name]; dup || name == "" {
-			r.fail("decoder")
-			break
-		}
-		s := new(decodeStats)
-		for i := range s.c {
-			r.curve(&s.c[i], m.seq)
-		}
-		m.decode[name] = s
-	}
-	npeers := r.uvarint("peer count", maxPeers)
-	for range npeers {
-		key := r.string("peer")
-		var rec PeerRecord
-		rec.Path = r.path()
-		rec.PathAt = r.time("path time")
-		if pb := r.bytes("profile", MaxProfileSize); len(pb) > 0 && r.err == nil {
-			p, err := ParseProfile(pb)
-			if err != nil {
-				return nil, err
-			}
-			rec.Profile = p
-		}
-		rec.ProfileAt = r.time("profile time")
-		if r.err != nil {
-			break
-		}
-		if _, dup := m.peers[key]; dup {
-			r.fail("peer")
-			break
-		}
-		m.peers[key] = rec
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the models", ErrCorrupt, len(r.b))
+	if f.Decode != nil {
+		m.decode = f.Decode
 	}
 	return m, nil
 }
 
-// A path is written as RTT (ns), bandwidth, loss, MSS, initial and
-// maximum window.
-func appendPath(b []byte, p Path) []byte {
-	b = appendUvarint(b, int(max(p.RTT, 0)))
-	b = appendFloat(b, max(p.Bandwidth, 0))
-	b = appendFloat(b, min(max(p.Loss, 0), 1))
-	b = appendUvarint(b, max(p.MSS, 0))
-	b = appendUvarint(b, max(p.InitWindow, 0))
-	b = appendUvarint(b, max(p.MaxWindow, 0))
-	return b
+func decodeJSON(b []byte, limit int, v any) error {
+	if len(b) > limit {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrCorrupt, len(b), limit)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return nil
 }
 
-func (r *reader) path() Path {
-	var p Path
-	p.RTT = time.Duration(r.uvarint("rtt", uint64(time.Hour)))
-	p.Bandwidth = r.float("bandwidth", 0, 1e13)
-	p.Loss = r.float("loss", 0, 1)
-	p.MSS = int(r.uvarint("mss", 1<<20))
-	p.InitWindow = int(r.uvarint("initial window", 1<<30))
-	p.MaxWindow = int(r.uvarint("maximum window", 1<<30))
-	return p
+func badNames[V any](m map[string]V) bool {
+	for k := range m {
+		if k == "" || len(k) > maxString {
+			return true
+		}
+	}
+	return false
+}
+
+func checkDecode(d map[string]*curve) error {
+	if len(d) > maxCodecs || badNames(d) {
+		return fmt.Errorf("%w: decoders beyond their bounds", ErrCorrupt)
+	}
+	for name, s := range d {
+		if s == nil {
+			return fmt.Errorf("%w: decoder %q", ErrCorrupt, name)
+		}
+	}
+	return nil
+}
+
+// A curve is written as its populated buckets in increasing order, each
+// [weight, centroid size, value]; the bucket is the centroid's.
+func (c *curve) MarshalJSON() ([]byte, error) {
+	pts := [][3]float64{}
+	for _, p := range c.p {
+		if p.w > 0 {
+			pts = append(pts, [3]float64{p.w, p.n, p.y})
+		}
+	}
+	return json.Marshal(pts)
+}
+
+// UnmarshalJSON refuses weights, centroids and values no measurement
+// gives, and buckets out of order: what lookups rely on.
+func (c *curve) UnmarshalJSON(b []byte) error {
+	var pts [][3]float64
+	if err := json.Unmarshal(b, &pts); err != nil {
+		return err
+	}
+	*c = curve{}
+	last := -1
+	for _, p := range pts {
+		w, x, y := p[0], p[1], p[2]
+		i := bucketOf(int(min(x, math.Ldexp(1, maxSizeLog))))
+		if !(w > 0 && w <= maxWeight && x >= 1 && x <= math.Ldexp(1, maxSizeLog) && y >= 0 && y <= maxValue) || i <= last {
+			return fmt.Errorf("%w: curve point %v", ErrCorrupt, p)
+		}
+		c.p[i], last = point{w: w, n: x, y: y}, i
+	}
+	return nil
+}
+
+// A kind is written "media type/class" ("text/xml/high").
+func (k kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+func (k *kind) UnmarshalText(b []byte) error {
+	s := string(b)
+	i := strings.LastIndexByte(s, '/')
+	c := slices.Index(classNames[:], s[i+1:])
+	if i < 0 || c < 0 || i > maxKindMIME {
+		return fmt.Errorf("%w: kind %q", ErrCorrupt, s)
+	}
+	*k = kind{mime: s[:i], class: uint8(c)}
+	return nil
 }

@@ -3,26 +3,23 @@ package adaptive_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
 // sampleModels is models with a little of everything: encodes of two
-// kinds, decodes, and a peer with a path and a profile.
+// kinds and decodes.
 func sampleModels() *adaptive.Models {
-	w := newWorld()
-	m := w.models
-	m.RecordEncode("fast:1", adaptive.Kind{MIME: "application/octet-stream", Class: adaptive.ClassIncompressible}, 5000, 5010, 7*time.Microsecond)
-	rm := adaptive.NewModels()
-	rm.RecordDecode("fast", 4096, 1000, 3*time.Microsecond)
-	m.SetPeer("12D3KooWpeer", adaptive.PeerRecord{
-		Path:   adaptive.Path{RTT: 60 * time.Millisecond, Bandwidth: 80_000, Loss: 0.01, MSS: 1460, InitWindow: 14600, MaxWindow: 1 << 20},
-		PathAt: time.Unix(1_700_000_000, 5), Profile: rm.Profile(), ProfileAt: time.Unix(1_700_000_100, 0),
-	})
+	m := newWorld().models
+	m.Teach("fast:1", message.Element{Data: bytes.Repeat([]byte{7}, 5000)}, 5010, 7*time.Microsecond)
 	return m
 }
 
@@ -41,17 +38,13 @@ func TestModelsSurviveARestart(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatal("reloaded models differ")
 	}
-	r, ok := back.Peer("12D3KooWpeer")
-	if !ok || r.Path.Bandwidth != 80_000 || r.Path.InitWindow != 14600 || !r.PathAt.Equal(time.Unix(1_700_000_000, 5)) {
-		t.Fatalf("peer record %+v", r)
-	}
-	if got := r.Profile.Codecs(); len(got) != 1 || got[0] != "fast" {
-		t.Fatalf("peer profile codecs %v", got)
+	if got := back.Profile().Codecs(); len(got) != 2 {
+		t.Fatalf("decode table %v", got)
 	}
 	// Decisions made from the reloaded models are the same.
 	w := newWorld()
-	d1 := w.scheme(t, adaptive.WithModels(m), adaptive.WithPath(path(1e6))).Decide(doc(docSize))
-	d2 := w.scheme(t, adaptive.WithModels(back), adaptive.WithPath(path(1e6))).Decide(doc(docSize))
+	d1 := w.scheme(t, adaptive.WithModels(m), adaptive.WithPeer(path(1e6))).Decide(doc(docSize))
+	d2 := w.scheme(t, adaptive.WithModels(back), adaptive.WithPeer(path(1e6))).Decide(doc(docSize))
 	for i := range d1.Estimates {
 		if d1.Estimates[i].Total != d2.Estimates[i].Total {
 			t.Fatalf("estimate %d: %v before the restart, %v after", i, d1.Estimates[i].Total, d2.Estimates[i].Total)
@@ -72,7 +65,8 @@ func TestLoadMissingFileGivesEmptyModels(t *testing.T) {
 func TestLoadCorruptFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), adaptive.DefaultFile)
 	b, _ := sampleModels().MarshalBinary()
-	for _, bad := range [][]byte{[]byte("P2AM\x02"), b[:len(b)-3], append(b, 0), []byte("hello")} {
+	// A version 1 file (before the grid's machinery went) is refused too.
+	for _, bad := range [][]byte{[]byte("P2AM\x02"), b[:len(b)-3], append(b, 0), []byte("hello"), []byte("P2AM\x01\x00\x00\x00\x00")} {
 		if err := os.WriteFile(file, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -85,16 +79,20 @@ func TestLoadCorruptFile(t *testing.T) {
 func TestParseModelsBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		b    []byte
+		b    string
 	}{
-		{"too large", append([]byte("P2AM\x01"), make([]byte, adaptive.MaxModelsSize)...)},
-		// magic, seq 0, 300 specs (limit 256)
-		{"too many specs", []byte("P2AM\x01\x00\xac\x02")},
-		// one spec "a", no kinds, then a class curve claiming 99 buckets
-		{"long curve", []byte("P2AM\x01\x00\x01\x01a\x00\x63")},
+		{"too large", `{"version":2,"decode":{"` + strings.Repeat("x", 16<<20) + `":[]}}`},
+		{"version", `{"version":1}`},
+		{"binary version 1", "P2AM\x01\x00\x00\x00\x00"},
+		{"empty name", `{"version":2,"codecs":{"":{}}}`},
+		{"long name", `{"version":2,"decode":{"` + strings.Repeat("x", 300) + `":[]}}`},
+		{"order", `{"version":2,"codecs":{"a:1":{"class":[[[1,1000,5],[1,100,3]]]}}}`},
+		{"same bucket", `{"version":2,"codecs":{"a:1":{"class":[[[1,100,5],[1,101,3]]]}}}`},
+		{"weight", `{"version":2,"codecs":{"a:1":{"class":[[[9,100,5]]]}}}`},
+		{"kind", `{"version":2,"codecs":{"a:1":{"size":{"text/xml/huge":[]}}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := adaptive.ParseModels(tc.b); !errors.Is(err, adaptive.ErrCorrupt) {
+			if _, err := adaptive.ParseModels([]byte(tc.b)); !errors.Is(err, adaptive.ErrCorrupt) {
 				t.Fatalf("err %v, want ErrCorrupt", err)
 			}
 		})
@@ -107,7 +105,8 @@ func FuzzParseModels(f *testing.F) {
 	e, _ := adaptive.NewModels().MarshalBinary()
 	f.Add(e)
 	f.Add(b[:len(b)/2])
-	f.Add([]byte("P2AM\x01\x00\x01\x01a\x00\x01\x03"))
+	f.Add([]byte(`{"version":2,"codecs":{"a:1":{"class":[[[1,100,5],[2,1000,30]]]}}}`))
+	f.Add([]byte("P2AM\x01\x00"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := adaptive.ParseModels(in)
 		if err != nil {
@@ -129,7 +128,8 @@ func FuzzParseModels(f *testing.F) {
 			t.Fatal("marshal is not stable")
 		}
 		// Whatever was parsed must be usable.
-		s, err := adaptive.New(nil, adaptive.WithModels(m), adaptive.WithoutCalibration())
+		w := newWorld()
+		s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(m), adaptive.WithClock(w.clock))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,19 +147,12 @@ func TestProfileRoundTrip(t *testing.T) {
 	if len(b) > 512 {
 		t.Errorf("a two-codec profile takes %d bytes", len(b))
 	}
-	q, err := adaptive.ParseProfile(b)
-	if err != nil {
+	q := new(adaptive.Profile)
+	if err := q.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"fast", "strong"} {
-		a, ok1 := p.DecodeTime(name, docSize, 0.1)
-		c, ok2 := q.DecodeTime(name, docSize, 0.1)
-		if !ok1 || !ok2 || a != c {
-			t.Fatalf("%s: %v before, %v after", name, a, c)
-		}
-	}
-	if _, ok := q.DecodeTime("other", 10, 0.5); ok {
-		t.Fatal("the profile claims a codec it does not have")
+	if c, _ := q.MarshalBinary(); !bytes.Equal(b, c) || len(q.Codecs()) != 2 {
+		t.Fatalf("profile of %v came back as %v", p.Codecs(), q.Codecs())
 	}
 }
 
@@ -170,16 +163,17 @@ func TestParseProfileRejects(t *testing.T) {
 		b    []byte
 	}{
 		{"empty", nil},
-		{"magic", []byte("P2AM\x01\x00")},
-		{"version", []byte("P2AP\x02\x00")},
+		{"not JSON", []byte("P2AP\x01\x00")},
+		{"version", []byte(`{"version":1,"decode":{}}`)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(append([]byte{}, good...), 0)},
-		{"too many codecs", []byte("P2AP\x01\x41")},
-		{"empty name", []byte("P2AP\x01\x01\x00")},
-		{"too large", append([]byte("P2AP\x01"), make([]byte, adaptive.MaxProfileSize)...)},
+		{"too many codecs", []byte(manyCodecs(65))},
+		{"empty name", []byte(`{"version":2,"decode":{"":[]}}`)},
+		{"null", []byte(`{"version":2,"decode":{"a":null}}`)},
+		{"too large", append([]byte(`{"version":2}`), bytes.Repeat([]byte(" "), adaptive.MaxProfileSize)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := adaptive.ParseProfile(tc.b); !errors.Is(err, adaptive.ErrCorrupt) {
+			if err := new(adaptive.Profile).UnmarshalBinary(tc.b); !errors.Is(err, adaptive.ErrCorrupt) {
 				t.Fatalf("err %v, want ErrCorrupt", err)
 			}
 		})
@@ -189,11 +183,11 @@ func TestParseProfileRejects(t *testing.T) {
 func FuzzParseProfile(f *testing.F) {
 	good, _ := decodeProfile(newWorld(), map[string]time.Duration{"fast": 2, "strong": 9}).MarshalBinary()
 	f.Add(good)
-	f.Add([]byte("P2AP\x01\x00"))
+	f.Add([]byte(`{"version":2,"decode":{"a":[[[1,100,5]],[],[],[]]}}`))
 	f.Add(good[:len(good)/2])
 	f.Fuzz(func(t *testing.T, in []byte) {
-		p, err := adaptive.ParseProfile(in)
-		if err != nil {
+		p := new(adaptive.Profile)
+		if err := p.UnmarshalBinary(in); err != nil {
 			if !errors.Is(err, adaptive.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
@@ -203,17 +197,25 @@ func FuzzParseProfile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := adaptive.ParseProfile(out)
-		if err != nil {
+		q := new(adaptive.Profile)
+		if err := q.UnmarshalBinary(out); err != nil {
 			t.Fatal(err)
 		}
 		if out2, _ := q.MarshalBinary(); !bytes.Equal(out, out2) {
 			t.Fatal("marshal is not stable")
 		}
-		for _, name := range p.Codecs() {
-			if d, ok := p.DecodeTime(name, 1<<20, 0.3); ok && d < 0 {
-				t.Fatalf("%s: decode time %v, %v", name, d, ok)
-			}
-		}
 	})
+}
+
+func manyCodecs(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"version":2,"decode":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"c%d":[]`, i)
+	}
+	b.WriteString("}}")
+	return b.String()
 }

@@ -1,7 +1,7 @@
 package adaptive
 
 import (
-	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,30 +9,42 @@ import (
 )
 
 // Profile is a node's decode speeds: per codec (by registered name, since
-// levels decode alike) and by how much the payload was compressed, the
-// decode time as a function of the decoded size. A receiver shares it with
+// levels decode alike), the decode time as a function of the decoded
+// size. A receiver shares it with
 // its senders, as NAM's client sent its decompression model to the server,
 // so that a sender can weigh a slow receiver's decode time. Its binary form
 // is a few hundred bytes.
 //
 // A Profile is immutable once made; the zero Profile knows nothing.
 type Profile struct {
-	dec map[string]*decodeStats
+	dec map[string]*curve
 }
 
 // MaxProfileSize bounds a profile's binary form.
 const MaxProfileSize = 64 << 10
 
-const profileMagic = "P2AP\x01"
+// profileFile is a profile's form: JSON with the format's version.
+type profileFile struct {
+	Version int               `json:"version"`
+	Decode  map[string]*curve `json:"decode"`
+}
 
-// DecodeTime predicts the time this profile's node takes to decode into n
-// bytes with codec, when the payload is about ratio·n bytes. It reports
-// false when the profile knows nothing of the codec.
-func (p *Profile) DecodeTime(codec string, n int, ratio float64) (time.Duration, bool) {
+// decodeTime predicts the time the profile's node takes to decode into n
+// bytes with codec; false when the profile knows nothing of the codec.
+func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
 	if p == nil {
 		return 0, false
 	}
-	return p.dec[codec].at(n, ratio)
+	return decodeAt(p.dec[codec], n)
+}
+
+// decodeAt reads a decode-time curve at n bytes, if there is one.
+func decodeAt(c *curve, n int) (time.Duration, bool) {
+	if c == nil {
+		return 0, false
+	}
+	l := c.at(n, false)
+	return time.Duration(l.y), l.ok
 }
 
 // Codecs returns the codec names the profile knows, sorted.
@@ -43,102 +55,42 @@ func (p *Profile) Codecs() []string {
 	return slices.Sorted(maps.Keys(p.dec))
 }
 
-// MarshalBinary returns the profile's binary form: a magic "P2AP", version
-// 1, the number of codecs, then per codec its name and one curve per ratio
-// class.
+// MarshalBinary returns the profile's form: JSON of the format's version
+// and, per codec, its curve.
 func (p *Profile) MarshalBinary() ([]byte, error) {
-	b := []byte(profileMagic)
-	names := p.Codecs()
-	if len(names) > maxCodecs {
-		names = names[:maxCodecs]
+	b, err := json.Marshal(profileFile{Version: formatVersion, Decode: p.dec})
+	if err == nil && len(b) > MaxProfileSize {
+		err = fmt.Errorf("profile of %d bytes exceeds %d", len(b), MaxProfileSize)
 	}
-	b = appendUvarint(b, len(names))
-	for _, name := range names {
-		b = appendString(b, name)
-		for i := range p.dec[name].c {
-			b = appendCurve(b, &p.dec[name].c[i], 0)
-		}
-	}
-	if len(b) > MaxProfileSize {
-		return nil, fmt.Errorf("adaptive: profile of %d bytes exceeds %d", len(b), MaxProfileSize)
+	if err != nil {
+		return nil, fmt.Errorf("adaptive: %w", err)
 	}
 	return b, nil
 }
 
-// ParseProfile decodes a profile's binary form. It refuses input longer
-// than MaxProfileSize, more than 64 codecs, names longer than 256 bytes,
-// and curves that are out of order or hold values no measurement gives;
-// errors wrap ErrCorrupt.
-func ParseProfile(b []byte) (*Profile, error) {
-	if len(b) > MaxProfileSize {
-		return nil, fmt.Errorf("%w: profile of %d bytes", ErrCorrupt, len(b))
+// UnmarshalBinary reads a profile's form into p. It refuses input longer
+// than MaxProfileSize, of another version, with more than 64 codecs or
+// names longer than 256 bytes, and curves that are out of order or hold
+// values no measurement gives; errors wrap ErrCorrupt.
+func (p *Profile) UnmarshalBinary(b []byte) error {
+	var f profileFile
+	if err := decodeJSON(b, MaxProfileSize, &f); err != nil {
+		return err
 	}
-	if len(b) < len(profileMagic) || string(b[:len(profileMagic)]) != profileMagic {
-		return nil, fmt.Errorf("%w: not a profile", ErrCorrupt)
+	if f.Version != formatVersion {
+		return fmt.Errorf("%w: profile of version %d", ErrCorrupt, f.Version)
 	}
-	r := &reader{b: b[len(profileMagic):]}
-	p, err := r.profile()
-	if err != nil {
-		return nil, err
+	if err := checkDecode(f.Decode); err != nil {
+		return err
 	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the profile", ErrCorrupt, len(r.b))
+	if f.Decode == nil {
+		f.Decode = map[string]*curve{}
 	}
-	return p, nil
+	p.dec = f.Decode
+	return nil
 }
 
-func (r *reader) profile() (*Profile, error) {
-	n := r.uvarint("codec count", maxCodecs)
-	p := &Profile{dec: make(map[string]*decodeStats, n)}
-	for range n {
-		name := r.string("codec name")
-		if r.err != nil {
-			break
-		}
-		if _, dup := p.dec[name]; dup || name == "" {
-			r.fail("codec name")
-			break
-		}
-		s := new(decodeStats)
-		for i := range s.c {
-			r.curve(&s.c[i], 0)
-		}
-		p.dec[name] = s
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return p, nil
-}
+// MarshalJSON and UnmarshalJSON keep a profile in a models file.
+func (p *Profile) MarshalJSON() ([]byte, error) { return p.MarshalBinary() }
 
-func appendUvarint(b []byte, n int) []byte { return binary.AppendUvarint(b, uint64(n)) }
-
-// cpuFactor is how much slower the profile's node decodes than this one:
-// the median, over the buckets both have measured, of the ratio of their
-// decode times per byte; 1 when they share none.
-func cpuFactor(p *Profile, local map[string]*decodeStats) float64 {
-	if p == nil {
-		return 1
-	}
-	var rs []float64
-	for name, ps := range p.dec {
-		ls := local[name]
-		if ls == nil {
-			continue
-		}
-		for rc := range ps.c {
-			for b := range numBuckets {
-				pr, ok1 := ps.c[rc].ratioAt(b)
-				lr, ok2 := ls.c[rc].ratioAt(b)
-				if ok1 && ok2 && lr > 0 {
-					rs = append(rs, pr/lr)
-				}
-			}
-		}
-	}
-	if len(rs) == 0 {
-		return 1
-	}
-	slices.Sort(rs)
-	return rs[len(rs)/2]
-}
+func (p *Profile) UnmarshalJSON(b []byte) error { return p.UnmarshalBinary(b) }

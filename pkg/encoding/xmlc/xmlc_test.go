@@ -54,7 +54,7 @@ func TestConformanceWithModel(t *testing.T) {
 }
 
 func TestRegistered(t *testing.T) {
-	c, err := encoding.Lookup("xml")
+	c, err := encoding.Default().Lookup("xml")
 	if err != nil {
 		t.Fatal(err)
 	}
