@@ -29,8 +29,10 @@ import (
 // above announced) and jxta:Nonce (16 random bytes), and closes its side;
 // the peer answers with one message whose jxta:Found element is "true" or
 // "false", whose jxta:PeerId is its JXTA peer ID and, when found, whose
-// jxta:BindingProof proves the binding (proof.go). Both messages are at
-// most maxQuerySize bytes.
+// jxta:BindingProof proves the binding (proof.go); when not found, it may
+// refer to neighbours that told it they bind the pipe (jxta:Referral,
+// see BindingProtocol), which the asking peer then asks. Both messages
+// are at most maxQuerySize bytes.
 const ResolverProtocol protocol.ID = "/p2pmsg/pipe-resolver/1.0.0"
 
 const (
@@ -78,17 +80,45 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 		asked   atomic.Int32
 		errMu   sync.Mutex
 		lastErr error
+		seen    sync.Map // peers asked or being asked
 	)
-	ask := func(p peer.ID) {
+	var ask func(p peer.ID, follow bool)
+	// referred asks the peers an answer referred to (referral.go) that
+	// nobody has asked yet; their own referrals are not followed.
+	referred := func(refs []peer.AddrInfo) {
+		for _, ai := range refs {
+			if ai.ID == self {
+				continue
+			}
+			if _, dup := seen.LoadOrStore(ai.ID, true); dup {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				if len(ai.Addrs) > 0 || s.host.Network().Connectedness(ai.ID) != network.Connected {
+					if err := s.host.Connect(ctx, ai); err != nil {
+						wg.Done()
+						return
+					}
+				}
+				ask(ai.ID, false)
+			}()
+		}
+	}
+	ask = func(p peer.ID, follow bool) {
 		defer wg.Done()
+		seen.Store(p, true)
 		asked.Add(1)
 		nonce := newNonce()
-		ok, proof, err := s.query(ctx, p, a.ID, role, nonce)
+		ok, proof, refs, err := s.query(ctx, p, a.ID, role, nonce)
 		if err != nil {
 			errMu.Lock()
 			lastErr = err
 			errMu.Unlock()
 			return
+		}
+		if !ok && follow && len(explicit) == 0 {
+			referred(refs)
 		}
 		if ok && proven {
 			if err := s.checkProof(a, role, p, nonce, proof); err != nil {
@@ -124,7 +154,7 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 						return
 					}
 				}
-				ask(ai.ID)
+				ask(ai.ID, false)
 			}()
 		}
 	} else {
@@ -134,8 +164,11 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 			peers = peers[:s.opts.queryPeers]
 		}
 		for _, p := range peers {
+			seen.Store(p, true)
+		}
+		for _, p := range peers {
 			wg.Add(1)
-			go ask(p)
+			go ask(p, true)
 		}
 		if r := s.opts.routing; r != nil {
 			where += " and the DHT"
@@ -146,13 +179,16 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 					if ai.ID == self || s.host.Network().Connectedness(ai.ID) == network.Connected {
 						continue // connected peers are asked already
 					}
+					if _, dup := seen.LoadOrStore(ai.ID, true); dup {
+						continue // referred to already
+					}
 					wg.Add(1)
 					go func() {
 						if err := s.host.Connect(ctx, ai); err != nil {
 							wg.Done()
 							return
 						}
-						ask(ai.ID)
+						ask(ai.ID, true)
 					}()
 				}
 			}()
@@ -187,11 +223,12 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	}
 }
 
-// query asks p whether it has pipe bound in role, and returns its proof.
-func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string, nonce []byte) (bool, []byte, error) {
+// query asks p whether it has pipe bound in role, and returns its proof
+// or, when it has not, the peers it refers to (referral.go).
+func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string, nonce []byte) (bool, []byte, []peer.AddrInfo, error) {
 	st, err := s.host.NewStream(network.WithAllowLimitedConn(ctx, "pipe-resolve"), p, ResolverProtocol)
 	if err != nil {
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
@@ -200,20 +237,23 @@ func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string,
 		message.Bytes(message.JXTANamespace, "Nonce", nonce))
 	if err := wire.Encode(st, q); err != nil {
 		st.Reset()
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	if err := st.CloseWrite(); err != nil {
 		st.Reset()
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	ans, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
 	if err != nil {
 		st.Reset()
-		return false, nil, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
+		return false, nil, nil, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
 	}
 	e, ok := ans.Get(message.JXTANamespace, "Found")
-	proof, _ := ans.Get(message.JXTANamespace, "BindingProof")
-	return ok && string(e.Data) == "true", proof.Data, nil
+	if ok && string(e.Data) == "true" {
+		proof, _ := ans.Get(message.JXTANamespace, "BindingProof")
+		return true, proof.Data, nil, nil
+	}
+	return false, nil, parseReferrals(ans), nil
 }
 
 // handleQuery answers one binding query.
@@ -237,6 +277,9 @@ func (s *Service) handleQuery(st network.Stream) {
 		if proof, err := s.signProof(pipe, role, n.Data); err == nil {
 			ans.Add(message.Bytes(message.JXTANamespace, "BindingProof", proof))
 		}
+	}
+	if !found {
+		ans.Add(s.referralElements(bindingKey{Key(pipe), role}, st.Conn().RemotePeer())...)
 	}
 	if err := wire.Encode(st, ans); err != nil {
 		st.Reset()
