@@ -53,6 +53,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -270,11 +271,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{host: h, jxtaID: jid, group: c.group}
-	for _, p := range c.bootstrap {
-		if err := h.Connect(ctx, p); err != nil {
-			n.Close()
-			return nil, fmt.Errorf("node: bootstrap peer %s: %w", p.ID, err)
-		}
+	if err := connectAll(ctx, h, c.bootstrap); err != nil {
+		n.Close()
+		return nil, err
 	}
 	if c.dht {
 		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap); err != nil {
@@ -290,6 +289,30 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// connectAll connects to every peer at once, so that a node starts as
+// fast as its slowest bootstrap peer answers rather than after all of
+// them in turn; it fails with the first peer's error.
+func connectAll(ctx context.Context, h host.Host, peers []peer.AddrInfo) error {
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Connect(ctx, p); err != nil {
+				errs[i] = fmt.Errorf("node: bootstrap peer %s: %w", p.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type mdnsNotifee struct{ h host.Host }

@@ -15,3 +15,6 @@ var ProofStatement = proofStatement
 // IndexSize reports how many bindings s keeps from neighbour p
 // (referral.go).
 func IndexSize(s *Service, p peer.ID) int { return s.index.size(p) }
+
+// PendingSize reports how many unanswered askers s remembers.
+func PendingSize(s *Service) int { return s.pending.size() }

@@ -407,7 +407,13 @@ type Service struct {
 	// maxIndexPerPeer).
 	index           bindingIndex
 	ignoredBindings atomic.Uint64
-	gossip          gossipDrops // what our gossipsub router dropped
+	// pending are the askers this peer could not answer, to whom it
+	// forwards a binding pushed later; resolving are the hint channels
+	// of the resolutions running here, by pipe key and role
+	// (referral.go).
+	pending   pendingAsks
+	resolving map[bindingKey]map[chan []peer.AddrInfo]struct{}
+	gossip    gossipDrops // what our gossipsub router dropped
 }
 
 // Stats counts what the service refused from other peers, and what the

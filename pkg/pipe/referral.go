@@ -33,11 +33,16 @@ import (
 // disconnect, and when asked by ResolverProtocol for a pipe it has not
 // bound itself, it answers with referrals to the neighbours that have
 // (jxta:Referral elements, each a multiaddr ending in /p2p/<peer ID>),
-// which the asking peer then asks itself. A new binder is found this way
-// as soon as it has told its neighbours, without waiting for its
-// provider record to reach the DHT. A referral is a hint, never an
-// answer: the referred peer is asked, and must prove the binding where
-// the pipe needs proof.
+// which the asking peer then asks itself. When it has no referral to
+// give, it remembers the asker for pendingFor, and if a neighbour pushes
+// the pipe's binding meanwhile, it forwards the push to the asker with
+// the binder as a referral (the same message, with jxta:Referral
+// elements): a resolution still running, waiting on the DHT, asks the
+// new binder at once. A new binder is found this way as soon as it has
+// told its neighbours, without waiting for its provider record to reach
+// the DHT. A referral is a hint, never an answer: the referred peer is
+// asked, and must prove the binding where the pipe needs proof. A
+// forwarded push is never indexed nor forwarded again.
 const BindingProtocol protocol.ID = "/p2pmsg/pipe-binding/1.0.0"
 
 // Bounds of the referral index and of referral answers.
@@ -53,6 +58,15 @@ const (
 	// well within maxQuerySize, and an asking peer follows few of them.
 	maxReferrals     = 4
 	maxReferralAddrs = 4
+	// pendingFor is how long a peer remembers an asker it could not
+	// answer: the pipe service's default resolve timeout, as long as the
+	// asker's resolution may still be running. maxPendingPipes bounds
+	// the pipes remembered and maxPendingAskers the askers of each, so
+	// that peers asking for many pipes hold a bounded part of a node's
+	// memory (and its forwarding work) however fast they ask.
+	pendingFor       = 10 * time.Second
+	maxPendingPipes  = 1024
+	maxPendingAskers = 64
 )
 
 // bindingIndex is what neighbours pushed: per pipe key and role, the
@@ -142,6 +156,115 @@ func (x *bindingIndex) size(p peer.ID) int {
 	return len(x.byPeer[p])
 }
 
+// pendingAsks are the askers a peer could not answer, by pipe key and
+// role, with when they asked.
+type pendingAsks struct {
+	mu   sync.Mutex
+	asks map[bindingKey]map[peer.ID]time.Time
+}
+
+// note remembers that p asked for k at now, unless the bounds are
+// reached (after expired entries are dropped).
+func (x *pendingAsks) note(k bindingKey, p peer.ID, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.asks == nil {
+		x.asks = map[bindingKey]map[peer.ID]time.Time{}
+	}
+	a := x.asks[k]
+	if a == nil && len(x.asks) >= maxPendingPipes {
+		for k2, a2 := range x.asks {
+			expire(a2, now)
+			if len(a2) == 0 {
+				delete(x.asks, k2)
+			}
+		}
+		if len(x.asks) >= maxPendingPipes {
+			return
+		}
+	}
+	if a == nil {
+		a = map[peer.ID]time.Time{}
+		x.asks[k] = a
+	}
+	if _, ok := a[p]; !ok && len(a) >= maxPendingAskers {
+		if expire(a, now); len(a) >= maxPendingAskers {
+			return
+		}
+	}
+	a[p] = now
+}
+
+// expire drops the askers of one pipe that asked before now-pendingFor.
+func expire(a map[peer.ID]time.Time, now time.Time) {
+	for p, at := range a {
+		if now.Sub(at) > pendingFor {
+			delete(a, p)
+		}
+	}
+}
+
+// take returns the askers of k still waiting at now, and forgets them.
+func (x *pendingAsks) take(k bindingKey, now time.Time) []peer.ID {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a := x.asks[k]
+	delete(x.asks, k)
+	expire(a, now)
+	var out []peer.ID
+	for p := range a {
+		out = append(out, p)
+	}
+	return out
+}
+
+// size is how many askers are remembered in all.
+func (x *pendingAsks) size() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, a := range x.asks {
+		n += len(a)
+	}
+	return n
+}
+
+// hintsFor registers a running resolution of k for forwarded pushes; the
+// function it returns unregisters it.
+func (s *Service) hintsFor(k bindingKey) (<-chan []peer.AddrInfo, func()) {
+	ch := make(chan []peer.AddrInfo, 4)
+	s.mu.Lock()
+	if s.resolving == nil {
+		s.resolving = map[bindingKey]map[chan []peer.AddrInfo]struct{}{}
+	}
+	if s.resolving[k] == nil {
+		s.resolving[k] = map[chan []peer.AddrInfo]struct{}{}
+	}
+	s.resolving[k][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.resolving[k], ch)
+		if len(s.resolving[k]) == 0 {
+			delete(s.resolving, k)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// hint hands a forwarded push's referrals to the resolutions of k
+// running here, without waiting for them.
+func (s *Service) hint(k bindingKey, refs []peer.AddrInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.resolving[k] {
+		select {
+		case ch <- refs:
+		default:
+		}
+	}
+}
+
 // pushBinding tells the connected peers (as many as a resolution asks,
 // WithQueryPeers) that this peer now binds, or no longer binds, the pipe
 // in role; in the background, best effort.
@@ -150,7 +273,18 @@ func (s *Service) pushBinding(pipe id.ID, role string, bound bool) {
 	if len(peers) > s.opts.queryPeers {
 		peers = peers[:s.opts.queryPeers]
 	}
+	m := message.New(message.Text(message.JXTANamespace, "PipeId", pipe.String()), message.Text(message.JXTANamespace, "Role", role),
+		message.Text(message.JXTANamespace, "Bound", strconv.FormatBool(bound)))
+	s.send(peers, m)
+}
+
+// send writes m to each of peers on BindingProtocol, in the background.
+func (s *Service) send(peers []peer.ID, m *message.Message) {
 	if len(peers) == 0 {
+		return
+	}
+	b, err := wire.Marshal(m)
+	if err != nil {
 		return
 	}
 	s.mu.Lock()
@@ -160,13 +294,6 @@ func (s *Service) pushBinding(pipe id.ID, role string, bound bool) {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	m := message.New(message.Text(message.JXTANamespace, "PipeId", pipe.String()), message.Text(message.JXTANamespace, "Role", role),
-		message.Text(message.JXTANamespace, "Bound", strconv.FormatBool(bound)))
-	b, err := wire.Marshal(m)
-	if err != nil {
-		s.wg.Done()
-		return
-	}
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, queryTimeout)
@@ -215,12 +342,35 @@ func (s *Service) handleBinding(st network.Stream) {
 	}
 	from := st.Conn().RemotePeer()
 	k := bindingKey{Key(pipe), role}
+	if refs := parseReferrals(m); len(refs) > 0 {
+		// Forwarded by a neighbour we asked: for the resolutions
+		// running here, never indexed nor forwarded again.
+		if bound {
+			s.hint(k, refs)
+		}
+		return
+	}
 	if !bound {
 		s.index.remove(from, k)
 		return
 	}
 	if !s.index.add(from, k) {
 		s.ignoredBindings.Add(1)
+		return
+	}
+	// Resolutions of the pipe running here ask the binder at once, and
+	// those who asked for it in vain are told.
+	s.hint(k, []peer.AddrInfo{{ID: from}})
+	var askers []peer.ID
+	for _, p := range s.pending.take(k, time.Now()) {
+		if p != from {
+			askers = append(askers, p)
+		}
+	}
+	if len(askers) > 0 {
+		fwd := m.Clone()
+		fwd.Add(s.referralElements([]peer.ID{from})...)
+		s.send(askers, fwd)
 	}
 }
 
@@ -245,12 +395,11 @@ func parseBinding(m *message.Message) (id.ID, string, bool, error) {
 	return pipe, role, bound, nil
 }
 
-// referralElements are the jxta:Referral elements of an answer for k to
-// asker: the neighbours that pushed k, with the addresses this peer
-// knows for them.
-func (s *Service) referralElements(k bindingKey, asker peer.ID) []message.Element {
+// referralElements are jxta:Referral elements naming peers, with the
+// addresses this peer knows for them.
+func (s *Service) referralElements(peers []peer.ID) []message.Element {
 	var out []message.Element
-	for _, p := range s.index.lookup(k, asker) {
+	for _, p := range peers {
 		self, err := ma.NewComponent("p2p", p.String())
 		if err != nil {
 			continue

@@ -210,3 +210,73 @@ func portOf(a net.Addr) string {
 	_, port, _ := net.SplitHostPort(a.String())
 	return port
 }
+
+// TestPushForwardedToWaitingAsker: A asks R and S for a pipe nobody
+// binds yet, and S never answers, so A's resolution waits. B, connected
+// to R only, then binds it: R forwards B's push to A, which asks B and
+// resolves while S still keeps its answer.
+func TestPushForwardedToWaitingAsker(t *testing.T) {
+	a, r, b := line(t)
+	silent := testutil.NewNode(t)
+	if err := a.Connect(ctx(t), silent.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	silent.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		<-hold
+		st.Reset()
+	})
+	sa, sr, sb := newPipes(t, a), newPipes(t, r), newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	type result struct {
+		p   peer.ID
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput)
+		res <- result{p, err}
+	}()
+	for pipe.PendingSize(sr) == 0 { // R has been asked, in vain
+		if err := sleepCtx(ctx(t), 10*time.Millisecond); err != nil {
+			t.Fatal("R never asked")
+		}
+	}
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	got := <-res
+	if got.err != nil || got.p != b.ID() {
+		t.Fatalf("resolved to %s, %v; want B", got.p, got.err)
+	}
+}
+
+// TestPendingAsksBounded: a peer asking for more pipes than a node
+// remembers askers of has the rest forgotten.
+func TestPendingAsksBounded(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	asker, victim := nodes[0], nodes[1]
+	sv := newPipes(t, victim)
+	const pipes = 1100 // beyond the 1024 remembered
+	for range pipes {
+		st, err := asker.Host().NewStream(ctx(t), victim.ID(), pipe.ResolverProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := message.New(message.Text("jxta", "PipeId", newAdv(t, adv.Unicast).ID.String()), message.Text("jxta", "Role", pipe.RoleInput))
+		if err := wire.Encode(st, q); err != nil {
+			t.Fatal(err)
+		}
+		st.CloseWrite()
+		if _, err := wire.Decode(io.LimitReader(st, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	if n := pipe.PendingSize(sv); n != 1024 {
+		t.Fatalf("%d askers remembered, want the bound 1024", n)
+	}
+}
