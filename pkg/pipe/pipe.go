@@ -34,7 +34,8 @@
 //     DHT, binding a propagate input also publishes a provider record and
 //     an output pipe connects to the providers it finds. Messages are
 //     signed by their author (pubsub's StrictSign), so Received.From is
-//     proven here too.
+//     proven here too. The service starts its gossipsub router with its
+//     first propagate pipe: a node that has none runs no gossipsub.
 //
 // Bidirectional pipes (JXTA's JxtaServerPipe and JxtaBiDiPipe) are
 // Listen/Accept on one side and Connect on the other; each Bidi both
@@ -46,14 +47,20 @@
 // peers the caller names (ToPeers), otherwise (b) by asking every
 // connected peer, in the spirit of JXTA's Pipe Binding Protocol, over
 // ResolverProtocol, and (c) when the node has a DHT, by looking up the
-// pipe's provider records and asking those peers. Resolution is bounded by
-// the caller's context and WithResolveTimeout; failure wraps
-// ErrNotResolved. An output pipe whose send fails forgets the peer and
-// resolves again on the next Send.
+// pipe's provider records and asking those peers. Binding a pipe also
+// tells the connected peers (BindingProtocol, in the spirit of JXTA's
+// SRDI): asked for it, they refer the asker to the binder, and one asked
+// in vain forwards the binding to the asker when it arrives, so a new
+// binder is found as soon as it has told its neighbours, before its
+// provider record is in the DHT. Resolution is bounded by the caller's
+// context and WithResolveTimeout; failure wraps ErrNotResolved. An output
+// pipe whose send fails forgets the peer and resolves again on the next
+// Send. While it sends to a peer, that peer's connection is protected
+// from the connection manager's trimming.
 //
 // Every answer is considered, up to the connected peers asked
-// (WithQueryPeers) and 16 DHT providers, and the first that holds is
-// taken. Which answers hold depends on the advertisement:
+// (WithQueryPeers), 16 DHT providers and 4 referred peers per answer, and
+// the first that holds is taken. Which answers hold depends on the advertisement:
 //
 //   - A pipe whose advertisement names its binders (Binders), and every
 //     secure pipe, needs proof: the answering peer must be named there
