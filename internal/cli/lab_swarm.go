@@ -31,7 +31,7 @@ own host, endpoint, pipe service and DHT (server mode), every new peer
 connected to --degree random earlier ones, and measure one case on a swarm
 of its own:
 
-  idle       what an idle peer costs once the swarm has settled
+  idle       what an idle peer costs once the swarm has settled (--settle)
   propagate  --publishers peers send --rate messages a second in all, for
              --duration, to a propagate pipe every peer is a member of
   resolve    every peer binds a unicast input pipe; each resolves --targets
@@ -108,6 +108,7 @@ goroutines and connections over its start, divided by the peers.`,
 	f.Float64Var(&cfg.RelayFraction, "relay-fraction", 0.2, "relay: the fraction of peers with no address")
 	f.IntVar(&cfg.Relays, "relays", 2, "relay: relay peers")
 	f.Float64Var(&cfg.ChurnFraction, "churn", 0.2, "churn: the fraction of peers replaced")
+	f.DurationVar(&cfg.Settle, "settle", lab.SwarmSettle, "idle: how long the swarm settles before it is measured (connections trimmed, idle streams timed out)")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	f.StringVar(&out, "out", "", "also write "+lab.SwarmJSONFile+", "+lab.SwarmMarkdownFile+" and "+lab.SwarmChartFile+" (delivery latency CDF per case) into this directory")

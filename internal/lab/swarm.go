@@ -70,6 +70,7 @@ type SwarmConfig struct {
 	RelayFraction float64       // relay: the fraction of peers without an address (default 0.2)
 	Relays        int           // relay: relay peers (default 2)
 	ChurnFraction float64       // churn: the fraction of peers replaced (default 0.2)
+	Settle        time.Duration // idle: how long the swarm settles before it is measured (default SwarmSettle)
 	Seed          uint64        // picks of peers; 0 picks one
 	Progress      func(string)  // called with a line of progress, or nil
 
@@ -165,6 +166,9 @@ func (c SwarmConfig) withDefaults() SwarmConfig {
 	}
 	if c.ChurnFraction == 0 {
 		c.ChurnFraction = 0.2
+	}
+	if c.Settle == 0 {
+		c.Settle = SwarmSettle
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()

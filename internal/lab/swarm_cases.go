@@ -12,6 +12,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -22,7 +23,19 @@ const (
 	swarmMeshWait  = 60 * time.Second // every member hears every publisher's probe
 	swarmDrainWait = 10 * time.Second // after the last send, for deliveries still on their way
 	swarmSendWait  = 10 * time.Second // one resolution, Send or Flush
-	swarmSettle    = 2 * time.Second  // an idle swarm, before it is measured
+	// SwarmSettle is how long an idle swarm settles before it is
+	// measured (SwarmConfig.Settle's default): what an idle peer costs is
+	// what it keeps once the connections and streams the swarm's build
+	// opened have been trimmed or have timed out. Its connection manager
+	// trims those ConnGrace old, looking every connMgrPeriod, and the DHT
+	// closes an inbound stream after dhtStreamIdle without a query.
+	SwarmSettle = max(node.ConnGrace+connMgrPeriod, dhtStreamIdle) + 2*time.Second
+	// dhtStreamIdle is how long go-libp2p-kad-dht keeps an idle inbound
+	// stream, with a goroutine reading it.
+	dhtStreamIdle = time.Minute
+	// connMgrPeriod is how often go-libp2p's connection manager checks
+	// whether to trim (its silence period).
+	connMgrPeriod = 10 * time.Second
 	// churnInterval spaces a churn sender's messages: it is the
 	// granularity of the re-resolution times measured, and keeps the
 	// probing unicast traffic (Targets flushed messages per stable peer)
@@ -49,7 +62,7 @@ func runSwarmIdle(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 	if err := s.build(ctx, cfg.Peers); err != nil {
 		return r, err
 	}
-	if err := sleepCtx(ctx, swarmSettle); err != nil {
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
 		return r, err
 	}
 	s.cost(&r)

@@ -702,7 +702,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 				boot = append(boot, infos[i])
 			}
 		}
-		if p, err = s.joinVia(ctx, boot, true, node.WithListenAddrs(listen)); err != nil {
+		if p, err = joinRetrying(ctx, s, seq, boot, listen); err != nil {
 			return p, err
 		}
 		if err := pr.member(p); err != nil {
@@ -804,4 +804,26 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		}
 	}
 	return p, nil
+}
+
+// joinAttempts bounds a churn joiner's attempts to start: on two loaded
+// cores a bootstrap peer's handshake can outlast libp2p's dial timeout,
+// and a joining node tries again, as a program would.
+const joinAttempts = 3
+
+// joinRetrying starts churn joiner seq's peer, bootstrapped from boot,
+// trying again after a failure.
+func joinRetrying(ctx context.Context, s *swarm, seq int, boot []peer.AddrInfo, listen string) (*swarmPeer, error) {
+	var err error
+	for range joinAttempts {
+		s.mu.Lock()
+		s.next = seq - 1 // the peer's index is its number, whatever the attempt
+		s.mu.Unlock()
+		var p *swarmPeer
+		if p, err = s.joinVia(ctx, boot, true, node.WithListenAddrs(listen)); err == nil || ctx.Err() != nil {
+			return p, err
+		}
+		s.progress("swarm churn: peer %d failed to join, again: %v", seq, err)
+	}
+	return nil, err
 }

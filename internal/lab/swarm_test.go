@@ -18,7 +18,7 @@ func TestSwarm(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := RunSwarm(ctx, SwarmConfig{Peers: 8, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.25, Seed: 1})
+	res, err := RunSwarm(ctx, SwarmConfig{Peers: 8, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.25, Settle: time.Second, Seed: 1})
 	// 60 messages (40 a second for 1.5 s) to every member: all 8, or in
 	// churn the 6 peers present throughout (2 of the 8 leave; 2 join).
 	for _, r := range res {

@@ -35,9 +35,10 @@
 // 441 MiB; per connection 32 MiB, which bounds the flow-control windows
 // yamux grows on it (each stream's up to 16 MiB); per peer and protocol
 // (the endpoint's, say), 75 inbound streams.
-// Connection manager: once more than ConnHighWater (400) connections are
-// open, trim down to ConnLowWater (100), sparing connections younger than
-// ConnGrace (one minute). The endpoint layer adds its own per-message and
+// Connection manager: once ConnHighWater (40) connections are open, close
+// all but ConnLowWater (10) of the unprotected ones, sparing connections
+// younger than ConnGrace (20 s) and those the DHT, gossipsub and open
+// pipes protect (see the constants for why). The endpoint layer adds its own per-message and
 // per-peer limits (package endpoint).
 //
 // Circuit relay v2 client and hole punching are on; acting as a relay for
@@ -52,6 +53,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -79,11 +81,33 @@ var (
 	ErrAddrInUse = errors.New("node: listen address in use")
 )
 
-// Connection manager limits.
+// Connection manager limits. A p2pmsg node keeps the connections its
+// protocols protect: the DHT's two widest buckets (kad-dht protects up to
+// twice its bucket size, 40 peers), each propagate pipe's gossipsub mesh
+// (up to 12 peers per pipe) and the peers its output pipes and
+// bidirectional pipes are open to (package pipe protects them). Every
+// other connection was opened for a lookup, a resolution or a dial, and
+// costs goroutines and buffers for as long as it stays open (at least
+// four goroutines in go-libp2p and yamux, seven with gossipsub). The
+// connection manager never closes protected connections: it counts all
+// connections against ConnHighWater, and a trim closes unprotected ones,
+// least valued first, until ConnLowWater unprotected ones are left.
 const (
-	ConnLowWater  = 100
-	ConnHighWater = 400
-	ConnGrace     = time.Minute
+	// ConnHighWater is where trimming starts: the most the DHT protects
+	// (2 × its bucket size of 20), so that a node holding more has
+	// connections no protocol asked for.
+	ConnHighWater = 40
+	// ConnLowWater is how many unprotected connections a trim keeps,
+	// the most valued (peers sending on this node's pipes, which the pipe
+	// service tags, then the DHT's other routing-table peers): as many
+	// as a DHT lookup queries at once (kad-dht's concurrency, 10), so
+	// that a lookup's first round mostly finds its peers connected.
+	ConnLowWater = 10
+	// ConnGrace spares new connections from trimming: twice the pipe
+	// service's default resolve timeout (10 s), so that a connection
+	// opened to resolve a pipe lives until the output pipe sending on it
+	// protects it (Kubo uses the same 20 s).
+	ConnGrace = 20 * time.Second
 )
 
 // DefaultListenAddrs are used when WithListenAddrs is not given.
@@ -247,11 +271,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{host: h, jxtaID: jid, group: c.group}
-	for _, p := range c.bootstrap {
-		if err := h.Connect(ctx, p); err != nil {
-			n.Close()
-			return nil, fmt.Errorf("node: bootstrap peer %s: %w", p.ID, err)
-		}
+	if err := connectAll(ctx, h, c.bootstrap); err != nil {
+		n.Close()
+		return nil, err
 	}
 	if c.dht {
 		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap); err != nil {
@@ -267,6 +289,30 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// connectAll connects to every peer at once, so that a node starts as
+// fast as its slowest bootstrap peer answers rather than after all of
+// them in turn; it fails with the first peer's error.
+func connectAll(ctx context.Context, h host.Host, peers []peer.AddrInfo) error {
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Connect(ctx, p); err != nil {
+				errs[i] = fmt.Errorf("node: bootstrap peer %s: %w", p.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type mdnsNotifee struct{ h host.Host }

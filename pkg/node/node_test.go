@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"go.uber.org/goleak"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
@@ -131,5 +132,19 @@ func TestListenPortInUse(t *testing.T) {
 			second.Close()
 		}
 		t.Fatalf("port held by another node: %v", err)
+	}
+}
+
+// TestConnectionManagerLimits: the node's connection manager has the
+// documented watermarks and grace period.
+func TestConnectionManagerLimits(t *testing.T) {
+	n := testutil.NewNode(t)
+	cm, ok := n.Host().ConnManager().(interface{ GetInfo() connmgr.CMInfo })
+	if !ok {
+		t.Fatalf("connection manager %T", n.Host().ConnManager())
+	}
+	info := cm.GetInfo()
+	if info.LowWater != node.ConnLowWater || info.HighWater != node.ConnHighWater || info.GracePeriod != node.ConnGrace {
+		t.Fatalf("connection manager %+v", info)
 	}
 }

@@ -1,5 +1,7 @@
 package pipe
 
+import "github.com/libp2p/go-libp2p/core/peer"
+
 // QueueLen reports how many messages wait in an input pipe's queue.
 func QueueLen(p *InputPipe) int { return len(p.box.q) }
 
@@ -9,3 +11,10 @@ func BacklogLen(l *Listener) int { return len(l.accept) }
 // ProofStatement is what a binder signs (proof.go), for hostile peers in
 // tests.
 var ProofStatement = proofStatement
+
+// IndexSize reports how many bindings s keeps from neighbour p
+// (referral.go).
+func IndexSize(s *Service, p peer.ID) int { return s.index.size(p) }
+
+// PendingSize reports how many unanswered askers s remembers.
+func PendingSize(s *Service) int { return s.pending.size() }

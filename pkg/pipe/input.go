@@ -178,6 +178,7 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 		d.Refuse("secure pipe: the connection is not encrypted")
 		return
 	}
+	p.svc.tagSender(d.Source)
 	r := receivedPool.Get().(*Received)
 	r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, p.adv.ID
 	r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
@@ -213,14 +214,18 @@ func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
 	name := TopicPrefix + a.ID.String()
 	t := s.topics[name]
 	if t == nil {
+		ps, err := s.pubsub()
+		if err != nil {
+			return nil, err
+		}
 		// The validator goes first, so no message of the topic escapes
 		// it.
-		if err := s.opts.ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{}), pubsub.WithValidatorInline(true)); err != nil {
+		if err := ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{}), pubsub.WithValidatorInline(true)); err != nil {
 			return nil, fmt.Errorf("pipe: validating %s: %w", name, err)
 		}
-		topic, err := s.opts.ps.Join(name)
+		topic, err := ps.Join(name)
 		if err != nil {
-			s.opts.ps.UnregisterTopicValidator(name)
+			ps.UnregisterTopicValidator(name)
 			return nil, fmt.Errorf("pipe: joining %s: %w", name, err)
 		}
 		t = &topicRef{topic: topic}

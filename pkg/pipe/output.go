@@ -153,14 +153,82 @@ func (o *OutputPipe) resolved(ctx context.Context) (*binding, error) {
 		return nil, err
 	}
 	b := &binding{peer: p, dst: endpoint.PeerAddress(p, DataService, o.key)}
+	o.svc.protect(p)
 	o.bound.Store(b)
+	if o.closed.Load() { // Close ran meanwhile: one of it and us unprotects
+		o.forget(b)
+		return nil, fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
+	}
 	return b, nil
 }
 
 // forget drops b, so that the next Send resolves again, unless another
 // Send has already replaced it.
 func (o *OutputPipe) forget(b *binding) {
-	o.bound.CompareAndSwap(b, nil)
+	if o.bound.CompareAndSwap(b, nil) {
+		o.svc.unprotect(b.peer)
+	}
+}
+
+// outputTag is the connection manager's protection of the peers output
+// pipes send to.
+const outputTag = "pipe-output"
+
+// protect keeps the connection manager from trimming the connections to
+// p, where an output pipe sends, until as many unprotect calls: a trimmed
+// connection would cost the messages on their way (Flush would report
+// them) and a resolution. Protecting nothing for a JXTA peer (p empty)
+// or this node.
+func (s *Service) protect(p peer.ID) {
+	if p == "" || p == s.self {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.protected == nil {
+		s.protected = map[peer.ID]int{}
+	}
+	if s.protected[p]++; s.protected[p] == 1 {
+		s.host.ConnManager().Protect(p, outputTag)
+	}
+}
+
+// senderTag marks, in the connection manager, the peers that sent on this
+// node's unicast input pipes, and senderTagValue is what it is worth:
+// more than the DHT's routing-table tag (5) and gossipsub's delivery tags
+// (at most 15 a topic), so that a trim closes a connection a pipe's
+// messages come over after those that only route. The sender protects
+// its side (protect); this keeps the receiving side from closing it
+// under it.
+const (
+	senderTag      = "pipe-sender"
+	senderTagValue = 20
+)
+
+// tagSender tags p once for as long as it stays connected (the connection
+// manager forgets a peer's tags when its last connection closes, and
+// disconnected forgets that p was tagged).
+func (s *Service) tagSender(p peer.ID) {
+	if p == "" || p == s.self {
+		return
+	}
+	if _, ok := s.senders.Load(p); ok {
+		return
+	}
+	s.senders.Store(p, struct{}{})
+	s.host.ConnManager().TagPeer(p, senderTag, senderTagValue)
+}
+
+func (s *Service) unprotect(p peer.ID) {
+	if p == "" || p == s.self {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.protected[p]--; s.protected[p] <= 0 {
+		delete(s.protected, p)
+		s.host.ConnManager().Unprotect(p, outputTag)
+	}
 }
 
 // UndeliveredError reports messages an output pipe sent that were not
@@ -484,6 +552,9 @@ func (s *Service) pubsubStreamTo(p peer.ID) bool {
 func (o *OutputPipe) Close() error {
 	o.once.Do(func() {
 		o.closed.Store(true)
+		if b := o.bound.Swap(nil); b != nil {
+			o.svc.unprotect(b.peer)
+		}
 		if o.topic != nil {
 			o.svc.leaveTopic(o.adv, nil)
 		}

@@ -34,7 +34,8 @@
 //     DHT, binding a propagate input also publishes a provider record and
 //     an output pipe connects to the providers it finds. Messages are
 //     signed by their author (pubsub's StrictSign), so Received.From is
-//     proven here too.
+//     proven here too. The service starts its gossipsub router with its
+//     first propagate pipe: a node that has none runs no gossipsub.
 //
 // Bidirectional pipes (JXTA's JxtaServerPipe and JxtaBiDiPipe) are
 // Listen/Accept on one side and Connect on the other; each Bidi both
@@ -46,14 +47,20 @@
 // peers the caller names (ToPeers), otherwise (b) by asking every
 // connected peer, in the spirit of JXTA's Pipe Binding Protocol, over
 // ResolverProtocol, and (c) when the node has a DHT, by looking up the
-// pipe's provider records and asking those peers. Resolution is bounded by
-// the caller's context and WithResolveTimeout; failure wraps
-// ErrNotResolved. An output pipe whose send fails forgets the peer and
-// resolves again on the next Send.
+// pipe's provider records and asking those peers. Binding a pipe also
+// tells the connected peers (BindingProtocol, in the spirit of JXTA's
+// SRDI): asked for it, they refer the asker to the binder, and one asked
+// in vain forwards the binding to the asker when it arrives, so a new
+// binder is found as soon as it has told its neighbours, before its
+// provider record is in the DHT. Resolution is bounded by the caller's
+// context and WithResolveTimeout; failure wraps ErrNotResolved. An output
+// pipe whose send fails forgets the peer and resolves again on the next
+// Send. While it sends to a peer, that peer's connection is protected
+// from the connection manager's trimming.
 //
 // Every answer is considered, up to the connected peers asked
-// (WithQueryPeers) and 16 DHT providers, and the first that holds is
-// taken. Which answers hold depends on the advertisement:
+// (WithQueryPeers), 16 DHT providers and 4 referred peers per answer, and
+// the first that holds is taken. Which answers hold depends on the advertisement:
 //
 //   - A pipe whose advertisement names its binders (Binders), and every
 //     secure pipe, needs proof: the answering peer must be named there
@@ -320,8 +327,8 @@ func WithBacklog(n int) Option {
 }
 
 // WithPubSub makes propagate pipes use ps. Default: a gossipsub router the
-// service starts on the node's host, with messages of at most
-// DefaultMaxPropagate bytes. With ps, propagate messages are still held to
+// service starts on the node's host when the first propagate pipe is
+// bound or opened, with messages of at most DefaultMaxPropagate bytes. With ps, propagate messages are still held to
 // DefaultMaxPropagate bytes: ps must accept RPCs of that size plus a few
 // KiB, or gossipsub drops them without telling the sender. All members of
 // a pipe must accept the same sizes.
@@ -387,7 +394,13 @@ type Service struct {
 	closed      bool
 	wg          sync.WaitGroup
 	notifiee    *network.NotifyBundle
-	refusals    chan refusal
+	// protected counts, by peer, the output pipes sending there, which
+	// keep its connections from being trimmed (output.go).
+	protected map[peer.ID]int
+	// senders are the connected peers tagged as senders on this node's
+	// input pipes (output.go), a sync.Map read on every message.
+	senders  sync.Map
+	refusals chan refusal
 	// undelivered counts, per pipe key, messages refused by their
 	// receiver that a Flush learnt of on another output pipe's behalf
 	// (output.go); bounded by maxUndeliveredKeys.
@@ -396,7 +409,18 @@ type Service struct {
 	// (proof.go); replays counts propagate messages refused as replayed
 	// (seqno.go).
 	unproven, replays atomic.Uint64
-	gossip            gossipDrops // what our gossipsub router dropped
+	// index holds the bindings connected peers pushed (referral.go);
+	// ignoredBindings counts pushes refused (malformed, or beyond
+	// maxIndexPerPeer).
+	index           bindingIndex
+	ignoredBindings atomic.Uint64
+	// pending are the askers this peer could not answer, to whom it
+	// forwards a binding pushed later; resolving are the hint channels
+	// of the resolutions running here, by pipe key and role
+	// (referral.go).
+	pending   pendingAsks
+	resolving map[bindingKey]map[chan []peer.AddrInfo]struct{}
+	gossip    gossipDrops // what our gossipsub router dropped
 }
 
 // Stats counts what the service refused from other peers, and what the
@@ -422,6 +446,10 @@ type Stats struct {
 	// because an input pipe here fell behind (its queue full, Receive not
 	// called): they never reach the pipe.
 	PropagateUndelivered uint64
+	// IgnoredBindings counts bindings neighbours pushed
+	// (BindingProtocol) that were malformed, or beyond what one
+	// neighbour may have kept here.
+	IgnoredBindings uint64
 	// JXTARefused counts what JXTA peers sent that was dropped: JXTA
 	// handshakes that are malformed or name another peer than the
 	// sender, JxtaBiDiPipe opens beyond a listener's backlog, messages
@@ -437,7 +465,7 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
 		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
-		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(),
+		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
 	}
 }
 
@@ -467,16 +495,6 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}
-	if s.opts.ps == nil {
-		// gossipsub bounds whole RPCs (topic, signature, key), which it
-		// drops silently when too large: leave room beyond the message.
-		ps, err := pubsub.NewGossipSub(ctx, s.host, pubsub.WithMaxMessageSize(o.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
-		}
-		s.opts.ps = ps
-	}
 	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {
 		cancel()
 		return nil, fmt.Errorf("pipe: %w", err)
@@ -493,11 +511,32 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	s.host.SetStreamHandler(ResolverProtocol, s.handleQuery)
+	s.host.SetStreamHandler(BindingProtocol, s.handleBinding)
 	s.notifiee = &network.NotifyBundle{DisconnectedF: s.disconnected}
 	s.host.Network().Notify(s.notifiee)
 	s.wg.Add(1)
 	go s.sendRefusals()
 	return s, nil
+}
+
+// pubsub returns the router of propagate pipes, starting the service's
+// own on first use. A node that binds no propagate pipe runs no
+// gossipsub: gossipsub keeps a stream and three goroutines on every
+// connection of a node that runs it, member of a topic or not. Peers
+// connected before it starts learn of it from identify's push of the
+// node's new protocols, as gossipsub watches for. s.mu is held.
+func (s *Service) pubsub() (*pubsub.PubSub, error) {
+	if s.opts.ps != nil {
+		return s.opts.ps, nil
+	}
+	// gossipsub bounds whole RPCs (topic, signature, key), which it
+	// drops silently when too large: leave room beyond the message.
+	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
+	if err != nil {
+		return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
+	}
+	s.opts.ps = ps
+	return ps, nil
 }
 
 // Endpoint returns the endpoint service the pipes run on.
@@ -525,6 +564,7 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	s.host.Network().StopNotify(s.notifiee)
 	s.host.RemoveStreamHandler(ResolverProtocol)
+	s.host.RemoveStreamHandler(BindingProtocol)
 	s.ep.Unregister(DataService, "")
 	s.ep.Unregister(BidiService, "")
 	s.stopJXTA()
@@ -572,14 +612,18 @@ func bindLocal[T comparable](s *Service, m map[string]T, key, role string, v T, 
 	s.bind(key, role)
 	s.mu.Unlock()
 	stop := s.provide(pipeID)
+	s.pushBinding(pipeID, role, true)
 	return func() {
 		stop()
 		s.mu.Lock()
 		if m[key] == v {
 			delete(m, key)
 		}
-		s.unbind(key, role)
+		gone := s.unbind(key, role)
 		s.mu.Unlock()
+		if gone {
+			s.pushBinding(pipeID, role, false)
+		}
 	}, nil
 }
 
@@ -588,11 +632,14 @@ func (s *Service) bind(key, role string) {
 	s.bindings[bindingKey{key, role}]++
 }
 
-func (s *Service) unbind(key, role string) {
+// unbind reports whether the role is no longer bound at all.
+func (s *Service) unbind(key, role string) bool {
 	k := bindingKey{key, role}
 	if s.bindings[k]--; s.bindings[k] <= 0 {
 		delete(s.bindings, k)
+		return true
 	}
+	return false
 }
 
 func (s *Service) bound(key, role string) bool {
@@ -621,13 +668,17 @@ func (s *Service) Announce(a *adv.PipeAdvertisement, role string) (release func(
 	s.bind(key, role)
 	s.mu.Unlock()
 	stopProvide := s.provide(a.ID)
+	s.pushBinding(a.ID, role, true)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			stopProvide()
 			s.mu.Lock()
-			s.unbind(key, role)
+			gone := s.unbind(key, role)
 			s.mu.Unlock()
+			if gone {
+				s.pushBinding(a.ID, role, false)
+			}
 		})
 	}, nil
 }
@@ -649,6 +700,8 @@ func (s *Service) disconnected(nw network.Network, c network.Conn) {
 	if cs := nw.Connectedness(p); cs == network.Connected || cs == network.Limited {
 		return
 	}
+	s.senders.Delete(p)
+	s.index.forget(p)
 	s.mu.Lock()
 	var gone []*Bidi
 	for k, b := range s.conns {

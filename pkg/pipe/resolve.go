@@ -29,8 +29,10 @@ import (
 // above announced) and jxta:Nonce (16 random bytes), and closes its side;
 // the peer answers with one message whose jxta:Found element is "true" or
 // "false", whose jxta:PeerId is its JXTA peer ID and, when found, whose
-// jxta:BindingProof proves the binding (proof.go). Both messages are at
-// most maxQuerySize bytes.
+// jxta:BindingProof proves the binding (proof.go); when not found, it may
+// refer to neighbours that told it they bind the pipe (jxta:Referral,
+// see BindingProtocol), which the asking peer then asks. Both messages
+// are at most maxQuerySize bytes.
 const ResolverProtocol protocol.ID = "/p2pmsg/pipe-resolver/1.0.0"
 
 const (
@@ -63,135 +65,220 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) (peer.ID, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.resolveTimeout)
 	defer cancel()
-	self := s.self
 	key := Key(a.ID)
 	if len(explicit) == 0 && role == RoleInput && s.bound(key, role) {
-		return self, nil
+		return s.self, nil
 	}
 	proven := needsProof(a)
 	if proven && len(a.Binders) == 0 && len(explicit) == 0 {
 		return "", fmt.Errorf("%w: %v", ErrUnprovable, a.ID)
 	}
-	found := make(chan peer.ID, 1)
-	var (
-		wg      sync.WaitGroup
-		asked   atomic.Int32
-		errMu   sync.Mutex
-		lastErr error
-	)
-	ask := func(p peer.ID) {
-		defer wg.Done()
-		asked.Add(1)
-		nonce := newNonce()
-		ok, proof, err := s.query(ctx, p, a.ID, role, nonce)
-		if err != nil {
-			errMu.Lock()
-			lastErr = err
-			errMu.Unlock()
-			return
-		}
-		if ok && proven {
-			if err := s.checkProof(a, role, p, nonce, proof); err != nil {
-				s.unproven.Add(1)
-				errMu.Lock()
-				lastErr = fmt.Errorf("answer ignored: %w", err)
-				errMu.Unlock()
-				return
-			}
-		}
-		if ok {
-			select {
-			case found <- p:
-			default:
-			}
-		}
-	}
-	var where string
+	r := &resolution{s: s, ctx: ctx, a: a, role: role, proven: proven, found: make(chan peer.ID, 1), idle: make(chan struct{})}
+	r.start() // the asking below, done once it is all under way
 	if len(explicit) > 0 {
-		where = "the given peers"
+		r.where = "the given peers"
 		for _, ai := range explicit {
-			if ai.ID == self {
-				continue
+			if ai.ID != s.self {
+				r.seen.Store(ai.ID, true)
+				r.connectAndAsk(ai, false, true)
 			}
-			wg.Add(1)
-			go func() {
-				if len(ai.Addrs) > 0 {
-					if err := s.host.Connect(ctx, ai); err != nil {
-						errMu.Lock()
-						lastErr = fmt.Errorf("connecting to %s: %w", ai.ID, err)
-						errMu.Unlock()
-						wg.Done()
-						return
-					}
-				}
-				ask(ai.ID)
-			}()
 		}
 	} else {
-		where = "connected peers"
-		peers := s.host.Network().Peers()
-		if len(peers) > s.opts.queryPeers {
-			peers = peers[:s.opts.queryPeers]
-		}
-		for _, p := range peers {
-			wg.Add(1)
-			go ask(p)
-		}
-		if r := s.opts.routing; r != nil {
-			where += " and the DHT"
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ai := range r.FindProvidersAsync(ctx, pipeCID(a.ID), 16) {
-					if ai.ID == self || s.host.Network().Connectedness(ai.ID) == network.Connected {
-						continue // connected peers are asked already
-					}
-					wg.Add(1)
-					go func() {
-						if err := s.host.Connect(ctx, ai); err != nil {
-							wg.Done()
-							return
-						}
-						ask(ai.ID)
-					}()
-				}
-			}()
+		// Neighbours asked in vain forward what binders push them
+		// meanwhile (referral.go).
+		hints, unhint := s.hintsFor(bindingKey{key, role})
+		defer unhint()
+		go r.listen(hints)
+		r.askConnected()
+		if s.opts.routing != nil {
+			r.where += " and the DHT"
+			r.start()
+			go r.askProviders()
 		}
 	}
-	allAsked := make(chan struct{})
-	go func() { wg.Wait(); close(allAsked) }()
-	fail := func(cause error) (peer.ID, error) {
-		errMu.Lock()
-		defer errMu.Unlock()
-		msg := fmt.Sprintf("%v as %s (asked %d of %s)", a.ID, role, asked.Load(), where)
-		if cause != nil {
-			return "", fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
-		}
-		if lastErr != nil {
-			return "", fmt.Errorf("%w: %s; last error: %w", ErrNotResolved, msg, lastErr)
-		}
-		return "", fmt.Errorf("%w: %s", ErrNotResolved, msg)
-	}
+	r.done()
 	select {
-	case p := <-found:
+	case p := <-r.found:
 		return p, nil
-	case <-allAsked:
+	case <-r.idle:
 		select {
-		case p := <-found:
+		case p := <-r.found:
 			return p, nil
 		default:
-			return fail(nil)
+			return "", r.fail(nil)
 		}
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		return "", r.fail(ctx.Err())
 	}
 }
 
-// query asks p whether it has pipe bound in role, and returns its proof.
-func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string, nonce []byte) (bool, []byte, error) {
+// resolution is one binding resolution under way: the peers asked,
+// and what they answered.
+type resolution struct {
+	s      *Service
+	ctx    context.Context
+	a      *adv.PipeAdvertisement
+	role   string
+	proven bool
+	where  string // who is asked, for errors
+
+	found chan peer.ID // the first binder that holds
+	seen  sync.Map     // peers asked or being asked
+	asked atomic.Int32
+
+	// inflight counts the asking under way; idle closes when it first
+	// falls to zero. Asking a referral that arrives after that is
+	// harmless: it ends with ctx.
+	inflight atomic.Int64
+	idle     chan struct{}
+	idleOnce sync.Once
+
+	errMu   sync.Mutex
+	lastErr error
+}
+
+func (r *resolution) start() { r.inflight.Add(1) }
+
+func (r *resolution) done() {
+	if r.inflight.Add(-1) == 0 {
+		r.idleOnce.Do(func() { close(r.idle) })
+	}
+}
+
+func (r *resolution) setErr(err error) {
+	r.errMu.Lock()
+	r.lastErr = err
+	r.errMu.Unlock()
+}
+
+// fail is the resolution's ErrNotResolved, with cause or the last error.
+func (r *resolution) fail(cause error) error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	msg := fmt.Sprintf("%v as %s (asked %d of %s)", r.a.ID, r.role, r.asked.Load(), r.where)
+	if cause != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
+	}
+	if r.lastErr != nil {
+		return fmt.Errorf("%w: %s; last error: %w", ErrNotResolved, msg, r.lastErr)
+	}
+	return fmt.Errorf("%w: %s", ErrNotResolved, msg)
+}
+
+// askConnected asks the connected peers, up to WithQueryPeers.
+func (r *resolution) askConnected() {
+	r.where = "connected peers"
+	peers := r.s.host.Network().Peers()
+	if len(peers) > r.s.opts.queryPeers {
+		peers = peers[:r.s.opts.queryPeers]
+	}
+	for _, p := range peers {
+		r.seen.Store(p, true)
+	}
+	for _, p := range peers {
+		r.start()
+		go r.ask(p, true)
+	}
+}
+
+// askProviders asks the DHT's providers of the pipe that are not
+// connected (those are asked already) nor asked otherwise.
+func (r *resolution) askProviders() {
+	defer r.done()
+	for ai := range r.s.opts.routing.FindProvidersAsync(r.ctx, pipeCID(r.a.ID), 16) {
+		if ai.ID == r.s.self || r.s.host.Network().Connectedness(ai.ID) == network.Connected {
+			continue
+		}
+		if _, dup := r.seen.LoadOrStore(ai.ID, true); !dup {
+			r.connectAndAsk(ai, true, false)
+		}
+	}
+}
+
+// listen asks the peers forwarded pushes refer to, while the
+// resolution runs.
+func (r *resolution) listen(hints <-chan []peer.AddrInfo) {
+	for {
+		select {
+		case refs := <-hints:
+			r.referred(refs)
+		case <-r.idle:
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// referred asks the peers an answer or a forwarded push referred to
+// (referral.go) that nobody has asked yet; their own referrals are not
+// followed.
+func (r *resolution) referred(refs []peer.AddrInfo) {
+	for _, ai := range refs {
+		if ai.ID == r.s.self {
+			continue
+		}
+		if _, dup := r.seen.LoadOrStore(ai.ID, true); !dup {
+			r.connectAndAsk(ai, false, false)
+		}
+	}
+}
+
+// connectAndAsk connects to ai when it is not connected or addresses are
+// given, then asks it, in the background; report says whether a failed
+// connection is the resolution's last error.
+func (r *resolution) connectAndAsk(ai peer.AddrInfo, follow, report bool) {
+	r.start()
+	go func() {
+		if len(ai.Addrs) > 0 || r.s.host.Network().Connectedness(ai.ID) != network.Connected {
+			if err := r.s.host.Connect(r.ctx, ai); err != nil {
+				if report {
+					r.setErr(fmt.Errorf("connecting to %s: %w", ai.ID, err))
+				}
+				r.done()
+				return
+			}
+		}
+		r.ask(ai.ID, follow)
+	}()
+}
+
+// ask asks p and, when follow is true and p refers to other peers, asks
+// those too.
+func (r *resolution) ask(p peer.ID, follow bool) {
+	defer r.done()
+	r.asked.Add(1)
+	nonce := newNonce()
+	ok, proof, refs, err := r.s.query(r.ctx, p, r.a.ID, r.role, nonce)
+	if err != nil {
+		r.setErr(err)
+		return
+	}
+	if !ok {
+		if follow {
+			r.referred(refs)
+		}
+		return
+	}
+	if r.proven {
+		if err := r.s.checkProof(r.a, r.role, p, nonce, proof); err != nil {
+			r.s.unproven.Add(1)
+			r.setErr(fmt.Errorf("answer ignored: %w", err))
+			return
+		}
+	}
+	select {
+	case r.found <- p:
+	default:
+	}
+}
+
+// query asks p whether it has pipe bound in role, and returns its proof
+// or, when it has not, the peers it refers to (referral.go).
+func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string, nonce []byte) (bool, []byte, []peer.AddrInfo, error) {
 	st, err := s.host.NewStream(network.WithAllowLimitedConn(ctx, "pipe-resolve"), p, ResolverProtocol)
 	if err != nil {
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	defer st.Close()
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
@@ -200,20 +287,23 @@ func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string,
 		message.Bytes(message.JXTANamespace, "Nonce", nonce))
 	if err := wire.Encode(st, q); err != nil {
 		st.Reset()
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	if err := st.CloseWrite(); err != nil {
 		st.Reset()
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	ans, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
 	if err != nil {
 		st.Reset()
-		return false, nil, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
+		return false, nil, nil, fmt.Errorf("pipe: binding answer from %s: %w", p, err)
 	}
 	e, ok := ans.Get(message.JXTANamespace, "Found")
-	proof, _ := ans.Get(message.JXTANamespace, "BindingProof")
-	return ok && string(e.Data) == "true", proof.Data, nil
+	if ok && string(e.Data) == "true" {
+		proof, _ := ans.Get(message.JXTANamespace, "BindingProof")
+		return true, proof.Data, nil, nil
+	}
+	return false, nil, parseReferrals(ans), nil
 }
 
 // handleQuery answers one binding query.
@@ -236,6 +326,14 @@ func (s *Service) handleQuery(st network.Stream) {
 	if n, ok := q.Get(message.JXTANamespace, "Nonce"); found && ok && len(n.Data) == nonceSize {
 		if proof, err := s.signProof(pipe, role, n.Data); err == nil {
 			ans.Add(message.Bytes(message.JXTANamespace, "BindingProof", proof))
+		}
+	}
+	if !found {
+		k, asker := bindingKey{Key(pipe), role}, st.Conn().RemotePeer()
+		if refs := s.index.lookup(k, asker); len(refs) > 0 {
+			ans.Add(s.referralElements(refs)...)
+		} else {
+			s.pending.note(k, asker, time.Now())
 		}
 	}
 	if err := wire.Encode(st, ans); err != nil {

@@ -1,0 +1,110 @@
+package pipe_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+)
+
+// TestOutputPipesProtectTheirPeer: an output pipe keeps the connection
+// manager from trimming the connection to the peer it sends to, for as
+// long as one output pipe sends there; the receiving side values the
+// sender above peers that only route.
+func TestOutputPipesProtectTheirPeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	cmA, cmB := nodes[0].Host().ConnManager(), nodes[1].Host().ConnManager()
+	b := nodes[1].ID()
+	a1, a2 := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	for _, a := range []*adv.PipeAdvertisement{a1, a2} {
+		in, err := sb.NewInputPipe(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+	}
+	if cmA.IsProtected(b, "") {
+		t.Fatal("protected before any pipe")
+	}
+	out1, err := sa.NewOutputPipe(ctx(t), a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, err := sa.NewOutputPipe(ctx(t), a2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out1.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out1.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !cmA.IsProtected(b, "") {
+		t.Fatal("the peer output pipes send to is not protected")
+	}
+	if ti := cmB.GetTagInfo(nodes[0].ID()); ti == nil || ti.Tags["pipe-sender"] == 0 {
+		t.Fatalf("the receiver did not tag the sender: %+v", ti)
+	}
+	out1.Close()
+	if !cmA.IsProtected(b, "") {
+		t.Fatal("protection ended while another output pipe sends there")
+	}
+	out2.Close()
+	out2.Close()
+	if cmA.IsProtected(b, "") {
+		t.Fatal("still protected after every output pipe closed")
+	}
+}
+
+func speaksGossipsub(protos []protocol.ID) bool {
+	return slices.ContainsFunc(protos, func(p protocol.ID) bool { return strings.HasPrefix(string(p), "/meshsub/") })
+}
+
+// TestGossipsubStartsWithTheFirstPropagatePipe: a node with no propagate
+// pipe runs no gossipsub; one that binds later is reached by a member
+// whose gossipsub started before it.
+func TestGossipsubStartsWithTheFirstPropagatePipe(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	un, err := sb.NewInputPipe(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer un.Close()
+	for _, n := range nodes {
+		if speaksGossipsub(n.Host().Mux().Protocols()) {
+			t.Fatalf("%s runs gossipsub with no propagate pipe", n.ID())
+		}
+	}
+	ad := newAdv(t, adv.Propagate)
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if !speaksGossipsub(nodes[0].Host().Mux().Protocols()) {
+		t.Fatal("no gossipsub after opening a propagate output pipe")
+	}
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "late"))); err != nil {
+		t.Fatal(err)
+	}
+	m, err := in.Receive(ctx(t))
+	if err != nil || text(m, "n") != "late" {
+		t.Fatalf("late member got %v, %v", m, err)
+	}
+}

@@ -1,0 +1,282 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// line starts A - R - B: A and B each connected to R only, with no DHT,
+// so that A can find what B binds only through R.
+func line(t *testing.T) (a, r, b *node.Node) {
+	t.Helper()
+	a, r, b = testutil.NewNode(t), testutil.NewNode(t), testutil.NewNode(t)
+	for _, n := range []*node.Node{a, b} {
+		if err := n.Connect(context.Background(), r.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, r, b
+}
+
+// resolveSoon resolves ad from s until it resolves or ctx ends: B's
+// push reaches R in the background.
+func resolveSoon(ctx context.Context, s *pipe.Service, ad *adv.PipeAdvertisement) (peer.ID, error) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		p, err := s.Resolve(rctx, ad, pipe.RoleInput)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return p, err
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestBindingPushedAndReferred: B binds a pipe and tells R; A, connected
+// to R only, is referred to B, and sends there. Once B unbinds, R refers
+// nobody.
+func TestBindingPushedAndReferred(t *testing.T) {
+	a, r, b := line(t)
+	sa, sr, sb := newPipes(t, a), newPipes(t, r), newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := resolveSoon(ctx(t), sa, ad)
+	if err != nil || got != b.ID() {
+		t.Fatalf("resolved to %s, %v; want B", got, err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "via R"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "n") != "via R" {
+		t.Fatalf("B got %v, %v", m, err)
+	}
+	in.Close()
+	for pipe.IndexSize(sr, b.ID()) != 0 {
+		if err := sleepCtx(ctx(t), 20*time.Millisecond); err != nil {
+			t.Fatal("R still refers to B after B unbound")
+		}
+	}
+	if _, err := sa.Resolve(ctx(t), ad, pipe.RoleInput); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("resolved an unbound pipe: %v", err)
+	}
+}
+
+// pushRaw writes one binding message to s's node from n.
+func pushRaw(t *testing.T, n *node.Node, to peer.ID, m *message.Message) {
+	t.Helper()
+	st, err := n.Host().NewStream(ctx(t), to, pipe.BindingProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := wire.Encode(st, m); err != nil {
+		t.Fatal(err)
+	}
+	st.CloseWrite()
+	io.Copy(io.Discard, st) // until the service has read it and closed
+}
+
+// TestPushedBindingsBounded: a neighbour that pushes more bindings than
+// a node keeps for one peer, or malformed ones, has them ignored and
+// counted; what it pushed goes when it disconnects.
+func TestPushedBindingsBounded(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	flood, victim := nodes[0], nodes[1]
+	sv := newPipes(t, victim)
+	const pushes = 1100 // beyond the 1024 kept for one peer
+	for range pushes {
+		ad := newAdv(t, adv.Unicast)
+		pushRaw(t, flood, victim.ID(), message.New(message.Text("jxta", "PipeId", ad.ID.String()), message.Text("jxta", "Role", pipe.RoleInput), message.Text("jxta", "Bound", "true")))
+	}
+	for _, bad := range []*message.Message{
+		message.New(message.Text("jxta", "PipeId", newAdv(t, adv.Unicast).ID.String()), message.Text("jxta", "Role", pipe.RoleInput)),
+		message.New(message.Text("jxta", "PipeId", newAdv(t, adv.Unicast).ID.String()), message.Text("jxta", "Role", pipe.RoleInput), message.Text("jxta", "Bound", "yes")),
+		message.New(message.Text("jxta", "PipeId", "urn:jxta:nonsense"), message.Text("jxta", "Role", pipe.RoleInput), message.Text("jxta", "Bound", "true")),
+	} {
+		pushRaw(t, flood, victim.ID(), bad)
+	}
+	if n := pipe.IndexSize(sv, flood.ID()); n != 1024 {
+		t.Fatalf("kept %d bindings of one neighbour, want the bound 1024", n)
+	}
+	if n := sv.Stats().IgnoredBindings; n != pushes-1024+3 {
+		t.Fatalf("%d pushes ignored, want %d", n, pushes-1024+3)
+	}
+	flood.Host().Network().ClosePeer(victim.ID())
+	for pipe.IndexSize(sv, flood.ID()) != 0 {
+		if err := sleepCtx(ctx(t), 20*time.Millisecond); err != nil {
+			t.Fatal("bindings kept after the neighbour disconnected")
+		}
+	}
+}
+
+// TestReferralsBounded: a peer that answers every query with fifty
+// referrals, to peers at an address that only counts connection
+// attempts, costs the resolving peer no more than the referrals it
+// follows (4 peers, one address each here), and resolution fails
+// cleanly.
+func TestReferralsBounded(t *testing.T) {
+	a, liar := testutil.NewNode(t), testutil.NewNode(t)
+	if err := a.Connect(ctx(t), liar.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	sa := newPipes(t, a)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var dials atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	sink, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + portOf(ln.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []message.Element
+	for i := range 50 { // the answer stays within the 4 KiB an answer may have
+		if i%3 == 0 {
+			refs = append(refs, message.Bytes("jxta", "Referral", []byte("not a multiaddr")))
+			continue
+		}
+		_, pub, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPublicKey(pub)
+		p2p, _ := ma.NewMultiaddr("/p2p/" + id.String())
+		refs = append(refs, message.Bytes("jxta", "Referral", sink.Encapsulate(p2p).Bytes()))
+	}
+	liar.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		defer st.Close()
+		if _, err := wire.Decode(io.LimitReader(st, 4096)); err != nil {
+			st.Reset()
+			return
+		}
+		ans := message.New(message.Text("jxta", "Found", "false"), message.Text("jxta", "PeerId", liar.JXTAPeerID().String()))
+		ans.Add(refs...)
+		wire.Encode(st, ans)
+	})
+	if _, err := sa.Resolve(ctx(t), newAdv(t, adv.Unicast), pipe.RoleInput); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("resolution through a liar's referrals: %v", err)
+	}
+	t.Logf("%d connection attempts to referred peers", dials.Load())
+	if n := dials.Load(); n == 0 || n > 4 {
+		t.Fatalf("%d connection attempts to referred peers, want 1 to 4", n)
+	}
+}
+
+func portOf(a net.Addr) string {
+	_, port, _ := net.SplitHostPort(a.String())
+	return port
+}
+
+// TestPushForwardedToWaitingAsker: A asks R and S for a pipe nobody
+// binds yet, and S never answers, so A's resolution waits. B, connected
+// to R only, then binds it: R forwards B's push to A, which asks B and
+// resolves while S still keeps its answer.
+func TestPushForwardedToWaitingAsker(t *testing.T) {
+	a, r, b := line(t)
+	silent := testutil.NewNode(t)
+	if err := a.Connect(ctx(t), silent.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	silent.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		<-hold
+		st.Reset()
+	})
+	sa, sr, sb := newPipes(t, a), newPipes(t, r), newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	type result struct {
+		p   peer.ID
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput)
+		res <- result{p, err}
+	}()
+	for pipe.PendingSize(sr) == 0 { // R has been asked, in vain
+		if err := sleepCtx(ctx(t), 10*time.Millisecond); err != nil {
+			t.Fatal("R never asked")
+		}
+	}
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	got := <-res
+	if got.err != nil || got.p != b.ID() {
+		t.Fatalf("resolved to %s, %v; want B", got.p, got.err)
+	}
+}
+
+// TestPendingAsksBounded: a peer asking for more pipes than a node
+// remembers askers of has the rest forgotten.
+func TestPendingAsksBounded(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	asker, victim := nodes[0], nodes[1]
+	sv := newPipes(t, victim)
+	const pipes = 1100 // beyond the 1024 remembered
+	for range pipes {
+		st, err := asker.Host().NewStream(ctx(t), victim.ID(), pipe.ResolverProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := message.New(message.Text("jxta", "PipeId", newAdv(t, adv.Unicast).ID.String()), message.Text("jxta", "Role", pipe.RoleInput))
+		if err := wire.Encode(st, q); err != nil {
+			t.Fatal(err)
+		}
+		st.CloseWrite()
+		if _, err := wire.Decode(io.LimitReader(st, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	if n := pipe.PendingSize(sv); n != 1024 {
+		t.Fatalf("%d askers remembered, want the bound 1024", n)
+	}
+}
