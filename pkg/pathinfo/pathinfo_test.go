@@ -50,12 +50,12 @@ func pair(t *testing.T, link linkemu.Link) (snd, rcv *node.Node, ss *pathinfo.Se
 	}
 	smodels, rmodels = adaptive.NewModels(), adaptive.NewModels()
 	z, _ := zstd.New()
-	g, _ := gzip.New()
+	g := gzip.New()
 	reg, err := encoding.NewRegistry(z, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rmodels.CalibrateDecode(reg, nil)
+	rmodels.CalibrateDecode(reg)
 	if ss, err = pathinfo.New(snd.Host(), smodels); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // Estimate is the predicted cost of one choice for one element.
 type Estimate struct {
-	Spec     string        // codec spec, or Identity
+	Spec     string        // codec spec, or identity
 	Size     int           // bytes of the element as sent
 	Encode   time.Duration // encode time here
 	Transfer time.Duration // transfer time of the message with this choice
@@ -45,7 +45,7 @@ type Decision struct {
 // Choice returns the spec of the choice sent.
 func (d Decision) Choice() string {
 	if d.Fallback {
-		return Identity
+		return identity
 	}
 	return d.Estimates[d.Best].Spec
 }
@@ -188,7 +188,7 @@ func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Esti
 	defer m.mu.Unlock()
 	out := make([]Estimate, len(s.cands))
 	xfer := path.TransferTime(rest + n)
-	out[0] = Estimate{Spec: Identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
+	out[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
