@@ -1,6 +1,7 @@
 package pathinfo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,10 +34,9 @@ const (
 // the rate (scheduling adds as much). Beyond, one more than surprise
 // times slower or faster than predicted is a surprise; changeAfter in a
 // row in the same direction mean the path changed (one may be a delay of
-// the machine's, not the path's), and the rate is reset to what the last
-// said. Other exchanges move the rate by feedAlpha towards what they say:
-// a steady change shows within a few exchanges, while one exchange's
-// noise moves the rate by a quarter of its error only.
+// the machine's), and the rate is reset to what the last said. Other
+// exchanges move the rate by feedAlpha towards what they say: a steady
+// change shows within a few exchanges, one exchange's noise barely.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0
@@ -59,8 +59,9 @@ type Monitor struct {
 }
 
 // Stats counts what a monitor did: probe trains, pings, profiles fetched,
-// exchanges observed and path changes they showed.
-type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes int }
+// exchanges observed and path changes they showed; and what a Service
+// did: probes it answered and refused.
+type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes, Served, Refused int }
 
 var _ adaptive.Peer = (*Monitor)(nil)
 
@@ -93,33 +94,32 @@ func (m *Monitor) Stats() Stats {
 
 // Ensure makes sure the monitor knows the path and the receiver's profile
 // before a sender relies on them: without a measured bandwidth it probes;
-// with one it pings, and probes again if the RTT moved by more than half;
+// with one it pings, and probes again if the RTT moved by more than half
+// (beyond what queueing makes of one path's RTT, so likely another path);
 // it fetches the profile if it has none. A peer that does not run the
 // protocol leaves an RTT, no bandwidth and no profile, without an error.
 func (m *Monitor) Ensure(ctx context.Context) error {
 	m.mu.Lock()
 	probe, old, hasProfile := m.path.Bandwidth <= 0, m.path.RTT, m.profile != nil
 	m.mu.Unlock()
+	var err error
 	if !probe {
-		rtt, err := m.ping(ctx)
-		if err != nil {
+		var rtt time.Duration
+		if rtt, err = m.ping(ctx); err != nil {
 			return err
 		}
-		// Moved by more than half: beyond what queueing makes of one
-		// path's RTT, so likely another path.
 		probe = rtt > old*3/2 || rtt < old/2
 	}
 	if probe {
-		if _, err := m.Probe(ctx); err != nil && !errors.Is(err, errUnsupported) {
-			return err
-		}
+		_, err = m.Probe(ctx)
 	}
-	if !hasProfile {
-		if _, err := m.FetchProfile(ctx); err != nil && !errors.Is(err, errUnsupported) {
-			return err
-		}
+	if err == nil && !hasProfile {
+		_, err = m.FetchProfile(ctx)
 	}
-	return nil
+	if errors.Is(err, errUnsupported) {
+		return nil
+	}
+	return err
 }
 
 // ping measures the RTT with libp2p pings (the least of three; each also
@@ -137,18 +137,13 @@ func (m *Monitor) ping(ctx context.Context) (time.Duration, error) {
 			}
 			break
 		}
-		if best == 0 || r.RTT < best {
-			best = r.RTT
-		}
+		best = min(cmp.Or(best, r.RTT), r.RTT)
 	}
 	cancel()
 	for range ch { // let the pinger exit
 	}
 	if best == 0 {
-		if err == nil {
-			err = errors.Join(ctx.Err(), errors.New("no answer"))
-		}
-		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, err)
+		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, cmp.Or(err, errors.Join(ctx.Err(), errors.New("no answer"))))
 	}
 	m.mu.Lock()
 	m.path.RTT = best

@@ -30,6 +30,7 @@ package pathinfo
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,16 +54,26 @@ const ProtocolID protocol.ID = "/p2pmsg/pathinfo/2.0.0"
 // ErrBadOption reports an option out of its bounds.
 var ErrBadOption = errors.New("pathinfo: invalid option")
 
-// requestTimeout bounds how long the server side of one request may take
-// beyond the probe's own transfer: far beyond any round trip, short
-// enough that a stalled peer does not hold a stream for long.
-const requestTimeout = 30 * time.Second
+// Serving probes. A probe is a measurement: one at a time per peer is all
+// a sender needs, and maxProbing at once all a node serves (others are
+// reset and counted in Stats.Refused). A sender grows a train fourfold
+// only after the last took under maxTrainTime, so an honest probe sends
+// each probeWindow within progressTimeout, and the whole request ends
+// within requestTimeout: far beyond any round trip, short enough that a
+// stalled peer does not hold a stream for long.
+const (
+	maxProbing      = 8
+	probeWindow     = 64 << 10
+	progressTimeout = 4*maxTrainTime + time.Second
+	requestTimeout  = 30 * time.Second
+)
 
 // Option configures a Service.
 type Option func(*config) error
 
 type config struct {
 	maxProbe int
+	progress time.Duration // progressTimeout; tests shorten it
 }
 
 // WithMaxProbe bounds the largest probe train this node sends, 4 KiB to
@@ -86,6 +97,8 @@ type Service struct {
 
 	mu       sync.Mutex
 	monitors map[peer.ID]*Monitor
+	probing  map[peer.ID]bool // peers whose probe is being received
+	stats    Stats            // Served and Refused
 }
 
 // New starts the service on the libp2p host h (a p2pmsg node's Host()):
@@ -96,13 +109,13 @@ func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error)
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}
-	cfg := config{maxProbe: MaxProbe}
+	cfg := config{maxProbe: MaxProbe, progress: progressTimeout}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	s := &Service{host: h, models: models, cfg: cfg, monitors: make(map[peer.ID]*Monitor)}
+	s := &Service{host: h, models: models, cfg: cfg, monitors: map[peer.ID]*Monitor{}, probing: map[peer.ID]bool{}}
 	h.SetStreamHandler(ProtocolID, s.handle)
 	return s, nil
 }
@@ -113,41 +126,85 @@ func (s *Service) Close() error {
 	return nil
 }
 
+// Stats returns the probes the service answered (Served) and refused
+// (Refused); the other counts are its monitors'.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
 func (s *Service) handle(st network.Stream) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(requestTimeout))
-	r := bufio.NewReaderSize(st, 64<<10)
+	end := time.Now().Add(requestTimeout)
+	st.SetDeadline(end)
+	st.SetReadDeadline(time.Now().Add(s.cfg.progress))
+	r := bufio.NewReaderSize(st, 16) // the request; a probe's bytes are read beside it
 	op, h, err := readRequest(r)
+	if err == nil && op == opProfile {
+		var b []byte
+		if b, err = s.models.Profile().MarshalBinary(); err == nil {
+			_, err = st.Write(appendFrame(nil, b))
+		}
+	} else if err == nil {
+		var rep report
+		if rep, err = s.serveProbe(st, r, h, end); err == nil {
+			_, err = st.Write(appendFrame(nil, appendReport(nil, rep)))
+		}
+	}
 	if err != nil {
 		st.Reset()
-		return
 	}
-	if op == opProfile {
-		b, err := s.models.Profile().MarshalBinary()
-		if err != nil {
-			st.Reset()
-			return
-		}
-		st.Write(appendFrame(nil, b))
-		return
-	}
-	// Allow the train its time at a dial-up's 4 KB/s on top.
-	st.SetDeadline(time.Now().Add(requestTimeout + time.Duration(h.Size)*250*time.Microsecond))
-	rec := recorder{gap: max(h.Gap, time.Millisecond)}
-	buf := make([]byte, 64<<10)
-	for left := h.Size; left > 0; {
-		n, err := r.Read(buf[:min(left, len(buf))])
-		if n > 0 {
-			rec.read(n, time.Now())
-			left -= n
-		}
-		if err != nil {
-			st.Reset()
-			return
-		}
-	}
-	st.Write(appendFrame(nil, appendReport(nil, rec.rep)))
 }
+
+// serveProbe receives a probe, one per peer and maxProbing in all, each
+// window of it within the progress timeout and the whole by end, and
+// reports its reads.
+func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, end time.Time) (report, error) {
+	p := st.Conn().RemotePeer()
+	s.mu.Lock()
+	ok := !s.probing[p] && len(s.probing) < maxProbing
+	if ok {
+		s.probing[p] = true
+		s.stats.Served++
+	} else {
+		s.stats.Refused++
+	}
+	s.mu.Unlock()
+	if !ok {
+		return report{}, errBusy
+	}
+	defer func() { s.mu.Lock(); delete(s.probing, p); s.mu.Unlock() }()
+	rec := recorder{gap: max(h.Gap, time.Millisecond)}
+	// What arrived with the request is part of the first read.
+	first, _ := r.Discard(min(r.Buffered(), h.Size))
+	buf := make([]byte, min(h.Size, probeWindow))
+	for left, window := h.Size-first, 0; left > 0; {
+		if window <= 0 {
+			window = min(left, probeWindow)
+			if d := time.Now().Add(s.cfg.progress); d.Before(end) {
+				st.SetReadDeadline(d)
+			} else {
+				st.SetReadDeadline(end)
+			}
+		}
+		n, err := st.Read(buf[:window])
+		if n > 0 || first > 0 {
+			rec.read(first+n, time.Now())
+			left, window, first = left-n, window-n, 0
+		}
+		if err != nil {
+			return report{}, err
+		}
+	}
+	if first > 0 {
+		rec.read(first, time.Now())
+	}
+	return rec.rep, nil
+}
+
+// errBusy refuses a probe beyond the limits.
+var errBusy = errors.New("pathinfo: busy")
 
 // Monitor returns the monitor of the path to p, creating it (with what
 // the models remember of p) on first use.
@@ -166,29 +223,30 @@ func (s *Service) Monitor(p peer.ID) *Monitor {
 // back.
 func (s *Service) request(ctx context.Context, p peer.ID, req []byte, body func(io.Writer) error, maxFrame int) ([]byte, error) {
 	st, err := s.host.NewStream(ctx, p, ProtocolID)
-	if err != nil {
-		return nil, requestError(p, err)
-	}
-	defer st.Close()
-	stop := context.AfterFunc(ctx, func() { st.Reset() })
-	defer stop()
-	_, err = st.Write(req)
-	if err == nil && body != nil {
-		err = body(st)
-	}
-	if err == nil {
-		err = st.CloseWrite()
-	}
 	var b []byte
 	if err == nil {
-		b, err = readFrame(bufio.NewReader(st), maxFrame)
+		stop := context.AfterFunc(ctx, func() { st.Reset() })
+		if _, err = st.Write(req); err == nil && body != nil {
+			err = body(st)
+		}
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		if err == nil {
+			b, err = readFrame(bufio.NewReader(st), maxFrame)
+		}
+		stop()
+		if err != nil {
+			st.Reset()
+			err = cmp.Or(ctx.Err(), err)
+		}
+		st.Close()
+	}
+	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
+		err = errUnsupported
 	}
 	if err != nil {
-		st.Reset()
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return nil, requestError(p, err)
+		return nil, fmt.Errorf("pathinfo: %s: %w", p, err)
 	}
 	return b, nil
 }
@@ -196,10 +254,3 @@ func (s *Service) request(ctx context.Context, p peer.ID, req []byte, body func(
 // errUnsupported reports a peer that does not run pathinfo: not an error
 // for Ensure, which then goes without.
 var errUnsupported = errors.New("pathinfo: peer does not speak " + string(ProtocolID))
-
-func requestError(p peer.ID, err error) error {
-	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
-		err = errUnsupported
-	}
-	return fmt.Errorf("pathinfo: %s: %w", p, err)
-}
