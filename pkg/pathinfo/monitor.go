@@ -29,14 +29,12 @@ const (
 	pings        = 3
 )
 
-// Exchanges (ObserveExchange): one whose transfer, at the known rate,
-// takes less than informative tells the fixed cost of an exchange, not
-// the rate (scheduling adds as much). Beyond, one more than surprise
-// times slower or faster than predicted is a surprise; changeAfter in a
-// row in the same direction mean the path changed (one may be a delay of
-// the machine's), and the rate is reset to what the last said. Other
-// exchanges move the rate by feedAlpha towards what they say: a steady
-// change shows within a few exchanges, one exchange's noise barely.
+// Exchanges: one whose transfer takes less than informative at the known
+// rate tells the fixed cost of an exchange, not the rate (scheduling adds
+// as much). One more than surprise times off the prediction is a surprise;
+// changeAfter in a row in one direction mean the path changed (one may be
+// the machine's delay), and reset the rate. Others move it by feedAlpha:
+// a steady change shows within a few exchanges, one's noise barely.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0
@@ -159,11 +157,10 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 	if err != nil {
 		return adaptive.Path{}, err
 	}
-	gap := max(rtt/2, time.Millisecond)
 	var rates []float64
 	iw := 0
 	for size, tries := firstProbe, 0; tries < 3; {
-		rep, took, err := m.probe(ctx, size, gap)
+		rep, took, err := m.probe(ctx, size, max(rtt/2, time.Millisecond))
 		if err != nil {
 			return adaptive.Path{}, err
 		}
@@ -219,11 +216,10 @@ func (m *Monitor) probe(ctx context.Context, size int, gap time.Duration) (repor
 }
 
 // probeChunk is the write size of a probe train of size bytes: a 32nd of
-// it, between 1 KiB and 16 KiB, so that a train is tens of frames.
+// it, between 1 KiB and 16 KiB, so that a train is tens of frames; each
+// costs chunkOverhead more on the wire (yamux and TLS record headers).
 func probeChunk(size int) int { return min(max(size/32, 1<<10), 16<<10) }
 
-// chunkOverhead approximates what a write costs on the wire beyond its
-// bytes: a yamux frame header and a TLS record's.
 const chunkOverhead = 12 + 22
 
 // Slow start shows in a probe as bursts a round trip apart. It is looked
@@ -243,16 +239,14 @@ const (
 // each about a round trip, split the train into three bursts or more, the
 // first burst is the initial window.
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
-	idle := time.Duration(0)
-	multi := 0
+	idle, multi := time.Duration(0), 0
 	for _, b := range rep.Bursts {
 		if b.Bytes > 2*rep.FirstChunk {
 			multi++
 		}
 	}
-	// On a link so slow that each write takes half a round trip to cross,
-	// every read is a burst of its own: only bursts of several reads tell
-	// idle time.
+	// On a link so slow that each write takes half a round trip, every read
+	// is a burst: only bursts of several reads tell idle time.
 	if rtt >= minSlowRTT && len(rep.Bursts) >= 2 && 2*multi >= len(rep.Bursts) {
 		slow := len(rep.Bursts) >= 3 && rep.Bursts[0].Bytes <= maxInitWindow
 		for i := 1; i < len(rep.Bursts); i++ {
@@ -292,10 +286,8 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 }
 
 // ObserveExchange tells the monitor that n bytes sent to the peer as they
-// are were acknowledged after d (what the adaptive scheme reports). Short
-// exchanges teach the fixed cost of an exchange beyond the RTT (pipes,
-// endpoint, acknowledgement); longer ones refine the bandwidth or,
-// contradicting it changeAfter times in a row, reset it.
+// are were acknowledged after d (what the adaptive scheme reports): short
+// exchanges teach the fixed cost beyond the RTT, longer ones the rate.
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
@@ -325,11 +317,10 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	}
 	xfer := max(d-fixed, time.Microsecond)
 	implied := float64(n) / xfer.Seconds()
-	dir := 0
-	switch r := float64(xfer) / float64(pred); {
-	case r > surprise:
+	r, dir := float64(xfer)/float64(pred), 0
+	if r > surprise {
 		dir = 1
-	case r < 1/surprise:
+	} else if r < 1/surprise {
 		dir = -1
 	}
 	switch {

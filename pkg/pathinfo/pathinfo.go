@@ -1,15 +1,10 @@
-// Package pathinfo tells the adaptive encoding scheme what it cannot see
-// from the encoding layer: the path to a peer (RTT, bandwidth, slow start)
-// and the peer's decode profile. A Monitor per peer measures the RTT with
-// libp2p pings, probes the bandwidth, refines it from the exchanges the
-// scheme reports (adaptive.Peer's ObserveExchange) and fetches the peer's
-// profile, over a small protocol, /p2pmsg/pathinfo/2.0.0, by which peers
-// probe each other and exchange decode profiles (as NAM's client sent its
-// decompression model).
-//
-// It sits above pkg/node and pkg/encoding/adaptive, beside the endpoint
-// layer: it imports no endpoint, pipe or socket code, and the encoding
-// layer imports none of it (a *Monitor is an adaptive.Peer).
+// Package pathinfo tells the adaptive encoding scheme what the encoding
+// layer cannot see: the path to a peer (RTT, bandwidth, slow start) and the
+// peer's decode profile. A Monitor per peer pings, probes the bandwidth,
+// refines it from the exchanges the scheme reports and fetches the peer's
+// profile (as NAM's client sent its decompression model) over a small
+// protocol. It sits above pkg/node and pkg/encoding/adaptive, beside the
+// endpoint layer, and imports no endpoint, pipe or socket code.
 //
 // # The protocol
 //
@@ -91,10 +86,9 @@ func WithMaxProbe(n int) Option {
 // Service answers other peers' probes and profile requests and keeps one
 // Monitor per peer this node sends to.
 type Service struct {
-	host   host.Host
-	models *adaptive.Models
-	cfg    config
-
+	host     host.Host
+	models   *adaptive.Models
+	cfg      config
 	mu       sync.Mutex
 	monitors map[peer.ID]*Monitor
 	probing  map[peer.ID]bool // peers whose probe is being received
@@ -121,10 +115,7 @@ func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error)
 }
 
 // Close stops answering probes and profile requests.
-func (s *Service) Close() error {
-	s.host.RemoveStreamHandler(ProtocolID)
-	return nil
-}
+func (s *Service) Close() error { s.host.RemoveStreamHandler(ProtocolID); return nil }
 
 // Stats returns the probes the service answered (Served) and refused
 // (Refused); the other counts are its monitors'.

@@ -12,8 +12,7 @@ import (
 // ErrProtocol reports a malformed or out-of-bounds pathinfo message.
 var ErrProtocol = errors.New("pathinfo: protocol error")
 
-// Requests, one per stream: the first byte says which (see the package
-// doc).
+// Requests, one per stream: the first byte says which.
 const (
 	opProbe   byte = 1
 	opProfile byte = 2
@@ -53,9 +52,7 @@ type probeHeader struct {
 }
 
 func appendProbeHeader(b []byte, h probeHeader) []byte {
-	b = append(b, opProbe)
-	b = binary.AppendUvarint(b, uint64(h.Size))
-	return binary.AppendUvarint(b, uint64(h.Gap))
+	return binary.AppendUvarint(binary.AppendUvarint(append(b, opProbe), uint64(h.Size)), uint64(h.Gap))
 }
 
 // readRequest reads a request's op and, for a probe, its header, refusing
@@ -69,13 +66,10 @@ func readRequest(r *bufio.Reader) (byte, probeHeader, error) {
 	case opProfile:
 		return op, probeHeader{}, nil
 	case opProbe:
-		size, err := binary.ReadUvarint(r)
-		if err != nil || size == 0 || size > MaxProbe {
-			return 0, probeHeader{}, fmt.Errorf("%w: probe size", ErrProtocol)
-		}
-		gap, err := binary.ReadUvarint(r)
-		if err != nil || gap > uint64(maxGap) {
-			return 0, probeHeader{}, fmt.Errorf("%w: probe gap", ErrProtocol)
+		size, err1 := binary.ReadUvarint(r)
+		gap, err2 := binary.ReadUvarint(r)
+		if err1 != nil || err2 != nil || size == 0 || size > MaxProbe || gap > uint64(maxGap) {
+			return 0, probeHeader{}, fmt.Errorf("%w: probe header", ErrProtocol)
 		}
 		return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
 	}
@@ -99,40 +93,30 @@ func appendReport(b []byte, r report) []byte {
 // within MaxProbe and adding up, durations within an hour and within the
 // span.
 func parseReport(b []byte) (report, error) {
-	var r report
 	if len(b) > maxReport {
-		return r, fmt.Errorf("%w: report of %d bytes", ErrProtocol, len(b))
+		return report{}, fmt.Errorf("%w: report of %d bytes", ErrProtocol, len(b))
 	}
-	p := 0
-	next := func(max uint64) (uint64, bool) {
-		v, n := binary.Uvarint(b[p:])
-		if n <= 0 || v > max {
-			return 0, false
+	var v []uint64
+	for p := 0; p < len(b); {
+		x, n := binary.Uvarint(b[p:])
+		if n <= 0 {
+			return report{}, fmt.Errorf("%w: report", ErrProtocol)
 		}
-		p += n
-		return v, true
+		v, p = append(v, x), p+n
 	}
-	const hour = uint64(time.Hour)
-	recv, ok1 := next(MaxProbe)
-	first, ok2 := next(recv)
-	span, ok3 := next(hour)
-	nb, ok4 := next(maxBursts)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return r, fmt.Errorf("%w: report header", ErrProtocol)
+	if len(v) < 4 || v[0] > MaxProbe || v[1] > v[0] || v[2] > uint64(time.Hour) || v[3] > maxBursts || len(v) != 4+3*int(v[3]) {
+		return report{}, fmt.Errorf("%w: report header", ErrProtocol)
 	}
-	r = report{Received: int(recv), FirstChunk: int(first), Span: time.Duration(span)}
+	r := report{Received: int(v[0]), FirstChunk: int(v[1]), Span: time.Duration(v[2])}
 	total := uint64(0)
-	for range nb {
-		bytes, ok1 := next(MaxProbe)
-		start, ok2 := next(span)
-		dur, ok3 := next(span)
-		if !ok1 || !ok2 || !ok3 || start+dur > span {
+	for u := v[4:]; len(u) > 0; u = u[3:] {
+		if u[0] > MaxProbe || u[1] > v[2] || u[2] > v[2] || u[1]+u[2] > v[2] {
 			return report{}, fmt.Errorf("%w: report burst", ErrProtocol)
 		}
-		total += bytes
-		r.Bursts = append(r.Bursts, burst{Bytes: int(bytes), Start: time.Duration(start), Dur: time.Duration(dur)})
+		total += u[0]
+		r.Bursts = append(r.Bursts, burst{Bytes: int(u[0]), Start: time.Duration(u[1]), Dur: time.Duration(u[2])})
 	}
-	if total > recv || p != len(b) {
+	if total > v[0] {
 		return report{}, fmt.Errorf("%w: report bursts", ErrProtocol)
 	}
 	return r, nil
@@ -161,18 +145,14 @@ func appendFrame(b, payload []byte) []byte {
 
 // recorder times the reads of a probe and cuts them into bursts.
 type recorder struct {
-	gap    time.Duration
-	t0     time.Time
-	last   time.Time
-	rep    report
-	inited bool
+	gap      time.Duration
+	t0, last time.Time
+	rep      report
 }
 
 func (c *recorder) read(n int, at time.Time) {
-	if !c.inited {
-		c.inited, c.t0, c.last = true, at, at
-		c.rep.Received, c.rep.FirstChunk = n, n
-		c.rep.Bursts = []burst{{Bytes: n}}
+	if c.rep.Bursts == nil {
+		c.t0, c.last, c.rep = at, at, report{Received: n, FirstChunk: n, Bursts: []burst{{Bytes: n}}}
 		return
 	}
 	c.rep.Received += n
