@@ -1,11 +1,17 @@
 package pathinfo
 
-import "time"
+import (
+	"time"
 
-// WithProgressTimeout shortens how long a probe window may take, so that
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+)
+
+// NewWithProgressTimeout is New with a shorter progress timeout, so that
 // a test of a trickling peer need not wait for the real one.
-func WithProgressTimeout(d time.Duration) Option {
-	return func(c *config) error { c.progress = d; return nil }
+func NewWithProgressTimeout(h host.Host, models *adaptive.Models, d time.Duration) (*Service, error) {
+	return newService(h, models, d)
 }
 
 const MaxProbing = maxProbing

@@ -45,9 +45,8 @@ const (
 // Monitor tracks the path to one peer and that peer's decode profile. It
 // is an adaptive.Peer. It is safe for concurrent use.
 type Monitor struct {
-	svc  *Service
-	peer peer.ID
-
+	svc      *Service
+	peer     peer.ID
 	mu       sync.Mutex
 	path     adaptive.Path // bandwidth 0 until measured
 	profile  *adaptive.Profile
@@ -63,9 +62,8 @@ type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes, Served, Refused 
 
 var _ adaptive.Peer = (*Monitor)(nil)
 
-// Path returns the path as known now. Its bandwidth is 0 until measured;
-// its RTT is the monitor's own, or the peerstore's latency EWMA if the
-// monitor has not measured one.
+// Path returns the path as known now: bandwidth 0 until measured, the RTT
+// the monitor's own or else the peerstore's latency EWMA.
 func (m *Monitor) Path() adaptive.Path {
 	m.mu.Lock()
 	p := m.path
@@ -90,12 +88,11 @@ func (m *Monitor) Stats() Stats {
 	return m.stats
 }
 
-// Ensure makes sure the monitor knows the path and the receiver's profile
-// before a sender relies on them: without a measured bandwidth it probes;
-// with one it pings, and probes again if the RTT moved by more than half
-// (beyond what queueing makes of one path's RTT, so likely another path);
-// it fetches the profile if it has none. A peer that does not run the
-// protocol leaves an RTT, no bandwidth and no profile, without an error.
+// Ensure makes sure the monitor knows the path and the receiver's profile:
+// without a bandwidth it probes; with one it pings, and probes again if the
+// RTT moved by more than half (more than queueing moves one path's RTT);
+// it fetches a missing profile. A peer that does not run the protocol
+// leaves an RTT, no bandwidth and no profile, without an error.
 func (m *Monitor) Ensure(ctx context.Context) error {
 	m.mu.Lock()
 	probe, old, hasProfile := m.path.Bandwidth <= 0, m.path.RTT, m.profile != nil
@@ -129,10 +126,7 @@ func (m *Monitor) ping(ctx context.Context) (time.Duration, error) {
 	var err error
 	for range pings {
 		r, ok := <-ch
-		if !ok || r.Error != nil {
-			if ok {
-				err = r.Error
-			}
+		if err = r.Error; !ok || err != nil {
 			break
 		}
 		best = min(cmp.Or(best, r.RTT), r.RTT)
@@ -164,9 +158,9 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 		if err != nil {
 			return adaptive.Path{}, err
 		}
-		last := size >= m.svc.cfg.maxProbe || took > maxTrainTime
+		last := size >= MaxProbe || took > maxTrainTime
 		if rep.Span < minSpan && !last && tries == 0 {
-			size = min(size*4, m.svc.cfg.maxProbe)
+			size = min(size*4, MaxProbe)
 			continue
 		}
 		tries++
@@ -223,21 +217,19 @@ func probeChunk(size int) int { return min(max(size/32, 1<<10), 16<<10) }
 const chunkOverhead = 12 + 22
 
 // Slow start shows in a probe as bursts a round trip apart. It is looked
-// for only where it costs something (an RTT of at least minSlowRTT, above
-// scheduling noise) and only below maxInitWindow: a stall at libp2p's
-// initial stream window (256 KiB) is the probe stream's own, not the
-// connection's, whose long-lived message streams have grown their windows.
+// for only where it costs something (an RTT above scheduling noise) and
+// below maxInitWindow: a stall at libp2p's initial stream window (256 KiB)
+// is the probe stream's own, not the connection's message streams'.
 const (
 	minSlowRTT    = 5 * time.Millisecond
 	maxInitWindow = 128 << 10
 )
 
-// estimate reads a probe report: the rate is the train's bytes after the
-// first read over their dispersion, less the gaps of at least half a
-// round trip between bursts of several reads each (the link was idle
-// then: slow start, or a stall at the stream's window). When such gaps,
-// each about a round trip, split the train into three bursts or more, the
-// first burst is the initial window.
+// estimate reads a probe report: the rate is the bytes after the first
+// read over their dispersion, less gaps of half a round trip or more
+// between bursts (the link was idle: slow start, or a stream window).
+// When such gaps, each about a round trip, split the train into three
+// bursts or more, the first burst is the initial window.
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
 	idle, multi := time.Duration(0), 0
 	for _, b := range rep.Bursts {
@@ -327,7 +319,7 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	case dir == 0:
 		m.streak = 0
 		m.path.Bandwidth += feedAlpha * (implied - bw)
-	case dir*m.streak >= 0 && abs(m.streak)+1 >= changeAfter:
+	case dir*m.streak >= 0 && max(m.streak, -m.streak)+1 >= changeAfter:
 		m.path.Bandwidth, m.streak = implied, 0
 		m.stats.Changes++
 	case dir*m.streak >= 0:
@@ -336,5 +328,3 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		m.streak = dir
 	}
 }
-
-func abs(i int) int { return max(i, -i) }

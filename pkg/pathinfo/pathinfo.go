@@ -17,10 +17,10 @@
 //	profile  2 → uvarint length, adaptive profile (at most
 //	         adaptive.MaxProfileSize)
 //
-// The receiver of a probe times its reads and cuts them into bursts where
-// a gap exceeds the requested one: the sender gets the bottleneck rate
-// from the dispersion of the train, without synchronised clocks, and the
-// initial window from the first burst when slow start splits the train.
+// The receiver of a probe times its reads and cuts them into bursts at gaps
+// beyond the requested one: the sender reads the bottleneck rate from the
+// train's dispersion, without synchronised clocks, and the initial window
+// from the first burst.
 package pathinfo
 
 import (
@@ -46,16 +46,15 @@ import (
 // profile's JSON form; a peer of version 1 is one without the protocol.
 const ProtocolID protocol.ID = "/p2pmsg/pathinfo/2.0.0"
 
-// ErrBadOption reports an option out of its bounds.
+// ErrBadOption reports a nil host or models.
 var ErrBadOption = errors.New("pathinfo: invalid option")
 
 // Serving probes. A probe is a measurement: one at a time per peer is all
 // a sender needs, and maxProbing at once all a node serves (others are
-// reset and counted in Stats.Refused). A sender grows a train fourfold
-// only after the last took under maxTrainTime, so an honest probe sends
-// each probeWindow within progressTimeout, and the whole request ends
-// within requestTimeout: far beyond any round trip, short enough that a
-// stalled peer does not hold a stream for long.
+// reset and counted). A sender grows a train fourfold only after the last
+// took under maxTrainTime, so an honest one sends each probeWindow within
+// progressTimeout, and all within requestTimeout, which is far beyond any
+// round trip and short enough that a stalled peer holds little.
 const (
 	maxProbing      = 8
 	probeWindow     = 64 << 10
@@ -63,53 +62,28 @@ const (
 	requestTimeout  = 30 * time.Second
 )
 
-// Option configures a Service.
-type Option func(*config) error
-
-type config struct {
-	maxProbe int
-	progress time.Duration // progressTimeout; tests shorten it
-}
-
-// WithMaxProbe bounds the largest probe train this node sends, 4 KiB to
-// MaxProbe. Default MaxProbe.
-func WithMaxProbe(n int) Option {
-	return func(c *config) error {
-		if n < firstProbe || n > MaxProbe {
-			return fmt.Errorf("%w: max probe %d", ErrBadOption, n)
-		}
-		c.maxProbe = n
-		return nil
-	}
-}
-
-// Service answers other peers' probes and profile requests and keeps one
-// Monitor per peer this node sends to.
+// Service answers probes and profile requests and keeps a Monitor per peer.
 type Service struct {
 	host     host.Host
 	models   *adaptive.Models
-	cfg      config
+	progress time.Duration // progressTimeout; tests shorten it
 	mu       sync.Mutex
 	monitors map[peer.ID]*Monitor
 	probing  map[peer.ID]bool // peers whose probe is being received
 	stats    Stats            // Served and Refused
 }
 
-// New starts the service on the libp2p host h (a p2pmsg node's Host()):
-// it answers /p2pmsg/pathinfo/2.0.0, serving models' decode profile
-// (what the node's timed decodes taught them: adaptive.Models.TimeDecodes
-// and CalibrateDecode).
-func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
+// New starts the service on the libp2p host h (a p2pmsg node's Host()),
+// serving models' decode profile (adaptive.Models.TimeDecodes teaches it).
+func New(h host.Host, models *adaptive.Models) (*Service, error) {
+	return newService(h, models, progressTimeout)
+}
+
+func newService(h host.Host, models *adaptive.Models, progress time.Duration) (*Service, error) {
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}
-	cfg := config{maxProbe: MaxProbe, progress: progressTimeout}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	s := &Service{host: h, models: models, cfg: cfg, monitors: map[peer.ID]*Monitor{}, probing: map[peer.ID]bool{}}
+	s := &Service{host: h, models: models, progress: progress, monitors: map[peer.ID]*Monitor{}, probing: map[peer.ID]bool{}}
 	h.SetStreamHandler(ProtocolID, s.handle)
 	return s, nil
 }
@@ -117,8 +91,7 @@ func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error)
 // Close stops answering probes and profile requests.
 func (s *Service) Close() error { s.host.RemoveStreamHandler(ProtocolID); return nil }
 
-// Stats returns the probes the service answered (Served) and refused
-// (Refused); the other counts are its monitors'.
+// Stats returns the probes the service answered (Served) and refused.
 func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,7 +102,7 @@ func (s *Service) handle(st network.Stream) {
 	defer st.Close()
 	end := time.Now().Add(requestTimeout)
 	st.SetDeadline(end)
-	st.SetReadDeadline(time.Now().Add(s.cfg.progress))
+	st.SetReadDeadline(time.Now().Add(s.progress))
 	r := bufio.NewReaderSize(st, 16) // the request; a probe's bytes are read beside it
 	op, h, err := readRequest(r)
 	if err == nil && op == opProfile {
@@ -148,23 +121,19 @@ func (s *Service) handle(st network.Stream) {
 	}
 }
 
-// serveProbe receives a probe, one per peer and maxProbing in all, each
-// window of it within the progress timeout and the whole by end, and
-// reports its reads.
+// serveProbe receives a probe within the limits above and reports its
+// reads.
 func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, end time.Time) (report, error) {
 	p := st.Conn().RemotePeer()
 	s.mu.Lock()
-	ok := !s.probing[p] && len(s.probing) < maxProbing
-	if ok {
-		s.probing[p] = true
-		s.stats.Served++
-	} else {
+	if s.probing[p] || len(s.probing) >= maxProbing {
 		s.stats.Refused++
+		s.mu.Unlock()
+		return report{}, errors.New("pathinfo: busy")
 	}
+	s.probing[p] = true
+	s.stats.Served++
 	s.mu.Unlock()
-	if !ok {
-		return report{}, errBusy
-	}
 	defer func() { s.mu.Lock(); delete(s.probing, p); s.mu.Unlock() }()
 	rec := recorder{gap: max(h.Gap, time.Millisecond)}
 	// What arrived with the request is part of the first read.
@@ -173,7 +142,7 @@ func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, 
 	for left, window := h.Size-first, 0; left > 0; {
 		if window <= 0 {
 			window = min(left, probeWindow)
-			if d := time.Now().Add(s.cfg.progress); d.Before(end) {
+			if d := time.Now().Add(s.progress); d.Before(end) {
 				st.SetReadDeadline(d)
 			} else {
 				st.SetReadDeadline(end)
@@ -193,9 +162,6 @@ func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, 
 	}
 	return rec.rep, nil
 }
-
-// errBusy refuses a probe beyond the limits.
-var errBusy = errors.New("pathinfo: busy")
 
 // Monitor returns the monitor of the path to p, creating it (with what
 // the models remember of p) on first use.
@@ -242,6 +208,5 @@ func (s *Service) request(ctx context.Context, p peer.ID, req []byte, body func(
 	return b, nil
 }
 
-// errUnsupported reports a peer that does not run pathinfo: not an error
-// for Ensure, which then goes without.
+// errUnsupported is a peer without pathinfo: Ensure then goes without.
 var errUnsupported = errors.New("pathinfo: peer does not speak " + string(ProtocolID))

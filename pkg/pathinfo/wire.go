@@ -29,8 +29,7 @@ const (
 )
 
 // A burst is a run of reads of a probe with no gap longer than the
-// requested one between them: with slow start, the first burst is the
-// initial window and the gaps between bursts are round trips.
+// requested one: with slow start, the first is the initial window.
 type burst struct {
 	Bytes int
 	Start time.Duration // since the first byte arrived
@@ -57,23 +56,16 @@ func appendProbeHeader(b []byte, h probeHeader) []byte {
 
 // readRequest reads a request's op and, for a probe, its header, refusing
 // sizes and gaps beyond the protocol's bounds.
-func readRequest(r *bufio.Reader) (byte, probeHeader, error) {
-	op, err := r.ReadByte()
-	if err != nil {
-		return 0, probeHeader{}, err
+func readRequest(r *bufio.Reader) (op byte, h probeHeader, err error) {
+	if op, err = r.ReadByte(); err != nil || op == opProfile {
+		return op, h, err
 	}
-	switch op {
-	case opProfile:
-		return op, probeHeader{}, nil
-	case opProbe:
-		size, err1 := binary.ReadUvarint(r)
-		gap, err2 := binary.ReadUvarint(r)
-		if err1 != nil || err2 != nil || size == 0 || size > MaxProbe || gap > uint64(maxGap) {
-			return 0, probeHeader{}, fmt.Errorf("%w: probe header", ErrProtocol)
-		}
-		return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
+	size, err1 := binary.ReadUvarint(r)
+	gap, err2 := binary.ReadUvarint(r)
+	if op != opProbe || err1 != nil || err2 != nil || size == 0 || size > MaxProbe || gap > uint64(maxGap) {
+		return 0, h, fmt.Errorf("%w: request %d", ErrProtocol, op)
 	}
-	return 0, probeHeader{}, fmt.Errorf("%w: unknown request %d", ErrProtocol, op)
+	return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
 }
 
 func appendReport(b []byte, r report) []byte {
@@ -125,22 +117,19 @@ func parseReport(b []byte) (report, error) {
 // readFrame reads a uvarint length (at most max) and that many bytes.
 func readFrame(r *bufio.Reader, max int) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
+	if err == nil && n > uint64(max) {
+		err = fmt.Errorf("%w: frame of %d bytes, limit %d", ErrProtocol, n, max)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if n > uint64(max) {
-		return nil, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrProtocol, n, max)
-	}
 	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	_, err = io.ReadFull(r, b)
+	return b, err
 }
 
 func appendFrame(b, payload []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(payload)))
-	return append(b, payload...)
+	return append(binary.AppendUvarint(b, uint64(len(payload))), payload...)
 }
 
 // recorder times the reads of a probe and cuts them into bursts.
