@@ -146,18 +146,12 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	s.spend(d.Estimates[d.Best].Total)
 	out := raw
 	if c := s.cands[d.Best]; c.enc != nil {
-		t0 := s.clock.Now()
-		enc, err := c.enc.EncodeElement(raw)
-		dt := s.clock.Now().Sub(t0)
+		enc, dt, err := s.encodeWith(c, raw, k, rest, d.Estimates[d.Best].Size)
 		if err != nil {
 			s.endTrials(trials)
 			return e, err
 		}
 		d.EncodeTime = dt
-		s.models.recordEncode(c.spec, k, n, len(enc.Data), dt)
-		if surprising(len(enc.Data), d.Estimates[d.Best].Size) {
-			s.forget(raw.MIME, n, rest)
-		}
 		if len(enc.Data) < n {
 			out = enc
 		} else {
@@ -270,29 +264,34 @@ func (s *Scheme) endTrials(trials []int) {
 	}
 }
 
+// encodeWith encodes e with c, timed, and learns what it did; a size far
+// from its estimate est has the decision for elements like e made afresh.
+// A codec that fails on the input learns nothing.
+func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, rest, est int) (message.Element, time.Duration, error) {
+	t0 := s.clock.Now()
+	enc, err := c.enc.EncodeElement(e)
+	dt := s.clock.Now().Sub(t0)
+	if err != nil {
+		return e, 0, err
+	}
+	s.models.recordEncode(c.spec, k, len(e.Data), len(enc.Data), dt)
+	if surprising(len(enc.Data), est) {
+		s.forget(e.MIME, len(e.Data), rest)
+	}
+	return enc, dt, nil
+}
+
 // trial encodes e with the candidates at idx in the background, off the
-// path of the message, and records what they do; a size far from its
-// estimate has the decision for elements like e made afresh. It works on
-// its own copy of the data, which the caller may reuse once sent.
+// path of the message, and learns what they do. It works on its own copy
+// of the data, which the caller may reuse once sent.
 func (s *Scheme) trial(e message.Element, k kind, rest int, idx []int, ests []Estimate) {
 	e.Data = bytes.Clone(e.Data)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.endTrials(idx)
-		n := len(e.Data)
 		for _, i := range idx {
-			c := s.cands[i]
-			t0 := s.clock.Now()
-			enc, err := c.enc.EncodeElement(e)
-			dt := s.clock.Now().Sub(t0)
-			if err != nil {
-				continue // a codec that fails on this input is not learned
-			}
-			s.models.recordEncode(c.spec, k, n, len(enc.Data), dt)
-			if surprising(len(enc.Data), ests[i].Size) {
-				s.forget(e.MIME, n, rest)
-			}
+			s.encodeWith(s.cands[i], e, k, rest, ests[i].Size)
 		}
 	}()
 }
