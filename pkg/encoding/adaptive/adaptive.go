@@ -221,10 +221,7 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 // to the sender now. The exchange is timed from the first message sent
 // since the last Delivered.
 func (s *Scheme) Sending(m *message.Message) {
-	n := 0
-	for i := range m.Len() {
-		n += wireSize(m.At(i))
-	}
+	n := messageSize(m)
 	s.xmu.Lock()
 	if !s.x.open {
 		s.x = exchange{open: true, start: s.clock.Now(), encoded: s.x.encoded}

@@ -58,16 +58,21 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
+func messageSize(m *message.Message) int {
+	n := 0
+	for i := range m.Len() {
+		n += wireSize(m.At(i))
+	}
+	return n
+}
+
 // Encode returns a copy of m whose selected elements are each sent as the
 // decision rule says: as they are, or encoded with the best candidate.
 // Unselected elements are shared with m; if nothing is selected, m itself
 // is returned.
 func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
-	total := 0
-	for i := range m.Len() {
-		total += wireSize(m.At(i))
-	}
+	total := messageSize(m)
 	for i := range m.Len() {
 		e := m.At(i)
 		if !s.cands[1].enc.Selects(e) {
@@ -94,10 +99,14 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 // message, without encoding anything or exploring.
 func (s *Scheme) Decide(e message.Element) Decision {
 	raw := encoding.Unmark(e)
-	k := classify(raw)
 	path, prof := s.current()
-	d := Decision{Kind: k.String(), Size: len(raw.Data), Path: path}
-	d.Estimates = s.estimates(k, len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
+	return s.decideAfresh(classify(raw), len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
+}
+
+// decideAfresh decides for n bytes of kind k with rest bytes of other
+// content, from what the models predict.
+func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
+	d := Decision{Kind: k.String(), Size: n, Path: path, Estimates: s.estimates(k, n, rest, path, prof)}
 	d.Best = best(d.Estimates)
 	return d
 }
