@@ -18,12 +18,15 @@ import (
 // layer's header, then the xml codec's payload.
 func xmlFrame(t *testing.T, c *xmlc.Codec, doc []byte) []byte {
 	t.Helper()
-	payload, err := c.Encode(nil, doc, encoding.Binding{})
+	s, err := encoding.New([]encoding.Codec{c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := encoding.Header{Codec: c.Name(), Params: c.Params(), MIME: "text/xml", Size: uint64(len(doc))}
-	return append(encoding.AppendHeader(nil, h), payload...)
+	e, err := s.EncodeElement(encoding.Producer{}.NewElement("", "doc", "text/xml", doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Data
 }
 
 func TestCodecQuery(t *testing.T) {

@@ -125,10 +125,10 @@ func (k *codecKeys) load(pskFile string, dictFiles, modelFiles []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := zstd.DictID(d); err != nil {
-			return fmt.Errorf("--dict %s: %w", f, err)
+		codec, id, err := k.models.Add(d)
+		if err == nil && codec != zstd.Name {
+			err = fmt.Errorf("%w: a %s model, not a zstd dictionary", encoding.ErrBadOption, codec)
 		}
-		_, id, err := k.models.Add(d)
 		if err != nil {
 			return fmt.Errorf("--dict %s: %w", f, err)
 		}

@@ -74,7 +74,7 @@ func TestSendEncodeAuto(t *testing.T) {
 		if len(out) != 0 {
 			t.Fatalf("send warned: %s", out)
 		}
-		if _, err := adaptive.Load(filepath.Join(cfg, "p2pmsg", adaptive.DefaultFile)); err != nil {
+		if _, err := adaptive.Load(filepath.Join(cfg, "p2pmsg", "encoding-models.bin")); err != nil {
 			t.Fatalf("models file: %v", err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestSendEncodeAuto(t *testing.T) {
 			t.Fatalf("%s: %v, %d bytes, want the document", f, err, len(b))
 		}
 	}
-	m, _ := adaptive.Load(filepath.Join(cfg, "p2pmsg", adaptive.DefaultFile))
+	m, _ := adaptive.Load(filepath.Join(cfg, "p2pmsg", "encoding-models.bin"))
 	if len(m.Specs()) == 0 {
 		t.Fatal("the models file holds nothing")
 	}

@@ -123,12 +123,12 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			// also probe the path from this end.
 			models, saveModels := loadModels(keyFile, cmd.ErrOrStderr())
 			defer saveModels()
-			decOpts := []encoding.Option{encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()), models.TimeDecodes(nil)}
+			decOpts := []encoding.Option{encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()), models.TimeDecodes()}
 			if keys.psk != nil {
 				// With a pre-shared key, every element the sender wrote
 				// (any namespace but JXTA's own) must come sealed with it.
 				decOpts = append(decOpts, encoding.WithRequireSealed(
-					encoding.SelectorFunc(func(e message.Element) bool { return e.Namespace != message.JXTANamespace }),
+					notJXTA{},
 					keys.pskKeyIDs()...))
 			}
 			dec, err := encoding.NewDecoder(decOpts...)
@@ -136,7 +136,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				return err
 			}
 			// Its decode profile covers its codecs before it decodes any.
-			models.CalibrateDecode(reg, nil)
+			models.CalibrateDecode(reg)
 			info, err := pathinfo.New(p.node.Host(), models)
 			if err != nil {
 				return err
@@ -435,3 +435,8 @@ func safeName(s string) string {
 	}
 	return string(b)
 }
+
+// notJXTA selects every element but those of JXTA's own namespace.
+type notJXTA struct{}
+
+func (notJXTA) Select(e message.Element) bool { return e.Namespace != message.JXTANamespace }

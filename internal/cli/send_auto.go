@@ -20,6 +20,10 @@ const autoEncode = "auto"
 // autoEnsureTimeout bounds measuring the path before sending.
 const autoEnsureTimeout = 15 * time.Second
 
+// modelsFileName is the adaptive models file in a node's data directory,
+// beside its identity.
+const modelsFileName = "encoding-models.bin"
+
 // modelsFile is where the adaptive scheme's models are kept: beside the
 // identity key file in use, or, for a fresh identity, beside the default
 // one in the user's configuration directory.
@@ -30,7 +34,7 @@ func modelsFile(keyFile string) (string, error) {
 			return "", err
 		}
 	}
-	return filepath.Join(filepath.Dir(keyFile), adaptive.DefaultFile), nil
+	return filepath.Join(filepath.Dir(keyFile), modelsFileName), nil
 }
 
 // loadModels loads the adaptive models kept in the data directory (empty

@@ -18,9 +18,9 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	// The codecs Run measures register their factories.
+	_ "github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"
 	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
-	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
 	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 )

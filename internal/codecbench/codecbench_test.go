@@ -127,7 +127,7 @@ func TestModelOptions(t *testing.T) {
 		if id == 0 || byName.Params().Level != s.Level {
 			t.Fatalf("%s: params %+v", spec, byName.Params())
 		}
-		if got := encoding.SpecOf(byName.Name(), byName.Params()); got.Model == s.Model || got.Name != s.Name {
+		if got := (encoding.Header{Codec: byName.Name(), Params: byName.Params()}).Spec(); got.Model == s.Model || got.Name != s.Name {
 			t.Fatalf("%s: header spec %s", spec, got)
 		}
 		if _, err := encoding.NewCodec(s); !errors.Is(err, encoding.ErrBadOption) {

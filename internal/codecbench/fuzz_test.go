@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
+	"github.com/p2pmsg/p2pmsg/internal/codectest"
 )
 
 // FuzzStdGzipDecode: the reference gzip codec's Decode is held to what

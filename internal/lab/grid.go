@@ -370,11 +370,11 @@ func openGridPair(ctx context.Context, link linkemu.Link, sw *linkemu.Switch, se
 	if err != nil {
 		return fail(err)
 	}
-	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes(nil)); err != nil {
+	if g.rdec, err = encoding.NewDecoder(encoding.WithRegistry(reg), rmodels.TimeDecodes()); err != nil {
 		return fail(err)
 	}
 	// The receiver's profile covers its codecs before it decodes any.
-	rmodels.CalibrateDecode(reg, nil)
+	rmodels.CalibrateDecode(reg)
 	if g.rsvc, err = pathinfo.New(g.rcv.Node.Host(), rmodels); err != nil {
 		return fail(err)
 	}
@@ -547,7 +547,7 @@ func (t *timedScheme) sentAs() (spec string, size int) {
 	if err != nil {
 		return "", len(e.Data)
 	}
-	return encoding.SpecOf(h.Codec, h.Params).String(), len(e.Data)
+	return h.Spec().String(), len(e.Data)
 }
 
 // identityScheme sends selected elements as they are (their Producer mark

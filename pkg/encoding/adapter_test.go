@@ -50,7 +50,7 @@ func pipePair() (chanPipe, chanPipe) {
 
 func TestBidiAdapters(t *testing.T) {
 	ctx := t.Context()
-	g, _ := gzip.New()
+	g := gzip.New()
 	s, err := encoding.New([]encoding.Codec{g})
 	if err != nil {
 		t.Fatal(err)

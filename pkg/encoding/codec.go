@@ -44,8 +44,8 @@ const (
 // does not is KindOther.
 type kinder interface{ Kind() Kind }
 
-// KindOf returns c's kind.
-func KindOf(c Codec) Kind {
+// kindOf returns c's kind.
+func kindOf(c Codec) Kind {
 	if k, ok := c.(kinder); ok {
 		return k.Kind()
 	}
@@ -56,8 +56,8 @@ func KindOf(c Codec) Kind {
 // codec (level, dictionaries, keys) is registered under its name; the
 // decoder side finds it by the name recorded in the header.
 type Codec interface {
-	// Name is the codec's registered name, e.g. "zstd". At most
-	// MaxCodecName bytes.
+	// Name is the codec's registered name, e.g. "zstd". At most 64
+	// bytes.
 	Name() string
 	// Params returns the parameters Encode will use; they are written in
 	// the header before Encode is called.

@@ -18,11 +18,11 @@
 //
 //	magic    "P2E"        3 bytes
 //	version  1            1 byte
-//	codec    uvarint length + name (at most MaxCodecName bytes)
+//	codec    uvarint length + name (at most 64 bytes)
 //	level    zigzag varint
 //	dict ID  uvarint (0: none)
-//	key ID   uvarint length + bytes (at most MaxKeyID bytes)
-//	MIME     uvarint length + original MIME type (at most MaxMIME bytes)
+//	key ID   uvarint length + bytes (at most 128 bytes)
+//	MIME     uvarint length + original MIME type (at most 256 bytes)
 //	size     uvarint original size in bytes
 //	payload  the rest
 //
@@ -34,7 +34,7 @@
 // is the outer one's payload, so the outer codec hides the inner header.
 // Only nesting that means something is accepted, when encoding and when
 // decoding: one codec of any kind, or a compression codec then seal
-// (KindOf). Compressing compressed data, or sealing twice, buys nothing
+// (Kind). Compressing compressed data, or sealing twice, buys nothing
 // and would let a peer multiply the decoder's work.
 //
 // # Codec specs

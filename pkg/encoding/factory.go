@@ -30,7 +30,7 @@ type build struct {
 // name, the later wins.
 func WithFactory(name string, f Factory) BuildOption {
 	return func(b *build) error {
-		if err := checkWord(name, MaxCodecName); err != nil || f == nil {
+		if err := checkWord(name, maxCodecName); err != nil || f == nil {
 			return fmt.Errorf("%w: factory %q (nil: %t)", ErrBadOption, name, f == nil)
 		}
 		b.factories[name] = f
@@ -115,38 +115,8 @@ func (b *build) codec(s Spec) (Codec, error) {
 // checkNesting refuses two codecs that are not a compression codec then
 // seal (see New).
 func checkNesting(codecs []Codec) error {
-	if len(codecs) == 2 && (KindOf(codecs[0]) != KindCompression || KindOf(codecs[1]) != KindSeal) {
+	if len(codecs) == 2 && (kindOf(codecs[0]) != KindCompression || kindOf(codecs[1]) != KindSeal) {
 		return fmt.Errorf("%w: %s then %s", ErrNesting, codecs[0].Name(), codecs[1].Name())
 	}
 	return nil
-}
-
-// SpecFactory is the factory of a codec built by newCodec from options:
-// base first, then withLevel(level) when the spec gives a level, then,
-// when it names a model, withModel(ID) for the model's decimal ID (the
-// model itself must come with base). A nil withModel means the codec
-// takes no model. gzip, deflate and s2 register theirs so; zstd's and
-// xml's Factory are SpecFactory with their dictionaries or models.
-func SpecFactory[O any, C Codec](name string, newCodec func(...O) (C, error), base []O, withLevel func(int) O, withModel func(uint32) O) Factory {
-	return func(s Spec) (Codec, error) {
-		opts := slices.Clone(base)
-		if s.Level != 0 {
-			opts = append(opts, withLevel(s.Level))
-		}
-		if s.Model != "" {
-			if withModel == nil {
-				return nil, fmt.Errorf("%w: %s takes no model", ErrBadOption, name)
-			}
-			id, ok := s.DictID()
-			if !ok {
-				return nil, fmt.Errorf("%w: %s model %q: want a numeric model ID", ErrBadOption, name, s.Model)
-			}
-			opts = append(opts, withModel(id))
-		}
-		c, err := newCodec(opts...)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/deflate"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
@@ -31,12 +31,12 @@ func TestNewCodec(t *testing.T) {
 		wantErr error
 	}{
 		{"identity", nil, encoding.Params{}, nil},
-		{"gzip", nil, encoding.Params{Level: gzip.DefaultLevel}, nil},
+		{"gzip", nil, encoding.Params{Level: 6}, nil},
 		{"gzip:-2", nil, encoding.Params{Level: -2}, nil},
 		{"deflate:9", nil, encoding.Params{Level: 9}, nil},
 		{"zstd:19", nil, encoding.Params{Level: 19}, nil},
 		{"s2:3", nil, encoding.Params{Level: 3}, nil},
-		{"xml", nil, encoding.Params{Level: xmlc.DefaultLevel}, nil},
+		{"xml", nil, encoding.Params{Level: 3}, nil},
 		{"seal", []encoding.BuildOption{withPSK()}, encoding.Params{KeyID: "psk:team"}, nil},
 		{"lzma", nil, encoding.Params{}, encoding.ErrUnknownCodec},
 		{"zstd:99", nil, encoding.Params{}, encoding.ErrBadOption},
@@ -135,7 +135,7 @@ func TestNewChain(t *testing.T) {
 // Every codec package registers a factory, and only seal's refuses to
 // build without what the caller gives.
 func TestDefaultFactories(t *testing.T) {
-	for _, name := range []string{identity.Name, gzip.Name, deflate.Name, zstd.Name, s2.Name, xmlc.Name} {
+	for _, name := range []string{identitycodec.Name, gzip.Name, deflate.Name, zstd.Name, s2.Name, xmlc.Name} {
 		if _, err := encoding.NewCodec(encoding.Spec{Name: name}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -155,7 +155,7 @@ func TestDefaultFactories(t *testing.T) {
 	if _, err := encoding.NewCodec(encoding.Spec{Name: "gzip"}, encoding.WithFactory("gzip", nil)); !errors.Is(err, encoding.ErrBadOption) {
 		t.Errorf("WithFactory nil: %v", err)
 	}
-	wrong := encoding.WithFactory(gzip.Name, func(encoding.Spec) (encoding.Codec, error) { return identity.New(), nil })
+	wrong := encoding.WithFactory(gzip.Name, func(encoding.Spec) (encoding.Codec, error) { return identitycodec.New(), nil })
 	if _, err := encoding.NewCodec(encoding.Spec{Name: "gzip"}, wrong); !errors.Is(err, encoding.ErrBadOption) {
 		t.Errorf("factory building another codec: %v", err)
 	}

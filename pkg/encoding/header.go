@@ -8,9 +8,9 @@ import (
 
 // Header bounds, checked when decoding a header.
 const (
-	MaxCodecName = 64
-	MaxKeyID     = 128
-	MaxMIME      = 256
+	maxCodecName = 64
+	maxKeyID     = 128
+	maxMIME      = 256
 )
 
 const (
@@ -26,8 +26,8 @@ type Header struct {
 	Size   uint64 // original size in bytes
 }
 
-// AppendHeader appends the binary form of h to dst.
-func AppendHeader(dst []byte, h Header) []byte {
+// appendHeader appends the binary form of h to dst.
+func appendHeader(dst []byte, h Header) []byte {
 	dst = append(dst, magic...)
 	dst = append(dst, version)
 	dst = appendString(dst, h.Codec)
@@ -56,7 +56,7 @@ func ParseHeader(data []byte) (Header, int, error) {
 	}
 	p := len(magic) + 1
 	var err error
-	if h.Codec, p, err = readString(data, p, MaxCodecName, "codec"); err != nil {
+	if h.Codec, p, err = readString(data, p, maxCodecName, "codec"); err != nil {
 		return h, 0, err
 	}
 	lv, n := binary.Varint(data[p:])
@@ -69,10 +69,10 @@ func ParseHeader(data []byte) (Header, int, error) {
 		return h, 0, fmt.Errorf("%w: bad dictionary ID", ErrCorrupt)
 	}
 	h.Params.DictID, p = uint32(d), p+n
-	if h.Params.KeyID, p, err = readString(data, p, MaxKeyID, "key ID"); err != nil {
+	if h.Params.KeyID, p, err = readString(data, p, maxKeyID, "key ID"); err != nil {
 		return h, 0, err
 	}
-	if h.MIME, p, err = readString(data, p, MaxMIME, "MIME"); err != nil {
+	if h.MIME, p, err = readString(data, p, maxMIME, "MIME"); err != nil {
 		return h, 0, err
 	}
 	sz, n := binary.Uvarint(data[p:])

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -96,7 +96,7 @@ func TestNestedBombBounded(t *testing.T) {
 // TestNesting: only compress, seal, or compress then seal.
 func TestNesting(t *testing.T) {
 	z, _ := zstd.New()
-	g, _ := gzip.New()
+	g := gzip.New()
 	sl, _ := seal.New(seal.WithPSK("k", bytes.Repeat([]byte{1}, seal.KeySize)))
 	for _, tc := range []struct {
 		name   string
@@ -106,11 +106,11 @@ func TestNesting(t *testing.T) {
 		{"compress", []encoding.Codec{z}, nil},
 		{"seal", []encoding.Codec{sl}, nil},
 		{"compress then seal", []encoding.Codec{g, sl}, nil},
-		{"other alone", []encoding.Codec{identity.New()}, nil},
+		{"other alone", []encoding.Codec{identitycodec.New()}, nil},
 		{"compress twice", []encoding.Codec{z, g}, encoding.ErrNesting},
 		{"seal then compress", []encoding.Codec{sl, z}, encoding.ErrNesting},
 		{"seal twice", []encoding.Codec{sl, sl}, encoding.ErrNesting},
-		{"other then seal", []encoding.Codec{identity.New(), sl}, encoding.ErrNesting},
+		{"other then seal", []encoding.Codec{identitycodec.New(), sl}, encoding.ErrNesting},
 		{"three", []encoding.Codec{z, sl, sl}, encoding.ErrBadOption},
 	} {
 		_, err := encoding.New(tc.codecs, encoding.WithPipeID(testPipe))

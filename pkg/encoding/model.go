@@ -38,7 +38,7 @@ var (
 // register their codecs and factories. It fails with ErrDuplicate if a
 // codec or a magic is taken, ErrBadOption for a bad name or magic.
 func RegisterModelFormat(codec, magic string, newLoader func() ModelLoader) error {
-	if err := checkWord(codec, MaxCodecName); err != nil || len(magic) < 4 || newLoader == nil {
+	if err := checkWord(codec, maxCodecName); err != nil || len(magic) < 4 || newLoader == nil {
 		return fmt.Errorf("%w: model format of %q (magic %q)", ErrBadOption, codec, magic)
 	}
 	formatsMu.Lock()

@@ -209,7 +209,7 @@ func FuzzModelsAdd(f *testing.F) {
 		f.Fatal(err)
 	}
 	xmlModel, _ := m.MarshalBinary()
-	zstdDict, err := zstd.TrainDictionary(9, samples[:3], zstd.WithMaxDictSize(1024))
+	zstdDict, err := zstd.TrainDictionary(9, samples[:3])
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func NewRegistry(codecs ...Codec) (*Registry, error) {
 // taken and ErrBadOption if the name is empty or too long.
 func (r *Registry) Register(c Codec) error {
 	n := c.Name()
-	if n == "" || len(n) > MaxCodecName {
+	if n == "" || len(n) > maxCodecName {
 		return fmt.Errorf("%w: codec name %q", ErrBadOption, n)
 	}
 	r.mu.Lock()
@@ -74,7 +74,7 @@ func (r *Registry) Names() []string {
 // fails with ErrDuplicate if name has a factory, and ErrBadOption if name
 // is not a spec's name or f is nil.
 func (r *Registry) RegisterFactory(name string, f Factory) error {
-	if err := checkWord(name, MaxCodecName); err != nil || f == nil {
+	if err := checkWord(name, maxCodecName); err != nil || f == nil {
 		return fmt.Errorf("%w: factory %q (nil: %t)", ErrBadOption, name, f == nil)
 	}
 	r.mu.Lock()

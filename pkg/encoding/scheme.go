@@ -68,7 +68,7 @@ func WithSelector(s Selector) Option {
 		if s == nil {
 			return fmt.Errorf("%w: nil selector", ErrBadOption)
 		}
-		c.sel = SelectorFunc(func(e message.Element) bool { return IsMarked(e) || s.Select(e) })
+		c.sel = selectorFunc(func(e message.Element) bool { return isMarked(e) || s.Select(e) })
 		return nil
 	}
 }
@@ -189,7 +189,7 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 		if c == nil {
 			return nil, fmt.Errorf("%w: nil codec", ErrBadOption)
 		}
-		if n := c.Name(); n == "" || len(n) > MaxCodecName {
+		if n := c.Name(); n == "" || len(n) > maxCodecName {
 			return nil, fmt.Errorf("%w: codec name %q", ErrBadOption, n)
 		}
 	}
@@ -197,7 +197,7 @@ func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 		return nil, err
 	}
 	s := &Codecs{codecs: codecs, config: config{
-		sel: SelectorFunc(IsMarked), reg: defaultRegistry,
+		sel: selectorFunc(isMarked), reg: defaultRegistry,
 		maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize,
 	}}
 	for _, o := range opts {
@@ -248,11 +248,11 @@ func (s *Codecs) EncodeElement(e message.Element) (message.Element, error) {
 	}
 	data, mime := e.Data, stripMark(e.MIME)
 	for _, c := range s.codecs {
-		if len(mime) > MaxMIME {
-			return e, fmt.Errorf("%w: MIME type longer than %d", ErrBadOption, MaxMIME)
+		if len(mime) > maxMIME {
+			return e, fmt.Errorf("%w: MIME type longer than %d", ErrBadOption, maxMIME)
 		}
 		h := Header{Codec: c.Name(), Params: c.Params(), MIME: mime, Size: uint64(len(data))}
-		buf := AppendHeader(make([]byte, 0, 64+len(data)/2), h)
+		buf := appendHeader(make([]byte, 0, 64+len(data)/2), h)
 		hl := len(buf)
 		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: s.pipeID, Header: buf[:hl:hl], Unbound: s.unbound}
 		var err error
@@ -284,7 +284,7 @@ func (s *Codecs) DecodeReport(m *message.Message) (*message.Message, []ElementRe
 // Encode returns messages unchanged. It takes the same options as New
 // (WithSelector has no effect).
 func NewDecoder(opts ...Option) (*Decoder, error) {
-	d := &Decoder{config{sel: SelectorFunc(IsMarked), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
+	d := &Decoder{config{sel: selectorFunc(isMarked), reg: defaultRegistry, maxElem: DefaultMaxElementSize, maxMsg: DefaultMaxMessageSize}}
 	for _, o := range opts {
 		if err := o(&d.config); err != nil {
 			return nil, err
@@ -464,7 +464,7 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		}
 		// Decoding runs outside in: seal, then what it sealed, which can
 		// only be compression.
-		kind := KindOf(codec)
+		kind := kindOf(codec)
 		if depth == 1 && (outerKind != KindSeal || kind != KindCompression) {
 			return e, rep, work, fmt.Errorf("%w: %s inside %s", ErrNesting, h.Codec, rep.outer())
 		}

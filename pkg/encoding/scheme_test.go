@@ -7,9 +7,9 @@ import (
 	"unsafe"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
@@ -96,7 +96,7 @@ func TestDecodeUnencodedReturnsSame(t *testing.T) {
 	if err != nil || got != m {
 		t.Fatalf("got %p, %v; want the same message", got, err)
 	}
-	s, _ := encoding.New([]encoding.Codec{identity.New()})
+	s, _ := encoding.New([]encoding.Codec{identitycodec.New()})
 	if got, _ := s.Encode(m); got != m {
 		t.Fatal("Encode with nothing selected copied the message")
 	}
@@ -136,12 +136,12 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"no codecs", nil, nil},
 		{"nil codec", []encoding.Codec{nil}, nil},
-		{"too many codecs", []encoding.Codec{identity.New(), identity.New(), identity.New(), identity.New(), identity.New()}, nil},
-		{"nil selector", []encoding.Codec{identity.New()}, []encoding.Option{encoding.WithSelector(nil)}},
-		{"nil registry", []encoding.Codec{identity.New()}, []encoding.Option{encoding.WithRegistry(nil)}},
-		{"zero limit", []encoding.Codec{identity.New()}, []encoding.Option{encoding.WithLimits(0, 10)}},
-		{"element over message", []encoding.Codec{identity.New()}, []encoding.Option{encoding.WithLimits(11, 10)}},
-		{"bad policy", []encoding.Codec{identity.New()}, []encoding.Option{encoding.WithPolicy(7)}},
+		{"too many codecs", []encoding.Codec{identitycodec.New(), identitycodec.New(), identitycodec.New(), identitycodec.New(), identitycodec.New()}, nil},
+		{"nil selector", []encoding.Codec{identitycodec.New()}, []encoding.Option{encoding.WithSelector(nil)}},
+		{"nil registry", []encoding.Codec{identitycodec.New()}, []encoding.Option{encoding.WithRegistry(nil)}},
+		{"zero limit", []encoding.Codec{identitycodec.New()}, []encoding.Option{encoding.WithLimits(0, 10)}},
+		{"element over message", []encoding.Codec{identitycodec.New()}, []encoding.Option{encoding.WithLimits(11, 10)}},
+		{"bad policy", []encoding.Codec{identitycodec.New()}, []encoding.Option{encoding.WithPolicy(7)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,11 +153,11 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	r, err := encoding.NewRegistry(identity.New())
+	r, err := encoding.NewRegistry(identitycodec.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Register(identity.New()); !errors.Is(err, encoding.ErrDuplicate) {
+	if err := r.Register(identitycodec.New()); !errors.Is(err, encoding.ErrDuplicate) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	if _, err := r.Lookup("nope"); !errors.Is(err, encoding.ErrUnknownCodec) {
@@ -174,7 +174,7 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestDecodeErrorsAndPolicy(t *testing.T) {
-	g, _ := gzip.New(gzip.WithLevel(9))
+	g, _ := encoding.NewCodec(encoding.Spec{Name: "gzip", Level: 9})
 	s, _ := encoding.New([]encoding.Codec{g}, encoding.WithSelector(encoding.ByName("doc")))
 	doc := datasets.Employees(250)
 	m := message.New(message.Text("", "a", "1"), message.Element{Name: "doc", MIME: message.XMLUTF8, Data: doc})
@@ -188,7 +188,7 @@ func TestDecodeErrorsAndPolicy(t *testing.T) {
 	e.Data[len(e.Data)-3] ^= 0xff // gzip trailer: CRC/size mismatch
 	corrupt.Set(1, e)
 
-	onlyID, _ := encoding.NewRegistry(identity.New())
+	onlyID, _ := encoding.NewRegistry(identitycodec.New())
 	withGzip, _ := encoding.NewRegistry(g)
 	tests := []struct {
 		name    string
@@ -291,7 +291,7 @@ func FuzzDecodeElement(f *testing.F) {
 	s, _ := encoding.New([]encoding.Codec{z}, encoding.WithSelector(encoding.ByName("d")))
 	e, _ := s.EncodeElement(message.Text("", "d", string(datasets.Employees(1))))
 	f.Add(e.Data)
-	g, _ := gzip.New()
+	g := gzip.New()
 	s2, _ := encoding.New([]encoding.Codec{g}, encoding.WithSelector(encoding.ByName("d")))
 	e, _ = s2.EncodeElement(message.Text("", "d", "hello hello hello"))
 	f.Add(e.Data)
@@ -350,7 +350,7 @@ func (c countingCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Bin
 
 // WithDecodeWrap sees every layer decoded, of schemes and DecodeElement.
 func TestWithDecodeWrap(t *testing.T) {
-	g, _ := gzip.New()
+	g := gzip.New()
 	s, _ := encoding.New([]encoding.Codec{g})
 	enc, err := s.Encode(message.New(s.Producer().Text("", "a", "hello"), s.Producer().Text("", "b", "world")))
 	if err != nil {

@@ -12,22 +12,22 @@ type Selector interface {
 	Select(e message.Element) bool
 }
 
-// SelectorFunc adapts a function to Selector.
-type SelectorFunc func(e message.Element) bool
+// selectorFunc adapts a function to Selector.
+type selectorFunc func(e message.Element) bool
 
 // Select calls f.
-func (f SelectorFunc) Select(e message.Element) bool { return f(e) }
+func (f selectorFunc) Select(e message.Element) bool { return f(e) }
 
 // ByName selects elements with any of the names, in any namespace.
 func ByName(names ...string) Selector {
-	return SelectorFunc(func(e message.Element) bool { return slices.Contains(names, e.Name) })
+	return selectorFunc(func(e message.Element) bool { return slices.Contains(names, e.Name) })
 }
 
 // ByMIME selects elements whose media type (parameters ignored, case
 // insensitive; "" counts as application/octet-stream) is one of types.
 // A type ending in "/*" matches a whole top-level type, e.g. "text/*".
 func ByMIME(types ...string) Selector {
-	return SelectorFunc(func(e message.Element) bool {
+	return selectorFunc(func(e message.Element) bool {
 		t := mediaType(stripMark(e.Type()))
 		for _, want := range types {
 			want = mediaType(want)
@@ -46,9 +46,9 @@ func mediaType(s string) string {
 	return strings.ToLower(strings.TrimSpace(s))
 }
 
-// IsMarked reports whether e was created through a Producer: every
+// isMarked reports whether e was created through a Producer: every
 // scheme encodes those, whatever its selector.
-func IsMarked(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) }
+func isMarked(e message.Element) bool { return strings.HasSuffix(e.MIME, markParam) }
 
 // markParam is the MIME parameter a Producer appends to mark an element
 // for encoding. A scheme removes it when it encodes the element, so the

@@ -20,7 +20,7 @@ import (
 // and ":0" is refused rather than read as the default, so that every
 // accepted spec prints back exactly as it was written. The model is a
 // name the caller's factory knows (xml@employees) or a dictionary ID in
-// decimal (zstd:3@225), as SpecOf writes it. What a level or a model means
+// decimal (zstd:3@225), as Header.Spec writes it. What a level or a model means
 // is the codec's; ParseSpec checks only the form, NewCodec the rest.
 type Spec struct {
 	Name  string
@@ -41,7 +41,7 @@ func ParseSpec(s string) (Spec, error) {
 	var sp Spec
 	rest, model, hasModel := strings.Cut(s, "@")
 	name, level, hasLevel := strings.Cut(rest, ":")
-	if err := checkWord(name, MaxCodecName); err != nil {
+	if err := checkWord(name, maxCodecName); err != nil {
 		return sp, specError(s, "name: "+err.Error())
 	}
 	sp.Name = name
@@ -102,7 +102,7 @@ func (c Chain) String() string {
 }
 
 // DictID returns the model as a dictionary ID when it is one: a nonzero
-// decimal uint32, as SpecOf writes it.
+// decimal uint32, as Header.Spec writes it.
 func (s Spec) DictID() (uint32, bool) {
 	if s.Model == "" || s.Model[0] < '1' || s.Model[0] > '9' {
 		return 0, false
@@ -111,14 +111,13 @@ func (s Spec) DictID() (uint32, bool) {
 	return uint32(id), err == nil
 }
 
-// SpecOf returns the spec of a codec as an encoded element's header
-// records it: its name, its level and, when it used one, its dictionary
-// ID. It is the key under which measurements of that configuration are
+// Spec returns the spec of the codec configuration that wrote h: its
+// name, its level and, when it used one, its dictionary ID. It is the key under which measurements of that configuration are
 // kept (package adaptive).
-func SpecOf(name string, p Params) Spec {
-	s := Spec{Name: name, Level: p.Level}
-	if p.DictID != 0 {
-		s.Model = strconv.FormatUint(uint64(p.DictID), 10)
+func (h Header) Spec() Spec {
+	s := Spec{Name: h.Codec, Level: h.Params.Level}
+	if h.Params.DictID != 0 {
+		s.Model = strconv.FormatUint(uint64(h.Params.DictID), 10)
 	}
 	return s
 }
@@ -126,7 +125,7 @@ func SpecOf(name string, p Params) Spec {
 // validate checks a spec that was not parsed (built by hand) as ParseSpec
 // would.
 func (s Spec) validate() error {
-	if err := checkWord(s.Name, MaxCodecName); err != nil {
+	if err := checkWord(s.Name, maxCodecName); err != nil {
 		return specError(s.String(), "name: "+err.Error())
 	}
 	if s.Level < math.MinInt32 || s.Level > math.MaxInt32 {

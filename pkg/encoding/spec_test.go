@@ -102,7 +102,7 @@ func TestParseChain(t *testing.T) {
 	}
 }
 
-func TestSpecOf(t *testing.T) {
+func TestHeaderSpec(t *testing.T) {
 	tests := []struct {
 		name string
 		p    encoding.Params
@@ -114,9 +114,9 @@ func TestSpecOf(t *testing.T) {
 		{"seal", encoding.Params{KeyID: "psk:x"}, "seal"}, // keys are not part of a spec
 	}
 	for _, tt := range tests {
-		s := encoding.SpecOf(tt.name, tt.p)
+		s := encoding.Header{Codec: tt.name, Params: tt.p}.Spec()
 		if s.String() != tt.want {
-			t.Errorf("SpecOf(%s, %+v) = %q, want %q", tt.name, tt.p, s, tt.want)
+			t.Errorf("Header{%s, %+v) = %q, want %q", tt.name, tt.p, s, tt.want)
 		}
 		if id, ok := s.DictID(); ok != (tt.p.DictID != 0) || id != tt.p.DictID {
 			t.Errorf("%q: DictID() = %d, %t", s, id, ok)

@@ -29,7 +29,7 @@ func Example() {
 	z, _ := zstd.New()
 	reg, _ := encoding.NewRegistry(z)
 	rmodels := adaptive.NewModels()
-	rmodels.CalibrateDecode(reg, nil)
+	rmodels.CalibrateDecode(reg)
 	rs, _ := pathinfo.New(rcv.Host(), rmodels)
 	defer rs.Close()
 

@@ -1,6 +1,7 @@
 package pathinfo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,15 +29,12 @@ const (
 	pings        = 3
 )
 
-// Exchanges (ObserveExchange): one whose transfer, at the known rate,
-// takes less than informative tells the fixed cost of an exchange, not
-// the rate (scheduling adds as much). Beyond, one more than surprise
-// times slower or faster than predicted is a surprise; changeAfter in a
-// row in the same direction mean the path changed (one may be a delay of
-// the machine's, not the path's), and the rate is reset to what the last
-// said. Other exchanges move the rate by feedAlpha towards what they say:
-// a steady change shows within a few exchanges, while one exchange's
-// noise moves the rate by a quarter of its error only.
+// Exchanges: one whose transfer takes less than informative at the known
+// rate tells the fixed cost of an exchange, not the rate (scheduling adds
+// as much). One more than surprise times off the prediction is a surprise;
+// changeAfter in a row in one direction mean the path changed (one may be
+// the machine's delay), and reset the rate. Others move it by feedAlpha:
+// a steady change shows within a few exchanges, one's noise barely.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0
@@ -47,9 +45,8 @@ const (
 // Monitor tracks the path to one peer and that peer's decode profile. It
 // is an adaptive.Peer. It is safe for concurrent use.
 type Monitor struct {
-	svc  *Service
-	peer peer.ID
-
+	svc      *Service
+	peer     peer.ID
 	mu       sync.Mutex
 	path     adaptive.Path // bandwidth 0 until measured
 	profile  *adaptive.Profile
@@ -59,14 +56,14 @@ type Monitor struct {
 }
 
 // Stats counts what a monitor did: probe trains, pings, profiles fetched,
-// exchanges observed and path changes they showed.
-type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes int }
+// exchanges observed and path changes they showed; and what a Service
+// did: probes it answered and refused.
+type Stats struct{ Probes, Pings, Profiles, Exchanges, Changes, Served, Refused int }
 
 var _ adaptive.Peer = (*Monitor)(nil)
 
-// Path returns the path as known now. Its bandwidth is 0 until measured;
-// its RTT is the monitor's own, or the peerstore's latency EWMA if the
-// monitor has not measured one.
+// Path returns the path as known now: bandwidth 0 until measured, the RTT
+// the monitor's own or else the peerstore's latency EWMA.
 func (m *Monitor) Path() adaptive.Path {
 	m.mu.Lock()
 	p := m.path
@@ -91,35 +88,33 @@ func (m *Monitor) Stats() Stats {
 	return m.stats
 }
 
-// Ensure makes sure the monitor knows the path and the receiver's profile
-// before a sender relies on them: without a measured bandwidth it probes;
-// with one it pings, and probes again if the RTT moved by more than half;
-// it fetches the profile if it has none. A peer that does not run the
-// protocol leaves an RTT, no bandwidth and no profile, without an error.
+// Ensure makes sure the monitor knows the path and the receiver's profile:
+// without a bandwidth it probes; with one it pings, and probes again if the
+// RTT moved by more than half (more than queueing moves one path's RTT);
+// it fetches a missing profile. A peer that does not run the protocol
+// leaves an RTT, no bandwidth and no profile, without an error.
 func (m *Monitor) Ensure(ctx context.Context) error {
 	m.mu.Lock()
 	probe, old, hasProfile := m.path.Bandwidth <= 0, m.path.RTT, m.profile != nil
 	m.mu.Unlock()
+	var err error
 	if !probe {
-		rtt, err := m.ping(ctx)
-		if err != nil {
+		var rtt time.Duration
+		if rtt, err = m.ping(ctx); err != nil {
 			return err
 		}
-		// Moved by more than half: beyond what queueing makes of one
-		// path's RTT, so likely another path.
 		probe = rtt > old*3/2 || rtt < old/2
 	}
 	if probe {
-		if _, err := m.Probe(ctx); err != nil && !errors.Is(err, errUnsupported) {
-			return err
-		}
+		_, err = m.Probe(ctx)
 	}
-	if !hasProfile {
-		if _, err := m.FetchProfile(ctx); err != nil && !errors.Is(err, errUnsupported) {
-			return err
-		}
+	if err == nil && !hasProfile {
+		_, err = m.FetchProfile(ctx)
 	}
-	return nil
+	if errors.Is(err, errUnsupported) {
+		return nil
+	}
+	return err
 }
 
 // ping measures the RTT with libp2p pings (the least of three; each also
@@ -131,24 +126,16 @@ func (m *Monitor) ping(ctx context.Context) (time.Duration, error) {
 	var err error
 	for range pings {
 		r, ok := <-ch
-		if !ok || r.Error != nil {
-			if ok {
-				err = r.Error
-			}
+		if err = r.Error; !ok || err != nil {
 			break
 		}
-		if best == 0 || r.RTT < best {
-			best = r.RTT
-		}
+		best = min(cmp.Or(best, r.RTT), r.RTT)
 	}
 	cancel()
 	for range ch { // let the pinger exit
 	}
 	if best == 0 {
-		if err == nil {
-			err = errors.Join(ctx.Err(), errors.New("no answer"))
-		}
-		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, err)
+		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, cmp.Or(err, errors.Join(ctx.Err(), errors.New("no answer"))))
 	}
 	m.mu.Lock()
 	m.path.RTT = best
@@ -164,17 +151,16 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 	if err != nil {
 		return adaptive.Path{}, err
 	}
-	gap := max(rtt/2, time.Millisecond)
 	var rates []float64
 	iw := 0
 	for size, tries := firstProbe, 0; tries < 3; {
-		rep, took, err := m.probe(ctx, size, gap)
+		rep, took, err := m.probe(ctx, size, max(rtt/2, time.Millisecond))
 		if err != nil {
 			return adaptive.Path{}, err
 		}
-		last := size >= m.svc.cfg.maxProbe || took > maxTrainTime
+		last := size >= MaxProbe || took > maxTrainTime
 		if rep.Span < minSpan && !last && tries == 0 {
-			size = min(size*4, m.svc.cfg.maxProbe)
+			size = min(size*4, MaxProbe)
 			continue
 		}
 		tries++
@@ -224,40 +210,35 @@ func (m *Monitor) probe(ctx context.Context, size int, gap time.Duration) (repor
 }
 
 // probeChunk is the write size of a probe train of size bytes: a 32nd of
-// it, between 1 KiB and 16 KiB, so that a train is tens of frames.
+// it, between 1 KiB and 16 KiB, so that a train is tens of frames; each
+// costs chunkOverhead more on the wire (yamux and TLS record headers).
 func probeChunk(size int) int { return min(max(size/32, 1<<10), 16<<10) }
 
-// chunkOverhead approximates what a write costs on the wire beyond its
-// bytes: a yamux frame header and a TLS record's.
 const chunkOverhead = 12 + 22
 
 // Slow start shows in a probe as bursts a round trip apart. It is looked
-// for only where it costs something (an RTT of at least minSlowRTT, above
-// scheduling noise) and only below maxInitWindow: a stall at libp2p's
-// initial stream window (256 KiB) is the probe stream's own, not the
-// connection's, whose long-lived message streams have grown their windows.
+// for only where it costs something (an RTT above scheduling noise) and
+// below maxInitWindow: a stall at libp2p's initial stream window (256 KiB)
+// is the probe stream's own, not the connection's message streams'.
 const (
 	minSlowRTT    = 5 * time.Millisecond
 	maxInitWindow = 128 << 10
 )
 
-// estimate reads a probe report: the rate is the train's bytes after the
-// first read over their dispersion, less the gaps of at least half a
-// round trip between bursts of several reads each (the link was idle
-// then: slow start, or a stall at the stream's window). When such gaps,
-// each about a round trip, split the train into three bursts or more, the
-// first burst is the initial window.
+// estimate reads a probe report: the rate is the bytes after the first
+// read over their dispersion, less gaps of half a round trip or more
+// between bursts (the link was idle: slow start, or a stream window).
+// When such gaps, each about a round trip, split the train into three
+// bursts or more, the first burst is the initial window.
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
-	idle := time.Duration(0)
-	multi := 0
+	idle, multi := time.Duration(0), 0
 	for _, b := range rep.Bursts {
 		if b.Bytes > 2*rep.FirstChunk {
 			multi++
 		}
 	}
-	// On a link so slow that each write takes half a round trip to cross,
-	// every read is a burst of its own: only bursts of several reads tell
-	// idle time.
+	// On a link so slow that each write takes half a round trip, every read
+	// is a burst: only bursts of several reads tell idle time.
 	if rtt >= minSlowRTT && len(rep.Bursts) >= 2 && 2*multi >= len(rep.Bursts) {
 		slow := len(rep.Bursts) >= 3 && rep.Bursts[0].Bytes <= maxInitWindow
 		for i := 1; i < len(rep.Bursts); i++ {
@@ -297,10 +278,8 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 }
 
 // ObserveExchange tells the monitor that n bytes sent to the peer as they
-// are were acknowledged after d (what the adaptive scheme reports). Short
-// exchanges teach the fixed cost of an exchange beyond the RTT (pipes,
-// endpoint, acknowledgement); longer ones refine the bandwidth or,
-// contradicting it changeAfter times in a row, reset it.
+// are were acknowledged after d (what the adaptive scheme reports): short
+// exchanges teach the fixed cost beyond the RTT, longer ones the rate.
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
@@ -330,18 +309,17 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	}
 	xfer := max(d-fixed, time.Microsecond)
 	implied := float64(n) / xfer.Seconds()
-	dir := 0
-	switch r := float64(xfer) / float64(pred); {
-	case r > surprise:
+	r, dir := float64(xfer)/float64(pred), 0
+	if r > surprise {
 		dir = 1
-	case r < 1/surprise:
+	} else if r < 1/surprise {
 		dir = -1
 	}
 	switch {
 	case dir == 0:
 		m.streak = 0
 		m.path.Bandwidth += feedAlpha * (implied - bw)
-	case dir*m.streak >= 0 && abs(m.streak)+1 >= changeAfter:
+	case dir*m.streak >= 0 && max(m.streak, -m.streak)+1 >= changeAfter:
 		m.path.Bandwidth, m.streak = implied, 0
 		m.stats.Changes++
 	case dir*m.streak >= 0:
@@ -350,5 +328,3 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		m.streak = dir
 	}
 }
-
-func abs(i int) int { return max(i, -i) }

@@ -1,15 +1,10 @@
-// Package pathinfo tells the adaptive encoding scheme what it cannot see
-// from the encoding layer: the path to a peer (RTT, bandwidth, slow start)
-// and the peer's decode profile. A Monitor per peer measures the RTT with
-// libp2p pings, probes the bandwidth, refines it from the exchanges the
-// scheme reports (adaptive.Peer's ObserveExchange) and fetches the peer's
-// profile, over a small protocol, /p2pmsg/pathinfo/2.0.0, by which peers
-// probe each other and exchange decode profiles (as NAM's client sent its
-// decompression model).
-//
-// It sits above pkg/node and pkg/encoding/adaptive, beside the endpoint
-// layer: it imports no endpoint, pipe or socket code, and the encoding
-// layer imports none of it (a *Monitor is an adaptive.Peer).
+// Package pathinfo tells the adaptive encoding scheme what the encoding
+// layer cannot see: the path to a peer (RTT, bandwidth, slow start) and the
+// peer's decode profile. A Monitor per peer pings, probes the bandwidth,
+// refines it from the exchanges the scheme reports and fetches the peer's
+// profile (as NAM's client sent its decompression model) over a small
+// protocol. It sits above pkg/node and pkg/encoding/adaptive, beside the
+// endpoint layer, and imports no endpoint, pipe or socket code.
 //
 // # The protocol
 //
@@ -22,14 +17,15 @@
 //	profile  2 → uvarint length, adaptive profile (at most
 //	         adaptive.MaxProfileSize)
 //
-// The receiver of a probe times its reads and cuts them into bursts where
-// a gap exceeds the requested one: the sender gets the bottleneck rate
-// from the dispersion of the train, without synchronised clocks, and the
-// initial window from the first burst when slow start splits the train.
+// The receiver of a probe times its reads and cuts them into bursts at gaps
+// beyond the requested one: the sender reads the bottleneck rate from the
+// train's dispersion, without synchronised clocks, and the initial window
+// from the first burst.
 package pathinfo
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,103 +46,121 @@ import (
 // profile's JSON form; a peer of version 1 is one without the protocol.
 const ProtocolID protocol.ID = "/p2pmsg/pathinfo/2.0.0"
 
-// ErrBadOption reports an option out of its bounds.
+// ErrBadOption reports a nil host or models.
 var ErrBadOption = errors.New("pathinfo: invalid option")
 
-// requestTimeout bounds how long the server side of one request may take
-// beyond the probe's own transfer: far beyond any round trip, short
-// enough that a stalled peer does not hold a stream for long.
-const requestTimeout = 30 * time.Second
+// Serving probes. A probe is a measurement: one at a time per peer is all
+// a sender needs, and maxProbing at once all a node serves (others are
+// reset and counted). A sender grows a train fourfold only after the last
+// took under maxTrainTime, so an honest one sends each probeWindow within
+// progressTimeout, and all within requestTimeout, which is far beyond any
+// round trip and short enough that a stalled peer holds little.
+const (
+	maxProbing      = 8
+	probeWindow     = 64 << 10
+	progressTimeout = 4*maxTrainTime + time.Second
+	requestTimeout  = 30 * time.Second
+)
 
-// Option configures a Service.
-type Option func(*config) error
-
-type config struct {
-	maxProbe int
-}
-
-// WithMaxProbe bounds the largest probe train this node sends, 4 KiB to
-// MaxProbe. Default MaxProbe.
-func WithMaxProbe(n int) Option {
-	return func(c *config) error {
-		if n < firstProbe || n > MaxProbe {
-			return fmt.Errorf("%w: max probe %d", ErrBadOption, n)
-		}
-		c.maxProbe = n
-		return nil
-	}
-}
-
-// Service answers other peers' probes and profile requests and keeps one
-// Monitor per peer this node sends to.
+// Service answers probes and profile requests and keeps a Monitor per peer.
 type Service struct {
-	host   host.Host
-	models *adaptive.Models
-	cfg    config
-
+	host     host.Host
+	models   *adaptive.Models
+	progress time.Duration // progressTimeout; tests shorten it
 	mu       sync.Mutex
 	monitors map[peer.ID]*Monitor
+	probing  map[peer.ID]bool // peers whose probe is being received
+	stats    Stats            // Served and Refused
 }
 
-// New starts the service on the libp2p host h (a p2pmsg node's Host()):
-// it answers /p2pmsg/pathinfo/2.0.0, serving models' decode profile
-// (what the node's timed decodes taught them: adaptive.Models.TimeDecodes
-// and CalibrateDecode).
-func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
+// New starts the service on the libp2p host h (a p2pmsg node's Host()),
+// serving models' decode profile (adaptive.Models.TimeDecodes teaches it).
+func New(h host.Host, models *adaptive.Models) (*Service, error) {
+	return newService(h, models, progressTimeout)
+}
+
+func newService(h host.Host, models *adaptive.Models, progress time.Duration) (*Service, error) {
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}
-	cfg := config{maxProbe: MaxProbe}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	s := &Service{host: h, models: models, cfg: cfg, monitors: make(map[peer.ID]*Monitor)}
+	s := &Service{host: h, models: models, progress: progress, monitors: map[peer.ID]*Monitor{}, probing: map[peer.ID]bool{}}
 	h.SetStreamHandler(ProtocolID, s.handle)
 	return s, nil
 }
 
 // Close stops answering probes and profile requests.
-func (s *Service) Close() error {
-	s.host.RemoveStreamHandler(ProtocolID)
-	return nil
+func (s *Service) Close() error { s.host.RemoveStreamHandler(ProtocolID); return nil }
+
+// Stats returns the probes the service answered (Served) and refused.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
 }
 
 func (s *Service) handle(st network.Stream) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(requestTimeout))
-	r := bufio.NewReaderSize(st, 64<<10)
+	end := time.Now().Add(requestTimeout)
+	st.SetDeadline(end)
+	st.SetReadDeadline(time.Now().Add(s.progress))
+	r := bufio.NewReaderSize(st, 16) // the request; a probe's bytes are read beside it
 	op, h, err := readRequest(r)
+	if err == nil && op == opProfile {
+		var b []byte
+		if b, err = s.models.Profile().MarshalBinary(); err == nil {
+			_, err = st.Write(appendFrame(nil, b))
+		}
+	} else if err == nil {
+		var rep report
+		if rep, err = s.serveProbe(st, r, h, end); err == nil {
+			_, err = st.Write(appendFrame(nil, appendReport(nil, rep)))
+		}
+	}
 	if err != nil {
 		st.Reset()
-		return
 	}
-	if op == opProfile {
-		b, err := s.models.Profile().MarshalBinary()
-		if err != nil {
-			st.Reset()
-			return
-		}
-		st.Write(appendFrame(nil, b))
-		return
+}
+
+// serveProbe receives a probe within the limits above and reports its
+// reads.
+func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, end time.Time) (report, error) {
+	p := st.Conn().RemotePeer()
+	s.mu.Lock()
+	if s.probing[p] || len(s.probing) >= maxProbing {
+		s.stats.Refused++
+		s.mu.Unlock()
+		return report{}, errors.New("pathinfo: busy")
 	}
-	// Allow the train its time at a dial-up's 4 KB/s on top.
-	st.SetDeadline(time.Now().Add(requestTimeout + time.Duration(h.Size)*250*time.Microsecond))
+	s.probing[p] = true
+	s.stats.Served++
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); delete(s.probing, p); s.mu.Unlock() }()
 	rec := recorder{gap: max(h.Gap, time.Millisecond)}
-	buf := make([]byte, 64<<10)
-	for left := h.Size; left > 0; {
-		n, err := r.Read(buf[:min(left, len(buf))])
-		if n > 0 {
-			rec.read(n, time.Now())
-			left -= n
+	// What arrived with the request is part of the first read.
+	first, _ := r.Discard(min(r.Buffered(), h.Size))
+	buf := make([]byte, min(h.Size, probeWindow))
+	for left, window := h.Size-first, 0; left > 0; {
+		if window <= 0 {
+			window = min(left, probeWindow)
+			if d := time.Now().Add(s.progress); d.Before(end) {
+				st.SetReadDeadline(d)
+			} else {
+				st.SetReadDeadline(end)
+			}
+		}
+		n, err := st.Read(buf[:window])
+		if n > 0 || first > 0 {
+			rec.read(first+n, time.Now())
+			left, window, first = left-n, window-n, 0
 		}
 		if err != nil {
-			st.Reset()
-			return
+			return report{}, err
 		}
 	}
-	st.Write(appendFrame(nil, appendReport(nil, rec.rep)))
+	if first > 0 {
+		rec.read(first, time.Now())
+	}
+	return rec.rep, nil
 }
 
 // Monitor returns the monitor of the path to p, creating it (with what
@@ -166,40 +180,33 @@ func (s *Service) Monitor(p peer.ID) *Monitor {
 // back.
 func (s *Service) request(ctx context.Context, p peer.ID, req []byte, body func(io.Writer) error, maxFrame int) ([]byte, error) {
 	st, err := s.host.NewStream(ctx, p, ProtocolID)
-	if err != nil {
-		return nil, requestError(p, err)
-	}
-	defer st.Close()
-	stop := context.AfterFunc(ctx, func() { st.Reset() })
-	defer stop()
-	_, err = st.Write(req)
-	if err == nil && body != nil {
-		err = body(st)
-	}
-	if err == nil {
-		err = st.CloseWrite()
-	}
 	var b []byte
 	if err == nil {
-		b, err = readFrame(bufio.NewReader(st), maxFrame)
+		stop := context.AfterFunc(ctx, func() { st.Reset() })
+		if _, err = st.Write(req); err == nil && body != nil {
+			err = body(st)
+		}
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		if err == nil {
+			b, err = readFrame(bufio.NewReader(st), maxFrame)
+		}
+		stop()
+		if err != nil {
+			st.Reset()
+			err = cmp.Or(ctx.Err(), err)
+		}
+		st.Close()
+	}
+	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
+		err = errUnsupported
 	}
 	if err != nil {
-		st.Reset()
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return nil, requestError(p, err)
+		return nil, fmt.Errorf("pathinfo: %s: %w", p, err)
 	}
 	return b, nil
 }
 
-// errUnsupported reports a peer that does not run pathinfo: not an error
-// for Ensure, which then goes without.
+// errUnsupported is a peer without pathinfo: Ensure then goes without.
 var errUnsupported = errors.New("pathinfo: peer does not speak " + string(ProtocolID))
-
-func requestError(p peer.ID, err error) error {
-	if errors.Is(err, msmux.ErrNotSupported[protocol.ID]{}) {
-		err = errUnsupported
-	}
-	return fmt.Errorf("pathinfo: %s: %w", p, err)
-}

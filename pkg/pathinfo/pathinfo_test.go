@@ -50,12 +50,12 @@ func pair(t *testing.T, link linkemu.Link) (snd, rcv *node.Node, ss *pathinfo.Se
 	}
 	smodels, rmodels = adaptive.NewModels(), adaptive.NewModels()
 	z, _ := zstd.New()
-	g, _ := gzip.New()
+	g := gzip.New()
 	reg, err := encoding.NewRegistry(z, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rmodels.CalibrateDecode(reg, nil)
+	rmodels.CalibrateDecode(reg)
 	if ss, err = pathinfo.New(snd.Host(), smodels); err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +143,6 @@ func TestEnsureWithPeerWithoutPathinfo(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	n := testutil.NewNode(t)
-	for _, o := range []pathinfo.Option{pathinfo.WithMaxProbe(10), pathinfo.WithMaxProbe(pathinfo.MaxProbe + 1)} {
-		if _, err := pathinfo.New(n.Host(), adaptive.NewModels(), o); !errors.Is(err, pathinfo.ErrBadOption) {
-			t.Fatalf("err %v, want ErrBadOption", err)
-		}
-	}
 	if _, err := pathinfo.New(n.Host(), nil); !errors.Is(err, pathinfo.ErrBadOption) {
 		t.Fatal("nil models accepted")
 	}
@@ -192,6 +187,111 @@ func TestMisbehavingPeer(t *testing.T) {
 			if !errors.Is(err, pathinfo.ErrProtocol) && !errors.Is(err, adaptive.ErrCorrupt) {
 				t.Fatalf("err %v, want ErrProtocol or ErrCorrupt", err)
 			}
+		})
+	}
+}
+
+// openProbe opens a probe stream from a hostile peer and writes only the
+// request: the probe's bytes are the caller's to send, or not.
+func openProbe(t *testing.T, from *node.Node, to *node.Node) network.Stream {
+	t.Helper()
+	st, err := from.Host().NewStream(ctx(t), to.ID(), pathinfo.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := binary.AppendUvarint([]byte{1}, pathinfo.MaxProbe)
+	if _, err := st.Write(binary.AppendUvarint(req, uint64(time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Reset() })
+	return st
+}
+
+// refused reports whether the receiver reset st rather than let it wait:
+// the deadline only keeps a failing test from hanging.
+func refused(st network.Stream) bool {
+	st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err := io.Copy(io.Discard, st)
+	return errors.Is(err, network.ErrReset)
+}
+
+// waitFor polls cond until it holds or the test's context ends.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for c := ctx(t); !cond(); time.Sleep(5 * time.Millisecond) {
+		if c.Err() != nil {
+			t.Fatalf("never %s", what)
+		}
+	}
+}
+
+// A peer that opens probe streams and stalls holds the receiver to one
+// probe at a time per peer and pathinfo.MaxProbing in all: the others are
+// reset and counted.
+func TestProbeLimits(t *testing.T) {
+	rcv := testutil.NewNode(t)
+	rs, err := pathinfo.New(rcv.Host(), adaptive.NewModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	peers := make([]*node.Node, pathinfo.MaxProbing+1)
+	for i := range peers {
+		peers[i] = testutil.NewNode(t)
+		if err := peers[i].Connect(ctx(t), rcv.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openProbe(t, peers[0], rcv)
+	waitFor(t, "served the first probe", func() bool { return rs.Stats().Served == 1 })
+	if !refused(openProbe(t, peers[0], rcv)) {
+		t.Fatal("a second probe of one peer was not refused")
+	}
+	for i := 1; i < pathinfo.MaxProbing; i++ {
+		openProbe(t, peers[i], rcv)
+	}
+	waitFor(t, "served every peer's probe", func() bool { return rs.Stats().Served == pathinfo.MaxProbing })
+	if !refused(openProbe(t, peers[pathinfo.MaxProbing], rcv)) {
+		t.Fatal("a probe beyond the limit was not refused")
+	}
+	if s := rs.Stats(); s.Refused != 2 || s.Served != pathinfo.MaxProbing {
+		t.Fatalf("stats %+v, want 2 refused", s)
+	}
+}
+
+// A probe whose bytes stall or trickle is reset once a window of it does
+// not arrive within the progress timeout, however large it claimed to be.
+func TestProbeProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trickle bool
+	}{{"stall", false}, {"trickle", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			snd, rcv := testutil.NewNode(t), testutil.NewNode(t)
+			if err := snd.Connect(ctx(t), rcv.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pathinfo.NewWithProgressTimeout(rcv.Host(), adaptive.NewModels(), 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			st := openProbe(t, snd, rcv)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for tc.trickle {
+					if _, err := st.Write([]byte{0}); err != nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			if !refused(st) {
+				t.Fatal("a stalled probe was not reset")
+			}
+			st.Reset()
+			<-done
 		})
 	}
 }

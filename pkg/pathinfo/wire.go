@@ -12,8 +12,7 @@ import (
 // ErrProtocol reports a malformed or out-of-bounds pathinfo message.
 var ErrProtocol = errors.New("pathinfo: protocol error")
 
-// Requests, one per stream: the first byte says which (see the package
-// doc).
+// Requests, one per stream: the first byte says which.
 const (
 	opProbe   byte = 1
 	opProfile byte = 2
@@ -30,8 +29,7 @@ const (
 )
 
 // A burst is a run of reads of a probe with no gap longer than the
-// requested one between them: with slow start, the first burst is the
-// initial window and the gaps between bursts are round trips.
+// requested one: with slow start, the first is the initial window.
 type burst struct {
 	Bytes int
 	Start time.Duration // since the first byte arrived
@@ -53,33 +51,21 @@ type probeHeader struct {
 }
 
 func appendProbeHeader(b []byte, h probeHeader) []byte {
-	b = append(b, opProbe)
-	b = binary.AppendUvarint(b, uint64(h.Size))
-	return binary.AppendUvarint(b, uint64(h.Gap))
+	return binary.AppendUvarint(binary.AppendUvarint(append(b, opProbe), uint64(h.Size)), uint64(h.Gap))
 }
 
 // readRequest reads a request's op and, for a probe, its header, refusing
 // sizes and gaps beyond the protocol's bounds.
-func readRequest(r *bufio.Reader) (byte, probeHeader, error) {
-	op, err := r.ReadByte()
-	if err != nil {
-		return 0, probeHeader{}, err
+func readRequest(r *bufio.Reader) (op byte, h probeHeader, err error) {
+	if op, err = r.ReadByte(); err != nil || op == opProfile {
+		return op, h, err
 	}
-	switch op {
-	case opProfile:
-		return op, probeHeader{}, nil
-	case opProbe:
-		size, err := binary.ReadUvarint(r)
-		if err != nil || size == 0 || size > MaxProbe {
-			return 0, probeHeader{}, fmt.Errorf("%w: probe size", ErrProtocol)
-		}
-		gap, err := binary.ReadUvarint(r)
-		if err != nil || gap > uint64(maxGap) {
-			return 0, probeHeader{}, fmt.Errorf("%w: probe gap", ErrProtocol)
-		}
-		return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
+	size, err1 := binary.ReadUvarint(r)
+	gap, err2 := binary.ReadUvarint(r)
+	if op != opProbe || err1 != nil || err2 != nil || size == 0 || size > MaxProbe || gap > uint64(maxGap) {
+		return 0, h, fmt.Errorf("%w: request %d", ErrProtocol, op)
 	}
-	return 0, probeHeader{}, fmt.Errorf("%w: unknown request %d", ErrProtocol, op)
+	return op, probeHeader{Size: int(size), Gap: time.Duration(gap)}, nil
 }
 
 func appendReport(b []byte, r report) []byte {
@@ -99,40 +85,30 @@ func appendReport(b []byte, r report) []byte {
 // within MaxProbe and adding up, durations within an hour and within the
 // span.
 func parseReport(b []byte) (report, error) {
-	var r report
 	if len(b) > maxReport {
-		return r, fmt.Errorf("%w: report of %d bytes", ErrProtocol, len(b))
+		return report{}, fmt.Errorf("%w: report of %d bytes", ErrProtocol, len(b))
 	}
-	p := 0
-	next := func(max uint64) (uint64, bool) {
-		v, n := binary.Uvarint(b[p:])
-		if n <= 0 || v > max {
-			return 0, false
+	var v []uint64
+	for p := 0; p < len(b); {
+		x, n := binary.Uvarint(b[p:])
+		if n <= 0 {
+			return report{}, fmt.Errorf("%w: report", ErrProtocol)
 		}
-		p += n
-		return v, true
+		v, p = append(v, x), p+n
 	}
-	const hour = uint64(time.Hour)
-	recv, ok1 := next(MaxProbe)
-	first, ok2 := next(recv)
-	span, ok3 := next(hour)
-	nb, ok4 := next(maxBursts)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return r, fmt.Errorf("%w: report header", ErrProtocol)
+	if len(v) < 4 || v[0] > MaxProbe || v[1] > v[0] || v[2] > uint64(time.Hour) || v[3] > maxBursts || len(v) != 4+3*int(v[3]) {
+		return report{}, fmt.Errorf("%w: report header", ErrProtocol)
 	}
-	r = report{Received: int(recv), FirstChunk: int(first), Span: time.Duration(span)}
+	r := report{Received: int(v[0]), FirstChunk: int(v[1]), Span: time.Duration(v[2])}
 	total := uint64(0)
-	for range nb {
-		bytes, ok1 := next(MaxProbe)
-		start, ok2 := next(span)
-		dur, ok3 := next(span)
-		if !ok1 || !ok2 || !ok3 || start+dur > span {
+	for u := v[4:]; len(u) > 0; u = u[3:] {
+		if u[0] > MaxProbe || u[1] > v[2] || u[2] > v[2] || u[1]+u[2] > v[2] {
 			return report{}, fmt.Errorf("%w: report burst", ErrProtocol)
 		}
-		total += bytes
-		r.Bursts = append(r.Bursts, burst{Bytes: int(bytes), Start: time.Duration(start), Dur: time.Duration(dur)})
+		total += u[0]
+		r.Bursts = append(r.Bursts, burst{Bytes: int(u[0]), Start: time.Duration(u[1]), Dur: time.Duration(u[2])})
 	}
-	if total > recv || p != len(b) {
+	if total > v[0] {
 		return report{}, fmt.Errorf("%w: report bursts", ErrProtocol)
 	}
 	return r, nil
@@ -141,38 +117,31 @@ func parseReport(b []byte) (report, error) {
 // readFrame reads a uvarint length (at most max) and that many bytes.
 func readFrame(r *bufio.Reader, max int) ([]byte, error) {
 	n, err := binary.ReadUvarint(r)
+	if err == nil && n > uint64(max) {
+		err = fmt.Errorf("%w: frame of %d bytes, limit %d", ErrProtocol, n, max)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if n > uint64(max) {
-		return nil, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrProtocol, n, max)
-	}
 	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	_, err = io.ReadFull(r, b)
+	return b, err
 }
 
 func appendFrame(b, payload []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(payload)))
-	return append(b, payload...)
+	return append(binary.AppendUvarint(b, uint64(len(payload))), payload...)
 }
 
 // recorder times the reads of a probe and cuts them into bursts.
 type recorder struct {
-	gap    time.Duration
-	t0     time.Time
-	last   time.Time
-	rep    report
-	inited bool
+	gap      time.Duration
+	t0, last time.Time
+	rep      report
 }
 
 func (c *recorder) read(n int, at time.Time) {
-	if !c.inited {
-		c.inited, c.t0, c.last = true, at, at
-		c.rep.Received, c.rep.FirstChunk = n, n
-		c.rep.Bursts = []burst{{Bytes: n}}
+	if c.rep.Bursts == nil {
+		c.t0, c.last, c.rep = at, at, report{Received: n, FirstChunk: n, Bursts: []burst{{Bytes: n}}}
 		return
 	}
 	c.rep.Received += n

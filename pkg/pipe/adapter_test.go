@@ -32,7 +32,7 @@ func TestEncodingAdaptersOnPipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gz, _ := gzip.New()
+	gz := gzip.New()
 	scheme, err := encoding.New([]encoding.Codec{gz}, encoding.WithPipeID(a.ID.String()))
 	if err != nil {
 		t.Fatal(err)

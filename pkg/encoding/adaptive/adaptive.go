@@ -87,8 +87,8 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
-// Identity is the spec of the choice to send an element as it is.
-const Identity = "identity"
+// identity is the spec of the choice to send an element as it is.
+const identity = "identity"
 
 // DefaultSpecs are the candidates a node offers the scheme when nothing
 // says otherwise (`p2pmsg send --encode auto`): the fastest codec, zstd
@@ -99,9 +99,9 @@ var DefaultSpecs = []encoding.Spec{
 	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
 }
 
-// Clock tells the time; the scheme times encodes, decodes and exchanges
-// with it.
-type Clock interface{ Now() time.Time }
+// clock tells the time; the scheme times encodes, decodes and exchanges
+// with it. Tests inject one.
+type clock interface{ Now() time.Time }
 
 type systemClock struct{}
 
@@ -159,9 +159,11 @@ var (
 	_ encoding.Observer = (*Scheme)(nil)
 )
 
-// specOf names a codec as the models know it: encoding.SpecOf's spec,
+// specOf names a codec as the models know it: encoding.Header.Spec's spec,
 // "name:level", with "@modelID" when it compresses with a model.
-func specOf(c encoding.Codec) string { return encoding.SpecOf(c.Name(), c.Params()).String() }
+func specOf(c encoding.Codec) string {
+	return encoding.Header{Codec: c.Name(), Params: c.Params()}.Spec().String()
+}
 
 // New returns an adaptive scheme choosing among sending each selected
 // element as it is and encoding it with one of codecs (at least one).
@@ -180,7 +182,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 	if cfg.models == nil {
 		cfg.models = NewModels()
 	}
-	s := &Scheme{config: cfg, cands: []candidate{{spec: Identity}}}
+	s := &Scheme{config: cfg, cands: []candidate{{spec: identity}}}
 	var todo []encoding.Codec
 	for _, c := range codecs {
 		if c == nil {
@@ -199,7 +201,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 			todo = append(todo, c)
 		}
 	}
-	dec, err := encoding.NewDecoder(append(slices.Clone(cfg.encOpts), cfg.models.TimeDecodes(cfg.clock))...)
+	dec, err := encoding.NewDecoder(append(slices.Clone(cfg.encOpts), cfg.models.timeDecodes(cfg.clock))...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,10 +221,7 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 // to the sender now. The exchange is timed from the first message sent
 // since the last Delivered.
 func (s *Scheme) Sending(m *message.Message) {
-	n := 0
-	for i := range m.Len() {
-		n += wireSize(m.At(i))
-	}
+	n := messageSize(m)
 	s.xmu.Lock()
 	if !s.x.open {
 		s.x = exchange{open: true, start: s.clock.Now(), encoded: s.x.encoded}

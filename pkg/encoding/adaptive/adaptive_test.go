@@ -43,7 +43,7 @@ func newWorld() *world {
 	w.strong = &fakeCodec{name: "strong", level: 9, pad: 0.05, enc: 50, dec: 4, clock: w.clock, period: 64}
 	for _, n := range []int{1000, docSize} {
 		for _, c := range []*fakeCodec{w.fast, w.strong} {
-			w.models.Teach(encoding.SpecOf(c.Name(), c.Params()).String(), doc(n), int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
+			w.models.Teach(encoding.Header{Codec: c.Name(), Params: c.Params()}.Spec().String(), doc(n), int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
 			w.models.TeachDecode(c.name, n, int(c.pad*float64(n)), time.Duration(n)*c.dec)
 		}
 	}
@@ -222,7 +222,7 @@ func TestEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rmodels := adaptive.NewModels()
-	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(w.fast, w.strong)), rmodels.TimeDecodes(w.clock))
+	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(w.fast, w.strong)), rmodels.TimeDecodesWith(w.clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func BenchmarkDecide(b *testing.B) {
 // pays, the copy of the message with the element unmarked.
 func BenchmarkEncodeReused(b *testing.B) {
 	z, _ := zstd.New()
-	c, _ := s2.New()
+	c := s2.New()
 	p := path(1e10)
 	s, err := adaptive.New([]encoding.Codec{z, c}, adaptive.WithExploration(0), adaptive.WithPeer(p))
 	if err != nil {

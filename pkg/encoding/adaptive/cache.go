@@ -52,9 +52,7 @@ func (s *Scheme) decide(raw message.Element, rest int) (k kind, d Decision, fres
 	}
 	s.mu.Unlock()
 	k = classify(raw)
-	d = Decision{Kind: k.String(), Size: n, Path: path}
-	d.Estimates = s.estimates(k, n, rest, path, prof)
-	d.Best = best(d.Estimates)
+	d = s.decideAfresh(k, n, rest, path, prof)
 	s.mu.Lock()
 	if s.cache == nil || len(s.cache) >= maxCached {
 		s.cache = make(map[cacheKey]*cacheEntry)

@@ -11,7 +11,7 @@ import (
 
 // Estimate is the predicted cost of one choice for one element.
 type Estimate struct {
-	Spec     string        // codec spec, or Identity
+	Spec     string        // codec spec, or identity
 	Size     int           // bytes of the element as sent
 	Encode   time.Duration // encode time here
 	Transfer time.Duration // transfer time of the message with this choice
@@ -45,7 +45,7 @@ type Decision struct {
 // Choice returns the spec of the choice sent.
 func (d Decision) Choice() string {
 	if d.Fallback {
-		return Identity
+		return identity
 	}
 	return d.Estimates[d.Best].Spec
 }
@@ -58,16 +58,21 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
+func messageSize(m *message.Message) int {
+	n := 0
+	for i := range m.Len() {
+		n += wireSize(m.At(i))
+	}
+	return n
+}
+
 // Encode returns a copy of m whose selected elements are each sent as the
 // decision rule says: as they are, or encoded with the best candidate.
 // Unselected elements are shared with m; if nothing is selected, m itself
 // is returned.
 func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
-	total := 0
-	for i := range m.Len() {
-		total += wireSize(m.At(i))
-	}
+	total := messageSize(m)
 	for i := range m.Len() {
 		e := m.At(i)
 		if !s.cands[1].enc.Selects(e) {
@@ -94,10 +99,14 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 // message, without encoding anything or exploring.
 func (s *Scheme) Decide(e message.Element) Decision {
 	raw := encoding.Unmark(e)
-	k := classify(raw)
 	path, prof := s.current()
-	d := Decision{Kind: k.String(), Size: len(raw.Data), Path: path}
-	d.Estimates = s.estimates(k, len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
+	return s.decideAfresh(classify(raw), len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
+}
+
+// decideAfresh decides for n bytes of kind k with rest bytes of other
+// content, from what the models predict.
+func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
+	d := Decision{Kind: k.String(), Size: n, Path: path, Estimates: s.estimates(k, n, rest, path, prof)}
 	d.Best = best(d.Estimates)
 	return d
 }
@@ -146,18 +155,12 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	s.spend(d.Estimates[d.Best].Total)
 	out := raw
 	if c := s.cands[d.Best]; c.enc != nil {
-		t0 := s.clock.Now()
-		enc, err := c.enc.EncodeElement(raw)
-		dt := s.clock.Now().Sub(t0)
+		enc, dt, err := s.encodeWith(c, raw, k, rest, d.Estimates[d.Best].Size)
 		if err != nil {
 			s.endTrials(trials)
 			return e, err
 		}
 		d.EncodeTime = dt
-		s.models.recordEncode(c.spec, k, n, len(enc.Data), dt)
-		if surprising(len(enc.Data), d.Estimates[d.Best].Size) {
-			s.forget(raw.MIME, n, rest)
-		}
 		if len(enc.Data) < n {
 			out = enc
 		} else {
@@ -188,7 +191,7 @@ func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Esti
 	defer m.mu.Unlock()
 	out := make([]Estimate, len(s.cands))
 	xfer := path.TransferTime(rest + n)
-	out[0] = Estimate{Spec: Identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
+	out[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
@@ -270,29 +273,34 @@ func (s *Scheme) endTrials(trials []int) {
 	}
 }
 
+// encodeWith encodes e with c, timed, and learns what it did; a size far
+// from its estimate est has the decision for elements like e made afresh.
+// A codec that fails on the input learns nothing.
+func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, rest, est int) (message.Element, time.Duration, error) {
+	t0 := s.clock.Now()
+	enc, err := c.enc.EncodeElement(e)
+	dt := s.clock.Now().Sub(t0)
+	if err != nil {
+		return e, 0, err
+	}
+	s.models.recordEncode(c.spec, k, len(e.Data), len(enc.Data), dt)
+	if surprising(len(enc.Data), est) {
+		s.forget(e.MIME, len(e.Data), rest)
+	}
+	return enc, dt, nil
+}
+
 // trial encodes e with the candidates at idx in the background, off the
-// path of the message, and records what they do; a size far from its
-// estimate has the decision for elements like e made afresh. It works on
-// its own copy of the data, which the caller may reuse once sent.
+// path of the message, and learns what they do. It works on its own copy
+// of the data, which the caller may reuse once sent.
 func (s *Scheme) trial(e message.Element, k kind, rest int, idx []int, ests []Estimate) {
 	e.Data = bytes.Clone(e.Data)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.endTrials(idx)
-		n := len(e.Data)
 		for _, i := range idx {
-			c := s.cands[i]
-			t0 := s.clock.Now()
-			enc, err := c.enc.EncodeElement(e)
-			dt := s.clock.Now().Sub(t0)
-			if err != nil {
-				continue // a codec that fails on this input is not learned
-			}
-			s.models.recordEncode(c.spec, k, n, len(enc.Data), dt)
-			if surprising(len(enc.Data), ests[i].Size) {
-				s.forget(e.MIME, n, rest)
-			}
+			s.encodeWith(s.cands[i], e, k, rest, ests[i].Size)
 		}
 	}()
 }

@@ -21,7 +21,7 @@ import (
 func ExampleScheme_Decide() {
 	doc := bytes.Repeat([]byte("<employee><name>Ann</name><phone>977-2271</phone></employee>\n"), 1700)
 	e := encoding.Producer{}.XML("", "doc", doc)
-	gz, _ := gzip.New()
+	gz := gzip.New()
 	models := adaptive.NewModels()
 	for _, p := range []adaptive.Path{
 		{RTT: 300 * time.Microsecond, Bandwidth: 125e6}, // gbe
@@ -66,7 +66,7 @@ func ExamplePath_TransferTime() {
 func ExampleNew() {
 	dir, _ := os.MkdirTemp("", "adaptive")
 	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, adaptive.DefaultFile)
+	file := filepath.Join(dir, "models.json")
 	models, _ := adaptive.Load(file) // empty on first start
 
 	z, _ := zstd.New()
@@ -86,7 +86,7 @@ func ExampleNew() {
 	// The receiver decodes as any does, timing its decodes into its own
 	// models: the decode profile it serves its senders.
 	received := adaptive.NewModels()
-	dec, _ := encoding.NewDecoder(received.TimeDecodes(nil))
+	dec, _ := encoding.NewDecoder(received.TimeDecodes())
 	m, _ = dec.Decode(m)
 	fmt.Println("decoded intact:", bytes.Equal(m.At(0).Data, doc))
 

@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -22,3 +23,13 @@ var ParseModels = parseModels
 
 // KindOf is the kind of e, as a Decision names it.
 func KindOf(e message.Element) string { return classify(e).String() }
+
+// The test clock and the identity choice.
+type Clock = clock
+
+const Identity = identity
+
+var WithClock = withClock
+
+// TimeDecodesWith is TimeDecodes with a test clock.
+func (m *Models) TimeDecodesWith(cl Clock) encoding.Option { return m.timeDecodes(cl) }

@@ -192,12 +192,11 @@ func (m *Models) firstTry(spec string, k kind, n int) bool {
 }
 
 // TimeDecodes is the option of encoding.NewDecoder (and DecodeElement)
-// that times every decode into m, with clock (nil: the system clock): what
-// a receiver learns the decode Profile it serves its senders from.
-func (m *Models) TimeDecodes(clock Clock) encoding.Option {
-	if clock == nil {
-		clock = systemClock{}
-	}
+// that times every decode into m: what a receiver learns the decode
+// Profile it serves its senders from.
+func (m *Models) TimeDecodes() encoding.Option { return m.timeDecodes(systemClock{}) }
+
+func (m *Models) timeDecodes(clock clock) encoding.Option {
 	return encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec {
 		return &timedCodec{Codec: c, models: m, clock: clock}
 	})
@@ -207,12 +206,17 @@ func (m *Models) TimeDecodes(clock Clock) encoding.Option {
 type timedCodec struct {
 	encoding.Codec
 	models *Models
-	clock  Clock
+	clock  clock
 }
 
 // Kind is the timed codec's kind, so that nesting rules see through the
 // timing.
-func (t *timedCodec) Kind() encoding.Kind { return encoding.KindOf(t.Codec) }
+func (t *timedCodec) Kind() encoding.Kind {
+	if k, ok := t.Codec.(interface{ Kind() encoding.Kind }); ok {
+		return k.Kind()
+	}
+	return encoding.KindOther
+}
 
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := t.clock.Now()
@@ -253,7 +257,7 @@ var calibrationSamples = sync.OnceValue(func() [][]byte {
 // descheduled run does not stand; a codec that takes more than
 // calibrationBudget on a sample is extrapolated beyond it, and one that
 // fails on the samples (a key is missing) is skipped.
-func (m *Models) calibrate(codecs []encoding.Codec, clock Clock, decodeOnly bool) {
+func (m *Models) calibrate(codecs []encoding.Codec, clock clock, decodeOnly bool) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
 		for _, doc := range calibrationSamples() {
@@ -300,11 +304,8 @@ const headerEstimate = 32
 
 // CalibrateDecode measures decoding with every codec of reg that nothing
 // is known of yet on the built-in samples, so that this node's profile
-// covers them before it has received any (clock nil: the system clock).
-func (m *Models) CalibrateDecode(reg *encoding.Registry, clock Clock) {
-	if clock == nil {
-		clock = systemClock{}
-	}
+// covers them before it has received any.
+func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 	var todo []encoding.Codec
 	for _, name := range reg.Names() {
 		m.mu.Lock()
@@ -314,12 +315,12 @@ func (m *Models) CalibrateDecode(reg *encoding.Registry, clock Clock) {
 			todo = append(todo, c)
 		}
 	}
-	m.calibrate(todo, clock, true)
+	m.calibrate(todo, systemClock{}, true)
 }
 
 // fastest runs f three times, the first as a warm-up, and returns the
 // faster of the other two.
-func fastest(clock Clock, f func() error) (time.Duration, error) {
+func fastest(clock clock, f func() error) (time.Duration, error) {
 	var best time.Duration
 	for i := range 3 {
 		t0 := clock.Now()

@@ -13,7 +13,7 @@ type config struct {
 	models  *Models
 	peer    Peer
 	encOpts []encoding.Option
-	clock   Clock
+	clock   clock
 	share   float64
 	trace   func(Decision)
 }
@@ -61,9 +61,9 @@ func WithEncoding(opts ...encoding.Option) Option {
 	}
 }
 
-// WithClock sets the clock encodes, decodes and exchanges are timed with.
-// Default: the system clock.
-func WithClock(cl Clock) Option {
+// withClock sets the clock encodes, decodes and exchanges are timed with
+// (tests). Default: the system clock.
+func withClock(cl clock) Option {
 	return func(c *config) error {
 		if cl == nil {
 			return fmt.Errorf("%w: nil clock", encoding.ErrBadOption)

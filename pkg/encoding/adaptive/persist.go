@@ -13,9 +13,6 @@ import (
 	"strings"
 )
 
-// DefaultFile is the name of the models file in a node's data directory.
-const DefaultFile = "encoding-models.bin"
-
 // ErrCorrupt reports a profile or models file that cannot be parsed,
 // including a models file of another version.
 var ErrCorrupt = errors.New("adaptive: corrupt data")

@@ -25,7 +25,7 @@ func sampleModels() *adaptive.Models {
 
 func TestModelsSurviveARestart(t *testing.T) {
 	m := sampleModels()
-	file := filepath.Join(t.TempDir(), "data", adaptive.DefaultFile)
+	file := filepath.Join(t.TempDir(), "data", "models.json")
 	if err := m.Save(file); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestLoadMissingFileGivesEmptyModels(t *testing.T) {
 }
 
 func TestLoadCorruptFile(t *testing.T) {
-	file := filepath.Join(t.TempDir(), adaptive.DefaultFile)
+	file := filepath.Join(t.TempDir(), "models.json")
 	b, _ := sampleModels().MarshalBinary()
 	// A version 1 file (before the grid's machinery went) is refused too.
 	for _, bad := range [][]byte{[]byte("P2AM\x02"), b[:len(b)-3], append(b, 0), []byte("hello"), []byte("P2AM\x01\x00\x00\x00\x00")} {

@@ -9,11 +9,10 @@ import (
 )
 
 // Profile is a node's decode speeds: per codec (by registered name, since
-// levels decode alike), the decode time as a function of the decoded
-// size. A receiver shares it with
-// its senders, as NAM's client sent its decompression model to the server,
-// so that a sender can weigh a slow receiver's decode time. Its binary form
-// is a few hundred bytes.
+// levels decode alike), the decode time as a function of the decoded size.
+// A receiver shares it with its senders, as NAM's client sent its
+// decompression model, so that a sender can weigh a slow receiver's decode
+// time.
 //
 // A Profile is immutable once made; the zero Profile knows nothing.
 type Profile struct {
@@ -23,14 +22,13 @@ type Profile struct {
 // MaxProfileSize bounds a profile's binary form.
 const MaxProfileSize = 64 << 10
 
-// profileFile is a profile's form: JSON with the format's version.
 type profileFile struct {
 	Version int               `json:"version"`
 	Decode  map[string]*curve `json:"decode"`
 }
 
-// decodeTime predicts the time the profile's node takes to decode into n
-// bytes with codec; false when the profile knows nothing of the codec.
+// decodeTime predicts the profile's node's decode time into n bytes with
+// codec; false when the profile knows nothing of it.
 func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
 	if p == nil {
 		return 0, false
@@ -89,8 +87,3 @@ func (p *Profile) UnmarshalBinary(b []byte) error {
 	p.dec = f.Decode
 	return nil
 }
-
-// MarshalJSON and UnmarshalJSON keep a profile in a models file.
-func (p *Profile) MarshalJSON() ([]byte, error) { return p.MarshalBinary() }
-
-func (p *Profile) UnmarshalJSON(b []byte) error { return p.UnmarshalBinary(b) }

@@ -11,17 +11,18 @@ import (
 	"github.com/klauspost/compress/flate"
 
 	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/internal/specfactory"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // Name is the codec's registered name.
 const Name = "deflate"
 
-// Level bounds: HuffmanOnly (-2) to BestCompression (9); DefaultLevel is 6.
+// Level bounds: HuffmanOnly (-2) to BestCompression (9); the default is 6.
 const (
-	MinLevel     = flate.HuffmanOnly
-	MaxLevel     = flate.BestCompression
-	DefaultLevel = 6
+	minLevel     = flate.HuffmanOnly
+	maxLevel     = flate.BestCompression
+	defaultLevel = 6
 )
 
 // Codec compresses with DEFLATE at one level. It is safe for concurrent use.
@@ -33,36 +34,15 @@ type Codec struct {
 
 var _ encoding.Codec = (*Codec)(nil)
 
-// Option configures a Codec.
-type Option func(*Codec) error
-
-// WithLevel sets the compression level, MinLevel to MaxLevel (0 stores).
-// Default: DefaultLevel.
-func WithLevel(l int) Option {
-	return func(c *Codec) error {
-		if l < MinLevel || l > MaxLevel {
-			return fmt.Errorf("%w: deflate level %d", encoding.ErrBadOption, l)
-		}
-		c.level = l
-		return nil
-	}
-}
-
-// New returns a deflate codec.
-func New(opts ...Option) (*Codec, error) {
-	c := &Codec{level: DefaultLevel}
-	for _, o := range opts {
-		if err := o(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
+// New returns a deflate codec at the default level, 6. encoding.NewCodec
+// builds one at another level from its spec ("deflate:9").
+func New() *Codec { return &Codec{level: defaultLevel} }
 
 func init() {
-	c, _ := New()
-	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // deflate[:level], no model
+	_ = encoding.Register(New())
+	// deflate[:level], level -2 (Huffman only) to 9 (best); no model.
+	_ = encoding.RegisterFactory(Name, specfactory.Level(Name, minLevel, maxLevel, defaultLevel,
+		func(l int) encoding.Codec { return &Codec{level: l} }))
 }
 
 // Name returns "deflate".

@@ -10,17 +10,18 @@ import (
 	kgzip "github.com/klauspost/compress/gzip"
 
 	"github.com/p2pmsg/p2pmsg/internal/flatecodec"
+	"github.com/p2pmsg/p2pmsg/internal/specfactory"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
 // Name is the codec's registered name.
 const Name = "gzip"
 
-// Level bounds: HuffmanOnly (-2) to BestCompression (9); DefaultLevel is 6.
+// Level bounds: HuffmanOnly (-2) to BestCompression (9); the default is 6.
 const (
-	MinLevel     = kgzip.HuffmanOnly
-	MaxLevel     = kgzip.BestCompression
-	DefaultLevel = 6
+	minLevel     = kgzip.HuffmanOnly
+	maxLevel     = kgzip.BestCompression
+	defaultLevel = 6
 )
 
 // Codec compresses with gzip at one level. It is safe for concurrent use.
@@ -32,36 +33,15 @@ type Codec struct {
 
 var _ encoding.Codec = (*Codec)(nil)
 
-// Option configures a Codec.
-type Option func(*Codec) error
-
-// WithLevel sets the compression level, MinLevel to MaxLevel (0 stores).
-// Default: DefaultLevel.
-func WithLevel(l int) Option {
-	return func(c *Codec) error {
-		if l < MinLevel || l > MaxLevel {
-			return fmt.Errorf("%w: gzip level %d", encoding.ErrBadOption, l)
-		}
-		c.level = l
-		return nil
-	}
-}
-
-// New returns a gzip codec.
-func New(opts ...Option) (*Codec, error) {
-	c := &Codec{level: DefaultLevel}
-	for _, o := range opts {
-		if err := o(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
+// New returns a gzip codec at the default level, 6. encoding.NewCodec
+// builds one at another level from its spec ("gzip:9").
+func New() *Codec { return &Codec{level: defaultLevel} }
 
 func init() {
-	c, _ := New()
-	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // gzip[:level], no model
+	_ = encoding.Register(New())
+	// gzip[:level], level -2 (Huffman only) to 9 (best); no model.
+	_ = encoding.RegisterFactory(Name, specfactory.Level(Name, minLevel, maxLevel, defaultLevel,
+		func(l int) encoding.Codec { return &Codec{level: l} }))
 }
 
 // Name returns "gzip".

@@ -9,6 +9,7 @@ import (
 
 	ks2 "github.com/klauspost/compress/s2"
 
+	"github.com/p2pmsg/p2pmsg/internal/specfactory"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
@@ -17,9 +18,9 @@ const Name = "s2"
 
 // Levels: 1 default (fastest), 2 better, 3 best.
 const (
-	MinLevel     = 1
-	MaxLevel     = 3
-	DefaultLevel = 1
+	minLevel     = 1
+	maxLevel     = 3
+	defaultLevel = 1
 )
 
 // Codec compresses with S2 blocks. It is safe for concurrent use.
@@ -27,35 +28,15 @@ type Codec struct{ level int }
 
 var _ encoding.Codec = (*Codec)(nil)
 
-// Option configures a Codec.
-type Option func(*Codec) error
-
-// WithLevel sets the level, MinLevel to MaxLevel. Default: DefaultLevel.
-func WithLevel(l int) Option {
-	return func(c *Codec) error {
-		if l < MinLevel || l > MaxLevel {
-			return fmt.Errorf("%w: s2 level %d", encoding.ErrBadOption, l)
-		}
-		c.level = l
-		return nil
-	}
-}
-
-// New returns an s2 codec.
-func New(opts ...Option) (*Codec, error) {
-	c := &Codec{level: DefaultLevel}
-	for _, o := range opts {
-		if err := o(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
+// New returns an s2 codec at the default level, 1. encoding.NewCodec
+// builds one at another level from its spec ("s2:3").
+func New() *Codec { return &Codec{level: defaultLevel} }
 
 func init() {
-	c, _ := New()
-	_ = encoding.Register(c)
-	_ = encoding.RegisterFactory(Name, encoding.SpecFactory(Name, New, nil, WithLevel, nil)) // s2[:level], no model
+	_ = encoding.Register(New())
+	// s2[:level], level 1 (fastest) to 3 (best); no model.
+	_ = encoding.RegisterFactory(Name, specfactory.Level(Name, minLevel, maxLevel, defaultLevel,
+		func(l int) encoding.Codec { return &Codec{level: l} }))
 }
 
 // Name returns "s2".

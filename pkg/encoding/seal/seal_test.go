@@ -8,9 +8,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/p2pmsg/p2pmsg/internal/codectest"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/codectest"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
 

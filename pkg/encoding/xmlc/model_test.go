@@ -155,7 +155,7 @@ func TestFactoryModel(t *testing.T) {
 		wantErr error
 	}{
 		{"xml:2@42", encoding.Params{Level: 2, DictID: 42}, nil},
-		{"xml", encoding.Params{Level: xmlc.DefaultLevel}, nil},
+		{"xml", encoding.Params{Level: 3}, nil},
 		{"xml@43", encoding.Params{}, encoding.ErrNoDictionary},
 		{"xml@employees", encoding.Params{}, encoding.ErrBadOption},
 	}

@@ -64,8 +64,9 @@ import (
 
 	kzstd "github.com/klauspost/compress/zstd"
 
+	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/zstdframe"
 )
 
 // Name is the codec's registered name.
@@ -74,12 +75,12 @@ const Name = "xml"
 // Levels choose how hard zstd works on the main stream and on input that
 // is not XML: 1 fastest, 2 default, 3 better, 4 best.
 const (
-	MinLevel     = 1
-	MaxLevel     = 4
-	DefaultLevel = 3
-	// DefaultMaxDecodedSize bounds any one decode, whatever the caller's
+	minLevel     = 1
+	maxLevel     = 4
+	defaultLevel = 3
+	// defaultMaxDecodedSize bounds any one decode, whatever the caller's
 	// limit.
-	DefaultMaxDecodedSize = 64 << 20
+	defaultMaxDecodedSize = 64 << 20
 )
 
 // smallInput is the size up to which Encode also tries plain zstd at its
@@ -120,10 +121,10 @@ var _ encoding.Codec = (*Codec)(nil)
 // Option configures a Codec.
 type Option func(*Codec) error
 
-// WithLevel sets the level, MinLevel to MaxLevel. Default: DefaultLevel.
+// WithLevel sets the level, 1 (fastest) to 4 (best). Default: 3.
 func WithLevel(l int) Option {
 	return func(c *Codec) error {
-		if l < MinLevel || l > MaxLevel {
+		if l < minLevel || l > maxLevel {
 			return fmt.Errorf("%w: xml level %d", encoding.ErrBadOption, l)
 		}
 		c.level = l
@@ -158,7 +159,7 @@ func WithEncoderModel(m *Model) Option {
 }
 
 // WithMaxDecodedSize bounds the decoder's output, 1 byte to 1 GiB.
-// Default: DefaultMaxDecodedSize.
+// Default: 64 MiB.
 func WithMaxDecodedSize(n int) Option {
 	return func(c *Codec) error {
 		if n < 1 || n > 1<<30 {
@@ -175,7 +176,7 @@ var zstdLevels = [...]kzstd.EncoderLevel{
 
 // New returns an XML codec.
 func New(opts ...Option) (*Codec, error) {
-	c := &Codec{level: DefaultLevel, maxDec: DefaultMaxDecodedSize, models: map[uint32]*Model{}}
+	c := &Codec{level: defaultLevel, maxDec: defaultMaxDecodedSize, models: map[uint32]*Model{}}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -247,13 +248,13 @@ func init() {
 
 // Factory returns the factory that builds XML codecs from specs,
 // xml[:level][@modelID], with opts (models, limits) applied first. A
-// spec's model is a model ID in decimal (xml:3@225, as encoding.SpecOf
+// spec's model is a model ID in decimal (xml:3@225, as encoding.Header.Spec
 // writes it): Encode primes with the model of that ID among those opts
 // give, and building fails with encoding.ErrNoDictionary if there is
 // none. The default registry's factory is Factory(), which has no models;
 // give them with encoding.WithFactory(xmlc.Name, xmlc.Factory(xmlc.WithModels(…))).
 func Factory(opts ...Option) encoding.Factory {
-	return encoding.SpecFactory(Name, New, opts, WithLevel, encodeWith)
+	return specfactory.New(Name, New, opts, WithLevel, encodeWith)
 }
 
 // encodeWith makes Encode prime with the model of that ID, given by an

@@ -105,7 +105,7 @@ func TestFactoryDictionary(t *testing.T) {
 		wantErr error
 	}{
 		{"zstd:19@4242", encoding.Params{Level: 19, DictID: 4242}, nil},
-		{"zstd", encoding.Params{Level: zstd.DefaultLevel}, nil},
+		{"zstd", encoding.Params{Level: 3}, nil},
 		{"zstd@4243", encoding.Params{}, encoding.ErrNoDictionary},
 		{"zstd@employees", encoding.Params{}, encoding.ErrBadOption},
 	}
@@ -141,7 +141,7 @@ func TestTrainDictionary(t *testing.T) {
 	for i := 0; i+1000 <= len(doc); i += 1000 {
 		samples = append(samples, doc[i:i+1000])
 	}
-	d, err := zstd.TrainDictionary(77, samples, zstd.WithMaxDictSize(4096))
+	d, err := zstd.TrainDictionarySize(77, samples, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,16 +159,16 @@ func TestTrainDictionary(t *testing.T) {
 		name    string
 		id      uint32
 		samples [][]byte
-		opts    []zstd.TrainOption
+		size    int
 	}{
-		{"ID 0", 0, samples, nil},
-		{"no samples", 1, nil, nil},
-		{"dictionary too small", 1, samples, []zstd.TrainOption{zstd.WithMaxDictSize(255)}},
-		{"dictionary too large", 1, samples, []zstd.TrainOption{zstd.WithMaxDictSize(zstd.MaxDictSize + 1)}},
-		{"nothing repeated", 1, [][]byte{[]byte("one sample")}, nil},
+		{"ID 0", 0, samples, zstd.DictSize},
+		{"no samples", 1, nil, zstd.DictSize},
+		{"dictionary too small", 1, samples, 255},
+		{"dictionary too large", 1, samples, zstd.MaxDictSize + 1},
+		{"nothing repeated", 1, [][]byte{[]byte("one sample")}, zstd.DictSize},
 	}
 	for _, tt := range tests {
-		if _, err := zstd.TrainDictionary(tt.id, tt.samples, tt.opts...); !errors.Is(err, encoding.ErrBadOption) {
+		if _, err := zstd.TrainDictionarySize(tt.id, tt.samples, tt.size); !errors.Is(err, encoding.ErrBadOption) {
 			t.Errorf("%s: %v, want %v", tt.name, err, encoding.ErrBadOption)
 		}
 	}

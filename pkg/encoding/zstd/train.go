@@ -12,9 +12,11 @@ import (
 
 // Training bounds.
 const (
-	// DefaultDictSize is the size TrainDictionary makes a dictionary at
-	// most, unless WithMaxDictSize says otherwise.
-	DefaultDictSize = 8 << 10
+	// DictSize is the size TrainDictionary makes a dictionary at most:
+	// what the samples share beyond it is mostly noise for a message's
+	// worth of data, and a larger dictionary costs every codec built
+	// with it.
+	DictSize = 8 << 10
 	// MaxDictSize bounds a dictionary: one TrainDictionary makes, and one
 	// a model file holds (encoding.Models).
 	MaxDictSize = 16 << 20
@@ -22,37 +24,21 @@ const (
 	MaxTrainSamples = 1 << 16
 )
 
-// TrainOption configures TrainDictionary.
-type TrainOption func(*train) error
-
-type train struct {
-	size int
-}
-
-// WithMaxDictSize bounds the dictionary's size, 256 bytes to MaxDictSize.
-// Default: DefaultDictSize.
-func WithMaxDictSize(n int) TrainOption {
-	return func(t *train) error {
-		if n < 256 || n > MaxDictSize {
-			return fmt.Errorf("%w: zstd dictionary size %d (256 to %d)", encoding.ErrBadOption, n, MaxDictSize)
-		}
-		t.size = n
-		return nil
-	}
-}
-
 // TrainDictionary builds a zstd dictionary with ID id (not 0) from sample
 // documents, with github.com/klauspost/compress/dict: the byte strings
 // the samples share, and entropy tables fitted to them. Samples like the
 // documents to come help most. The dictionary is in the zstd dictionary
 // format (WithDictionaries, WithEncoderDictionary, and a model file
 // encoding.Models reads). Errors wrap encoding.ErrBadOption.
-func TrainDictionary(id uint32, samples [][]byte, opts ...TrainOption) ([]byte, error) {
-	t := train{size: DefaultDictSize}
-	for _, o := range opts {
-		if err := o(&t); err != nil {
-			return nil, err
-		}
+func TrainDictionary(id uint32, samples [][]byte) ([]byte, error) {
+	return trainDictionary(id, samples, DictSize)
+}
+
+// trainDictionary is TrainDictionary with a size bound, 256 bytes to
+// MaxDictSize (tests).
+func trainDictionary(id uint32, samples [][]byte, size int) ([]byte, error) {
+	if size < 256 || size > MaxDictSize {
+		return nil, fmt.Errorf("%w: zstd dictionary size %d (256 to %d)", encoding.ErrBadOption, size, MaxDictSize)
 	}
 	if id == 0 {
 		return nil, fmt.Errorf("%w: zstd dictionary ID 0", encoding.ErrBadOption)
@@ -60,11 +46,11 @@ func TrainDictionary(id uint32, samples [][]byte, opts ...TrainOption) ([]byte, 
 	if len(samples) == 0 || len(samples) > MaxTrainSamples {
 		return nil, fmt.Errorf("%w: zstd dictionary needs 1 to %d samples, got %d", encoding.ErrBadOption, MaxTrainSamples, len(samples))
 	}
-	d, err := dict.BuildZstdDict(samples, dict.Options{MaxDictSize: t.size, HashBytes: 6, ZstdDictID: id})
+	d, err := dict.BuildZstdDict(samples, dict.Options{MaxDictSize: size, HashBytes: 6, ZstdDictID: id})
 	if err != nil {
 		return nil, fmt.Errorf("%w: zstd dictionary: %w", encoding.ErrBadOption, err)
 	}
-	if got, err := DictID(d); err != nil || got != id {
+	if got, err := dictIDOf(d); err != nil || got != id {
 		return nil, fmt.Errorf("%w: zstd dictionary: built with ID %d, want %d", encoding.ErrBadOption, got, id)
 	}
 	return d, nil
@@ -85,7 +71,7 @@ func (l *dictLoader) Add(file []byte) (uint32, error) {
 	if len(file) > MaxDictSize {
 		return 0, fmt.Errorf("%w: zstd dictionary of %d bytes, limit %d", encoding.ErrBadOption, len(file), MaxDictSize)
 	}
-	id, err := DictID(file)
+	id, err := dictIDOf(file)
 	if err != nil {
 		return 0, err
 	}

@@ -8,8 +8,9 @@ import (
 
 	kzstd "github.com/klauspost/compress/zstd"
 
+	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/internal/zstdframe"
 )
 
 // Name is the codec's registered name.
@@ -18,12 +19,12 @@ const Name = "zstd"
 // Levels are zstd's own 1..22, mapped onto the encoder's four speeds
 // (fastest, default, better, best) as klauspost/compress does.
 const (
-	MinLevel     = 1
-	MaxLevel     = 22
-	DefaultLevel = 3
-	// DefaultMaxDecodedSize bounds any one decode, whatever the caller's
+	minLevel     = 1
+	maxLevel     = 22
+	defaultLevel = 3
+	// defaultMaxDecodedSize bounds any one decode, whatever the caller's
 	// limit; the decoder's 64 GiB default is never used.
-	DefaultMaxDecodedSize = 64 << 20
+	defaultMaxDecodedSize = 64 << 20
 )
 
 // Codec compresses with zstd. It is safe for concurrent use.
@@ -42,10 +43,10 @@ var _ encoding.Codec = (*Codec)(nil)
 // Option configures a Codec.
 type Option func(*Codec) error
 
-// WithLevel sets the level, MinLevel to MaxLevel. Default: DefaultLevel.
+// WithLevel sets the level, 1 (fastest) to 22 (best). Default: 3.
 func WithLevel(l int) Option {
 	return func(c *Codec) error {
-		if l < MinLevel || l > MaxLevel {
+		if l < minLevel || l > maxLevel {
 			return fmt.Errorf("%w: zstd level %d", encoding.ErrBadOption, l)
 		}
 		c.level = l
@@ -58,7 +59,7 @@ func WithLevel(l int) Option {
 func WithDictionaries(dicts ...[]byte) Option {
 	return func(c *Codec) error {
 		for _, d := range dicts {
-			id, err := DictID(d)
+			id, err := dictIDOf(d)
 			if err != nil {
 				return err
 			}
@@ -73,7 +74,7 @@ func WithDictionaries(dicts ...[]byte) Option {
 // available to Decode); its ID is recorded in each header. Default: none.
 func WithEncoderDictionary(dict []byte) Option {
 	return func(c *Codec) error {
-		id, err := DictID(dict)
+		id, err := dictIDOf(dict)
 		if err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func WithEncoderDictionary(dict []byte) Option {
 }
 
 // WithMaxDecodedSize bounds the decoder's memory, 1 byte to 1 GiB.
-// Default: DefaultMaxDecodedSize.
+// Default: 64 MiB.
 func WithMaxDecodedSize(n int) Option {
 	return func(c *Codec) error {
 		if n < 1 || n > 1<<30 {
@@ -94,8 +95,8 @@ func WithMaxDecodedSize(n int) Option {
 	}
 }
 
-// DictID returns the ID of a zstd-format dictionary.
-func DictID(dict []byte) (uint32, error) {
+// dictIDOf returns the ID of a zstd-format dictionary.
+func dictIDOf(dict []byte) (uint32, error) {
 	if len(dict) < 8 || dict[0] != 0x37 || dict[1] != 0xA4 || dict[2] != 0x30 || dict[3] != 0xEC {
 		return 0, fmt.Errorf("%w: not a zstd dictionary", encoding.ErrBadOption)
 	}
@@ -108,7 +109,7 @@ func DictID(dict []byte) (uint32, error) {
 
 // New returns a zstd codec.
 func New(opts ...Option) (*Codec, error) {
-	c := &Codec{level: DefaultLevel, maxDec: DefaultMaxDecodedSize, dictIDs: map[uint32]bool{}}
+	c := &Codec{level: defaultLevel, maxDec: defaultMaxDecodedSize, dictIDs: map[uint32]bool{}}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -131,7 +132,7 @@ func New(opts ...Option) (*Codec, error) {
 	}
 	if c.dictID != 0 {
 		for _, d := range c.dicts {
-			if id, _ := DictID(d); id == c.dictID {
+			if id, _ := dictIDOf(d); id == c.dictID {
 				eopts = append(eopts, kzstd.WithEncoderDict(d))
 			}
 		}
@@ -156,13 +157,13 @@ func init() {
 // Factory returns the factory that builds zstd codecs from specs,
 // zstd[:level][@dictID], with opts (dictionaries, limits) applied first.
 // A spec's model is a dictionary ID in decimal (zstd:19@225, as
-// encoding.SpecOf writes it): Encode compresses with the dictionary of
+// encoding.Header.Spec writes it): Encode compresses with the dictionary of
 // that ID among those opts give, and building fails with
 // encoding.ErrNoDictionary if there is none. The default registry's
 // factory is Factory(), which has no dictionaries; give them with
 // encoding.WithFactory(zstd.Name, zstd.Factory(zstd.WithDictionaries(…))).
 func Factory(opts ...Option) encoding.Factory {
-	return encoding.SpecFactory(Name, New, opts, WithLevel, encodeWith)
+	return specfactory.New(Name, New, opts, WithLevel, encodeWith)
 }
 
 // encodeWith makes Encode compress with the dictionary of that ID, given

@@ -10,7 +10,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
+	"github.com/p2pmsg/p2pmsg/internal/codectest"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 

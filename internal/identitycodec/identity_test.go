@@ -1,14 +1,14 @@
-package identity_test
+package identitycodec_test
 
 import (
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/codectest"
-	"github.com/p2pmsg/p2pmsg/pkg/encoding/identity"
+	"github.com/p2pmsg/p2pmsg/internal/codectest"
+	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 )
 
 func TestConformance(t *testing.T) {
-	c, err := identity.New(), error(nil)
+	c, err := identitycodec.New(), error(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	c, err := identity.New(), error(nil)
+	c, err := identitycodec.New(), error(nil)
 	if err != nil {
 		f.Fatal(err)
 	}

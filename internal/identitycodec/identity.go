@@ -1,7 +1,7 @@
-// Package identity is the identity codec of p2pmsg's encoding layer: it
+// Package identitycodec is the identity codec of p2pmsg's encoding layer: it
 // copies bytes unchanged. It builds on pkg/encoding and is useful as a
-// baseline and to mark elements as encoded without transforming them.
-package identity
+// baseline (codecbench, tests) and to mark elements as encoded without transforming them.
+package identitycodec
 
 import (
 	"fmt"
