@@ -257,14 +257,10 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 		r.s.jxtaRefused.Add(1)
 		return
 	}
-	r.s.wg.Add(1)
-	go func() {
-		defer r.s.wg.Done()
+	r.s.background(30*time.Second, func(ctx context.Context) {
 		defer func() { <-r.answering }()
-		ctx, cancel := context.WithTimeout(r.s.ctx, 30*time.Second)
-		defer cancel()
 		r.s.ep.Send(ctx, to, ans)
-	}()
+	})
 }
 
 // holds reports whether a unicast pipe with that ID and type is bound

@@ -8,6 +8,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -18,18 +19,7 @@ import (
 // at most maxJXTAAnswers answers (a goroutine each) in flight, the other
 // queries dropped and counted.
 func TestJXTAQueryFlood(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithAcceptUnsigned())
-	s, err := New(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, err := adv.New(adv.Unicast, "flooded", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, ep, a := unsignedJXTAPipes(t, "flooded")
 	marks := make(chan struct{}, 2)
 	unbind, err := s.ListenJXTA(a, func(*Received) { marks <- struct{}{} })
 	if err != nil {
@@ -103,18 +93,7 @@ func TestJXTAQueryFlood(t *testing.T) {
 // connections being set up or queued; the other opens are refused and
 // counted, and a later Accept still gets a queued one.
 func TestJXTAOpenFlood(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithAcceptUnsigned())
-	s, err := New(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, err := adv.New(adv.Unicast, "open-flood", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, ep, a := unsignedJXTAPipes(t, "open-flood")
 	l, err := s.Listen(a)
 	if err != nil {
 		t.Fatal(err)
@@ -164,4 +143,24 @@ func TestJXTAOpenFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
+}
+
+// unsignedJXTAPipes is a pipe service on a JXTA peer that takes unsigned
+// messages (so a flooding peer costs no signatures), a unicast pipe
+// advertisement named name, and a ctx for the test.
+func unsignedJXTAPipes(t *testing.T, name string) (context.Context, *Service, *endpoint.Service, *adv.PipeAdvertisement) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithAcceptUnsigned())
+	s, err := New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, err := adv.New(adv.Unicast, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s, ep, a
 }

@@ -287,17 +287,7 @@ func (s *Service) send(peers []peer.ID, m *message.Message) {
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, queryTimeout)
-		defer cancel()
+	s.background(queryTimeout, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, p := range peers {
 			wg.Add(1)
@@ -307,7 +297,7 @@ func (s *Service) send(peers []peer.ID, m *message.Message) {
 			}()
 		}
 		wg.Wait()
-	}()
+	})
 }
 
 // pushTo writes one binding message to p.

@@ -426,6 +426,19 @@ func (s *Service) connectProviders(ctx context.Context, a *adv.PipeAdvertisement
 	if r == nil {
 		return
 	}
+	s.background(s.opts.resolveTimeout, func(ctx context.Context) {
+		for ai := range r.FindProvidersAsync(ctx, pipeCID(a.ID), 64) {
+			if ai.ID != s.self && s.host.Network().Connectedness(ai.ID) != network.Connected {
+				s.host.Connect(ctx, ai)
+			}
+		}
+	})
+}
+
+// background runs f in a goroutine the service waits for on Close, with
+// a ctx that ends after timeout or when the service closes; nothing runs
+// once the service is closed.
+func (s *Service) background(timeout time.Duration, f func(ctx context.Context)) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -435,13 +448,9 @@ func (s *Service) connectProviders(ctx context.Context, a *adv.PipeAdvertisement
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		fctx, cancel := context.WithTimeout(s.ctx, s.opts.resolveTimeout)
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
 		defer cancel()
-		for ai := range r.FindProvidersAsync(fctx, pipeCID(a.ID), 64) {
-			if ai.ID != s.self && s.host.Network().Connectedness(ai.ID) != network.Connected {
-				s.host.Connect(fctx, ai)
-			}
-		}
+		f(ctx)
 	}()
 }
 
