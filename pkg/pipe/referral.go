@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -318,10 +317,8 @@ func (s *Service) pushTo(ctx context.Context, p peer.ID, b []byte) {
 // handleBinding records one neighbour's pushed binding.
 func (s *Service) handleBinding(st network.Stream) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(queryTimeout))
-	m, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
-	if err != nil {
-		st.Reset()
+	m, ok := readRequest(st)
+	if !ok {
 		return
 	}
 	pipe, role, bound, err := parseBinding(m)

@@ -306,13 +306,24 @@ func (s *Service) query(ctx context.Context, p peer.ID, pipe id.ID, role string,
 	return false, nil, parseReferrals(ans), nil
 }
 
+// readRequest reads the one message of a binding protocol's request
+// stream, within queryTimeout and maxQuerySize; the stream is reset if
+// that fails.
+func readRequest(st network.Stream) (*message.Message, bool) {
+	st.SetDeadline(time.Now().Add(queryTimeout))
+	m, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
+	if err != nil {
+		st.Reset()
+		return nil, false
+	}
+	return m, true
+}
+
 // handleQuery answers one binding query.
 func (s *Service) handleQuery(st network.Stream) {
 	defer st.Close()
-	st.SetDeadline(time.Now().Add(queryTimeout))
-	q, err := wire.Decode(io.LimitReader(st, maxQuerySize), wire.WithMaxMessageSize(maxQuerySize))
-	if err != nil {
-		st.Reset()
+	q, ok := readRequest(st)
+	if !ok {
 		return
 	}
 	pipe, role, err := parseQuery(q)
