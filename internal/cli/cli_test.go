@@ -434,3 +434,19 @@ func TestLabSwarmJSON(t *testing.T) {
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--case", "stampede"))
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--peers", "2"))
 }
+
+// TestLabCPUProfile: --cpuprofile on any lab command writes a profile
+// (gzip-compressed protobuf) covering the run.
+func TestLabCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	r := run(t, nil, "lab", "docs", "--out", dir, "--cpuprofile", prof)
+	if r.code != 0 {
+		t.Fatalf("lab docs --cpuprofile: %s", r.stderr)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile: %d bytes, %v", len(b), err)
+	}
+	failsCleanly(t, run(t, nil, "lab", "docs", "--out", dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")))
+}

@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,10 +35,40 @@ func labLayers(j *lab.JXSE) map[string]lab.Layer {
 }
 
 func newLabCmd() *cobra.Command {
+	var cpuProfile string
+	var stopProfile func() error
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run p2pmsg's experiments on this machine",
+		// A CPU profile of an experiment is how one finds where its time
+		// goes (the rate and swarm cases are CPU-bound on small machines);
+		// it covers the whole command, setup included.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if cpuProfile == "" {
+				return nil
+			}
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return err
+			}
+			stopProfile = func() error {
+				pprof.StopCPUProfile()
+				return f.Close()
+			}
+			return nil
+		},
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if stopProfile == nil {
+				return nil
+			}
+			return stopProfile()
+		},
 	}
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	cmd.AddCommand(newLabRTTCmd(), newLabCodecsCmd())
 	cmd.AddCommand(newLabAMTTCmd())
 	cmd.AddCommand(newLabGridCmd())
