@@ -22,7 +22,9 @@
 // come within 5 s; frame headers are bounded; a frame's body is read as
 // its bytes arrive (a lying length costs only what was sent), within the
 // maximum message size and a transport-wide memory budget, and each 64 KiB
-// of it must come within the frame timeout. A signed message whose
+// of it must come within the frame timeout and the whole at MinFrameRate;
+// a slow frame that holds budget another frame waits for is cut (see
+// WithMemoryBudget). A signed message whose
 // signature does not verify, or whose source address is not its signer's,
 // is dropped and counted (Stats), as JXSE does; so is an unsigned message
 // when signatures are required. Malformed framing closes the connection.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -647,6 +648,16 @@ func TestSlowFramesCut(t *testing.T) {
 			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
 		}
 	}
+	// The floor cuts them with no other frame waiting (one waiting would
+	// shed them sooner: TestSlowHoldersShed).
+	for deadline := time.Now().Add(time.Minute); tg.Stats().SlowFrames < slow; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v a minute later, want %d slow frames cut", tg.Stats(), slow)
+		}
+	}
+	for _, p := range peers {
+		p.closed(t)
+	}
 	honest := dialRaw(t, tg)
 	honest.welcome(t, otherIdent)
 	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
@@ -655,10 +666,131 @@ func TestSlowFramesCut(t *testing.T) {
 	if in := tg.next(t); in.Service != "StudySvc" {
 		t.Fatalf("%+v", in)
 	}
-	for _, p := range peers {
-		p.closed(t)
-	}
-	if s := tg.Stats(); s.SlowFrames != slow || s.Refused != slow {
+	if s := tg.Stats(); s.SlowFrames != slow || s.Refused != slow || s.Shed != 0 {
 		t.Fatalf("%+v, want %d slow frames refused", s, slow)
+	}
+}
+
+// TestSlowHoldersShed: peers sending large frames above MinFrameRate but
+// slowly hold the whole memory budget; once an honest frame waits, the
+// slowest claims older than a frame timeout are cut for it. Without
+// shedding the honest frame would wait for the slow ones: 64 MiB at
+// 128 KiB/s, over 8 minutes.
+func TestSlowHoldersShed(t *testing.T) {
+	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(2*time.Second))
+	var trickling sync.WaitGroup
+	t.Cleanup(trickling.Wait) // after the raw peers' connections close
+	const slow = 2
+	peers := make([]*rawPeer, slow)
+	for i := range peers {
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		if _, err := p.Write(appendFrameHeader(nil, 64<<20)); err != nil {
+			t.Fatal(err)
+		}
+		trickling.Add(1)
+		go func() {
+			defer trickling.Done()
+			for {
+				if _, err := p.Write(make([]byte, 32<<10)); err != nil {
+					return
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}()
+		peers[i] = p
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		tg.budget.mu.Lock()
+		used := tg.budget.used
+		tg.budget.mu.Unlock()
+		if used == 128<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
+		}
+	}
+	honest := dialRaw(t, tg)
+	honest.welcome(t, otherIdent)
+	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
+		t.Fatal(err)
+	}
+	if in := tg.next(t); in.Service != "StudySvc" {
+		t.Fatalf("%+v", in)
+	}
+	s := tg.Stats()
+	if s.Shed != 1 || s.SlowFrames != 0 || s.Refused != 1 {
+		t.Fatalf("%+v, want one slow holder shed (one is room enough)", s)
+	}
+	closed := 0
+	for _, p := range peers {
+		p.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := p.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d slow peers cut, want 1", closed)
+	}
+}
+
+// TestShedFor: which claims a waiting frame sheds.
+func TestShedFor(t *testing.T) {
+	now := time.Unix(1000, 0)
+	const timeout = 20 * time.Second
+	type hold struct {
+		n, got int64
+		age    time.Duration
+		shed   bool
+	}
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		held  []hold
+		n     int64
+		want  []int // indexes into held, in shedding order
+	}{
+		{"young claims are spared", 100, []hold{{n: 100, got: 1, age: 19 * time.Second}}, 10, nil},
+		{"a slow old claim goes", 100, []hold{{n: 100, got: 1, age: 21 * time.Second}}, 10, []int{0}},
+		{"a claim that ends within a frame timeout stays", 100, []hold{{n: 100, got: 60, age: 21 * time.Second}}, 10, nil},
+		{"a claim with nothing read goes", 100, []hold{{n: 100, age: 30 * time.Second}}, 10, []int{0}},
+		{"slowest first, only as many as needed", 100, []hold{
+			{n: 50, got: 10, age: 30 * time.Second},
+			{n: 50, got: 2, age: 30 * time.Second},
+		}, 40, []int{1}},
+		{"both when one is not room enough", 100, []hold{
+			{n: 50, got: 10, age: 30 * time.Second},
+			{n: 50, got: 2, age: 30 * time.Second},
+		}, 60, []int{1, 0}},
+		{"none when all of them would not make room", 100, []hold{
+			{n: 50, got: 2, age: 30 * time.Second},
+			{n: 50, got: 45, age: 30 * time.Second},
+		}, 60, nil},
+		{"room on its way: nothing more", 100, []hold{
+			{n: 50, got: 2, age: 30 * time.Second, shed: true},
+			{n: 50, got: 3, age: 30 * time.Second},
+		}, 40, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &budget{limit: tc.limit, timeout: timeout, held: make(map[*claim]struct{})}
+			claims := make([]*claim, len(tc.held))
+			for i, h := range tc.held {
+				cl := &claim{n: h.n, start: now.Add(-h.age), shed: h.shed}
+				cl.got.Store(h.got)
+				claims[i] = cl
+				b.held[cl] = struct{}{}
+				b.used += h.n
+			}
+			got := b.shedFor(tc.n, now)
+			if len(got) != len(tc.want) {
+				t.Fatalf("shed %d claims, want %d", len(got), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got[i] != claims[w] || !claims[w].shed {
+					t.Fatalf("shed #%d is not held[%d]", i, w)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package jxtatcp
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,11 @@ type Stats struct {
 	// SlowFrames counts connections closed because a frame's body came
 	// slower than MinFrameRate (also counted in Refused).
 	SlowFrames uint64
+	// Shed counts connections closed because their frame held memory
+	// budget another frame was waiting for and would not have finished
+	// within a frame timeout at its rate so far (also counted in
+	// Refused; see WithMemoryBudget).
+	Shed uint64
 	// TooManySigners counts signed messages dropped because their
 	// connection already carried messages of MaxSignersPerConn other
 	// signers.
@@ -166,8 +172,13 @@ func WithMaxMessageSize(n int64) Option {
 
 // WithMemoryBudget bounds the bytes of the frames being read and handled
 // on all connections together (default DefaultMemoryBudget; at least the
-// maximum message size). When it is full, connections wait before reading
-// more: their senders stall, nothing is dropped.
+// maximum message size). A frame claims its length before its body is
+// read; when the budget is full, connections wait before reading more and
+// their senders stall. While a frame waits, a claim older than the frame
+// timeout that at its rate so far would not end within another frame
+// timeout is cut, slowest first, until the waiting frame fits: its
+// connection is closed and counted (Stats.Shed), so a peer holds budget
+// others need only by sending fast. Nothing already read is dropped.
 func WithMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
@@ -228,6 +239,7 @@ type Transport struct {
 	stats  struct {
 		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
 		slowFrames                                                                              atomic.Uint64
+		shed                                                                                    atomic.Uint64
 	}
 }
 
@@ -252,7 +264,9 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 		conns: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
 		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}}
 	t.budget.limit = o.budget
+	t.budget.timeout = o.frameTimeout
 	t.budget.freed = make(chan struct{})
+	t.budget.held = make(map[*claim]struct{})
 	return t, nil
 }
 
@@ -264,7 +278,7 @@ func (t *Transport) Stats() Stats {
 	s := &t.stats
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
-		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load()}
+		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -711,21 +725,25 @@ func (c *conn) read() {
 			c.close(err)
 			return
 		}
-		if err := t.budget.acquire(t.ctx, n); err != nil {
+		cl := &claim{c: c, n: n}
+		if err := t.budget.acquire(t.ctx, cl); err != nil {
 			c.close(err)
 			return
 		}
 		// The rate is the peer's from here: waiting for the budget was
 		// this end's stall.
-		body, err := c.readBody(n, time.Now())
+		body, err := c.readBody(cl)
 		if err != nil {
-			t.budget.release(n)
+			if t.budget.wasShed(cl) {
+				t.stats.shed.Add(1)
+			}
+			t.budget.release(cl)
 			t.stats.refused.Add(1)
 			c.close(err)
 			return
 		}
 		keep := c.handle(body)
-		t.budget.release(n)
+		t.budget.release(cl)
 		if !keep {
 			return
 		}
@@ -735,11 +753,13 @@ func (c *conn) read() {
 // readBody reads n bytes, as they arrive: a length that lies costs only
 // what was sent. Each 64 KiB must come within the frame timeout, and the
 // body at MinFrameRate at least after the frame timeout from start.
-func (c *conn) readBody(n int64, start time.Time) ([]byte, error) {
+func (c *conn) readBody(cl *claim) ([]byte, error) {
 	const chunk = 64 << 10
+	n, start := cl.n, cl.start
 	timeout := c.t.opts.frameTimeout
 	body := make([]byte, 0, min(n, chunk))
 	for int64(len(body)) < n {
+		cl.got.Store(int64(len(body)))
 		k := int(min(n-int64(len(body)), chunk))
 		dl := time.Now().Add(timeout)
 		floor := start.Add(timeout + time.Duration(int64(len(body)+k))*time.Second/MinFrameRate)
@@ -755,10 +775,14 @@ func (c *conn) readBody(n int64, start time.Time) ([]byte, error) {
 				c.t.stats.slowFrames.Add(1)
 				return nil, fmt.Errorf("%w: body of %d bytes arriving slower than %d bytes/s", ErrFrame, n, MinFrameRate)
 			}
+			if c.t.budget.wasShed(cl) {
+				return nil, fmt.Errorf("%w: body of %d bytes too slow for the memory budget others wait for", ErrFrame, n)
+			}
 			return nil, fmt.Errorf("%w: body: %w", ErrFrame, unexpected(err))
 		}
 		body = body[:len(body)+k]
 	}
+	cl.got.Store(n) // read: nothing left to shed it for
 	return body, nil
 }
 
@@ -866,35 +890,136 @@ func (c *conn) handle(body []byte) bool {
 	return true
 }
 
-// budget bounds the bytes of frames being read and handled.
+// budget bounds the bytes of frames being read and handled. A frame
+// claims its whole length before its body is read, so that frames never
+// wait for one another half-read (claims taken as bytes arrive could
+// fill the budget with frames that each need more to finish). A claim is
+// held at the peer's pace, so, when a frame waits, the budget sheds
+// claims that hold it cheaply: a frame older than the frame timeout that,
+// at its rate so far, would not finish within another frame timeout is
+// cut, slowest first, until the waiting frame fits. Holding the budget
+// then costs a peer as much bandwidth as filling it twice per frame
+// timeout (1 GiB per 40 s by default), where MinFrameRate alone let 16
+// connections at 64 KiB/s hold 1 GiB for 17 minutes; a frame that ends
+// within two frame timeouts, or any frame while no one waits, is never
+// cut.
 type budget struct {
-	mu    sync.Mutex
-	limit int64
-	used  int64
-	freed chan struct{}
+	mu      sync.Mutex
+	limit   int64
+	used    int64
+	timeout time.Duration // the frame timeout
+	freed   chan struct{}
+	held    map[*claim]struct{}
 }
 
-func (b *budget) acquire(ctx context.Context, n int64) error {
+// claim is one frame's hold on the budget.
+type claim struct {
+	c     *conn
+	n     int64
+	start time.Time    // when the claim was granted (under budget.mu)
+	got   atomic.Int64 // body bytes read so far
+	shed  bool         // cut to make room (under budget.mu)
+}
+
+// shedCheck is how often a frame waiting for the budget looks again for
+// claims to shed: the rule judges rates averaged over a frame timeout,
+// so a second's delay in applying it changes nothing.
+const shedCheck = time.Second
+
+func (b *budget) acquire(ctx context.Context, cl *claim) error {
+	var tick *time.Timer
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.limit {
-			b.used += n
+		if b.used == 0 || b.used+cl.n <= b.limit {
+			b.used += cl.n
+			cl.start = time.Now()
+			b.held[cl] = struct{}{}
 			b.mu.Unlock()
 			return nil
 		}
+		victims := b.shedFor(cl.n, time.Now())
 		freed := b.freed
 		b.mu.Unlock()
+		for _, v := range victims {
+			v.c.close(ErrFrame)
+		}
+		if tick == nil {
+			tick = time.NewTimer(shedCheck)
+		} else {
+			tick.Reset(shedCheck)
+		}
 		select {
 		case <-freed:
+		case <-tick.C:
 		case <-ctx.Done():
 			return ErrClosed
 		}
 	}
 }
 
-func (b *budget) release(n int64) {
+// shedFor marks, slowest first, the claims to cut so that n fits once
+// they are released, and returns them; none when cutting every eligible
+// claim would not make room. Under b.mu.
+func (b *budget) shedFor(n int64, now time.Time) []*claim {
+	type cand struct {
+		cl   *claim
+		rate float64 // bytes/s so far
+	}
+	var cands []cand
+	pending := int64(0) // already shed, not yet released
+	for cl := range b.held {
+		if cl.shed {
+			pending += cl.n
+			continue
+		}
+		age := now.Sub(cl.start)
+		if age < b.timeout {
+			continue
+		}
+		got := cl.got.Load()
+		rate := float64(got) / age.Seconds()
+		if rate > 0 && float64(cl.n-got)/rate <= b.timeout.Seconds() {
+			continue // ends within another frame timeout
+		}
+		cands = append(cands, cand{cl, rate})
+	}
+	need := b.used - pending + n - b.limit
+	if need <= 0 {
+		return nil // room is on its way
+	}
+	slices.SortFunc(cands, func(x, y cand) int { return cmp.Compare(x.rate, y.rate) })
+	var out []*claim
+	for _, c := range cands {
+		if need <= 0 {
+			break
+		}
+		out = append(out, c.cl)
+		need -= c.cl.n
+	}
+	if need > 0 {
+		return nil
+	}
+	for _, cl := range out {
+		cl.shed = true
+	}
+	return out
+}
+
+func (b *budget) wasShed(cl *claim) bool {
 	b.mu.Lock()
-	b.used -= n
+	defer b.mu.Unlock()
+	return cl.shed
+}
+
+func (b *budget) release(cl *claim) {
+	b.mu.Lock()
+	b.used -= cl.n
+	delete(b.held, cl)
 	close(b.freed)
 	b.freed = make(chan struct{})
 	b.mu.Unlock()
