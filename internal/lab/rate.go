@@ -34,7 +34,7 @@ const (
 )
 
 // RateLayers are the layers `p2pmsg lab rate` knows, in its default order.
-var RateLayers = []string{RateStream, RateStreamBufio, RateEndpoint, RatePipe, RatePropagate, RateSocket}
+var RateLayers = []string{RateStream, RateStreamBufio, RateEndpoint, RatePipe, RatePropagate, RateSocket, RateNATS}
 
 // DefaultRateSizes are the payload sizes of a rate study by default.
 var DefaultRateSizes = []int{16, 100, 1 << 10, 16 << 10}
@@ -425,6 +425,9 @@ type rateSend interface {
 }
 
 func openRateRig(ctx context.Context, transport, layer string, sh RateShape, sink *rateSink) (rateRig, error) {
+	if layer == RateNATS {
+		return openNATSRig(sh.Peers, sink)
+	}
 	r := &nodeRig{layer: layer, sink: sink, peers: sh.Peers}
 	if err := r.open(ctx, transport); err != nil {
 		r.close()
