@@ -219,3 +219,30 @@ func manyCodecs(n int) string {
 	b.WriteString("}}")
 	return b.String()
 }
+
+// Models files and profiles written before the models and the profile
+// shared one reader read the same and write back byte for byte.
+func TestFormatVersion2Files(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "models-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := adaptive.Load(filepath.Join("testdata", "models-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := m.MarshalBinary(); !bytes.Equal(out, b) {
+		t.Fatalf("models came back as\n%s\nwant\n%s", out, b)
+	}
+	b, err = os.ReadFile(filepath.Join("testdata", "profile-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p adaptive.Profile
+	if err := p.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := p.MarshalBinary(); !bytes.Equal(out, b) {
+		t.Fatalf("profile came back as\n%s\nwant\n%s", out, b)
+	}
+}
