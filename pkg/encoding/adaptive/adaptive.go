@@ -52,15 +52,6 @@ import (
 // identity is the spec of the choice to send an element as it is.
 const identity = "identity"
 
-// DefaultSpecs are the candidates a node offers the scheme when nothing
-// says otherwise (`p2pmsg send --encode auto`): the fastest codec, zstd
-// from fast to strongest, gzip at its default, and the XML codec. Build
-// them with encoding.NewCodec.
-var DefaultSpecs = []encoding.Spec{
-	{Name: "s2", Level: 1}, {Name: "zstd", Level: 1}, {Name: "zstd", Level: 3},
-	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
-}
-
 // clock tells the time; the scheme times encodes, decodes and exchanges
 // with it. Tests inject one.
 type clock interface{ Now() time.Time }
