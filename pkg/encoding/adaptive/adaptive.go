@@ -170,11 +170,7 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 // to the sender now. The exchange is timed from the first message sent
 // since the last Delivered.
 func (s *Scheme) Sending(m *message.Message) {
-	n, encoded := 0, false
-	for i := range m.Len() {
-		n += wireSize(m.At(i))
-		encoded = encoded || encoding.IsEncoded(m.At(i))
-	}
+	n, encoded := messageSize(m)
 	s.xmu.Lock()
 	if !s.x.open {
 		s.x = exchange{open: true, start: s.clock.Now()}

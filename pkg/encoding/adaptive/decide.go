@@ -45,12 +45,14 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
-func messageSize(m *message.Message) int {
-	n := 0
+// messageSize is m's size on the wire, and whether an element of it is
+// encoded.
+func messageSize(m *message.Message) (n int, encoded bool) {
 	for i := range m.Len() {
 		n += wireSize(m.At(i))
+		encoded = encoded || encoding.IsEncoded(m.At(i))
 	}
-	return n
+	return n, encoded
 }
 
 // Encode returns a copy of m whose selected elements are each sent as the
@@ -59,7 +61,7 @@ func messageSize(m *message.Message) int {
 // is returned.
 func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
-	total := messageSize(m)
+	total, _ := messageSize(m)
 	for i := range m.Len() {
 		e := m.At(i)
 		if !s.cands[1].enc.Selects(e) {
@@ -92,18 +94,6 @@ func (s *Scheme) Decide(e message.Element) Decision {
 	return d
 }
 
-// decideAfresh decides for n bytes of kind k with rest bytes of other
-// content, from what the models predict.
-func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
-	d := Decision{Path: path, Estimates: s.estimates(k, n, rest, path, prof)}
-	for i, e := range d.Estimates { // the least Total, the first of equal ones
-		if e.Total < d.Estimates[d.Best].Total {
-			d.Best = i
-		}
-	}
-	return d
-}
-
 func (s *Scheme) current() (Path, *Profile) {
 	if s.peer == nil {
 		return defaultPath, nil
@@ -126,16 +116,11 @@ func (s *Scheme) encodeElement(e message.Element, base int) (message.Element, er
 	rest := base + wireSize(raw) - n
 	key := cacheKey{mediaType(raw.MIME), bucketOf(n), bucketOf(rest)}
 	k, d, fresh := s.decide(raw, key, rest)
-	var trials []int
-	if fresh {
-		trials = s.plan(&d, k, n)
-		if len(trials) > 0 || !d.Estimates[d.Best].Known {
-			// What it was made from is about to be learnt better.
-			s.forget(key)
-		}
+	trials := s.explore(&d, k, n, fresh)
+	if fresh && (len(trials) > 0 || !d.Estimates[d.Best].Known) {
+		s.forget(key) // what it was made from is about to be learnt better
 	}
 	d.Sent = d.Estimates[d.Best]
-	s.spend(d.Sent.Total)
 	out := raw
 	if c := s.cands[d.Best]; c.enc != nil {
 		enc, dt, err := s.encodeWith(c, raw, k, key, d.Sent.Size)
@@ -161,15 +146,15 @@ func (s *Scheme) encodeElement(e message.Element, base int) (message.Element, er
 	return out, nil
 }
 
-// estimates predicts every candidate's cost for n bytes of kind k sent
-// with rest bytes of other content in the same message.
-func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Estimate {
+// decideAfresh decides for n bytes of kind k sent with rest bytes of
+// other content, from what the models predict of every candidate.
+func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
 	m := s.models
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]Estimate, len(s.cands))
 	xfer := path.TransferTime(rest + n)
-	out[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
+	d := Decision{Path: path, Estimates: make([]Estimate, len(s.cands))}
+	d.Estimates[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
@@ -181,10 +166,13 @@ func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Esti
 			}
 		}
 		xt := path.TransferTime(rest + size)
-		out[i+1] = Estimate{Spec: c.spec, Size: size, Encode: enc, Transfer: xt, Decode: dec,
+		e := Estimate{Spec: c.spec, Size: size, Encode: enc, Transfer: xt, Decode: dec,
 			Total: enc + xt + dec, Known: sizeKnown && encKnown}
+		if d.Estimates[i+1] = e; e.Total < d.Estimates[d.Best].Total { // the first of equal ones
+			d.Best = i + 1
+		}
 	}
-	return out
+	return d
 }
 
 // Reuse (see the package doc): a decision stands for reuseCount elements
@@ -262,24 +250,24 @@ func surprising(measured, estimated int) bool {
 // the package doc).
 const nearTie = 0.1
 
-// plan picks the candidates to try on the element without sending them:
-// the first sight of a candidate on a kind and size bucket, and near ties
-// the budget pays for. Candidates measured too slow to win even if they
-// compressed to nothing are not tried.
-func (s *Scheme) plan(d *Decision, k kind, n int) []int {
+// explore picks, for a fresh decision, the candidates to try on the
+// element without sending them: the first sight of a candidate on a kind
+// and size bucket, and near ties the budget pays for (candidates measured
+// too slow to win even if they compressed to nothing are not tried). Then
+// it adds the element's share of its predicted time to the budget, which
+// holds at most one such element's time: what is not spent on a near tie
+// soon is not hoarded for a burst of trials later.
+func (s *Scheme) explore(d *Decision, k kind, n int, fresh bool) []int {
 	if s.share == 0 {
 		return nil
 	}
 	pbest := d.Estimates[d.Best].Total
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.trialing {
-		return nil
-	}
 	var out []int
 	for i, e := range d.Estimates {
 		switch {
-		case i == 0 || i == d.Best || e.Encode+e.Decode >= pbest:
+		case !fresh || s.trialing || i == 0 || i == d.Best || e.Encode+e.Decode >= pbest:
 		case !e.Known:
 			if e.Encode <= pbest && s.models.firstTry(s.cands[i].spec, k, n) {
 				out = append(out, i)
@@ -289,20 +277,9 @@ func (s *Scheme) plan(d *Decision, k kind, n int) []int {
 			out = append(out, i)
 		}
 	}
-	s.trialing = len(out) > 0
+	s.trialing = s.trialing || len(out) > 0
+	s.tokens = min(s.tokens+time.Duration(float64(pbest)*s.share), max(pbest, s.tokens))
 	return out
-}
-
-// spend adds an element's share of its predicted time to the budget,
-// which holds at most one such element's time: what is not spent on a
-// near tie soon is not hoarded for a burst of trials later.
-func (s *Scheme) spend(total time.Duration) {
-	if s.share == 0 {
-		return
-	}
-	s.mu.Lock()
-	s.tokens = min(s.tokens+time.Duration(float64(total)*s.share), max(total, s.tokens))
-	s.mu.Unlock()
 }
 
 func (s *Scheme) endTrials(trials []int) {
