@@ -158,7 +158,7 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		return nil, err
 	}
 	s.dec = dec
-	cfg.models.calibrate(todo, cfg.clock, false)
+	cfg.models.calibrate(todo, cfg.clock)
 	return s, nil
 }
 

@@ -250,14 +250,14 @@ var calibrationSamples = sync.OnceValue(func() [][]byte {
 	return out
 })
 
-// calibrate measures each codec on the built-in samples: unless
-// decodeOnly, size and encode time go into the class-level curves of the
-// samples' class; the decode time goes into this node's profile. Each is
+// calibrate measures each codec on the built-in samples: size and encode
+// time go into the class-level curves of the samples' class, the decode
+// time into this node's profile. Each is
 // the faster of two runs after a warm-up (pools, tables), so that one
 // descheduled run does not stand; a codec that takes more than
 // calibrationBudget on a sample is extrapolated beyond it, and one that
 // fails on the samples (a key is missing) is skipped.
-func (m *Models) calibrate(codecs []encoding.Codec, clock clock, decodeOnly bool) {
+func (m *Models) calibrate(codecs []encoding.Codec, clock clock) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
 		for _, doc := range calibrationSamples() {
@@ -278,14 +278,12 @@ func (m *Models) calibrate(codecs []encoding.Codec, clock clock, decodeOnly bool
 				break
 			}
 			m.recordDecode(c.Name(), len(doc), dec)
-			if !decodeOnly {
-				k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
-				m.mu.Lock()
-				s := m.stats(specOf(c))
-				s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
-				s.Enc[k.class].add(len(doc), float64(dt), true)
-				m.mu.Unlock()
-			}
+			k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
+			m.mu.Lock()
+			s := m.stats(specOf(c))
+			s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
+			s.Enc[k.class].add(len(doc), float64(dt), true)
+			m.mu.Unlock()
 			if dt > calibrationBudget {
 				break
 			}
@@ -302,9 +300,9 @@ const calibrationBudget = 5 * time.Millisecond
 // measures the payload alone.
 const headerEstimate = 32
 
-// CalibrateDecode measures decoding with every codec of reg that nothing
-// is known of yet on the built-in samples, so that this node's profile
-// covers them before it has received any.
+// CalibrateDecode measures every codec of reg that nothing is known of
+// yet on the built-in samples, so that this node's profile covers them
+// before it has received any (and its encodes are known when it sends).
 func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 	var todo []encoding.Codec
 	for _, name := range reg.Names() {
@@ -315,7 +313,7 @@ func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 			todo = append(todo, c)
 		}
 	}
-	m.calibrate(todo, systemClock{}, true)
+	m.calibrate(todo, systemClock{})
 }
 
 // fastest runs f three times, the first as a warm-up, and returns the
