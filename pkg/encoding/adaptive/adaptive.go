@@ -29,8 +29,8 @@
 // not yet measured on this kind and size bucket is tried once if its
 // predicted encode time is at most the best choice's predicted total; a
 // measured one predicted within a tenth of the best is tried again when
-// the budget of WithExploration allows, since documents of one kind and
-// size compress differently by more than a tenth.
+// a budget of a hundredth of the traffic's predicted time allows, since
+// documents of one kind and size compress differently by more than that.
 //
 // A decision is reused for the next elements of the same media type and
 // size, while the receiver's profile is the same and the path has not

@@ -31,5 +31,7 @@ const Identity = identity
 
 var WithClock = withClock
 
+var WithExploration = withExploration
+
 // TimeDecodesWith is TimeDecodes with a test clock.
 func (m *Models) TimeDecodesWith(cl Clock) encoding.Option { return m.timeDecodes(cl) }
