@@ -161,7 +161,7 @@ func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Dec
 		dec, ok := prof.decodeTime(c.name, n)
 		if !ok {
 			// The receiver's profile does not say: as fast as this node.
-			if dec, ok = decodeAt(m.decode[c.name], n); !ok {
+			if dec, ok = m.own.decodeTime(c.name, n); !ok {
 				dec = priorDecode(n)
 			}
 		}

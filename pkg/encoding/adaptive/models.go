@@ -22,7 +22,7 @@ import (
 type Models struct {
 	mu     sync.Mutex
 	codecs map[string]*codecStats // by spec, "zstd:3"
-	decode map[string]*curve      // by codec name: decode time by decoded size
+	own    Profile                // this node's decode times, under mu (Profile copies them)
 	// tried remembers the first-sight trials made (not persisted: a
 	// restarted node may look once more).
 	tried map[trialKey]bool
@@ -46,7 +46,7 @@ type codecStats struct {
 
 // NewModels returns empty models.
 func NewModels() *Models {
-	return &Models{codecs: map[string]*codecStats{}, decode: map[string]*curve{}, tried: map[trialKey]bool{}}
+	return &Models{codecs: map[string]*codecStats{}, own: Profile{dec: map[string]*curve{}}, tried: map[trialKey]bool{}}
 }
 
 // stats is spec's stats, new if need be; beyond maxCodecs specs, new ones
@@ -86,13 +86,13 @@ func (m *Models) recordDecode(codec string, n int, d time.Duration) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.decode[codec]
+	s := m.own.dec[codec]
 	if s == nil {
-		if len(m.decode) >= maxCodecs {
+		if len(m.own.dec) >= maxCodecs {
 			return
 		}
 		s = new(curve)
-		m.decode[codec] = s
+		m.own.dec[codec] = s
 	}
 	s.add(n, float64(d), true)
 }
@@ -101,8 +101,8 @@ func (m *Models) recordDecode(codec string, n int, d time.Duration) {
 func (m *Models) Profile() *Profile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := &Profile{dec: make(map[string]*curve, len(m.decode))}
-	for name, s := range m.decode {
+	p := &Profile{dec: make(map[string]*curve, len(m.own.dec))}
+	for name, s := range m.own.dec {
 		c := *s
 		p.dec[name] = &c
 	}
@@ -115,7 +115,7 @@ func (m *Models) knows(spec, name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.codecs[spec]
-	if s == nil || m.decode[name] == nil {
+	if s == nil || m.own.dec[name] == nil {
 		return false
 	}
 	for i := range s.Enc {
@@ -307,7 +307,7 @@ func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 	var todo []encoding.Codec
 	for _, name := range reg.Names() {
 		m.mu.Lock()
-		known := m.decode[name] != nil
+		known := m.own.dec[name] != nil
 		m.mu.Unlock()
 		if c, err := reg.Lookup(name); err == nil && !known {
 			todo = append(todo, c)

@@ -128,7 +128,7 @@ func parseModels(b []byte) (*Models, error) {
 		return nil, err
 	}
 	m := NewModels()
-	m.codecs, m.decode = f.Codecs, f.Decode
+	m.codecs, m.own.dec = f.Codecs, f.Decode
 	return m, nil
 }
 
@@ -162,7 +162,7 @@ func (m *Models) Save(path string) error {
 func (m *Models) MarshalBinary() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return form{Codecs: m.codecs, Decode: m.decode}.marshal("models", maxModelsSize)
+	return form{Codecs: m.codecs, Decode: m.own.dec}.marshal("models", maxModelsSize)
 }
 
 // A curve is written as its populated buckets in increasing order, each

@@ -23,18 +23,10 @@ const MaxProfileSize = 64 << 10
 // decodeTime predicts the profile's node's decode time into n bytes with
 // codec; false when the profile knows nothing of it.
 func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
-	if p == nil {
+	if p == nil || p.dec[codec] == nil {
 		return 0, false
 	}
-	return decodeAt(p.dec[codec], n)
-}
-
-// decodeAt reads a decode-time curve at n bytes, if there is one.
-func decodeAt(c *curve, n int) (time.Duration, bool) {
-	if c == nil {
-		return 0, false
-	}
-	l := c.at(n, false)
+	l := p.dec[codec].at(n, false)
 	return time.Duration(l.y), l.ok
 }
 
