@@ -209,15 +209,6 @@ type timedCodec struct {
 	clock  clock
 }
 
-// Kind is the timed codec's kind, so that nesting rules see through the
-// timing.
-func (t *timedCodec) Kind() encoding.Kind {
-	if k, ok := t.Codec.(interface{ Kind() encoding.Kind }); ok {
-		return k.Kind()
-	}
-	return encoding.KindOther
-}
-
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := t.clock.Now()
 	out, err := t.Codec.Decode(dst, src, p, b, max)
