@@ -32,9 +32,9 @@
 // a budget of a hundredth of the traffic's predicted time allows, since
 // documents of one kind and size compress differently by more than that.
 //
-// A decision is reused for the next elements of the same media type and
-// size, while the receiver's profile is the same and the path has not
-// moved by a quarter: deciding afresh classifies a sample and reads every
+// A decision is reused for up to 16 elements of the same media type and
+// size (and message size), while the receiver's profile is the same and
+// the path has not moved by a quarter: deciding afresh classifies a sample and reads every
 // candidate's curves, which on a fast path costs a fair share of what the
 // choice saves (BenchmarkEncodeReused). docs/adaptive.md tells more.
 package adaptive
