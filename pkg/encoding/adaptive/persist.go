@@ -121,7 +121,7 @@ func Load(path string) (*Models, error) {
 	return m, nil
 }
 
-// parseModels reads the form of MarshalBinary.
+// parseModels reads the form Save writes.
 func parseModels(b []byte) (*Models, error) {
 	f, err := parseForm(b, "models", maxModelsSize)
 	if err != nil {
@@ -135,7 +135,7 @@ func parseModels(b []byte) (*Models, error) {
 // Save writes the models to path atomically (a temporary file in the same
 // directory, then a rename), creating the directory if needed.
 func (m *Models) Save(path string) error {
-	b, err := m.MarshalBinary()
+	b, err := m.marshal()
 	if err != nil {
 		return err
 	}
@@ -158,8 +158,8 @@ func (m *Models) Save(path string) error {
 	return nil
 }
 
-// MarshalBinary returns the models' form that Save writes.
-func (m *Models) MarshalBinary() ([]byte, error) {
+// marshal returns the models' form that Save writes.
+func (m *Models) marshal() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return form{Codecs: m.codecs, Decode: m.own.dec}.marshal("models", maxModelsSize)
