@@ -69,11 +69,13 @@ func (m *Models) recordEncode(spec string, k kind, n, out int, d time.Duration) 
 	defer m.mu.Unlock()
 	s := m.stats(spec)
 	kc := s.Size[k]
-	if kc == nil {
+	if kc == nil && len(s.Size) < maxKinds { // beyond, the class's curve serves
 		kc = new(curve)
 		s.Size[k] = kc
 	}
-	kc.add(n, float64(out), false)
+	if kc != nil {
+		kc.add(n, float64(out), false)
+	}
 	s.Class[k.class].add(n, float64(out), false)
 	s.Enc[k.class].add(n, float64(d), true)
 }

@@ -246,3 +246,19 @@ func TestFormatVersion2Files(t *testing.T) {
 		t.Fatalf("profile came back as\n%s\nwant\n%s", out, b)
 	}
 }
+
+// Models that saw more media types than a file holds kinds per codec
+// still save a file that loads.
+func TestModelsOfManyKindsLoad(t *testing.T) {
+	m := adaptive.NewModels()
+	for i := range 1100 {
+		m.Teach("fast:1", message.Element{MIME: fmt.Sprintf("text/x-%d", i), Data: periodic(1000)}, 300, time.Microsecond)
+	}
+	file := filepath.Join(t.TempDir(), "models.json")
+	if err := m.Save(file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adaptive.Load(file); err != nil {
+		t.Fatal(err)
+	}
+}
