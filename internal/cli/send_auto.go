@@ -58,6 +58,14 @@ func loadModels(keyFile string, warn io.Writer) (*adaptive.Models, func()) {
 	}
 }
 
+// autoSpecs are the candidates `send --encode auto` offers the adaptive
+// scheme: the fastest codec, zstd from fast to strongest, gzip at its
+// default, and the XML codec.
+var autoSpecs = []encoding.Spec{
+	{Name: "s2", Level: 1}, {Name: "zstd", Level: 1}, {Name: "zstd", Level: 3},
+	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
+}
+
 // newAutoScheme returns the adaptive scheme for `send --encode auto`:
 // models loaded from the data directory, the path to the recipient
 // measured by pathinfo (a probe when there is no recent history; RTT only
@@ -68,7 +76,7 @@ func loadModels(keyFile string, warn io.Writer) (*adaptive.Models, func()) {
 func newAutoScheme(ctx context.Context, p *peerStack, keyFile string, to peer.ID, names []string, pipeID string, warn io.Writer) (*adaptive.Scheme, func(), error) {
 	models, saveModels := loadModels(keyFile, warn)
 	var codecs []encoding.Codec
-	for _, spec := range adaptive.DefaultSpecs {
+	for _, spec := range autoSpecs {
 		c, err := encoding.NewCodec(spec)
 		if err != nil {
 			return nil, nil, err

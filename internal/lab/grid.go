@@ -1024,9 +1024,9 @@ func fmtDur(d time.Duration) string {
 // prediction against.
 func writeDecision(w io.Writer, profile, cpu, doc string, round int, took, dec time.Duration, d adaptive.Decision) {
 	b := d.Estimates[d.Best]
-	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v", profile, cpu, doc, round, d.Choice(), d.SentSize, fmtDur(took))
-	if d.EncodeTime > 0 || dec > 0 {
-		fmt.Fprintf(w, ": enc %v dec %v", fmtDur(d.EncodeTime), fmtDur(dec))
+	fmt.Fprintf(w, "%s/%s %s round %d: sent %s (%d B, %v", profile, cpu, doc, round, d.Sent.Spec, d.Sent.Size, fmtDur(took))
+	if d.Sent.Encode > 0 || dec > 0 {
+		fmt.Fprintf(w, ": enc %v dec %v", fmtDur(d.Sent.Encode), fmtDur(dec))
 	}
 	fmt.Fprintf(w, ") best-predicted %s %v [enc %v xfer %v dec %v] path %.3gMB/s rtt %v",
 		b.Spec, fmtDur(b.Total), fmtDur(b.Encode), fmtDur(b.Transfer), fmtDur(b.Decode),

@@ -248,7 +248,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 			mu.Lock()
 			dd := last
 			mu.Unlock()
-			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Choice(), SentBytes: dd.SentSize, Time: d}
+			st := SwitchStep{Index: len(res.Steps) + 1, Link: p.Name, Choice: dd.Sent.Spec, SentBytes: dd.Sent.Size, Time: d}
 			res.Steps = append(res.Steps, st)
 			if cfg.Trace != nil {
 				writeDecision(cfg.Trace, p.Name, gc.CPUs[0], doc.Name, st.Index, d, 0, dd)

@@ -157,7 +157,8 @@ func WithErrorHandler(f func(*ElementError)) Option {
 // WithDecodeWrap makes Decode use f(c) in place of each codec c it finds
 // in the registry, to observe decodes (package adaptive times them so:
 // adaptive.Models.TimeDecodes). f must return a codec that decodes as c
-// does, with its name and kind. Default: the codecs as registered.
+// does, with its name; nesting rules go by c's kind. Default: the codecs
+// as registered.
 func WithDecodeWrap(f func(Codec) Codec) Option {
 	return func(c *config) error {
 		if f == nil {
@@ -459,12 +460,12 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		if err != nil {
 			return e, rep, work, err
 		}
-		if c.wrap != nil {
-			codec = c.wrap(codec)
-		}
 		// Decoding runs outside in: seal, then what it sealed, which can
 		// only be compression.
 		kind := kindOf(codec)
+		if c.wrap != nil {
+			codec = c.wrap(codec)
+		}
 		if depth == 1 && (outerKind != KindSeal || kind != KindCompression) {
 			return e, rep, work, fmt.Errorf("%w: %s inside %s", ErrNesting, h.Codec, rep.outer())
 		}

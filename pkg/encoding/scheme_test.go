@@ -341,8 +341,6 @@ type countingCodec struct {
 	n *int
 }
 
-func (c countingCodec) Kind() encoding.Kind { return encoding.KindOf(c.Codec) }
-
 func (c countingCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	*c.n++
 	return c.Codec.Decode(dst, src, p, b, max)

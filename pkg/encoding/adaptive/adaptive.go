@@ -1,80 +1,42 @@
 // Package adaptive is the encoding layer's adaptive scheme: for each
-// selected element it chooses whether to encode it and with which codec
-// and level, so that the receiver holds the decoded element as early as
-// possible. It is NAM's decision (Ghandeharizadeh et al.: compress when
-// compression time + transfer of the smaller message + decompression time
-// beats sending as is) made per element, among many codecs, from models
-// learned online rather than fitted offline.
-//
-// It sits in the encoding layer beside the fixed schemes: a *Scheme is an
-// encoding.Scheme, so the pipe adapters (encoding.NewOutput, NewInput,
-// NewBidi) take it like any other, and receivers decode its elements with
-// any scheme's Decode, since encoded elements describe themselves. It
-// builds on pkg/encoding and klauspost/compress's compressibility
-// estimate, imports no codec (the candidates are given) and knows no
-// network: what it knows of the receiver enters through one interface,
-// Peer, which package pathinfo implements over a libp2p host.
-//
-// # The decision
+// selected element it sends the element as it is or encodes it with the
+// candidate codec and level that has the receiver hold it decoded soonest.
+// A *Scheme is an encoding.Scheme like the fixed ones, so the pipe adapters
+// (encoding.NewOutput, NewInput, NewBidi) take it, and any scheme's Decode
+// decodes its elements. It builds on pkg/encoding and klauspost/compress's
+// compressibility estimate, imports no codec (the candidates are given)
+// and knows no network: what it knows of the receiver comes through Peer,
+// which package pathinfo implements over a libp2p host.
 //
 // For an element of n bytes of kind k (its media type and a
-// compressibility class from a 2 KiB sample) and each candidate c, with
-// identity (sending the element as it is) always among them:
+// compressibility class from a 2 KiB sample) sent with rest bytes of other
+// content, the scheme sends the candidate c with the least
 //
 //	T(c) = encode_c(k, n) + path.TransferTime(rest + size_c(k, n)) + decode_receiver,c(n)
 //
-// where rest is the rest of the message. The scheme sends the candidate
-// with the least T; if an encoding comes out no smaller than the element,
-// the element goes as it is.
+// NAM's rule (Ghandeharizadeh et al.: compression time + transfer of the
+// smaller message + decompression time against sending as is), per element
+// and among many codecs. Identity, sending the element as it is, is always
+// a candidate, and an encoding no smaller than the element is not sent.
 //
-// # What it learns
+// Sizes and encode times come from Models learned online per codec, level
+// and kind (unknown codecs are measured on a built-in sample when a Scheme
+// is made); decode times from the receiver's Profile; the path from the
+// Peer, to which the scheme reports its exchanges sent as they are.
 //
-// Models (shared by the schemes of a node, saved in its data directory)
-// hold, per codec and level, the payload size per kind and the encode time
-// per class as functions of size (piecewise linear through the centroids
-// of power-of-two size buckets, an EWMA within a bucket), and the node's
-// own decode times per codec, which it shares with its senders as a
-// Profile. Every encode teaches them; so does every decode of a Scheme's
-// Decode, or of a decoder given Models.TimeDecodes. Codecs the models know
-// nothing of are measured on a built-in sample when a Scheme is made.
+// Estimates improve only for what is tried. A trial encodes the element
+// with another candidate in the background and is not sent: a candidate
+// not yet measured on this kind and size bucket is tried once if its
+// predicted encode time is at most the best choice's predicted total; a
+// measured one predicted within a tenth of the best is tried again when
+// a budget of a hundredth of the traffic's predicted time allows, since
+// documents of one kind and size compress differently by more than that.
 //
-// The path model learns from the scheme's own traffic: an Output (or
-// Bidi) over the scheme tells it when a message leaves and when what left
-// was acknowledged (encoding.Observer), and the scheme hands the time in
-// between to its Peer (Peer.ObserveExchange) when everything in it went
-// as it is: then it is the path's alone, while an encoded element's
-// exchange also holds the receiver's decode, known only as well as its
-// profile. Every user of the scheme, the lab's grid included, feeds the
-// path model so.
-//
-// # Exploration
-//
-// Estimates only improve for what is tried. A trial encodes the real
-// element with a candidate without sending the result, in the background,
-// one batch at a time (Wait waits for it). One rule says which:
-//
-//   - a candidate not yet measured on this kind of content at this size is
-//     tried once, if its predicted encode time is at most the best
-//     choice's predicted total (so a trial costs at most one message's
-//     time, once per candidate, kind and size bucket);
-//   - a measured candidate predicted within a tenth of the best is tried
-//     again when the budget allows: each element adds a share (WithExploration,
-//     1% by default) of its predicted time to the budget, and a trial
-//     spends its predicted encode time. Within a kind and size bucket,
-//     documents compress differently by more than a tenth, so a near tie
-//     may be the better choice for the content at hand.
-//
-// A size found far (a quarter) from its estimate has the decision made
-// afresh with what was learnt.
-//
-// # Reuse
-//
-// A decision is reused for the next elements of the same media type, size
-// bucket and size of the rest of the message, up to reuseCount of them,
-// while the receiver's profile is the same and the path has not moved by
-// a quarter: deciding afresh classifies a sample and reads every
-// candidate's curves (BenchmarkDecide), which on a fast path costs a fair
-// share of what the choice saves (BenchmarkEncodeReused shows the gain).
+// A decision is reused for up to 16 elements of the same media type and
+// size (and message size), while the receiver's profile is the same and
+// the path has not moved by a quarter: deciding afresh classifies a sample and reads every
+// candidate's curves, which on a fast path costs a fair share of what the
+// choice saves (BenchmarkEncodeReused). docs/adaptive.md tells more.
 package adaptive
 
 import (
@@ -89,15 +51,6 @@ import (
 
 // identity is the spec of the choice to send an element as it is.
 const identity = "identity"
-
-// DefaultSpecs are the candidates a node offers the scheme when nothing
-// says otherwise (`p2pmsg send --encode auto`): the fastest codec, zstd
-// from fast to strongest, gzip at its default, and the XML codec. Build
-// them with encoding.NewCodec.
-var DefaultSpecs = []encoding.Spec{
-	{Name: "s2", Level: 1}, {Name: "zstd", Level: 1}, {Name: "zstd", Level: 3},
-	{Name: "zstd", Level: 19}, {Name: "gzip", Level: 6}, {Name: "xml", Level: 3},
-}
 
 // clock tells the time; the scheme times encodes, decodes and exchanges
 // with it. Tests inject one.
@@ -144,14 +97,13 @@ type Scheme struct {
 }
 
 // exchange is what the scheme sent since the last acknowledgement.
+// encoded says an element of it went encoded: its time is then the path's
+// and the receiver's decode's, the latter known only as well as the
+// receiver's profile.
 type exchange struct {
-	open  bool
-	start time.Time
-	bytes int
-	// encoded says an element of it went encoded: its time is then the
-	// path's and the receiver's decode's, and the latter is known only as
-	// well as the receiver's profile.
-	encoded bool
+	open, encoded bool
+	start         time.Time
+	bytes         int
 }
 
 var (
@@ -206,12 +158,9 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 		return nil, err
 	}
 	s.dec = dec
-	cfg.models.calibrate(todo, cfg.clock, false)
+	cfg.models.calibrate(todo, cfg.clock)
 	return s, nil
 }
-
-// Models returns the models the scheme learns into.
-func (s *Scheme) Models() *Models { return s.models }
 
 // Decode restores a message's encoded elements as encoding.Decoder does
 // with the options of WithEncoding, timing each decode into the models.
@@ -221,12 +170,13 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 // to the sender now. The exchange is timed from the first message sent
 // since the last Delivered.
 func (s *Scheme) Sending(m *message.Message) {
-	n := messageSize(m)
+	n, encoded := messageSize(m)
 	s.xmu.Lock()
 	if !s.x.open {
-		s.x = exchange{open: true, start: s.clock.Now(), encoded: s.x.encoded}
+		s.x = exchange{open: true, start: s.clock.Now()}
 	}
 	s.x.bytes += n
+	s.x.encoded = s.x.encoded || encoded
 	s.xmu.Unlock()
 }
 
@@ -243,12 +193,4 @@ func (s *Scheme) Delivered(ok bool) {
 	if ok && x.open && !x.encoded && s.peer != nil {
 		s.peer.ObserveExchange(x.bytes, s.clock.Now().Sub(x.start))
 	}
-}
-
-// sentEncoded marks the exchange under way, or the next, as one with an
-// encoded element.
-func (s *Scheme) sentEncoded() {
-	s.xmu.Lock()
-	s.x.encoded = true
-	s.xmu.Unlock()
 }

@@ -114,7 +114,7 @@ func TestDecisionFollowsThePath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := w.scheme(t, adaptive.WithPeer(path(tc.bw))).Decide(doc(docSize))
-			if got := d.Choice(); got != tc.want {
+			if got := d.Sent.Spec; got != tc.want {
 				t.Fatalf("chose %s, want %s; estimates %+v", got, tc.want, d.Estimates)
 			}
 			for _, e := range d.Estimates {
@@ -145,14 +145,14 @@ func decodeProfile(w *world, perByte map[string]time.Duration) *adaptive.Profile
 func TestDecisionWeighsReceiversDecodeTime(t *testing.T) {
 	w := newWorld()
 	// At 1 MB/s: fast 0.2 + 30 + 0.1 ms, strong 5 + 5 + 0.4 ms.
-	if got := w.scheme(t, adaptive.WithPeer(path(1e6))).Decide(doc(docSize)).Choice(); got != "strong:9" {
+	if got := w.scheme(t, adaptive.WithPeer(path(1e6))).Decide(doc(docSize)).Sent.Spec; got != "strong:9" {
 		t.Fatalf("with a receiver like this node: %s, want strong:9", got)
 	}
 	// A receiver that takes 400 ns a byte to decode strong: 40 ms.
 	p := path(1e6)
 	p.profile = decodeProfile(w, map[string]time.Duration{"strong": 400, "fast": 1})
 	d := w.scheme(t, adaptive.WithPeer(p)).Decide(doc(docSize))
-	if got := d.Choice(); got != "fast:1" {
+	if got := d.Sent.Spec; got != "fast:1" {
 		t.Fatalf("with a slow receiver: %s, want fast:1; %+v", got, d.Estimates)
 	}
 	if got := d.Estimates[2].Decode; got != 40*time.Millisecond {
@@ -163,7 +163,7 @@ func TestDecisionWeighsReceiversDecodeTime(t *testing.T) {
 func TestSmallElementsGoAsTheyAre(t *testing.T) {
 	w := newWorld()
 	d := w.scheme(t, adaptive.WithPeer(path(10e6))).Decide(doc(40))
-	if got := d.Choice(); got != adaptive.Identity {
+	if got := d.Sent.Spec; got != adaptive.Identity {
 		t.Fatalf("40-byte element: %s; the header alone outweighs any saving", got)
 	}
 }
@@ -175,7 +175,7 @@ func TestDecisionFollowsAChangingPath(t *testing.T) {
 	p := path(1e9)
 	var mu sync.Mutex
 	var sent []string
-	s := w.scheme(t, adaptive.WithPeer(p), adaptive.WithTrace(func(d adaptive.Decision) { mu.Lock(); sent = append(sent, d.Choice()); mu.Unlock() }))
+	s := w.scheme(t, adaptive.WithPeer(p), adaptive.WithTrace(func(d adaptive.Decision) { mu.Lock(); sent = append(sent, d.Sent.Spec); mu.Unlock() }))
 	for _, bw := range []float64{1e9, 1e9, 100e3, 100e3, 10e6} {
 		p.setBandwidth(bw)
 		if _, err := s.Encode(message.New(doc(docSize))); err != nil {
@@ -217,7 +217,7 @@ func TestEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
 	var sent string
 	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(fresh), adaptive.WithClock(w.clock),
 		adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
-		adaptive.WithTrace(func(d adaptive.Decision) { sent = d.Choice() }))
+		adaptive.WithTrace(func(d adaptive.Decision) { sent = d.Sent.Spec }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestFallbackWhenEncodingGrows(t *testing.T) {
 	s, err := adaptive.New([]encoding.Codec{bloat}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
 		adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
 		adaptive.WithTrace(func(d adaptive.Decision) {
-			if !d.Fallback || d.SentSize != docSize || d.Choice() != adaptive.Identity {
+			if d.Best == 0 || d.Sent.Size != docSize || d.Sent.Spec != adaptive.Identity {
 				t.Errorf("decision %+v: want a fallback to the element as it is", d)
 			}
 		}))
@@ -358,7 +358,7 @@ func TestFallbackWhenEncodingGrows(t *testing.T) {
 		t.Fatalf("sent %s; want the element unencoded and unmarked", e.MIME)
 	}
 	// What it learned makes the next decision right.
-	if got := s.Decide(doc(docSize)).Choice(); got != adaptive.Identity {
+	if got := s.Decide(doc(docSize)).Sent.Spec; got != adaptive.Identity {
 		t.Fatalf("after the fallback: %s", got)
 	}
 }
@@ -385,7 +385,7 @@ func TestFirstSightTrialsEachCandidateOnce(t *testing.T) {
 		t.Fatalf("trials %v, want novel:3 once", trials)
 	}
 	// Having measured it (1% of the input, 0.3 ms), the scheme now sends it.
-	if got := s.Decide(doc(docSize)).Choice(); got != "novel:3" {
+	if got := s.Decide(doc(docSize)).Sent.Spec; got != "novel:3" {
 		t.Fatalf("after its trial: %s, want novel:3", got)
 	}
 }
@@ -407,7 +407,7 @@ func TestNearTieIsTriedOnThisContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Decide(doc(docSize)).Choice(); got != "fast:1" {
+	if got := s.Decide(doc(docSize)).Sent.Spec; got != "fast:1" {
 		t.Fatalf("before: %s, want fast:1", got)
 	}
 	for range 20 {
@@ -419,7 +419,7 @@ func TestNearTieIsTriedOnThisContent(t *testing.T) {
 	if len(trials) == 0 || trials[0] != "strong:9" {
 		t.Fatalf("trials %v, want strong:9", trials)
 	}
-	if got := s.Decide(doc(docSize)).Choice(); got != "strong:9" {
+	if got := s.Decide(doc(docSize)).Sent.Spec; got != "strong:9" {
 		t.Fatalf("after its trials: %s, want strong:9", got)
 	}
 }

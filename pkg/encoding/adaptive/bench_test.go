@@ -22,7 +22,7 @@ func BenchmarkDecide(b *testing.B) {
 			e := doc(n)
 			b.ReportAllocs()
 			for b.Loop() {
-				if d := s.Decide(e); d.Choice() == "" {
+				if d := s.Decide(e); d.Sent.Spec == "" {
 					b.Fatal("no choice")
 				}
 			}

@@ -9,7 +9,8 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
-// Estimate is the predicted cost of one choice for one element.
+// Estimate is one choice's cost for one element: predicted, or as a
+// Decision's Sent, measured.
 type Estimate struct {
 	Spec     string        // codec spec, or identity
 	Size     int           // bytes of the element as sent
@@ -24,30 +25,16 @@ type Estimate struct {
 
 // Decision is what the scheme decided for one element and why.
 type Decision struct {
-	Index int    // position of the element in the message
-	Kind  string // media type and compressibility class
-	Size  int
-	Path  Path
-	// Estimates are per candidate, identity first; a reused decision
-	// keeps those it was made with.
+	Path Path
+	// Estimates are per candidate, identity first, and Best the index of
+	// the least Total; a reused decision keeps those it was made with.
 	Estimates []Estimate
-	Best      int      // index of the choice sent: the least Total
-	Trials    []string // specs trial-encoded in the background, not sent
-	// EncodeTime is the measured encode time of the choice sent (0 for
-	// identity), SentSize the size of the element as sent.
-	EncodeTime time.Duration
-	SentSize   int
-	// Fallback reports that the encoding came out no smaller than the
-	// element, which was sent as it is instead.
-	Fallback bool
-}
-
-// Choice returns the spec of the choice sent.
-func (d Decision) Choice() string {
-	if d.Fallback {
-		return identity
-	}
-	return d.Estimates[d.Best].Spec
+	Best      int
+	// Sent is the choice sent: Estimates[Best] with the size sent and the
+	// encode time measured, and identity's spec if the encoding came out
+	// no smaller than the element. Decide's is the prediction.
+	Sent   Estimate
+	Trials []string // specs trial-encoded in the background, not sent
 }
 
 // elemOverhead approximates the bytes an element costs on the wire beyond
@@ -58,12 +45,14 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
-func messageSize(m *message.Message) int {
-	n := 0
+// messageSize is m's size on the wire, and whether an element of it is
+// encoded.
+func messageSize(m *message.Message) (n int, encoded bool) {
 	for i := range m.Len() {
 		n += wireSize(m.At(i))
+		encoded = encoded || encoding.IsEncoded(m.At(i))
 	}
-	return n
+	return n, encoded
 }
 
 // Encode returns a copy of m whose selected elements are each sent as the
@@ -72,14 +61,14 @@ func messageSize(m *message.Message) int {
 // is returned.
 func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
-	total := messageSize(m)
+	total, _ := messageSize(m)
 	for i := range m.Len() {
 		e := m.At(i)
 		if !s.cands[1].enc.Selects(e) {
 			continue
 		}
 		base := total - wireSize(e)
-		enc, err := s.encodeElement(i, e, base)
+		enc, err := s.encodeElement(e, base)
 		if err != nil {
 			return nil, &encoding.ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Err: err}
 		}
@@ -100,14 +89,8 @@ func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 func (s *Scheme) Decide(e message.Element) Decision {
 	raw := encoding.Unmark(e)
 	path, prof := s.current()
-	return s.decideAfresh(classify(raw), len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
-}
-
-// decideAfresh decides for n bytes of kind k with rest bytes of other
-// content, from what the models predict.
-func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
-	d := Decision{Kind: k.String(), Size: n, Path: path, Estimates: s.estimates(k, n, rest, path, prof)}
-	d.Best = best(d.Estimates)
+	d := s.decideAfresh(classify(raw), len(raw.Data), wireSize(raw)-len(raw.Data), path, prof)
+	d.Sent = d.Estimates[d.Best]
 	return d
 }
 
@@ -126,56 +109,36 @@ func (s *Scheme) current() (Path, *Profile) {
 	return p, s.peer.ReceiverProfile()
 }
 
-// best is the index of the least Total, the first of equal ones.
-func best(ests []Estimate) int {
-	b := 0
-	for i, e := range ests {
-		if e.Total < ests[b].Total {
-			b = i
-		}
-	}
-	return b
-}
-
 // encodeElement sends e as the decision for it says, and traces it.
-func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.Element, error) {
+func (s *Scheme) encodeElement(e message.Element, base int) (message.Element, error) {
 	raw := encoding.Unmark(e)
 	n := len(raw.Data)
 	rest := base + wireSize(raw) - n
-	k, d, fresh := s.decide(raw, rest)
-	d.Index = idx
-	var trials []int
-	if fresh {
-		trials = s.plan(&d, k, n)
-		if len(trials) > 0 || !d.Estimates[d.Best].Known {
-			// What it was made from is about to be learnt better.
-			s.forget(raw.MIME, n, rest)
-		}
+	key := cacheKey{mediaType(raw.MIME), bucketOf(n), bucketOf(rest)}
+	k, d, fresh := s.decide(raw, key, rest)
+	trials := s.explore(&d, k, n, fresh)
+	if fresh && (len(trials) > 0 || !d.Estimates[d.Best].Known) {
+		s.forget(key) // what it was made from is about to be learnt better
 	}
-	s.spend(d.Estimates[d.Best].Total)
+	d.Sent = d.Estimates[d.Best]
 	out := raw
 	if c := s.cands[d.Best]; c.enc != nil {
-		enc, dt, err := s.encodeWith(c, raw, k, rest, d.Estimates[d.Best].Size)
+		enc, dt, err := s.encodeWith(c, raw, k, key, d.Sent.Size)
 		if err != nil {
 			s.endTrials(trials)
 			return e, err
 		}
-		d.EncodeTime = dt
-		if len(enc.Data) < n {
-			out = enc
-		} else {
-			d.Fallback = true
+		out, d.Sent.Encode = enc, dt
+		if len(enc.Data) >= n {
+			out, d.Sent.Spec = raw, identity
 		}
+		d.Sent.Size = len(out.Data)
 	}
-	if encoding.IsEncoded(out) {
-		s.sentEncoded()
-	}
-	d.SentSize = len(out.Data)
 	for _, i := range trials {
 		d.Trials = append(d.Trials, s.cands[i].spec)
 	}
 	if len(trials) > 0 {
-		s.trial(raw, k, rest, trials, d.Estimates)
+		s.trial(raw, k, key, trials, d.Estimates)
 	}
 	if s.trace != nil {
 		s.trace(d)
@@ -183,30 +146,95 @@ func (s *Scheme) encodeElement(idx int, e message.Element, base int) (message.El
 	return out, nil
 }
 
-// estimates predicts every candidate's cost for n bytes of kind k sent
-// with rest bytes of other content in the same message.
-func (s *Scheme) estimates(k kind, n, rest int, path Path, prof *Profile) []Estimate {
+// decideAfresh decides for n bytes of kind k sent with rest bytes of
+// other content, from what the models predict of every candidate.
+func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Decision {
 	m := s.models
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]Estimate, len(s.cands))
 	xfer := path.TransferTime(rest + n)
-	out[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
+	d := Decision{Path: path, Estimates: make([]Estimate, len(s.cands))}
+	d.Estimates[0] = Estimate{Spec: identity, Size: n, Transfer: xfer, Total: xfer, Known: true}
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
 		dec, ok := prof.decodeTime(c.name, n)
 		if !ok {
 			// The receiver's profile does not say: as fast as this node.
-			if dec, ok = decodeAt(m.decode[c.name], n); !ok {
+			if dec, ok = m.own.decodeTime(c.name, n); !ok {
 				dec = priorDecode(n)
 			}
 		}
 		xt := path.TransferTime(rest + size)
-		out[i+1] = Estimate{Spec: c.spec, Size: size, Encode: enc, Transfer: xt, Decode: dec,
+		e := Estimate{Spec: c.spec, Size: size, Encode: enc, Transfer: xt, Decode: dec,
 			Total: enc + xt + dec, Known: sizeKnown && encKnown}
+		if d.Estimates[i+1] = e; e.Total < d.Estimates[d.Best].Total { // the first of equal ones
+			d.Best = i + 1
+		}
 	}
-	return out
+	return d
+}
+
+// Reuse (see the package doc): a decision stands for reuseCount elements
+// like the one it was made for, so a kind of content that changes shows
+// within that many elements, while deciding costs a sixteenth of what it
+// would per element; and while the path stays within pathDrift of the
+// path it was made for, a move below which candidates' transfer times
+// move together. maxCached bounds the remembered decisions: a node
+// sending many kinds of content decides afresh more often, never grows.
+const (
+	reuseCount = 16
+	pathDrift  = 0.25
+	maxCached  = 256
+)
+
+type cacheKey struct {
+	mime       string
+	bucket     int
+	restBucket int
+}
+
+type cacheEntry struct {
+	d    Decision
+	k    kind
+	prof *Profile
+	uses int
+}
+
+// decide returns the decision for raw, with rest bytes of other content
+// (key says which elements it stands for): a remembered one that stands,
+// or one made afresh (fresh).
+func (s *Scheme) decide(raw message.Element, key cacheKey, rest int) (k kind, d Decision, fresh bool) {
+	path, prof := s.current()
+	s.mu.Lock()
+	if ce := s.cache[key]; ce != nil && ce.uses < reuseCount && ce.prof == prof && !drifted(ce.d.Path, path) {
+		ce.uses++
+		k, d = ce.k, ce.d
+		s.mu.Unlock()
+		return k, d, false
+	}
+	s.mu.Unlock()
+	k = classify(raw)
+	d = s.decideAfresh(k, len(raw.Data), rest, path, prof)
+	s.mu.Lock()
+	if s.cache == nil || len(s.cache) >= maxCached {
+		s.cache = make(map[cacheKey]*cacheEntry)
+	}
+	s.cache[key] = &cacheEntry{d: d, k: k, prof: prof, uses: 1}
+	s.mu.Unlock()
+	return k, d, true
+}
+
+// forget drops the remembered decision for the elements of key.
+func (s *Scheme) forget(key cacheKey) {
+	s.mu.Lock()
+	delete(s.cache, key)
+	s.mu.Unlock()
+}
+
+func drifted(a, b Path) bool {
+	rel := func(x, y float64) bool { return math.Abs(x-y) > pathDrift*max(x, y) }
+	return rel(a.Bandwidth, b.Bandwidth) || rel(float64(a.RTT), float64(b.RTT)) || a.InitWindow != b.InitWindow
 }
 
 // surprising reports whether a measured size is far enough from its
@@ -222,24 +250,24 @@ func surprising(measured, estimated int) bool {
 // the package doc).
 const nearTie = 0.1
 
-// plan picks the candidates to try on the element without sending them:
-// the first sight of a candidate on a kind and size bucket, and near ties
-// the budget pays for. Candidates measured too slow to win even if they
-// compressed to nothing are not tried.
-func (s *Scheme) plan(d *Decision, k kind, n int) []int {
+// explore picks, for a fresh decision, the candidates to try on the
+// element without sending them: the first sight of a candidate on a kind
+// and size bucket, and near ties the budget pays for (candidates measured
+// too slow to win even if they compressed to nothing are not tried). Then
+// it adds the element's share of its predicted time to the budget, which
+// holds at most one such element's time: what is not spent on a near tie
+// soon is not hoarded for a burst of trials later.
+func (s *Scheme) explore(d *Decision, k kind, n int, fresh bool) []int {
 	if s.share == 0 {
 		return nil
 	}
 	pbest := d.Estimates[d.Best].Total
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.trialing {
-		return nil
-	}
 	var out []int
 	for i, e := range d.Estimates {
 		switch {
-		case i == 0 || i == d.Best || e.Encode+e.Decode >= pbest:
+		case !fresh || s.trialing || i == 0 || i == d.Best || e.Encode+e.Decode >= pbest:
 		case !e.Known:
 			if e.Encode <= pbest && s.models.firstTry(s.cands[i].spec, k, n) {
 				out = append(out, i)
@@ -249,20 +277,9 @@ func (s *Scheme) plan(d *Decision, k kind, n int) []int {
 			out = append(out, i)
 		}
 	}
-	s.trialing = len(out) > 0
+	s.trialing = s.trialing || len(out) > 0
+	s.tokens = min(s.tokens+time.Duration(float64(pbest)*s.share), max(pbest, s.tokens))
 	return out
-}
-
-// spend adds an element's share of its predicted time to the budget,
-// which holds at most one such element's time: what is not spent on a
-// near tie soon is not hoarded for a burst of trials later.
-func (s *Scheme) spend(total time.Duration) {
-	if s.share == 0 {
-		return
-	}
-	s.mu.Lock()
-	s.tokens = min(s.tokens+time.Duration(float64(total)*s.share), max(total, s.tokens))
-	s.mu.Unlock()
 }
 
 func (s *Scheme) endTrials(trials []int) {
@@ -276,7 +293,7 @@ func (s *Scheme) endTrials(trials []int) {
 // encodeWith encodes e with c, timed, and learns what it did; a size far
 // from its estimate est has the decision for elements like e made afresh.
 // A codec that fails on the input learns nothing.
-func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, rest, est int) (message.Element, time.Duration, error) {
+func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, key cacheKey, est int) (message.Element, time.Duration, error) {
 	t0 := s.clock.Now()
 	enc, err := c.enc.EncodeElement(e)
 	dt := s.clock.Now().Sub(t0)
@@ -285,7 +302,7 @@ func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, rest, est in
 	}
 	s.models.recordEncode(c.spec, k, len(e.Data), len(enc.Data), dt)
 	if surprising(len(enc.Data), est) {
-		s.forget(e.MIME, len(e.Data), rest)
+		s.forget(key)
 	}
 	return enc, dt, nil
 }
@@ -293,14 +310,14 @@ func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, rest, est in
 // trial encodes e with the candidates at idx in the background, off the
 // path of the message, and learns what they do. It works on its own copy
 // of the data, which the caller may reuse once sent.
-func (s *Scheme) trial(e message.Element, k kind, rest int, idx []int, ests []Estimate) {
+func (s *Scheme) trial(e message.Element, k kind, key cacheKey, idx []int, ests []Estimate) {
 	e.Data = bytes.Clone(e.Data)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.endTrials(idx)
 		for _, i := range idx {
-			s.encodeWith(s.cands[i], e, k, rest, ests[i].Size)
+			s.encodeWith(s.cands[i], e, k, key, ests[i].Size)
 		}
 	}()
 }

@@ -29,7 +29,7 @@ func ExampleScheme_Decide() {
 	} {
 		s, _ := adaptive.New([]encoding.Codec{gz}, adaptive.WithModels(models), adaptive.WithPeer(staticPeer(p)))
 		d := s.Decide(e)
-		fmt.Printf("%.0f MB/s: %s\n", p.Bandwidth/1e6, d.Choice())
+		fmt.Printf("%.0f MB/s: %s\n", p.Bandwidth/1e6, d.Sent.Spec)
 	}
 	// Output:
 	// 125 MB/s: identity

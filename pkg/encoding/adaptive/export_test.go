@@ -21,6 +21,9 @@ func (m *Models) TeachDecode(codec string, n, in int, d time.Duration) {
 
 var ParseModels = parseModels
 
+// MarshalBinary is the form Save writes.
+func (m *Models) MarshalBinary() ([]byte, error) { return m.marshal() }
+
 // KindOf is the kind of e, as a Decision names it.
 func KindOf(e message.Element) string { return classify(e).String() }
 
@@ -30,6 +33,8 @@ type Clock = clock
 const Identity = identity
 
 var WithClock = withClock
+
+var WithExploration = withExploration
 
 // TimeDecodesWith is TimeDecodes with a test clock.
 func (m *Models) TimeDecodesWith(cl Clock) encoding.Option { return m.timeDecodes(cl) }

@@ -46,16 +46,13 @@ func classOf(data []byte) uint8 {
 		half, mid := sampleSize/2, len(data)/2
 		sample = append(append(make([]byte, 0, sampleSize), data[:half]...), data[mid:mid+half]...)
 	}
-	est := compress.Estimate(sample)
-	switch {
-	case est < 0.1:
-		return 0
-	case est < 0.3:
-		return 1
-	case est < 0.5:
-		return 2
+	est, class := compress.Estimate(sample), uint8(0)
+	for _, bound := range [numClasses - 1]float64{0.1, 0.3, 0.5} { // numClasses' bounds
+		if est >= bound {
+			class++
+		}
 	}
-	return 3
+	return class
 }
 
 func mediaType(s string) string {

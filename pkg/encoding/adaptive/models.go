@@ -22,7 +22,7 @@ import (
 type Models struct {
 	mu     sync.Mutex
 	codecs map[string]*codecStats // by spec, "zstd:3"
-	decode map[string]*curve      // by codec name: decode time by decoded size
+	own    Profile                // this node's decode times, under mu (Profile copies them)
 	// tried remembers the first-sight trials made (not persisted: a
 	// restarted node may look once more).
 	tried map[trialKey]bool
@@ -46,7 +46,7 @@ type codecStats struct {
 
 // NewModels returns empty models.
 func NewModels() *Models {
-	return &Models{codecs: map[string]*codecStats{}, decode: map[string]*curve{}, tried: map[trialKey]bool{}}
+	return &Models{codecs: map[string]*codecStats{}, own: Profile{dec: map[string]*curve{}}, tried: map[trialKey]bool{}}
 }
 
 // stats is spec's stats, new if need be; beyond maxCodecs specs, new ones
@@ -69,11 +69,13 @@ func (m *Models) recordEncode(spec string, k kind, n, out int, d time.Duration) 
 	defer m.mu.Unlock()
 	s := m.stats(spec)
 	kc := s.Size[k]
-	if kc == nil {
+	if kc == nil && len(s.Size) < maxKinds { // beyond, the class's curve serves
 		kc = new(curve)
 		s.Size[k] = kc
 	}
-	kc.add(n, float64(out), false)
+	if kc != nil {
+		kc.add(n, float64(out), false)
+	}
 	s.Class[k.class].add(n, float64(out), false)
 	s.Enc[k.class].add(n, float64(d), true)
 }
@@ -86,13 +88,13 @@ func (m *Models) recordDecode(codec string, n int, d time.Duration) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.decode[codec]
+	s := m.own.dec[codec]
 	if s == nil {
-		if len(m.decode) >= maxCodecs {
+		if len(m.own.dec) >= maxCodecs {
 			return
 		}
 		s = new(curve)
-		m.decode[codec] = s
+		m.own.dec[codec] = s
 	}
 	s.add(n, float64(d), true)
 }
@@ -101,8 +103,8 @@ func (m *Models) recordDecode(codec string, n int, d time.Duration) {
 func (m *Models) Profile() *Profile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := &Profile{dec: make(map[string]*curve, len(m.decode))}
-	for name, s := range m.decode {
+	p := &Profile{dec: make(map[string]*curve, len(m.own.dec))}
+	for name, s := range m.own.dec {
 		c := *s
 		p.dec[name] = &c
 	}
@@ -115,7 +117,7 @@ func (m *Models) knows(spec, name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.codecs[spec]
-	if s == nil || m.decode[name] == nil {
+	if s == nil || m.own.dec[name] == nil {
 		return false
 	}
 	for i := range s.Enc {
@@ -209,15 +211,6 @@ type timedCodec struct {
 	clock  clock
 }
 
-// Kind is the timed codec's kind, so that nesting rules see through the
-// timing.
-func (t *timedCodec) Kind() encoding.Kind {
-	if k, ok := t.Codec.(interface{ Kind() encoding.Kind }); ok {
-		return k.Kind()
-	}
-	return encoding.KindOther
-}
-
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := t.clock.Now()
 	out, err := t.Codec.Decode(dst, src, p, b, max)
@@ -250,14 +243,14 @@ var calibrationSamples = sync.OnceValue(func() [][]byte {
 	return out
 })
 
-// calibrate measures each codec on the built-in samples: unless
-// decodeOnly, size and encode time go into the class-level curves of the
-// samples' class; the decode time goes into this node's profile. Each is
+// calibrate measures each codec on the built-in samples: size and encode
+// time go into the class-level curves of the samples' class, the decode
+// time into this node's profile. Each is
 // the faster of two runs after a warm-up (pools, tables), so that one
 // descheduled run does not stand; a codec that takes more than
 // calibrationBudget on a sample is extrapolated beyond it, and one that
 // fails on the samples (a key is missing) is skipped.
-func (m *Models) calibrate(codecs []encoding.Codec, clock clock, decodeOnly bool) {
+func (m *Models) calibrate(codecs []encoding.Codec, clock clock) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
 		for _, doc := range calibrationSamples() {
@@ -278,14 +271,12 @@ func (m *Models) calibrate(codecs []encoding.Codec, clock clock, decodeOnly bool
 				break
 			}
 			m.recordDecode(c.Name(), len(doc), dec)
-			if !decodeOnly {
-				k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
-				m.mu.Lock()
-				s := m.stats(specOf(c))
-				s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
-				s.Enc[k.class].add(len(doc), float64(dt), true)
-				m.mu.Unlock()
-			}
+			k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
+			m.mu.Lock()
+			s := m.stats(specOf(c))
+			s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
+			s.Enc[k.class].add(len(doc), float64(dt), true)
+			m.mu.Unlock()
 			if dt > calibrationBudget {
 				break
 			}
@@ -302,20 +293,20 @@ const calibrationBudget = 5 * time.Millisecond
 // measures the payload alone.
 const headerEstimate = 32
 
-// CalibrateDecode measures decoding with every codec of reg that nothing
-// is known of yet on the built-in samples, so that this node's profile
-// covers them before it has received any.
+// CalibrateDecode measures every codec of reg that nothing is known of
+// yet on the built-in samples, so that this node's profile covers them
+// before it has received any (and its encodes are known when it sends).
 func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 	var todo []encoding.Codec
 	for _, name := range reg.Names() {
 		m.mu.Lock()
-		known := m.decode[name] != nil
+		known := m.own.dec[name] != nil
 		m.mu.Unlock()
 		if c, err := reg.Lookup(name); err == nil && !known {
 			todo = append(todo, c)
 		}
 	}
-	m.calibrate(todo, systemClock{}, true)
+	m.calibrate(todo, systemClock{})
 }
 
 // fastest runs f three times, the first as a warm-up, and returns the

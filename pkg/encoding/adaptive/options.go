@@ -18,7 +18,7 @@ type config struct {
 	trace   func(Decision)
 }
 
-// defaultShare is WithExploration's default: a hundredth of the traffic's
+// defaultShare is the exploration share: a hundredth of the traffic's
 // predicted time goes to learning, a cost no user would notice.
 const defaultShare = 0.01
 
@@ -73,10 +73,10 @@ func withClock(cl clock) Option {
 	}
 }
 
-// WithExploration sets the share, 0 to 1, of each element's predicted
-// time that is added to the budget of trial encodes (see the package
-// doc); 0 turns trials off. Default 0.01.
-func WithExploration(share float64) Option {
+// withExploration sets the share, 0 to 1, of each element's predicted
+// time that is added to the budget of trial encodes; 0 turns trials off
+// (tests). Default: defaultShare.
+func withExploration(share float64) Option {
 	return func(c *config) error {
 		if share < 0 || share > 1 {
 			return fmt.Errorf("%w: exploration share %g", encoding.ErrBadOption, share)

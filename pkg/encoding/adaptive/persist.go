@@ -17,13 +17,14 @@ import (
 // including a models file of another version.
 var ErrCorrupt = errors.New("adaptive: corrupt data")
 
-// The models file and the profile are JSON with a version. Models files
-// of version 1 (binary, "P2AM\x01") held what the lab's grid needed and
-// are refused; the CLI then starts from empty models and saves over them.
+// The models file and the profile are one JSON form with a version; a
+// profile has no codecs. Models files of version 1 (binary, "P2AM\x01")
+// held what the lab's grid needed and are refused; the CLI then starts
+// from empty models and saves over them.
 const formatVersion = 2
 
-// Bounds of the formats, checked when reading: a file or profile is at
-// most its maximum size, holds at most maxCodecs codecs (or decoders) and
+// Bounds of the form, checked when reading: a file or profile is at most
+// its maximum size, holds at most maxCodecs codecs (or decoders) and
 // maxKinds kinds per codec, names of at most maxString bytes, and values
 // a measurement can give.
 const (
@@ -34,12 +35,68 @@ const (
 	maxSizeLog    = 40 // centroids above 1 TiB are nonsense
 )
 
-// modelsFile is the models' JSON form.
-type modelsFile struct {
+// form is the JSON of the models and of a profile.
+type form struct {
 	Version int                    `json:"version"`
-	Codecs  map[string]*codecStats `json:"codecs"`
-	Decode  map[string]*curve      `json:"decode"`
+	Codecs  map[string]*codecStats `json:"codecs,omitempty"` // by spec
+	Decode  map[string]*curve      `json:"decode"`           // by codec name
 }
+
+// marshal returns f's JSON at the format's version, of at most limit bytes.
+func (f form) marshal(what string, limit int) ([]byte, error) {
+	f.Version = formatVersion
+	b, err := json.Marshal(f)
+	if err == nil && len(b) > limit {
+		err = fmt.Errorf("%s of %d bytes exceeds %d", what, len(b), limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("adaptive: %w", err)
+	}
+	return b, nil
+}
+
+// parseForm reads what marshal wrote within the form's bounds; its maps
+// are never nil. Errors wrap ErrCorrupt.
+func parseForm(b []byte, what string, limit int) (form, error) {
+	var f form
+	if strings.HasPrefix(string(b), "P2AM") {
+		return f, fmt.Errorf("%w: a binary %s of version 1; this p2pmsg reads version %d", ErrCorrupt, what, formatVersion)
+	}
+	if len(b) > limit {
+		return f, fmt.Errorf("%w: %d bytes, limit %d", ErrCorrupt, len(b), limit)
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if f.Version != formatVersion {
+		return f, fmt.Errorf("%w: %s of version %d; this p2pmsg reads version %d", ErrCorrupt, what, f.Version, formatVersion)
+	}
+	if len(f.Codecs) > maxCodecs || len(f.Decode) > maxCodecs {
+		return f, fmt.Errorf("%w: %s beyond its bounds", ErrCorrupt, what)
+	}
+	for spec, s := range f.Codecs {
+		if badName(spec) || s == nil || len(s.Size) > maxKinds {
+			return f, fmt.Errorf("%w: codec %q", ErrCorrupt, spec)
+		}
+		if s.Size == nil {
+			s.Size = map[kind]*curve{}
+		}
+	}
+	for name, c := range f.Decode {
+		if badName(name) || c == nil {
+			return f, fmt.Errorf("%w: decoder %q", ErrCorrupt, name)
+		}
+	}
+	if f.Codecs == nil {
+		f.Codecs = map[string]*codecStats{}
+	}
+	if f.Decode == nil {
+		f.Decode = map[string]*curve{}
+	}
+	return f, nil
+}
+
+func badName(s string) bool { return s == "" || len(s) > maxString }
 
 // Load reads models saved by Save. A missing file gives empty models and
 // no error (a node's first start); a file that cannot be parsed, or of
@@ -64,10 +121,21 @@ func Load(path string) (*Models, error) {
 	return m, nil
 }
 
+// parseModels reads the form Save writes.
+func parseModels(b []byte) (*Models, error) {
+	f, err := parseForm(b, "models", maxModelsSize)
+	if err != nil {
+		return nil, err
+	}
+	m := NewModels()
+	m.codecs, m.own.dec = f.Codecs, f.Decode
+	return m, nil
+}
+
 // Save writes the models to path atomically (a temporary file in the same
 // directory, then a rename), creating the directory if needed.
 func (m *Models) Save(path string) error {
-	b, err := m.MarshalBinary()
+	b, err := m.marshal()
 	if err != nil {
 		return err
 	}
@@ -79,95 +147,22 @@ func (m *Models) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("adaptive: %w", err)
 	}
-	_, werr := f.Write(b)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("adaptive: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("adaptive: %w", err)
-	}
-	return nil
-}
-
-// MarshalBinary returns the models' form that Save writes.
-func (m *Models) MarshalBinary() ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, err := json.Marshal(modelsFile{Version: formatVersion, Codecs: m.codecs, Decode: m.decode})
-	if err == nil && len(b) > maxModelsSize {
-		err = fmt.Errorf("models of %d bytes exceed %d", len(b), maxModelsSize)
+	_, err = f.Write(b)
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("adaptive: %w", err)
-	}
-	return b, nil
-}
-
-// parseModels reads the form of MarshalBinary within the formats' bounds.
-func parseModels(b []byte) (*Models, error) {
-	if strings.HasPrefix(string(b), "P2AM") {
-		return nil, fmt.Errorf("%w: a binary models file of version 1; this p2pmsg reads version %d", ErrCorrupt, formatVersion)
-	}
-	var f modelsFile
-	if err := decodeJSON(b, maxModelsSize, &f); err != nil {
-		return nil, err
-	}
-	if f.Version != formatVersion {
-		return nil, fmt.Errorf("%w: models of version %d; this p2pmsg reads version %d", ErrCorrupt, f.Version, formatVersion)
-	}
-	if len(f.Codecs) > maxCodecs || badNames(f.Codecs) {
-		return nil, fmt.Errorf("%w: models beyond their bounds", ErrCorrupt)
-	}
-	if err := checkDecode(f.Decode); err != nil {
-		return nil, err
-	}
-	m := NewModels()
-	for spec, s := range f.Codecs {
-		if s == nil || len(s.Size) > maxKinds {
-			return nil, fmt.Errorf("%w: codec %q", ErrCorrupt, spec)
-		}
-		if s.Size == nil {
-			s.Size = map[kind]*curve{}
-		}
-		m.codecs[spec] = s
-	}
-	if f.Decode != nil {
-		m.decode = f.Decode
-	}
-	return m, nil
-}
-
-func decodeJSON(b []byte, limit int, v any) error {
-	if len(b) > limit {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrCorrupt, len(b), limit)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		os.Remove(f.Name())
+		return fmt.Errorf("adaptive: %w", err)
 	}
 	return nil
 }
 
-func badNames[V any](m map[string]V) bool {
-	for k := range m {
-		if k == "" || len(k) > maxString {
-			return true
-		}
-	}
-	return false
-}
-
-func checkDecode(d map[string]*curve) error {
-	if len(d) > maxCodecs || badNames(d) {
-		return fmt.Errorf("%w: decoders beyond their bounds", ErrCorrupt)
-	}
-	for name, s := range d {
-		if s == nil {
-			return fmt.Errorf("%w: decoder %q", ErrCorrupt, name)
-		}
-	}
-	return nil
+// marshal returns the models' form that Save writes.
+func (m *Models) marshal() ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return form{Codecs: m.codecs, Decode: m.own.dec}.marshal("models", maxModelsSize)
 }
 
 // A curve is written as its populated buckets in increasing order, each

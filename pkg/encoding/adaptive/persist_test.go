@@ -219,3 +219,46 @@ func manyCodecs(n int) string {
 	b.WriteString("}}")
 	return b.String()
 }
+
+// Models files and profiles written before the models and the profile
+// shared one reader read the same and write back byte for byte.
+func TestFormatVersion2Files(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "models-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := adaptive.Load(filepath.Join("testdata", "models-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := m.MarshalBinary(); !bytes.Equal(out, b) {
+		t.Fatalf("models came back as\n%s\nwant\n%s", out, b)
+	}
+	b, err = os.ReadFile(filepath.Join("testdata", "profile-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p adaptive.Profile
+	if err := p.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := p.MarshalBinary(); !bytes.Equal(out, b) {
+		t.Fatalf("profile came back as\n%s\nwant\n%s", out, b)
+	}
+}
+
+// Models that saw more media types than a file holds kinds per codec
+// still save a file that loads.
+func TestModelsOfManyKindsLoad(t *testing.T) {
+	m := adaptive.NewModels()
+	for i := range 1100 {
+		m.Teach("fast:1", message.Element{MIME: fmt.Sprintf("text/x-%d", i), Data: periodic(1000)}, 300, time.Microsecond)
+	}
+	file := filepath.Join(t.TempDir(), "models.json")
+	if err := m.Save(file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adaptive.Load(file); err != nil {
+		t.Fatal(err)
+	}
+}

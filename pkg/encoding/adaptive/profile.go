@@ -1,8 +1,6 @@
 package adaptive
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -22,26 +20,13 @@ type Profile struct {
 // MaxProfileSize bounds a profile's binary form.
 const MaxProfileSize = 64 << 10
 
-type profileFile struct {
-	Version int               `json:"version"`
-	Decode  map[string]*curve `json:"decode"`
-}
-
 // decodeTime predicts the profile's node's decode time into n bytes with
 // codec; false when the profile knows nothing of it.
 func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
-	if p == nil {
+	if p == nil || p.dec[codec] == nil {
 		return 0, false
 	}
-	return decodeAt(p.dec[codec], n)
-}
-
-// decodeAt reads a decode-time curve at n bytes, if there is one.
-func decodeAt(c *curve, n int) (time.Duration, bool) {
-	if c == nil {
-		return 0, false
-	}
-	l := c.at(n, false)
+	l := p.dec[codec].at(n, false)
 	return time.Duration(l.y), l.ok
 }
 
@@ -56,14 +41,7 @@ func (p *Profile) Codecs() []string {
 // MarshalBinary returns the profile's form: JSON of the format's version
 // and, per codec, its curve.
 func (p *Profile) MarshalBinary() ([]byte, error) {
-	b, err := json.Marshal(profileFile{Version: formatVersion, Decode: p.dec})
-	if err == nil && len(b) > MaxProfileSize {
-		err = fmt.Errorf("profile of %d bytes exceeds %d", len(b), MaxProfileSize)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("adaptive: %w", err)
-	}
-	return b, nil
+	return form{Decode: p.dec}.marshal("profile", MaxProfileSize)
 }
 
 // UnmarshalBinary reads a profile's form into p. It refuses input longer
@@ -71,19 +49,9 @@ func (p *Profile) MarshalBinary() ([]byte, error) {
 // names longer than 256 bytes, and curves that are out of order or hold
 // values no measurement gives; errors wrap ErrCorrupt.
 func (p *Profile) UnmarshalBinary(b []byte) error {
-	var f profileFile
-	if err := decodeJSON(b, MaxProfileSize, &f); err != nil {
-		return err
+	f, err := parseForm(b, "profile", MaxProfileSize)
+	if err == nil {
+		p.dec = f.Decode
 	}
-	if f.Version != formatVersion {
-		return fmt.Errorf("%w: profile of version %d", ErrCorrupt, f.Version)
-	}
-	if err := checkDecode(f.Decode); err != nil {
-		return err
-	}
-	if f.Decode == nil {
-		f.Decode = map[string]*curve{}
-	}
-	p.dec = f.Decode
-	return nil
+	return err
 }
