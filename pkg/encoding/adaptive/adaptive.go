@@ -34,9 +34,10 @@
 //
 // A decision is reused for up to 16 elements of the same media type and
 // size (and message size), while the receiver's profile is the same and
-// the path has not moved by a quarter: deciding afresh classifies a sample and reads every
-// candidate's curves, which on a fast path costs a fair share of what the
-// choice saves (BenchmarkEncodeReused). docs/adaptive.md tells more.
+// the path has not moved by a quarter: deciding afresh classifies a
+// sample and reads every candidate's curves, which on a fast path costs a
+// fair share of what the choice saves (BenchmarkEncodeReused).
+// docs/adaptive.md tells more.
 package adaptive
 
 import (
