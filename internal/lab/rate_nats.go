@@ -74,7 +74,7 @@ func openNATSRig(peers int, sink *rateSink) (rateRig, error) {
 }
 
 func (r *natsRig) sender(int) (rateSend, error) { return natsSend{r}, nil }
-func (r *natsRig) copies() int                   { return 1 }
+func (r *natsRig) copies() int                  { return 1 }
 
 func (r *natsRig) close() error {
 	var errs []error
