@@ -606,19 +606,14 @@ func TestSendWaitHonoursCtx(t *testing.T) {
 	}
 }
 
-// TestSlowFramesCut: slow-loris peers claim frames that take the whole
-// memory budget, then trickle their bodies fast enough for each 64 KiB to
-// beat the frame timeout but below MinFrameRate. They are cut and
-// counted, and an honest peer's message, which waited for the budget,
-// gets through.
-func TestSlowFramesCut(t *testing.T) {
-	// Each 64 KiB may take 4 s (16 KiB/s); the slow peers send 32 KiB/s:
-	// 64 MiB would take half an hour.
-	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(4*time.Second))
+// slowClaims dials n raw peers that each claim a 64 MiB frame and trickle
+// its body, chunk bytes every period, and waits until their claims hold
+// all of tg's 128 MiB budget.
+func slowClaims(t *testing.T, tg *target, n, chunk int, period time.Duration) []*rawPeer {
+	t.Helper()
 	var trickling sync.WaitGroup
 	t.Cleanup(trickling.Wait) // after the raw peers' connections close
-	const slow = 2
-	peers := make([]*rawPeer, slow)
+	peers := make([]*rawPeer, n)
 	for i := range peers {
 		p := dialRaw(t, tg)
 		p.welcome(t, otherIdent)
@@ -629,10 +624,10 @@ func TestSlowFramesCut(t *testing.T) {
 		go func() {
 			defer trickling.Done()
 			for {
-				if _, err := p.Write(make([]byte, 16<<10)); err != nil {
+				if _, err := p.Write(make([]byte, chunk)); err != nil {
 					return
 				}
-				time.Sleep(500 * time.Millisecond)
+				time.Sleep(period)
 			}
 		}()
 		peers[i] = p
@@ -642,22 +637,18 @@ func TestSlowFramesCut(t *testing.T) {
 		used := tg.budget.used
 		tg.budget.mu.Unlock()
 		if used == 128<<20 {
-			break
+			return peers
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
 		}
 	}
-	// The floor cuts them with no other frame waiting (one waiting would
-	// shed them sooner: TestSlowHoldersShed).
-	for deadline := time.Now().Add(time.Minute); tg.Stats().SlowFrames < slow; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%+v a minute later, want %d slow frames cut", tg.Stats(), slow)
-		}
-	}
-	for _, p := range peers {
-		p.closed(t)
-	}
+}
+
+// sendHonest sends a signed message from a new raw peer and checks that
+// it is delivered.
+func sendHonest(t *testing.T, tg *target) {
+	t.Helper()
 	honest := dialRaw(t, tg)
 	honest.welcome(t, otherIdent)
 	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
@@ -666,6 +657,29 @@ func TestSlowFramesCut(t *testing.T) {
 	if in := tg.next(t); in.Service != "StudySvc" {
 		t.Fatalf("%+v", in)
 	}
+}
+
+// TestSlowFramesCut: slow-loris peers claim frames that take the whole
+// memory budget, then trickle their bodies fast enough for each 64 KiB to
+// beat the frame timeout but below MinFrameRate. They are cut and
+// counted with no other frame waiting (one waiting would shed them
+// sooner: TestSlowHoldersShed), and an honest peer's message gets
+// through.
+func TestSlowFramesCut(t *testing.T) {
+	// Each 64 KiB may take 4 s (16 KiB/s); the slow peers send 32 KiB/s:
+	// 64 MiB would take half an hour.
+	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(4*time.Second))
+	const slow = 2
+	peers := slowClaims(t, tg, slow, 16<<10, 500*time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); tg.Stats().SlowFrames < slow; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v a minute later, want %d slow frames cut", tg.Stats(), slow)
+		}
+	}
+	for _, p := range peers {
+		p.closed(t)
+	}
+	sendHonest(t, tg)
 	if s := tg.Stats(); s.SlowFrames != slow || s.Refused != slow || s.Shed != 0 {
 		t.Fatalf("%+v, want %d slow frames refused", s, slow)
 	}
@@ -678,47 +692,8 @@ func TestSlowFramesCut(t *testing.T) {
 // 128 KiB/s, over 8 minutes.
 func TestSlowHoldersShed(t *testing.T) {
 	tg := newTarget(t, WithMaxMessageSize(64<<20), WithMemoryBudget(128<<20), WithFrameTimeout(2*time.Second))
-	var trickling sync.WaitGroup
-	t.Cleanup(trickling.Wait) // after the raw peers' connections close
-	const slow = 2
-	peers := make([]*rawPeer, slow)
-	for i := range peers {
-		p := dialRaw(t, tg)
-		p.welcome(t, otherIdent)
-		if _, err := p.Write(appendFrameHeader(nil, 64<<20)); err != nil {
-			t.Fatal(err)
-		}
-		trickling.Add(1)
-		go func() {
-			defer trickling.Done()
-			for {
-				if _, err := p.Write(make([]byte, 32<<10)); err != nil {
-					return
-				}
-				time.Sleep(250 * time.Millisecond)
-			}
-		}()
-		peers[i] = p
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		tg.budget.mu.Lock()
-		used := tg.budget.used
-		tg.budget.mu.Unlock()
-		if used == 128<<20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow frames hold %d bytes of the budget a minute later", used)
-		}
-	}
-	honest := dialRaw(t, tg)
-	honest.welcome(t, otherIdent)
-	if _, err := honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", "honest"))); err != nil {
-		t.Fatal(err)
-	}
-	if in := tg.next(t); in.Service != "StudySvc" {
-		t.Fatalf("%+v", in)
-	}
+	peers := slowClaims(t, tg, 2, 32<<10, 250*time.Millisecond)
+	sendHonest(t, tg)
 	s := tg.Stats()
 	if s.Shed != 1 || s.SlowFrames != 0 || s.Refused != 1 {
 		t.Fatalf("%+v, want one slow holder shed (one is room enough)", s)
