@@ -734,11 +734,13 @@ func (c *conn) read() {
 		// this end's stall.
 		body, err := c.readBody(cl)
 		if err != nil {
+			// Counted before the budget frees, so that whoever it lets
+			// through sees the refusal in Stats.
 			if t.budget.wasShed(cl) {
 				t.stats.shed.Add(1)
 			}
-			t.budget.release(cl)
 			t.stats.refused.Add(1)
+			t.budget.release(cl)
 			c.close(err)
 			return
 		}
