@@ -421,7 +421,7 @@ func TestLabSwarmJSON(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("lab swarm: %s", r.stderr)
 	}
-	for _, row := range jsonRows(t, r.stdout, 2, "case", "peers", "expected", "delivered", "duplicates", "p50_ns", "p99_ns", "max_ns", "failures", "bytes_per_delivery", "rss_bytes_per_peer") {
+	for _, row := range jsonRows(t, r.stdout, 2, "case", "peers", "expected", "delivered", "duplicates", "p50_ns", "p99_ns", "max_ns", "failures", "bytes_per_delivery", "rss_bytes_per_peer", "pss_bytes_per_peer") {
 		if row["delivered"] != row["expected"] {
 			t.Errorf("incomplete: %v", row)
 		}

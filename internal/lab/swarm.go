@@ -101,7 +101,13 @@ type SwarmResult struct {
 	// RSSPerPeer is the process's resident memory over its start, per
 	// peer, when the case ended; GoroutinesPerPeer and ConnsPerPeer are
 	// the same for goroutines and open connections.
-	RSSPerPeer        int64   `json:"rss_bytes_per_peer"`
+	RSSPerPeer int64 `json:"rss_bytes_per_peer"`
+	// PSSPerPeer is the same for the proportional set size, in which a
+	// page k processes share counts 1/k: the memory a peer adds when
+	// many run as processes of one binary, whose code (some 30 MB of
+	// p2pmsg's RSS) they share. In one process it is RSSPerPeer within
+	// a page or two.
+	PSSPerPeer        int64   `json:"pss_bytes_per_peer"`
 	GoroutinesPerPeer float64 `json:"goroutines_per_peer"`
 	ConnsPerPeer      float64 `json:"conns_per_peer"`
 	// GossipDropped sums, over the peers present at the end, what their
@@ -269,22 +275,34 @@ type swarm struct {
 }
 
 type usage struct {
-	rss        int64
+	rss, pss   int64
 	goroutines int
 }
 
 func measureUsage() usage {
-	return usage{rss: rssBytes(), goroutines: runtime.NumGoroutine()}
+	return usage{rss: rssBytes(), pss: pssBytes(), goroutines: runtime.NumGoroutine()}
+}
+
+// pssBytes is the process's proportional set size, 0 where
+// /proc/self/smaps_rollup (Linux 4.14) is missing.
+func pssBytes() int64 {
+	return procKB("/proc/self/smaps_rollup", "Pss:")
 }
 
 // rssBytes is the process's resident set, 0 where /proc is missing.
 func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	return procKB("/proc/self/status", "VmRSS:")
+}
+
+// procKB reads the "key  n kB" line of a /proc file, in bytes; 0 when
+// there is none.
+func procKB(path, key string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err == nil {
 				return kb << 10
@@ -456,6 +474,7 @@ func (s *swarm) cost(r *SwarmResult) {
 		r.GossipDropped += st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
 	}
 	r.RSSPerPeer = max(0, now.rss-s.base.rss) / int64(len(peers))
+	r.PSSPerPeer = max(0, now.pss-s.base.pss) / int64(len(peers))
 	r.GoroutinesPerPeer = float64(now.goroutines-s.base.goroutines) / float64(len(peers))
 	r.ConnsPerPeer = float64(conns) / float64(len(peers))
 }

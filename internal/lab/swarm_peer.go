@@ -38,7 +38,7 @@ type SwarmCoordinator interface {
 type peerTally struct {
 	Expected, Delivered, Duplicates, Failures int
 	Latencies, Resolves                       []time.Duration
-	RSS                                       int64
+	RSS, PSS                                  int64
 	Goroutines, Conns                         int
 	BytesOut                                  int64
 	Circuits                                  int // relay: relayed connections to this private peer
@@ -188,7 +188,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	t.Conns = len(p.n.Host().Network().Conns())
 	if cfg.base == nil || seq == 1 {
 		// A process of its own, or peer 1 for a process of many peers.
-		t.RSS, t.Goroutines = rssBytes(), runtime.NumGoroutine()
+		t.RSS, t.PSS, t.Goroutines = rssBytes(), pssBytes(), runtime.NumGoroutine()
 	}
 	st := p.ps.Stats()
 	t.GossipDropped = st.PropagateOutboundDropped + st.PropagateInboundDropped + st.PropagateUndelivered
@@ -224,6 +224,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		resolves = append(resolves, pt.Resolves...)
 		if cfg.base == nil {
 			r.RSSPerPeer += pt.RSS / int64(len(tallies))
+			r.PSSPerPeer += pt.PSS / int64(len(tallies))
 			r.GoroutinesPerPeer += float64(pt.Goroutines) / float64(len(tallies))
 		}
 		r.ConnsPerPeer += float64(pt.Conns) / float64(len(tallies))
@@ -247,6 +248,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	if b := cfg.base; b != nil {
 		// All peers in this process, measured by peer 1 while all were up.
 		r.RSSPerPeer = max(0, t.RSS-b.rss) / int64(len(tallies))
+		r.PSSPerPeer = max(0, t.PSS-b.pss) / int64(len(tallies))
 		r.GoroutinesPerPeer = float64(t.Goroutines-b.goroutines) / float64(len(tallies))
 	}
 	fillLatency(r)

@@ -50,10 +50,10 @@ func WriteSwarmMarkdown(w io.Writer, results []SwarmResult) error {
 				r.Accepted, r.UnicastDelivered, r.Reported, r.Lost)
 		}
 	}
-	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | goroutines per peer | connections per peer |")
-	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|")
+	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | PSS per peer | goroutines per peer | connections per peer |")
+	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		fmt.Fprintf(bw, "| %s | %d | %.1f MB | %.0f | %.1f |\n", r.Case, r.Peers, float64(r.RSSPerPeer)/1e6, r.GoroutinesPerPeer, r.ConnsPerPeer)
+		fmt.Fprintf(bw, "| %s | %d | %.1f MB | %.1f MB | %.0f | %.1f |\n", r.Case, r.Peers, float64(r.RSSPerPeer)/1e6, float64(r.PSSPerPeer)/1e6, r.GoroutinesPerPeer, r.ConnsPerPeer)
 	}
 	return bw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,31 @@ func TestQuantile(t *testing.T) {
 func brief(r SwarmResult) string {
 	r.Latencies = nil
 	return fmt.Sprintf("%+v", r)
+}
+
+// TestProcKB reads the /proc lines the per-peer cost comes from.
+func TestProcKB(t *testing.T) {
+	dir := t.TempDir()
+	f := dir + "/smaps_rollup"
+	if err := os.WriteFile(f, []byte("557168512000-7fff03175000 ---p 00000000 00:00 0  [rollup]\nRss:                1700 kB\nPss:                 824 kB\nPss_Anon:            112 kB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, key string
+		want      int64
+	}{
+		{f, "Pss:", 824 << 10},
+		{f, "Rss:", 1700 << 10},
+		{f, "Swap:", 0},
+		{dir + "/none", "Pss:", 0},
+	} {
+		if got := procKB(tc.path, tc.key); got != tc.want {
+			t.Errorf("procKB(%s, %q) = %d, want %d", tc.path, tc.key, got, tc.want)
+		}
+	}
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err == nil {
+		if p, r := pssBytes(), rssBytes(); p <= 0 || p > 2*r {
+			t.Errorf("this process: PSS %d, RSS %d", p, r)
+		}
+	}
 }
