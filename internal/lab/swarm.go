@@ -94,6 +94,10 @@ type SwarmResult struct {
 	// Failures counts sending calls that failed (and, for resolve and
 	// relay, pipes that could not be resolved or reached).
 	Failures int `json:"failures"`
+	// FirstFailure is the error of the first failure a peer reported
+	// (the peer with the lowest Seq among those that failed), so that a
+	// failed check says why.
+	FirstFailure string `json:"first_failure,omitempty"`
 	// BytesPerDelivery is what all peers wrote on their libp2p streams
 	// during the run (every protocol: gossip, DHT, identify), per
 	// delivered message.
@@ -682,7 +686,11 @@ func (r SwarmResult) Complete() error {
 		short = append(short, fmt.Sprintf("%d of %d delivered", r.Delivered, r.Expected))
 	}
 	if r.Failures > 0 {
-		short = append(short, fmt.Sprintf("%d failures", r.Failures))
+		f := fmt.Sprintf("%d failures", r.Failures)
+		if r.FirstFailure != "" {
+			f += " (first: " + r.FirstFailure + ")"
+		}
+		short = append(short, f)
 	}
 	if r.Lost > 0 {
 		short = append(short, fmt.Sprintf("%d messages lost without an error", r.Lost))

@@ -95,16 +95,16 @@ func (pr *propagateRun) member(p *swarmPeer) error {
 }
 
 // publish sends cfg.Rate messages a second, spread over the publishers,
-// for cfg.Duration, and returns the messages published and the failures.
-func (pr *propagateRun) publish(ctx context.Context) ([]swarmMsg, int) {
+// for cfg.Duration, and returns the messages published and counts the
+// failures in t.
+func (pr *propagateRun) publish(ctx context.Context, t *peerTally) []swarmMsg {
 	cfg := pr.s.cfg
 	per := max(1, int(math.Round(cfg.Rate*cfg.Duration.Seconds()/float64(len(pr.pubs)))))
 	interval := time.Duration(float64(time.Second) * float64(len(pr.pubs)) / cfg.Rate)
 	var (
-		mu       sync.Mutex
-		sent     []swarmMsg
-		failures int
-		wg       sync.WaitGroup
+		mu   sync.Mutex
+		sent []swarmMsg
+		wg   sync.WaitGroup
 	)
 	for i, out := range pr.outs {
 		from := pr.pubs[i].idx
@@ -115,19 +115,19 @@ func (pr *propagateRun) publish(ctx context.Context) ([]swarmMsg, int) {
 			if sleepCtx(ctx, interval*time.Duration(i)/time.Duration(len(pr.outs))) != nil {
 				return
 			}
-			t := time.NewTicker(interval)
-			defer t.Stop()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
 			for seq := range per {
 				err := out.Send(ctx, swarmMessage(swarmPayload(cfg.Size, from, seq, kindData)))
 				mu.Lock()
 				if err != nil {
-					failures++
+					t.fail(fmt.Sprintf("propagate: peer %d's message %d: %v", from+1, seq, err))
 				} else {
 					sent = append(sent, swarmMsg{kind: kindData, from: from, seq: seq})
 				}
 				mu.Unlock()
 				select {
-				case <-t.C:
+				case <-tick.C:
 				case <-ctx.Done():
 					return
 				}
@@ -135,7 +135,7 @@ func (pr *propagateRun) publish(ctx context.Context) ([]swarmMsg, int) {
 		}()
 	}
 	wg.Wait()
-	return sent, failures
+	return sent
 }
 
 // drain waits until every receiver has every message, or swarmDrainWait.

@@ -37,6 +37,7 @@ type SwarmCoordinator interface {
 // peerTally is what each peer reports of a case.
 type peerTally struct {
 	Expected, Delivered, Duplicates, Failures int
+	FirstFailure                              string // the first failure's error
 	Latencies, Resolves                       []time.Duration
 	RSS, PSS                                  int64
 	Goroutines, Conns                         int
@@ -45,6 +46,14 @@ type peerTally struct {
 	// churn, from peer 1 only: the unicast accounting
 	Accepted, Reported, UnicastDelivered, Lost int
 	GossipDropped                              uint64
+}
+
+// fail counts a failure and keeps its description if it is the first.
+func (t *peerTally) fail(msg string) {
+	t.Failures++
+	if t.FirstFailure == "" {
+		t.FirstFailure = msg
+	}
 }
 
 // SwarmPeerCases are the cases RunSwarmPeer runs.
@@ -220,6 +229,9 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 		r.Delivered += pt.Delivered
 		r.Duplicates += pt.Duplicates
 		r.Failures += pt.Failures
+		if r.FirstFailure == "" {
+			r.FirstFailure = pt.FirstFailure
+		}
 		r.Latencies = append(r.Latencies, pt.Latencies...)
 		resolves = append(resolves, pt.Resolves...)
 		if cfg.base == nil {
@@ -311,7 +323,7 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinat
 	if publisher {
 		// This peer's share of the rate.
 		pr.s.cfg.Rate = cfg.Rate / float64(cfg.Publishers)
-		sent, t.Failures = pr.publish(ctx)
+		sent = pr.publish(ctx, t)
 	}
 	b, _ := json.Marshal(sent)
 	all, err := c.Share(ctx, "sent", b)
@@ -387,8 +399,9 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 			t.Resolves = append(t.Resolves, took)
 		}
 		if err != nil {
-			t.Failures++
-			s.progress("swarm resolve: peer %d to %d: %v", c.Seq(), i+1, err)
+			msg := fmt.Sprintf("resolve: peer %d to %d: %v", c.Seq(), i+1, err)
+			t.fail(msg)
+			s.progress("swarm %s", msg)
 		}
 	}
 	var want []swarmMsg
@@ -470,10 +483,11 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 				defer sends.Done()
 				_, err := sendOne(ctx, p, a, cfg.Size, q-1, pipe.ToPeers(peer.AddrInfo{ID: infos[q-1].ID, Addrs: []ma.Multiaddr{circuit}}))
 				if err != nil {
+					msg := fmt.Sprintf("relay: peer %d to %d: %v", seq, q, err)
 					mu.Lock()
-					t.Failures++
+					t.fail(msg)
 					mu.Unlock()
-					s.progress("swarm relay: peer %d to %d: %v", seq, q, err)
+					s.progress("swarm %s", msg)
 				}
 			}()
 		}
@@ -715,11 +729,13 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 			return p, err
 		}
 	}
-	var sent []swarmMsg
-	var failures int
+	var (
+		sent []swarmMsg
+		pub  peerTally // the publishing's failures
+	)
 	if seq <= cfg.Publishers {
 		pr.s.cfg.Rate = cfg.Rate / float64(cfg.Publishers)
-		sent, failures = pr.publish(ctx)
+		sent = pr.publish(ctx, &pub)
 	}
 	if err := c.Barrier(ctx, "published"); err != nil {
 		return p, err
@@ -733,7 +749,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		return p, err
 	}
 	rep.Sent = sent
-	t.Failures = failures
+	t.Failures, t.FirstFailure = pub.Failures, pub.FirstFailure
 	b, _ := json.Marshal(sent)
 	sents, err := c.Share(ctx, "sent", b)
 	if err != nil {
@@ -800,7 +816,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 				if first, ok := all2[binders[1]-1].First[l.From]; ok {
 					t.Resolves = append(t.Resolves, first.Sub(all2[l.Pipe-1].Departed))
 				} else {
-					t.Failures++ // never reached the new binder
+					t.fail(fmt.Sprintf("churn: peer %d's messages never reached pipe %d's new binder", l.From+1, l.Pipe))
 				}
 			}
 		}
