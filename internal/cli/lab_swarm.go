@@ -27,9 +27,9 @@ func newLabSwarmCmd() *cobra.Command {
 		Use:   "swarm",
 		Short: "Many peers in this process: propagate, resolution, relays and churn",
 		Long: `Run --peers real p2pmsg nodes in this process on loopback, each with its
-own host, endpoint, pipe service and DHT (server mode), every new peer
-connected to --degree random earlier ones, and measure one case on a swarm
-of its own:
+own host, endpoint, pipe service and DHT (server mode), each dialling
+random others until it has --degree connections, and measure one case on a
+swarm of its own:
 
   idle       what an idle peer costs once the swarm has settled (--settle)
   propagate  --publishers peers send --rate messages a second in all, for

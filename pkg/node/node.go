@@ -15,6 +15,21 @@
 // against 545–1,050 MB/s over TCP. A node that wants bulk throughput on a
 // LAN should listen on TCP only, or dial a peer's TCP address.
 //
+// TCP dials from an ephemeral port, not from the listening port as
+// go-libp2p does by default (SO_REUSEPORT). Dialling from the listening
+// port gives every pair of nodes one possible 4-tuple, so when two nodes
+// dial each other at the same moment (two nodes that find each other by
+// mDNS, or peers a DHT lookup tells of each other), their SYNs can meet
+// in a TCP simultaneous open: one connection on which both sides start
+// the security handshake as its initiator, which fails, and each side
+// then backs off dialling the other for at least 5 s. Between two
+// go-libp2p hosts with its defaults dialling each other on loopback, that
+// happened to 11 of 300 pairs; TestSimultaneousDials checks that it does
+// not happen to p2pmsg nodes. The listening port matters only for
+// hole punching over TCP; DCUtR also punches over QUIC, which shares one
+// UDP socket for everything whatever this says. WithTCPPortReuse restores
+// go-libp2p's way for a node that needs TCP hole punching.
+//
 // Security on TCP: TLS 1.3 first, then Noise (DefaultSecurity; change it
 // with WithSecurity). Measured side by side with BenchmarkSecurity (a raw
 // stream echo between two loopback nodes offering only one of them, median
@@ -66,6 +81,11 @@ import (
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	libp2pwebrtc "github.com/libp2p/go-libp2p/p2p/transport/webrtc"
+	ws "github.com/libp2p/go-libp2p/p2p/transport/websocket"
+	webtransport "github.com/libp2p/go-libp2p/p2p/transport/webtransport"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -123,6 +143,7 @@ type config struct {
 	bootstrap    []peer.AddrInfo
 	mdns         bool
 	relayService bool
+	tcpReuse     bool
 	security     []string
 	dht          bool
 	dhtMode      DHTMode
@@ -198,6 +219,13 @@ func WithGroup(g id.ID) Option {
 	}
 }
 
+// WithTCPPortReuse dials TCP from the listening port (SO_REUSEPORT), as
+// go-libp2p does by default, so that hole punching (DCUtR) can work over
+// TCP as well as over QUIC. Two nodes dialling each other at the same
+// moment may then fail to connect, each backing off from the other for
+// at least 5 s (see the package doc).
+func WithTCPPortReuse() Option { return func(c *config) error { c.tcpReuse = true; return nil } }
+
 // WithLibp2pOptions appends raw go-libp2p options, applied last (for
 // example a transport that emulates a link, or a connection gater).
 func WithLibp2pOptions(opts ...libp2p.Option) Option {
@@ -260,6 +288,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		lopts = append(lopts, libp2p.EnableRelayService(relay.WithLimit(&relay.RelayLimit{Duration: RelayMaxDuration, Data: RelayMaxData})))
 	}
 	lopts = append(lopts, c.extra...)
+	lopts = append(lopts, defaultTransports(c.tcpReuse))
 	h, err := libp2p.New(lopts...)
 	if err != nil {
 		rm.Close()
@@ -289,6 +318,26 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// defaultTransports is go-libp2p's default transports (its private-network
+// set with a pre-shared key), TCP dialling from an ephemeral port unless
+// reuse, for a node whose options chose no transports of their own.
+func defaultTransports(reuse bool) libp2p.Option {
+	return func(cfg *libp2p.Config) error {
+		if len(cfg.Transports) > 0 {
+			return nil
+		}
+		var topts []any
+		if !reuse {
+			topts = append(topts, tcp.DisableReuseport())
+		}
+		if cfg.PSK != nil {
+			return cfg.Apply(libp2p.Transport(tcp.NewTCPTransport, topts...), libp2p.Transport(ws.New))
+		}
+		return cfg.Apply(libp2p.Transport(tcp.NewTCPTransport, topts...), libp2p.Transport(quic.NewTransport),
+			libp2p.Transport(ws.New), libp2p.Transport(webtransport.New), libp2p.Transport(libp2pwebrtc.New))
+	}
 }
 
 // connectAll connects to every peer at once, so that a node starts as
@@ -371,11 +420,12 @@ func (n *Node) Close() error {
 }
 
 // checkPortsFree fails when a TCP listen address with a fixed port names
-// a port another socket holds. libp2p listens on TCP with SO_REUSEPORT
-// (so that it can dial from its listening port, for hole punching), and
-// the kernel then lets a second process share the port, splitting the
-// incoming connections between the two without a word. A plain bind,
-// without SO_REUSEPORT, fails on a port in use whoever holds it.
+// a port another socket holds. With WithTCPPortReuse libp2p listens on
+// TCP with SO_REUSEPORT (so that it can dial from its listening port),
+// and the kernel then lets a second process doing the same share the
+// port, splitting the incoming connections between the two without a
+// word. A plain bind, without SO_REUSEPORT, fails on a port in use
+// whoever holds it, and says so before libp2p's own error would.
 func checkPortsFree(listen []string) error {
 	for _, s := range listen {
 		a, err := ma.NewMultiaddr(s)
