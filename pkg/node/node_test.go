@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"go.uber.org/goleak"
 
@@ -194,5 +195,30 @@ func TestConnectionManagerLimits(t *testing.T) {
 	info := cm.GetInfo()
 	if info.LowWater != node.ConnLowWater || info.HighWater != node.ConnHighWater || info.GracePeriod != node.ConnGrace {
 		t.Fatalf("connection manager %+v", info)
+	}
+}
+
+// TestPrivateNetwork: with a pre-shared key among the raw libp2p options,
+// the node takes go-libp2p's private-network transports, and nodes with
+// the same key connect.
+func TestPrivateNetwork(t *testing.T) {
+	psk := make([]byte, 32)
+	for i := range psk {
+		psk[i] = byte(i)
+	}
+	var nodes [2]*node.Node
+	for i := range nodes {
+		n, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.1/tcp/0"),
+			node.WithLibp2pOptions(libp2p.PrivateNetwork(psk)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		nodes[i] = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nodes[0].Host().Connect(ctx, nodes[1].AddrInfo()); err != nil {
+		t.Fatal(err)
 	}
 }
