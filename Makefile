@@ -44,11 +44,19 @@ jxse-jar:
 	else echo "mvn not found: JXSE interop tests will skip (or fail under CI=true)"; fi
 
 # Each fuzz target for a fixed number of iterations, from its seed corpus.
+# A package's fuzz-instrumented test binary is built once and runs each of
+# its targets in the package's directory, where go test -fuzz would link it
+# again per target; the corpus cache is go test's own.
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(FUZZ_PKGS)); do \
-	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cache=$$($(GO) env GOCACHE)/fuzz; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' $(FUZZ_PKGS) | while read -r pkg dir; do \
+	  grep -qs '^func Fuzz' "$$dir"/*_test.go || continue; \
+	  bin="$$tmp/fuzz.test"; \
+	  $(GO) test -c -fuzz . -o "$$bin" "$$pkg"; \
+	  for target in $$("$$bin" -test.list '^Fuzz'); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/p2pmsg-fuzz.log 2>&1 || { cat /tmp/p2pmsg-fuzz.log; exit 1; }; \
+	    (cd "$$dir" && "$$bin" -test.run '^$$' -test.fuzz "^$$target\$$" -test.fuzztime $(FUZZTIME) \
+	      -test.fuzzcachedir "$$cache/$$pkg") > "$$tmp/log" 2>&1 || { cat "$$tmp/log"; exit 1; }; \
 	  done; \
 	done
 
