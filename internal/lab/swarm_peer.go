@@ -729,13 +729,10 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 			return p, err
 		}
 	}
-	var (
-		sent []swarmMsg
-		pub  peerTally // the publishing's failures
-	)
+	var sent []swarmMsg
 	if seq <= cfg.Publishers {
 		pr.s.cfg.Rate = cfg.Rate / float64(cfg.Publishers)
-		sent = pr.publish(ctx, &pub)
+		sent = pr.publish(ctx, t)
 	}
 	if err := c.Barrier(ctx, "published"); err != nil {
 		return p, err
@@ -749,7 +746,6 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		return p, err
 	}
 	rep.Sent = sent
-	t.Failures, t.FirstFailure = pub.Failures, pub.FirstFailure
 	b, _ := json.Marshal(sent)
 	sents, err := c.Share(ctx, "sent", b)
 	if err != nil {
