@@ -38,10 +38,12 @@ type Conn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	readEOF   atomic.Bool // the other side finished sending
-	// reading is held (shared) by Reads and (exclusively) by the linger
-	// after Close: yamux wakes one waiting reader per arrival, so the
-	// drain must not run beside a Read.
-	reading sync.RWMutex
+	// reading is held by each Read and by the linger after Close: a
+	// yamux stream takes one reader at a time (two Reads at once race
+	// in its window update, and it wakes one waiting reader per
+	// arrival, so the drain must not run beside a Read either), while
+	// net.Conn lets callers read from several goroutines.
+	reading sync.Mutex
 }
 
 // lingerTimeout bounds how long a closed connection keeps reading and
@@ -76,8 +78,8 @@ func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Con
 // Read implements net.Conn. It returns io.EOF after the other side's last
 // byte once that side has closed or half-closed.
 func (c *Conn) Read(b []byte) (int, error) {
-	c.reading.RLock()
-	defer c.reading.RUnlock()
+	c.reading.Lock()
+	defer c.reading.Unlock()
 	if c.isClosed() {
 		return 0, c.wrap("read", ErrClosed)
 	}
