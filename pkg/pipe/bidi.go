@@ -585,6 +585,7 @@ func (b *Bidi) end(err error) bool {
 	b.err = err
 	close(b.done)
 	b.mu.Unlock()
+	b.box.close() // what is queued stays receivable, off its sender's budget
 	if b.jx == nil {
 		b.svc.unregister(b)
 	}

@@ -3,7 +3,10 @@ package pipe
 import "github.com/libp2p/go-libp2p/core/peer"
 
 // QueueLen reports how many messages wait in an input pipe's queue.
-func QueueLen(p *InputPipe) int { return len(p.box.q) }
+func QueueLen(p *InputPipe) int { return p.box.len() }
+
+// BidiQueueLen reports how many messages wait in a Bidi's queue.
+func BidiQueueLen(b *Bidi) int { return b.box.len() }
 
 // BacklogLen reports how many connections wait for Accept.
 func BacklogLen(l *Listener) int { return len(l.accept) }

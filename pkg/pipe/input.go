@@ -135,10 +135,14 @@ func (p *InputPipe) ReceiveFrom(ctx context.Context) (*Received, error) {
 // see OutputPipe.Flush) or could not be decoded (propagate pipes).
 func (p *InputPipe) Dropped() uint64 { return p.dropped.Load() }
 
-// Close unbinds the pipe. Messages already queued can still be received.
+// Close unbinds the pipe. Messages already queued can still be received;
+// they no longer count against their senders' endpoint memory budgets.
 func (p *InputPipe) Close() error {
 	p.once.Do(func() {
 		close(p.done)
+		if p.box != nil {
+			p.box.close()
+		}
 		if p.release != nil {
 			p.release()
 		}

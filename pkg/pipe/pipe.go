@@ -90,7 +90,9 @@
 // messages (WithQueueLen) and in bytes (WithQueueBytes), and a queued
 // message stays on its sender's endpoint memory budget until received
 // (endpoint.WithMemoryBudget), so one peer cannot make a node's queues
-// hold more than that budget, however many pipes it fills.
+// hold more than that budget, however many pipes it fills. Closing an
+// input pipe or Bidi takes its queued messages off their senders'
+// budgets; they can still be received.
 //
 // A unicast message that reaches a peer where its pipe is not bound (it
 // was closed, or moved) is refused back to the sender: the output pipe

@@ -10,42 +10,50 @@ import (
 )
 
 // Received messages wait for Receive in a queue bounded twice: in
-// messages by its channel's capacity (WithQueueLen) and in bytes by a
-// byteGate (WithQueueBytes). A message from the endpoint also stays on
-// its sender's endpoint memory budget (endpoint.Delivery.Hold) until it
-// is received, so what one peer can make a node hold across all its pipes
-// is that budget, whatever the queues' sizes.
+// messages (WithQueueLen) and in bytes (WithQueueBytes), both kept by one
+// gate. A message from the endpoint also stays on its sender's endpoint
+// memory budget (endpoint.Delivery.Hold) until it is received or its
+// pipe is closed, so what one peer can make a node hold across all its
+// pipes is that budget, whatever the queues' sizes.
 
-// byteGate bounds the bytes of the messages in a queue. A message that
-// does not fit waits, which stalls its sender, until Receive takes enough
-// out; an empty queue admits any message, so one larger than the bound
-// still gets through.
-type byteGate struct {
-	limit int64
-	used  atomic.Int64
+// gate bounds the messages and bytes in a queue. A message that does not
+// fit waits, which stalls its sender, until Receive takes enough out; an
+// empty queue admits any message, so one larger than the byte bound still
+// gets through. Count and bytes share one word, so that admitting a
+// message is one atomic operation.
+type gate struct {
+	maxCount int64
+	maxBytes int64
+	used     atomic.Int64 // count<<countShift | bytes
 	// waiting is set while someone waits for room; freed is closed when
-	// bytes are taken out while someone waits. Both change under mu.
+	// room is made while someone waits. Both change under mu.
 	mu      sync.Mutex
 	waiting atomic.Bool
 	freed   chan struct{}
 }
 
-// tryAcquire admits n bytes if they fit.
-func (g *byteGate) tryAcquire(n int64) bool {
+// countShift places the message count above the bytes in gate.used: a
+// queue holds at most 64 GiB (WithQueueBytes) plus one message of at
+// most 1 GiB (endpoint.WithMaxMessageSize), below 1 TiB, and at most
+// 65,536 messages (WithQueueLen): together within 63 bits.
+const countShift = 40
+
+// tryAcquire admits a message of n bytes if it fits.
+func (g *gate) tryAcquire(n int64) bool {
 	for {
 		u := g.used.Load()
-		if u != 0 && u+n > g.limit {
+		if u != 0 && (u>>countShift >= g.maxCount || u&(1<<countShift-1)+n > g.maxBytes) {
 			return false
 		}
-		if g.used.CompareAndSwap(u, u+n) {
+		if g.used.CompareAndSwap(u, u+1<<countShift+n) {
 			return true
 		}
 	}
 }
 
-// acquire admits n bytes, waiting while they do not fit, until done
-// closes (false) or ctx ends (its error).
-func (g *byteGate) acquire(ctx context.Context, n int64, done <-chan struct{}) (bool, error) {
+// acquire admits a message of n bytes, waiting while it does not fit,
+// until done closes (false) or ctx ends (its error).
+func (g *gate) acquire(ctx context.Context, n int64, done <-chan struct{}) (bool, error) {
 	for {
 		if g.tryAcquire(n) {
 			return true, nil
@@ -71,9 +79,9 @@ func (g *byteGate) acquire(ctx context.Context, n int64, done <-chan struct{}) (
 	}
 }
 
-// release takes n bytes out.
-func (g *byteGate) release(n int64) {
-	g.used.Add(-n)
+// release takes count messages of n bytes in all out.
+func (g *gate) release(count, n int64) {
+	g.used.Add(-(count<<countShift + n))
 	if g.waiting.Load() {
 		g.mu.Lock()
 		if g.freed != nil {
@@ -86,24 +94,11 @@ func (g *byteGate) release(n int64) {
 }
 
 // queued is what a queued Received holds until it is received: its bytes
-// in the queue's gate and on its sender's endpoint budget.
+// in its queue's gate and, until its queue is closed, on its sender's
+// endpoint budget.
 type queued struct {
-	gate *byteGate
 	size int64
-	held *endpoint.Delivery // holding the sender's endpoint budget, nil for messages not from the endpoint
-}
-
-// dequeued releases what r held while queued.
-func (r *Received) dequeued() {
-	q := r.queued
-	if q.gate == nil {
-		return
-	}
-	r.queued = queued{}
-	q.gate.release(q.size)
-	if q.held != nil {
-		q.held.Unhold()
-	}
+	held *endpoint.Delivery // holding the sender's endpoint budget, nil for messages not from the endpoint or once unheld
 }
 
 // sizeOf is what a message counts for in a queue: its size as the
@@ -121,22 +116,39 @@ func sizeOf(m *message.Message, d *endpoint.Delivery) int64 {
 }
 
 // inbox is the queue of an input pipe or Bidi: received messages wait
-// there for Receive, bounded in count by q's capacity and in bytes by
-// gate. A message from the endpoint wakes a waiting Receive once its
-// reader has handed over everything it read (endpoint.Delivery.WakeLater),
-// so a burst of small messages costs one wake-up, not one each.
+// there for Receive, bounded by gate.
+//
+// Senders append to in; Receive takes the whole of in at once into out
+// and returns out's messages one by one, so that a burst crosses between
+// the goroutines (and cores) once, not once per message. A message from
+// the endpoint wakes a waiting Receive once its reader has handed over
+// everything it read (endpoint.Delivery.WakeLater), so a burst costs one
+// wake-up. What received messages held in the gate is given back a
+// quarter of the queue at a time, and whenever Receive runs out of
+// messages: the sender sees at most a quarter less room than there is,
+// and the gate's shared word moves between cores once per quarter queue.
 type inbox struct {
-	q    chan *Received
-	gate byteGate
-	// signal wakes one waiting Receive; waiters counts them. Receive
-	// waits on signal, not on q, so that a message put in q does not
-	// wake it by itself.
+	gate gate
+
+	mu     sync.Mutex
+	in     []*Received
+	closed bool // close ran: queued messages no longer hold their senders' budgets
+
+	// Receive's side, under rmu (taken before mu).
+	rmu        sync.Mutex
+	out        []*Received
+	pos        int
+	spentCount int64 // received, still in the gate
+	spentBytes int64
+
+	// signal wakes one waiting Receive; waiters counts them. A put does
+	// not wake by itself: its reader's deferred wake does.
 	signal  chan struct{}
 	waiters atomic.Int32
 }
 
 func newInbox(n int, bytes int64) *inbox {
-	return &inbox{q: make(chan *Received, n), gate: byteGate{limit: bytes}, signal: make(chan struct{}, 1)}
+	return &inbox{gate: gate{maxCount: int64(n), maxBytes: bytes}, signal: make(chan struct{}, 1)}
 }
 
 // Wake wakes a waiting Receive, if any (endpoint.Waker).
@@ -150,53 +162,40 @@ func (b *inbox) Wake() {
 }
 
 // put admits r within the gate, holding d's endpoint budget while it
-// waits in the queue. It fails when done closes or ctx ends; the caller
-// then refuses d. With d, the waiting Receive is woken when d's reader
-// is done with its burst; without, at once.
+// waits in the queue. It fails when done closes or ctx ends before there
+// is room; the caller then refuses d. With d, the waiting Receive is
+// woken when d's reader is done with its burst; without, at once.
 func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *endpoint.Delivery) (bool, error) {
 	size := sizeOf(r.Message, d)
 	if !b.gate.tryAcquire(size) {
-		b.wakeNow(d) // Receive frees the room
+		b.wakeNow(d) // Receive makes the room
 		ok, err := b.gate.acquire(ctx, size, done)
 		if !ok {
 			return false, err
 		}
 	}
-	r.queued = queued{gate: &b.gate, size: size}
+	r.queued = queued{size: size}
 	if d != nil {
-		// Before the message is visible to Receive, which releases it.
-		d.Hold()
+		d.Hold() // the listener's call, before it returns
+	}
+	b.mu.Lock()
+	closed := b.closed
+	if d != nil && !closed {
 		r.queued.held = d
 	}
-	select {
-	case b.q <- r:
-		b.wakeLater(d)
+	b.in = append(b.in, r)
+	b.mu.Unlock()
+	if d == nil {
+		b.Wake()
 		return true, nil
-	default:
 	}
-	b.wakeNow(d)
-	var err error
-	select {
-	case b.q <- r:
-		b.wakeLater(d)
-		return true, nil
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if closed {
+		d.Unhold() // receivable, but no longer held
 	}
-	r.dequeued()
-	return false, err
-}
-
-// wakeLater wakes Receive for a message now in the queue: once d's
-// reader is done with its burst, or at once. Never before the message is
-// in the queue, or Receive could look, find nothing and wait again.
-func (b *inbox) wakeLater(d *endpoint.Delivery) {
-	if d != nil {
-		d.WakeLater(b)
-		return
-	}
-	b.Wake()
+	// Never before the message is in the queue, or Receive could look,
+	// find nothing and wait again.
+	d.WakeLater(b)
+	return true, nil
 }
 
 // wakeNow wakes Receive before put waits: at once, and through d's
@@ -211,45 +210,105 @@ func (b *inbox) wakeNow(d *endpoint.Delivery) {
 // get returns the next message, waiting until one comes, done closes
 // (then the messages still queued, then closed()) or ctx ends.
 func (b *inbox) get(ctx context.Context, done <-chan struct{}, closed func() error) (*Received, error) {
+	b.rmu.Lock()
 	for {
-		select {
-		case r := <-b.q:
-			return b.taken(r), nil
-		default:
+		if r := b.next(); r != nil {
+			more := b.pos < len(b.out)
+			b.rmu.Unlock()
+			if more {
+				b.Wake() // pass a burst's one wake-up on to another Receive
+			}
+			return r, nil
 		}
 		b.waiters.Add(1)
 		// Look again now that a put's wake will find us.
-		select {
-		case r := <-b.q:
+		if r := b.next(); r != nil {
 			b.waiters.Add(-1)
-			return b.taken(r), nil
-		default:
+			b.rmu.Unlock()
+			return r, nil
 		}
+		b.rmu.Unlock()
 		select {
 		case <-b.signal:
 			b.waiters.Add(-1)
 		case <-done:
 			b.waiters.Add(-1)
-			select {
-			case r := <-b.q:
-				return b.taken(r), nil
-			default:
+			b.rmu.Lock()
+			r := b.next()
+			b.rmu.Unlock()
+			if r == nil {
 				return nil, closed()
 			}
+			return r, nil
 		case <-ctx.Done():
 			b.waiters.Add(-1)
 			return nil, ctx.Err()
 		}
+		b.rmu.Lock()
 	}
 }
 
-// taken releases what r held while queued and, if more messages wait and
-// so do other Receives, passes the wake on: a wake-up for a burst wakes
-// one Receive.
-func (b *inbox) taken(r *Received) *Received {
-	r.dequeued()
-	if len(b.q) > 0 && b.waiters.Load() > 0 {
-		b.Wake()
+// next returns the next queued message, nil if there is none, and counts
+// what it held in the gate as spent; it gives back what is spent when
+// enough is, and before it takes in's messages. Called under rmu.
+func (b *inbox) next() *Received {
+	if b.pos == len(b.out) {
+		b.giveBack()
+		b.mu.Lock()
+		b.in, b.out, b.pos = b.out[:0], b.in, 0
+		b.mu.Unlock()
+		if len(b.out) == 0 {
+			return nil
+		}
+	}
+	r := b.out[b.pos]
+	b.out[b.pos] = nil
+	b.pos++
+	if d := r.queued.held; d != nil {
+		d.Unhold()
+	}
+	b.spentCount++
+	b.spentBytes += r.queued.size
+	r.queued = queued{}
+	if b.spentCount*4 >= b.gate.maxCount || b.spentBytes*4 >= b.gate.maxBytes {
+		b.giveBack()
 	}
 	return r
+}
+
+// giveBack releases the gate's room that received messages held. Called
+// under rmu.
+func (b *inbox) giveBack() {
+	if b.spentCount > 0 {
+		b.gate.release(b.spentCount, b.spentBytes)
+		b.spentCount, b.spentBytes = 0, 0
+	}
+}
+
+// close ends the holds of the messages queued: they can still be
+// received, but no longer stall their senders. A put that races with
+// close unholds its message itself.
+func (b *inbox) close() {
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, q := range [][]*Received{b.out[b.pos:], b.in} {
+		for _, r := range q {
+			if d := r.queued.held; d != nil {
+				r.queued.held = nil
+				d.Unhold()
+			}
+		}
+	}
+}
+
+// len reports how many messages are queued.
+func (b *inbox) len() int {
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.out) - b.pos + len(b.in)
 }

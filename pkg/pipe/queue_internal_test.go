@@ -32,7 +32,9 @@ func TestOneWakePerBurstReachesEveryReceive(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	for range k {
-		b.q <- &Received{} // as put does, its wake deferred
+		b.mu.Lock() // as put does, its wake deferred
+		b.in = append(b.in, &Received{})
+		b.mu.Unlock()
 	}
 	b.Wake()
 	wg.Wait()

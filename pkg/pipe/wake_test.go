@@ -1,9 +1,13 @@
 package pipe_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -120,5 +124,138 @@ func TestBurstBlockedOnTheBudgetWakesReceive(t *testing.T) {
 	}
 	if err := <-sent; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClosedPipeFreesItsSendersBudget: messages still queued in an input
+// pipe or a Bidi when it is closed no longer hold their sender's endpoint
+// memory budget, though they can still be received: an application that
+// closes a pipe without draining it must not stall that peer for good.
+func TestClosedPipeFreesItsSendersBudget(t *testing.T) {
+	pad := func(i int) *message.Message {
+		return message.New(message.Text("", "n", fmt.Sprint(i)), message.Bytes("", "pad", make([]byte, 10<<10)))
+	}
+	type receiver interface {
+		Receive(context.Context) (*message.Message, error)
+		Close() error
+	}
+	for _, tc := range []struct {
+		name string
+		// fill has sa send three messages that wait, unreceived, in a
+		// queue of sb, and returns that queue's receiving end and length.
+		fill func(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (receiver, func() int)
+		eof  error // what Receive says once the queue is drained
+	}{
+		{"input pipe", func(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (receiver, func() int) {
+			a := newAdv(t, adv.Unicast)
+			in, err := sb.NewInputPipe(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			for i := range 3 {
+				if err := out.Send(ctx(t), pad(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return in, func() int { return pipe.QueueLen(in) }
+		}, pipe.ErrClosed},
+		{"bidi", func(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (receiver, func() int) {
+			a := newAdv(t, adv.Unicast)
+			l, err := sb.Listen(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			accepted := make(chan *pipe.Bidi, 1)
+			go func() {
+				bc, err := l.Accept(ctx(t))
+				if err != nil {
+					t.Error(err)
+				}
+				accepted <- bc
+			}()
+			c, err := sa.Connect(ctx(t), a, pipe.ToPeers(to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			bc := <-accepted
+			if bc == nil {
+				t.FailNow()
+			}
+			for i := range 3 {
+				if err := c.Send(ctx(t), pad(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return bc, func() int { return pipe.BidiQueueLen(bc) }
+		}, pipe.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			sa := newPipes(t, nodes[0])
+			// Room for about three of the messages, queued and held.
+			ep, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, err := pipe.New(ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Close(); ep.Close() })
+			first, queued := tc.fill(t, sa, sb, nodes[1].AddrInfo())
+			for queued() < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			first.Close() // not drained
+			// The same sender, to another pipe.
+			a := newAdv(t, adv.Unicast)
+			in, err := sb.NewInputPipe(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			sent := make(chan error, 1)
+			go func() {
+				out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
+				if err != nil {
+					sent <- err
+					return
+				}
+				defer out.Close()
+				for i := range 10 {
+					if err := out.Send(ctx(t), pad(i)); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- nil
+			}()
+			for i := range 10 {
+				m, err := in.Receive(ctx(t))
+				if err != nil || text(m, "n") != fmt.Sprint(i) {
+					t.Fatalf("message %d: %v %v", i, m, err)
+				}
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			// What was queued at Close can still be received.
+			for i := range 3 {
+				m, err := first.Receive(ctx(t))
+				if err != nil || text(m, "n") != fmt.Sprint(i) {
+					t.Fatalf("queued message %d after Close: %v %v", i, m, err)
+				}
+			}
+			if _, err := first.Receive(ctx(t)); !errors.Is(err, tc.eof) {
+				t.Fatalf("after the queue: %v, want %v", err, tc.eof)
+			}
+		})
 	}
 }
