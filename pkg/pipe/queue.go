@@ -79,9 +79,9 @@ func (g *gate) acquire(ctx context.Context, n int64, done <-chan struct{}) (bool
 	}
 }
 
-// release takes count messages of n bytes in all out.
-func (g *gate) release(count, n int64) {
-	g.used.Add(-(count<<countShift + n))
+// release takes a message of n bytes out.
+func (g *gate) release(n int64) {
+	g.used.Add(-(1<<countShift + n))
 	if g.waiting.Load() {
 		g.mu.Lock()
 		if g.freed != nil {
@@ -118,15 +118,15 @@ func sizeOf(m *message.Message, d *endpoint.Delivery) int64 {
 // inbox is the queue of an input pipe or Bidi: received messages wait
 // there for Receive, bounded by gate.
 //
-// Senders append to in; Receive takes the whole of in at once into out
-// and returns out's messages one by one, so that a burst crosses between
-// the goroutines (and cores) once, not once per message. A message from
+// Senders append to in; Receive takes all of in at once into out and
+// returns out's messages one by one, and close finds every queued
+// message to take it off its sender's budget. A message from
 // the endpoint wakes a waiting Receive once its reader has handed over
 // everything it read (endpoint.Delivery.WakeLater), so a burst costs one
-// wake-up. What received messages held in the gate is given back a
-// quarter of the queue at a time, and whenever Receive runs out of
-// messages: the sender sees at most a quarter less room than there is,
-// and the gate's shared word moves between cores once per quarter queue.
+// wake-up. A message's room in the gate is given back as it is received:
+// a reader waiting for room must get it as soon as the application takes
+// a message, which may be all the application does before it waits for
+// another pipe's message queued behind that reader.
 type inbox struct {
 	gate gate
 
@@ -135,11 +135,9 @@ type inbox struct {
 	closed bool // close ran: queued messages no longer hold their senders' budgets
 
 	// Receive's side, under rmu (taken before mu).
-	rmu        sync.Mutex
-	out        []*Received
-	pos        int
-	spentCount int64 // received, still in the gate
-	spentBytes int64
+	rmu sync.Mutex
+	out []*Received
+	pos int
 
 	// signal wakes one waiting Receive; waiters counts them. A put does
 	// not wake by itself: its reader's deferred wake does.
@@ -248,12 +246,10 @@ func (b *inbox) get(ctx context.Context, done <-chan struct{}, closed func() err
 	}
 }
 
-// next returns the next queued message, nil if there is none, and counts
-// what it held in the gate as spent; it gives back what is spent when
-// enough is, and before it takes in's messages. Called under rmu.
+// next returns the next queued message, nil if there is none, and
+// releases what it held. Called under rmu.
 func (b *inbox) next() *Received {
 	if b.pos == len(b.out) {
-		b.giveBack()
 		b.mu.Lock()
 		b.in, b.out, b.pos = b.out[:0], b.in, 0
 		b.mu.Unlock()
@@ -267,22 +263,9 @@ func (b *inbox) next() *Received {
 	if d := r.queued.held; d != nil {
 		d.Unhold()
 	}
-	b.spentCount++
-	b.spentBytes += r.queued.size
+	b.gate.release(r.queued.size)
 	r.queued = queued{}
-	if b.spentCount*4 >= b.gate.maxCount || b.spentBytes*4 >= b.gate.maxBytes {
-		b.giveBack()
-	}
 	return r
-}
-
-// giveBack releases the gate's room that received messages held. Called
-// under rmu.
-func (b *inbox) giveBack() {
-	if b.spentCount > 0 {
-		b.gate.release(b.spentCount, b.spentBytes)
-		b.spentCount, b.spentBytes = 0, 0
-	}
 }
 
 // close ends the holds of the messages queued: they can still be

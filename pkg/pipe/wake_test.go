@@ -259,3 +259,47 @@ func TestClosedPipeFreesItsSendersBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiveMakesRoomAtOnce: pipe A's queue is full and the reader waits
+// for room in it with B's message behind; the application takes one of
+// A's messages, then waits for B's. Taking the message must make its room
+// at once, or the reader and the application wait for each other.
+func TestReceiveMakesRoomAtOnce(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa := newPipes(t, nodes[0])
+	sb := newPipes(t, nodes[1], pipe.WithQueueLen(8))
+	adA, adB := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	inA, err := sb.NewInputPipe(adA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB, err := sb.NewInputPipe(adB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outA, err := sa.NewOutputPipe(ctx(t), adA, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outB, err := sa.NewOutputPipe(ctx(t), adB, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 { // one more than A's queue holds
+		if err := outA.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := outB.Send(ctx(t), message.New(message.Text("", "n", "b"))); err != nil {
+		t.Fatal(err)
+	}
+	for pipe.QueueLen(inA) < 8 {
+		time.Sleep(time.Millisecond)
+	}
+	if m, err := inA.Receive(ctx(t)); err != nil || text(m, "n") != "0" {
+		t.Fatalf("A's first message: %v %v", m, err)
+	}
+	if m, err := inB.Receive(ctx(t)); err != nil || text(m, "n") != "b" {
+		t.Fatalf("B's message: %v %v", m, err)
+	}
+}
