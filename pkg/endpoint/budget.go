@@ -186,9 +186,10 @@ func (s *Service) discharge(pi *peerIn, n int64) {
 // Hold keeps the message's bytes charged to its sender's memory budget
 // after the listener returns, until Unhold is called; the listener calls
 // it when it keeps the message for later (a queue) rather than consuming
-// it. Without Hold, the charge ends when the listener returns. Forgetting
-// Unhold keeps the bytes charged, which eventually stalls the peer. Call
-// Hold only from the listener, before it returns; later calls do nothing.
+// it. Without Hold, the charge ends when the listener returns. Unhold or
+// Release ends a held charge; forgetting both keeps the bytes charged,
+// which eventually stalls the peer. Call Hold only from the listener,
+// before it returns; later calls do nothing.
 func (d *Delivery) Hold() {
 	if d.charged > 0 {
 		d.held.Store(d.charged)

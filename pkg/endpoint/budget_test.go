@@ -345,3 +345,70 @@ func TestHostileBackChannel(t *testing.T) {
 	}
 	nodes[1].Host().RemoveStreamHandler(endpoint.ProtocolID)
 }
+
+// TestReleaseEndsTheCharge: a listener that calls Release twice misuses
+// the API, but must not leave its sender's bytes charged for good (small
+// messages are recycled whole, and a second Release recycled one the
+// reader was still to discharge); and a held message released ends its
+// hold, since it can no longer be used.
+func TestReleaseEndsTheCharge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// listener delivers to got, for n messages.
+		listener func(t *testing.T, got *sync.WaitGroup) endpoint.Listener
+	}{
+		{"Release twice in the listener", func(_ *testing.T, got *sync.WaitGroup) endpoint.Listener {
+			return endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+				d.Release()
+				d.Release()
+				got.Done()
+			})
+		}},
+		{"Release a held message", func(t *testing.T, got *sync.WaitGroup) endpoint.Listener {
+			held := make(chan *endpoint.Delivery, 16)
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					select {
+					case d := <-held:
+						d.Release() // no Unhold
+						got.Done()
+					case <-done:
+						return
+					}
+				}
+			})
+			t.Cleanup(func() { close(done); wg.Wait() })
+			return endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+				d.Hold()
+				held <- d
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			a := newService(t, nodes[0])
+			// Room for about 80 of the messages below.
+			b, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			const n = 1000
+			var got sync.WaitGroup
+			got.Add(n)
+			b.Register("x", "", tc.listener(t, &got))
+			to := endpoint.PeerAddress(nodes[1].ID(), "x", "")
+			for i := range n {
+				if err := a.Send(ctx(t), to, message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+				t.Fatalf("flushing %d messages: %v", n, err)
+			}
+			got.Wait()
+		})
+	}
+}

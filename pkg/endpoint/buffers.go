@@ -79,21 +79,28 @@ type recvBufs struct {
 // allocation and garbage collection that otherwise cost a third of the
 // receiver's time at a few million messages per second.
 //
+// Release also ends a Hold: the message no longer counts against its
+// sender's memory budget.
+//
 // Call it only when nothing will use d, the message or its elements' data
 // again: not the listener, not a goroutine it passed them to, not a Send in
 // progress (once Send returns it holds nothing of the message). Releasing
 // is optional; a message never released is garbage collected as usual.
-// Call it once: a second call may release another message, the one now
-// using the recycled Delivery. It is a no-op on a Delivery the service did
-// not make.
+// Call it once: a second call while the listener runs does nothing, but
+// one after it returned may release another message, the one now using
+// the recycled Delivery. It is a no-op on a Delivery the service did not
+// make.
 func (d *Delivery) Release() {
+	if d.held.Load() > 0 {
+		d.Unhold()
+	}
 	if b := d.bufs; b != nil {
 		d.bufs = nil
 		for _, buf := range b.bufs {
 			b.pool.put(buf)
 		}
 	}
-	if d.blk != nil && !d.state.CompareAndSwap(delivering, released) {
+	if d.blk != nil && !d.state.CompareAndSwap(delivering, released) && d.state.CompareAndSwap(delivered, released) {
 		d.recycle() // the listener has returned: nobody else holds d
 	}
 }

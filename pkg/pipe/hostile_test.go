@@ -11,6 +11,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
@@ -147,5 +148,89 @@ func TestUnreadPipeBoundedInBytes(t *testing.T) {
 		if _, err := in.Receive(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFullJXTABidiLetsTheEndpointClose: a peer opens an unreliable
+// JxtaBiDiPipe (over libp2p: the endpoint lets any peer speak JXTA's pipe
+// protocol) and fills the Bidi's queue, so the endpoint's reader waits for
+// room. It must wait on the endpoint's listener context, not the pipe
+// service's, or endpoint.Close, which ends that context and then waits
+// for its readers, never returns.
+func TestFullJXTABidiLetsTheEndpointClose(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	hostile, err := endpoint.New(nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hostile.Close() })
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := endpoint.New(nodes[1], endpoint.WithJXTA(ident, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := pipe.New(ep, pipe.WithQueueLen(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(); ep.Close() })
+	a := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hostile peer's own pipe, where the open's answer comes.
+	mine := newAdv(t, adv.Unicast)
+	answers := make(chan *message.Message, 4)
+	hostile.Register(pipe.JXTAPipeService, mine.ID.String(), endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+		answers <- d.Message
+	}))
+	mineXML, err := mine.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := `<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>` +
+		nodes[0].JXTAPeerID().String() + `</PID></jxta:PA>`
+	open := message.New(message.Text("JXTABIP", "reliable", "false"),
+		message.Element{Namespace: "JXTABIP", Name: "reqPipe", MIME: message.XMLUTF8, Data: mineXML},
+		message.Element{Namespace: "JXTABIP", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)})
+	if err := hostile.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), pipe.JXTAPipeService, a.ID.String()), open); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Accept(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp *message.Message
+	select {
+	case resp = <-answers:
+	case <-ctx(t).Done():
+		t.Fatal("no answer to the open")
+	}
+	h, err := pipe.ParseJXTAHandshake(resp, "JXTABIP", "remPipe", "reliable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := endpoint.PeerAddress(nodes[1].ID(), pipe.JXTAPipeService, h.Pipe.ID.String())
+	for i := range 3 { // one queued, one waiting for room, one behind it
+		if err := hostile.Send(ctx(t), to, message.New(message.Text("", "n", strconv.Itoa(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pipe.BidiQueueLen(b) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the reader waits for room
+	closed := make(chan error, 1)
+	go func() { closed <- ep.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		sb.Close() // lets the reader, then ep.Close, go
+		<-closed
+		t.Fatal("endpoint.Close blocked for 10 s behind a JXTA Bidi's full queue")
 	}
 }

@@ -149,9 +149,15 @@ func (b *Bidi) handleJXTA(r *Received) {
 		return
 	}
 	r.Pipe = b.adv.ID
-	d := r.delivery
-	if ok, _ := b.box.put(b.svc.ctx, b.done, r, d); !ok && d != nil {
-		d.Release()
+	ctx, d := r.listening, r.delivery
+	r.listening = nil
+	if ctx == nil {
+		// Kept until the Bidi existed, its listener has returned: its
+		// charge has ended, there is nothing to hold.
+		ctx, d = b.svc.ctx, nil
+	}
+	if ok, _ := b.box.put(ctx, b.done, r, d); !ok && r.delivery != nil {
+		r.delivery.Release()
 	}
 }
 
@@ -255,6 +261,7 @@ func (s *Service) connectJXTA(ctx context.Context, a *adv.PipeAdvertisement, add
 			bb.handleJXTA(r)
 			return
 		}
+		r.listening = nil // handled after its listener returned
 		select {
 		case answers <- r:
 		default:
@@ -363,6 +370,7 @@ func (s *Service) acceptJXTA(l *Listener, h JXTAHandshake) {
 		bb := b
 		bmu.Unlock()
 		if bb == nil {
+			r.listening = nil // handled after its listener returned
 			select {
 			case early <- r:
 			default:

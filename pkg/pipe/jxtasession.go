@@ -149,12 +149,12 @@ func (s *Service) ListenJXTA(a *adv.PipeAdvertisement, h func(*Received)) (unbin
 
 func (s *Service) listenJXTA(a *adv.PipeAdvertisement, h func(*Received)) (func(), error) {
 	key := a.ID.String()
-	if err := s.ep.Register(JXTAPipeService, key, endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+	if err := s.ep.Register(JXTAPipeService, key, endpoint.ListenerFunc(func(ctx context.Context, d *endpoint.Delivery) {
 		if d.Unverified && s.jxtaSigned() {
 			d.Release()
 			return
 		}
-		h(&Received{Message: d.Message, FromJXTA: d.SourceJXTA, Pipe: a.ID, delivery: d})
+		h(&Received{Message: d.Message, FromJXTA: d.SourceJXTA, Pipe: a.ID, delivery: d, listening: ctx})
 	})); err != nil {
 		return nil, fmt.Errorf("%w: JXTA pipe %s: %w", ErrBound, a.ID, err)
 	}

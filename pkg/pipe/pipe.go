@@ -200,6 +200,11 @@ type Received struct {
 	delivery *endpoint.Delivery // what Release releases
 	queued   queued             // what it holds while queued (queue.go)
 	pooled   bool               // from receivedPool
+	// listening is the context of the endpoint listener a JXTA session
+	// pipe's message is handed over in, while that listener runs: a
+	// Bidi waiting for room in its queue waits no longer than it, so
+	// that the endpoint can close. Nil once the listener has returned.
+	listening context.Context
 }
 
 // receivedPool recycles the Received of unicast and secure pipes'
