@@ -59,8 +59,11 @@
 // from the connection manager's trimming.
 //
 // Every answer is considered, up to the connected peers asked
-// (WithQueryPeers), 16 DHT providers and 4 referred peers per answer, and
-// the first that holds is taken. Which answers hold depends on the advertisement:
+// (WithQueryPeers; those that pushed the binding and the advertisement's
+// named binders first), 16 DHT providers and 4 referred peers per peer
+// asked in vain (in its answer and in the bindings it forwards; a
+// forward from a peer not asked in vain is ignored, Stats.IgnoredReferrals),
+// and the first that holds is taken. Which answers hold depends on the advertisement:
 //
 //   - A pipe whose advertisement names its binders (Binders), and every
 //     secure pipe, needs proof: the answering peer must be named there
@@ -421,12 +424,14 @@ type Service struct {
 	// maxIndexPerPeer).
 	index           bindingIndex
 	ignoredBindings atomic.Uint64
+	// ignoredReferrals counts referrals resolutions did not follow.
+	ignoredReferrals atomic.Uint64
 	// pending are the askers this peer could not answer, to whom it
 	// forwards a binding pushed later; resolving are the hint channels
 	// of the resolutions running here, by pipe key and role
 	// (referral.go).
 	pending   pendingAsks
-	resolving map[bindingKey]map[chan []peer.AddrInfo]struct{}
+	resolving map[bindingKey]map[chan hint]struct{}
 	gossip    gossipDrops // what our gossipsub router dropped
 }
 
@@ -457,6 +462,10 @@ type Stats struct {
 	// (BindingProtocol) that were malformed, or beyond what one
 	// neighbour may have kept here.
 	IgnoredBindings uint64
+	// IgnoredReferrals counts referrals a resolution did not follow:
+	// forwarded by a peer it had not asked in vain, or beyond the
+	// maxReferrals it follows from any one peer.
+	IgnoredReferrals uint64
 	// JXTARefused counts what JXTA peers sent that was dropped: JXTA
 	// handshakes that are malformed or name another peer than the
 	// sender, JxtaBiDiPipe opens beyond a listener's backlog, messages
@@ -473,6 +482,7 @@ func (s *Service) Stats() Stats {
 		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
 		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
 		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
+		IgnoredReferrals: s.ignoredReferrals.Load(),
 	}
 }
 

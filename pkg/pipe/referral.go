@@ -228,16 +228,24 @@ func (x *pendingAsks) size() int {
 	return n
 }
 
-// hintsFor registers a running resolution of k for forwarded pushes; the
+// hint is a pushed binding for the resolutions running here: from
+// pushed it, refs are the binders it names (from itself, or for a
+// forwarded push the binders it was told of).
+type hint struct {
+	from peer.ID
+	refs []peer.AddrInfo
+}
+
+// hintsFor registers a running resolution of k for pushed bindings; the
 // function it returns unregisters it.
-func (s *Service) hintsFor(k bindingKey) (<-chan []peer.AddrInfo, func()) {
-	ch := make(chan []peer.AddrInfo, 4)
+func (s *Service) hintsFor(k bindingKey) (<-chan hint, func()) {
+	ch := make(chan hint, 4)
 	s.mu.Lock()
 	if s.resolving == nil {
-		s.resolving = map[bindingKey]map[chan []peer.AddrInfo]struct{}{}
+		s.resolving = map[bindingKey]map[chan hint]struct{}{}
 	}
 	if s.resolving[k] == nil {
-		s.resolving[k] = map[chan []peer.AddrInfo]struct{}{}
+		s.resolving[k] = map[chan hint]struct{}{}
 	}
 	s.resolving[k][ch] = struct{}{}
 	s.mu.Unlock()
@@ -251,14 +259,14 @@ func (s *Service) hintsFor(k bindingKey) (<-chan []peer.AddrInfo, func()) {
 	}
 }
 
-// hint hands a forwarded push's referrals to the resolutions of k
-// running here, without waiting for them.
-func (s *Service) hint(k bindingKey, refs []peer.AddrInfo) {
+// hint hands a pushed binding to the resolutions of k running here,
+// without waiting for them.
+func (s *Service) hint(k bindingKey, h hint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch := range s.resolving[k] {
 		select {
-		case ch <- refs:
+		case ch <- h:
 		default:
 		}
 	}
@@ -331,9 +339,10 @@ func (s *Service) handleBinding(st network.Stream) {
 	k := bindingKey{Key(pipe), role}
 	if refs := parseReferrals(m); len(refs) > 0 {
 		// Forwarded by a neighbour we asked: for the resolutions
-		// running here, never indexed nor forwarded again.
+		// running here (which follow it only from a peer they asked in
+		// vain), never indexed nor forwarded again.
 		if bound {
-			s.hint(k, refs)
+			s.hint(k, hint{from, refs})
 		}
 		return
 	}
@@ -345,9 +354,15 @@ func (s *Service) handleBinding(st network.Stream) {
 		s.ignoredBindings.Add(1)
 		return
 	}
+	if cs := s.host.Network().Connectedness(from); cs != network.Connected && cs != network.Limited {
+		// It disconnected while this push was read; disconnected may
+		// have forgotten its bindings before this one was added.
+		s.index.remove(from, k)
+		return
+	}
 	// Resolutions of the pipe running here ask the binder at once, and
 	// those who asked for it in vain are told.
-	s.hint(k, []peer.AddrInfo{{ID: from}})
+	s.hint(k, hint{from, []peer.AddrInfo{{ID: from}}})
 	var askers []peer.ID
 	for _, p := range s.pending.take(k, time.Now()) {
 		if p != from {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -278,5 +279,258 @@ func TestPendingAsksBounded(t *testing.T) {
 	}
 	if n := pipe.PendingSize(sv); n != 1024 {
 		t.Fatalf("%d askers remembered, want the bound 1024", n)
+	}
+}
+
+// countingSink listens on loopback and counts the TCP connections made to
+// it; hold keeps them open, so that a libp2p handshake there never ends,
+// instead of closing them.
+func countingSink(t *testing.T, hold bool) (ma.Multiaddr, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int64
+	var mu sync.Mutex
+	var held []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			if !hold {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	})
+	sink, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + portOf(ln.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink, &dials
+}
+
+// referralTo is a jxta:Referral element naming p at addr.
+func referralTo(t *testing.T, p peer.ID, addr ma.Multiaddr) message.Element {
+	t.Helper()
+	p2p, err := ma.NewMultiaddr("/p2p/" + p.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return message.Bytes("jxta", "Referral", addr.Encapsulate(p2p).Bytes())
+}
+
+func freshPeerID(t *testing.T) peer.ID {
+	t.Helper()
+	_, pub, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// answerNotFound makes n answer binding queries itself: after wait, "not
+// found" with refs; before, what it does in the meantime.
+func answerNotFound(n *node.Node, wait time.Duration, meantime func(pipeID, role string), refs ...message.Element) {
+	n.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		defer st.Close()
+		q, err := wire.Decode(io.LimitReader(st, 4096))
+		if err != nil {
+			st.Reset()
+			return
+		}
+		pid, _ := q.Get("jxta", "PipeId")
+		role, _ := q.Get("jxta", "Role")
+		if meantime != nil {
+			meantime(string(pid.Data), string(role.Data))
+		}
+		time.Sleep(wait)
+		ans := message.New(message.Text("jxta", "Found", "false"), message.Text("jxta", "PeerId", n.JXTAPeerID().String()))
+		ans.Add(refs...)
+		wire.Encode(st, ans)
+	})
+}
+
+// TestForwardedPushesBounded: a peer forwards pushed bindings only to an
+// asker it could not answer (referral.go), so a resolution follows the
+// referrals a peer forwards only once that peer has answered it in vain,
+// and at most maxReferrals (4) of its referrals in all. A liar that floods
+// the asking node with "forwarded pushes" naming fresh peers, before and
+// after its answer, makes it dial at most 4 of them, not one per referral.
+func TestForwardedPushesBounded(t *testing.T) {
+	a, liar, silent := testutil.NewNode(t), testutil.NewNode(t), testutil.NewNode(t)
+	for _, n := range []*node.Node{liar, silent} {
+		if err := a.Connect(ctx(t), n.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := newPipes(t, a, pipe.WithResolveTimeout(2*time.Second))
+	sink, dials := countingSink(t, false)
+	flood := func(pipeID, role string) {
+		for range 50 {
+			m := message.New(message.Text("jxta", "PipeId", pipeID), message.Text("jxta", "Role", role),
+				message.Text("jxta", "Bound", "true"))
+			for range 4 {
+				m.Add(referralTo(t, freshPeerID(t), sink))
+			}
+			st, err := liar.Host().NewStream(ctx(t), a.ID(), pipe.BindingProtocol)
+			if err != nil {
+				continue
+			}
+			wire.Encode(st, m)
+			st.Close()
+		}
+	}
+	floods := make(chan struct{})
+	answerNotFound(liar, 0, func(pipeID, role string) {
+		flood(pipeID, role) // before its answer
+		go func() {
+			defer close(floods)
+			time.Sleep(50 * time.Millisecond)
+			flood(pipeID, role) // and after
+		}()
+	})
+	hold := make(chan struct{})
+	silent.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
+		<-hold // the resolution runs while the liar floods
+		st.Reset()
+	})
+	_, err := sa.Resolve(ctx(t), newAdv(t, adv.Unicast), pipe.RoleInput)
+	close(hold)
+	<-floods
+	if !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("resolution: %v", err)
+	}
+	t.Logf("%d connection attempts, %d referrals ignored", dials.Load(), sa.Stats().IgnoredReferrals)
+	if n := dials.Load(); n > 4 {
+		t.Fatalf("%d connection attempts to peers one liar named in forwarded pushes, want at most 4", n)
+	}
+}
+
+// TestLiarsReferralDoesNotHideTheBinder: a liar refers A to the binder B
+// at an address where no handshake ever ends; an honest neighbour R
+// refers A to B where B is. A must still ask B at R's addresses.
+func TestLiarsReferralDoesNotHideTheBinder(t *testing.T) {
+	a, liar, r, b := testutil.NewNode(t), testutil.NewNode(t), testutil.NewNode(t), testutil.NewNode(t)
+	for _, n := range []*node.Node{liar, r} {
+		if err := a.Connect(ctx(t), n.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa, sb := newPipes(t, a, pipe.WithResolveTimeout(5*time.Second)), newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sink, _ := countingSink(t, true)
+	answerNotFound(liar, 0, nil, referralTo(t, b.ID(), sink))
+	answerNotFound(r, 300*time.Millisecond, nil, referralTo(t, b.ID(), b.Host().Addrs()[0]))
+	p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput)
+	if err != nil || p != b.ID() {
+		t.Fatalf("resolved to %s, %v; want B", p, err)
+	}
+}
+
+// TestIndexForgetsPushesOfGonePeers: neighbours push bindings and drop
+// the connection at once. What they pushed goes with them, also a push
+// read after the disconnect was handled: the index is for connected
+// peers only, and fresh identities would otherwise grow it without bound.
+func TestIndexForgetsPushesOfGonePeers(t *testing.T) {
+	victim := testutil.NewNode(t)
+	sv := newPipes(t, victim)
+	var ids []peer.ID
+	for range 10 {
+		n := testutil.NewNode(t)
+		if err := n.Connect(ctx(t), victim.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, n.ID())
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				st, err := n.Host().NewStream(ctx(t), victim.ID(), pipe.BindingProtocol)
+				if err != nil {
+					return
+				}
+				wire.Encode(st, message.New(message.Text("jxta", "PipeId", newAdv(t, adv.Unicast).ID.String()),
+					message.Text("jxta", "Role", pipe.RoleInput), message.Text("jxta", "Bound", "true")))
+				st.CloseWrite()
+			})
+		}
+		wg.Wait()
+		n.Close()
+	}
+	for _, p := range ids {
+		for victim.Host().Network().Connectedness(p) == network.Connected {
+			if err := sleepCtx(ctx(t), 10*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The disconnect notices and any push still being read have run.
+	if err := sleepCtx(ctx(t), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, p := range ids {
+		kept += pipe.IndexSize(sv, p)
+	}
+	if kept > 0 {
+		t.Fatalf("%d bindings of disconnected peers kept in the referral index", kept)
+	}
+}
+
+// TestKnownBinderAskedFirst: A is connected to more peers than it asks
+// (WithQueryPeers), and to the binder B, which pushed it the binding. A
+// asks B first, so every resolution finds it, whoever else is connected.
+func TestKnownBinderAskedFirst(t *testing.T) {
+	a, b := testutil.NewNode(t), testutil.NewNode(t)
+	sa, sb := newPipes(t, a, pipe.WithQueryPeers(4)), newPipes(t, b)
+	for range 16 { // none speaks the resolver protocol
+		if err := testutil.NewNode(t).Connect(ctx(t), a.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Connect(ctx(t), a.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	for pipe.IndexSize(sa, b.ID()) == 0 { // A was told B binds it
+		if err := sleepCtx(ctx(t), 10*time.Millisecond); err != nil {
+			t.Fatal("B's push never reached A")
+		}
+	}
+	for i := range 10 {
+		if p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput); err != nil || p != b.ID() {
+			t.Fatalf("resolution %d: %s, %v; want B", i, p, err)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 		r.where = "the given peers"
 		for _, ai := range explicit {
 			if ai.ID != s.self {
-				r.seen.Store(ai.ID, true)
+				r.seen.Store(string(ai.ID), true)
 				r.connectAndAsk(ai, false, true)
 			}
 		}
@@ -123,8 +123,16 @@ type resolution struct {
 	where  string // who is asked, for errors
 
 	found chan peer.ID // the first binder that holds
-	seen  sync.Map     // peers asked or being asked
+	seen  sync.Map     // seenKey of the peers asked or being asked
 	asked atomic.Int32
+
+	// referrals is, per peer that answered it has no binding, how many
+	// more of its referrals (in its answer, then in the pushes it
+	// forwards) the resolution follows; a peer not in it is followed in
+	// nothing it forwards. So one peer, lying or not, has it dial at most
+	// maxReferrals others.
+	refMu     sync.Mutex
+	referrals map[peer.ID]int
 
 	// inflight counts the asking under way; idle closes when it first
 	// falls to zero. Asking a referral that arrives after that is
@@ -165,15 +173,35 @@ func (r *resolution) fail(cause error) error {
 	return fmt.Errorf("%w: %s", ErrNotResolved, msg)
 }
 
-// askConnected asks the connected peers, up to WithQueryPeers.
+// askConnected asks the connected peers, up to WithQueryPeers: first
+// those that pushed they bind the pipe, then its advertisement's named
+// binders, then the others, so that however many peers are connected
+// (and whoever they are), a connected binder that is known is asked.
 func (r *resolution) askConnected() {
 	r.where = "connected peers"
-	peers := r.s.host.Network().Peers()
-	if len(peers) > r.s.opts.queryPeers {
-		peers = peers[:r.s.opts.queryPeers]
+	nw := r.s.host.Network()
+	var peers []peer.ID
+	ask := func(p peer.ID) {
+		if len(peers) >= r.s.opts.queryPeers || p == r.s.self {
+			return
+		}
+		if cs := nw.Connectedness(p); cs != network.Connected && cs != network.Limited {
+			return
+		}
+		if _, dup := r.seen.LoadOrStore(string(p), true); !dup {
+			peers = append(peers, p)
+		}
 	}
-	for _, p := range peers {
-		r.seen.Store(p, true)
+	for _, p := range r.s.index.lookup(bindingKey{Key(r.a.ID), r.role}, "") {
+		ask(p)
+	}
+	for _, b := range r.a.Binders {
+		if p, err := peer.Decode(b); err == nil {
+			ask(p)
+		}
+	}
+	for _, p := range nw.Peers() {
+		ask(p)
 	}
 	for _, p := range peers {
 		r.start()
@@ -189,19 +217,27 @@ func (r *resolution) askProviders() {
 		if ai.ID == r.s.self || r.s.host.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		if _, dup := r.seen.LoadOrStore(ai.ID, true); !dup {
+		if _, dup := r.seen.LoadOrStore(string(ai.ID), true); !dup {
 			r.connectAndAsk(ai, true, false)
 		}
 	}
 }
 
-// listen asks the peers forwarded pushes refer to, while the
-// resolution runs.
-func (r *resolution) listen(hints <-chan []peer.AddrInfo) {
+// listen asks the binders pushes name, while the resolution runs: a
+// binder that pushed its own binding, and those a peer asked in vain
+// forwards.
+func (r *resolution) listen(hints <-chan hint) {
 	for {
 		select {
-		case refs := <-hints:
-			r.referred(refs)
+		case h := <-hints:
+			if len(h.refs) == 1 && h.refs[0].ID == h.from && len(h.refs[0].Addrs) == 0 {
+				// A connected binder's own push: asking it dials nobody.
+				if _, dup := r.seen.LoadOrStore(string(h.from), true); !dup {
+					r.connectAndAsk(h.refs[0], false, false)
+				}
+				continue
+			}
+			r.referred(h.from, h.refs)
 		case <-r.idle:
 			return
 		case <-r.ctx.Done():
@@ -210,15 +246,49 @@ func (r *resolution) listen(hints <-chan []peer.AddrInfo) {
 	}
 }
 
-// referred asks the peers an answer or a forwarded push referred to
-// (referral.go) that nobody has asked yet; their own referrals are not
-// followed.
-func (r *resolution) referred(refs []peer.AddrInfo) {
-	for _, ai := range refs {
+// seenKey names what a resolution asked: a peer by its ID or, for a
+// referral that gives addresses, the peer at those addresses, so that a
+// peer one referral names at addresses that fail (a liar's) is still
+// asked at those another gives.
+func seenKey(ai peer.AddrInfo) string {
+	k := string(ai.ID)
+	for _, a := range ai.Addrs {
+		k += " " + a.String()
+	}
+	return k
+}
+
+// answeredInVain records that p answered it has no binding: from now on
+// the resolution follows up to maxReferrals of its referrals.
+func (r *resolution) answeredInVain(p peer.ID) {
+	r.refMu.Lock()
+	defer r.refMu.Unlock()
+	if r.referrals == nil {
+		r.referrals = map[peer.ID]int{}
+	}
+	if _, ok := r.referrals[p]; !ok {
+		r.referrals[p] = maxReferrals
+	}
+}
+
+// referred asks the peers from referred to in its answer or in a push it
+// forwarded (referral.go), as far as from's share allows and unless they
+// were asked already; their own referrals are not followed.
+func (r *resolution) referred(from peer.ID, refs []peer.AddrInfo) {
+	r.refMu.Lock()
+	n := min(len(refs), r.referrals[from]) // a peer not in referrals has none
+	if n > 0 {
+		r.referrals[from] -= n
+	}
+	r.refMu.Unlock()
+	if ignored := len(refs) - n; ignored > 0 {
+		r.s.ignoredReferrals.Add(uint64(ignored))
+	}
+	for _, ai := range refs[:n] {
 		if ai.ID == r.s.self {
 			continue
 		}
-		if _, dup := r.seen.LoadOrStore(ai.ID, true); !dup {
+		if _, dup := r.seen.LoadOrStore(seenKey(ai), true); !dup {
 			r.connectAndAsk(ai, false, false)
 		}
 	}
@@ -255,8 +325,9 @@ func (r *resolution) ask(p peer.ID, follow bool) {
 		return
 	}
 	if !ok {
+		r.answeredInVain(p)
 		if follow {
-			r.referred(refs)
+			r.referred(p, refs)
 		}
 		return
 	}
