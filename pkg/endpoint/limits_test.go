@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -301,5 +303,66 @@ func TestSendUnencodable(t *testing.T) {
 	}
 	if e, _ := recv(t, ch).Message.Get("", "ok"); string(e.Data) != "yes" {
 		t.Fatalf("got %q", e.Data)
+	}
+}
+
+// TestCloseNotHeldByAStallingReceiver: a receiver that never sends its
+// hello holds a large Send waiting for it, and one that reads everything
+// but never ends its side of the stream holds a Flush waiting for that
+// end; both wait on the caller's context, and Close must still return,
+// and end them, however long those contexts are.
+func TestCloseNotHeldByAStallingReceiver(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		receiver func(st network.Stream, hold <-chan struct{})
+		// call is what waits: a Send or a Flush with no deadline.
+		call func(s *endpoint.Service, to peer.ID) error
+	}{
+		{"Send waiting for the hello", func(st network.Stream, hold <-chan struct{}) {
+			<-hold // no hello, reads nothing
+			st.Reset()
+		}, func(s *endpoint.Service, to peer.ID) error {
+			return s.Send(context.Background(), endpoint.PeerAddress(to, "x", ""), message.New(message.Bytes("", "b", make([]byte, 100<<10))))
+		}},
+		{"Flush waiting for the end of stream", func(st network.Stream, hold <-chan struct{}) {
+			st.Write([]byte{'H', 1, 0x80, 0x80, 0x80, 1}) // hello: version 1, 2 MiB
+			io.Copy(io.Discard, st)                       // reads up to the sender's end of stream
+			<-hold                                        // and never ends its own side
+			st.Reset()
+		}, func(s *endpoint.Service, to peer.ID) error {
+			if err := s.Send(context.Background(), endpoint.PeerAddress(to, "x", ""), message.New(message.Text("", "t", "hi"))); err != nil {
+				return err
+			}
+			return s.Flush(context.Background(), to)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			a, err := endpoint.New(nodes[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := make(chan struct{})
+			defer close(hold)
+			nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) { tc.receiver(st, hold) })
+			called := make(chan error, 1)
+			go func() { called <- tc.call(a, nodes[1].ID()) }()
+			time.Sleep(300 * time.Millisecond) // it waits
+			closed := make(chan struct{})
+			go func() { a.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close did not return within 10 s")
+			}
+			select {
+			case err := <-called:
+				if !errors.Is(err, endpoint.ErrClosed) {
+					t.Errorf("after Close: %v, want ErrClosed", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("still waiting after Close")
+			}
+		})
 	}
 }

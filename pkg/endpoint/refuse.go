@@ -354,6 +354,8 @@ func (snd *sender) peerLimit(ctx context.Context, size int64) (int64, error) {
 		case <-b.hello:
 		case <-ctx.Done():
 			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ctx.Err())
+		case <-snd.svc.ctx.Done(): // Close waits for the token this Send holds
+			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ErrClosed)
 		}
 	}
 	return b.max.Load(), nil

@@ -329,8 +329,17 @@ func (snd *sender) open(ctx context.Context) error {
 	if open {
 		return nil
 	}
-	st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(ctx, "endpoint"), snd.peer, ProtocolID)
+	// A peer that stalls the stream's negotiation holds it until ctx
+	// ends or the service closes.
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(snd.svc.ctx, cancel)
+	defer stop()
+	st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(octx, "endpoint"), snd.peer, ProtocolID)
 	if err != nil {
+		if snd.svc.ctx.Err() != nil {
+			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, ErrClosed)
+		}
 		return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, err)
 	}
 	b := snd.startBack(st)
@@ -623,8 +632,12 @@ func (snd *sender) flush(ctx context.Context) error {
 	if st == nil {
 		return maybeLost()
 	}
+	// A receiver that never ends its side holds the Flush until ctx ends,
+	// or the service closes (Close waits for the token it holds).
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
+	stopSvc := context.AfterFunc(snd.svc.ctx, func() { st.Reset() })
+	defer stopSvc()
 	// The queue's frames go first, without a deadline left by a Send.
 	var err error
 	if err = snd.watch.prepare(context.Background(), st, &snd.deadline); err == nil && len(batch) > 0 {
@@ -649,6 +662,9 @@ func (snd *sender) flush(ctx context.Context) error {
 		st.Reset()
 		if cerr := ctx.Err(); cerr != nil {
 			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, cerr), snd.takeRefusals())
+		}
+		if snd.svc.ctx.Err() != nil {
+			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, ErrMaybeLost), snd.takeRefusals())
 		}
 		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, b.err), snd.takeRefusals())
 	}
