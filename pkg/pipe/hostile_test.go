@@ -2,11 +2,16 @@ package pipe_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -232,5 +237,89 @@ func TestFullJXTABidiLetsTheEndpointClose(t *testing.T) {
 		sb.Close() // lets the reader, then ep.Close, go
 		<-closed
 		t.Fatal("endpoint.Close blocked for 10 s behind a JXTA Bidi's full queue")
+	}
+}
+
+// refusalRecord is one refusal on the endpoint's back channel, as a
+// receiver writes it: for service/param, no listener there.
+func refusalRecord(service, param string) []byte {
+	b := []byte{'R', endpoint.RefusedNoListener}
+	for _, s := range []string{service, param, ""} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// TestForgedRefusalsHideNoRealOne: a hostile binder of one pipe answers
+// every stream with 256 refusals for pipes that do not exist. They must
+// not take the room a real refusal needs: when an honest peer refuses a
+// message on pipe X and another output pipe's Flush to that peer learns
+// of it, X's Flush still reports it.
+func TestForgedRefusalsHideNoRealOne(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	v, p, h := nodes[0], nodes[1], nodes[2]
+	sv, sp, sh := newPipes(t, v), newPipes(t, p), newPipes(t, h)
+	advY := newAdv(t, adv.Unicast)
+	inY, err := sh.NewInputPipe(advY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inY.Close()
+	var round atomic.Int64
+	h.Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+		r := round.Add(1)
+		rec := []byte{'H', 1, 0x80, 0x80, 0x80, 0x20} // hello: version 1, 64 MiB
+		for i := range 256 {
+			rec = append(rec, refusalRecord(pipe.DataService, fmt.Sprintf("junk-%d-%d", r, i))...)
+		}
+		st.Write(rec)
+		io.Copy(io.Discard, st)
+		st.Close()
+	})
+	outY, err := sv.NewOutputPipe(ctx(t), advY, pipe.ToPeers(h.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outY.Close()
+	for range 17 { // 4,352 forged refusals
+		if err := outY.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
+			t.Fatal(err)
+		}
+		outY.Flush(ctx(t))
+	}
+	advX, advZ := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	inX, err := sp.NewInputPipe(advX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inZ, err := sp.NewInputPipe(advZ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inZ.Close()
+	outX, err := sv.NewOutputPipe(ctx(t), advX, pipe.ToPeers(p.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outX.Close()
+	outZ, err := sv.NewOutputPipe(ctx(t), advZ, pipe.ToPeers(p.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outZ.Close()
+	inX.Close() // X is no longer bound at P: P refuses what comes for it
+	if err := outX.Send(ctx(t), message.New(message.Text("", "n", "refused"))); err != nil {
+		t.Fatalf("Send on X: %v", err)
+	}
+	if err := outZ.Send(ctx(t), message.New(message.Text("", "n", "z"))); err != nil {
+		t.Fatal(err)
+	}
+	outZ.Flush(ctx(t)) // learns of X's refusal from the endpoint
+	if err := outX.Flush(ctx(t)); !errors.Is(err, endpoint.ErrRefused) {
+		t.Fatalf("the refused message on X: its Send returned nil and its Flush %v", err)
+	}
+	if n := sv.Stats().StrayRefusals; n < 4096 {
+		t.Errorf("Stats.StrayRefusals %d, want the forged ones counted", n)
 	}
 }

@@ -101,6 +101,7 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 	if _, err := o.resolved(ctx); err != nil {
 		return nil, err
 	}
+	s.outputOpened(o.key)
 	return o, nil
 }
 
@@ -265,10 +266,9 @@ func (e *UndeliveredError) Unwrap() []error {
 	return errs
 }
 
-// maxUndeliveredKeys bounds the pipes whose refusals a service keeps for
-// output pipes that have not flushed yet: the pipes a node sends on at
-// once, with room to spare.
-const maxUndeliveredKeys = 4096
+// maxRefusalReports bounds the refusal reports an output pipe keeps for
+// its next Flush; beyond, only their count grows.
+const maxRefusalReports = 4096
 
 // Send sends m on the pipe. A unicast or secure message is on its way
 // when Send returns; Flush waits until it is delivered. If sending fails
@@ -309,8 +309,8 @@ func (o *OutputPipe) noteRefused(re *endpoint.RefusedError) {
 	o.mu.Lock()
 	o.refused = append(o.refused, re)
 	o.refusedN += re.Count
-	if len(o.refused) > maxUndeliveredKeys { // keep the count, not every report
-		o.refused = o.refused[len(o.refused)-maxUndeliveredKeys:]
+	if len(o.refused) > maxRefusalReports { // keep the count, not every report
+		o.refused = o.refused[len(o.refused)-maxRefusalReports:]
 	}
 	o.mu.Unlock()
 	if b := o.bound.Load(); b != nil && b.peer == re.Peer {
@@ -466,15 +466,40 @@ func flatten(err error) []error {
 }
 
 // noteUndelivered keeps a count of refused messages for the output pipes
-// of key.
+// of key. Refusals for a pipe no output pipe here sends on (closed since,
+// or never: a peer's forgery) have nobody to report them to and are
+// counted, so what is kept is bounded by the output pipes open here, and
+// a real refusal is never dropped for room.
 func (s *Service) noteUndelivered(key string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.outputs[key] == 0 {
+		s.strayRefusals.Add(1)
+		return
+	}
 	if s.undelivered == nil {
 		s.undelivered = map[string]int{}
 	}
-	if _, ok := s.undelivered[key]; ok || len(s.undelivered) < maxUndeliveredKeys {
-		s.undelivered[key] += n
+	s.undelivered[key] += n
+}
+
+// outputOpened and outputClosed count the unicast and secure output pipes open here
+// by pipe key; the refusals kept for a key go with its last pipe.
+func (s *Service) outputOpened(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outputs == nil {
+		s.outputs = map[string]int{}
+	}
+	s.outputs[key]++
+}
+
+func (s *Service) outputClosed(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outputs[key]--; s.outputs[key] <= 0 {
+		delete(s.outputs, key)
+		delete(s.undelivered, key)
 	}
 }
 
@@ -557,6 +582,8 @@ func (o *OutputPipe) Close() error {
 		}
 		if o.topic != nil {
 			o.svc.leaveTopic(o.adv, nil)
+		} else {
+			o.svc.outputClosed(o.key)
 		}
 	})
 	return nil

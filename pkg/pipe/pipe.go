@@ -412,9 +412,14 @@ type Service struct {
 	senders  sync.Map
 	refusals chan refusal
 	// undelivered counts, per pipe key, messages refused by their
-	// receiver that a Flush learnt of on another output pipe's behalf
-	// (output.go); bounded by maxUndeliveredKeys.
+	// receiver that a Flush learnt of on another output pipe's behalf,
+	// for the keys in outputs, the unicast and secure output pipes open
+	// here (output.go).
 	undelivered map[string]int
+	outputs     map[string]int
+	// strayRefusals counts refusals for pipes no output pipe here sends
+	// on.
+	strayRefusals atomic.Uint64
 	// unproven counts binding answers ignored for want of a proof
 	// (proof.go); replays counts propagate messages refused as replayed
 	// (seqno.go).
@@ -458,6 +463,10 @@ type Stats struct {
 	// because an input pipe here fell behind (its queue full, Receive not
 	// called): they never reach the pipe.
 	PropagateUndelivered uint64
+	// StrayRefusals counts refusals a receiver reported for pipes no
+	// output pipe here sends on (closed before a Flush took them, or
+	// made up by the receiver): nobody is left to tell.
+	StrayRefusals uint64
 	// IgnoredBindings counts bindings neighbours pushed
 	// (BindingProtocol) that were malformed, or beyond what one
 	// neighbour may have kept here.
@@ -482,7 +491,7 @@ func (s *Service) Stats() Stats {
 		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
 		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
 		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
-		IgnoredReferrals: s.ignoredReferrals.Load(),
+		IgnoredReferrals: s.ignoredReferrals.Load(), StrayRefusals: s.strayRefusals.Load(),
 	}
 }
 
