@@ -35,7 +35,9 @@
 // its retransmission timeout — twice the smoothed round trip, at least
 // MinRTO, doubled at each retransmission, at most MaxRTO — is sent again;
 // a block that selective acknowledgements show missing is sent again at
-// once, at most once per round trip. When the oldest unacknowledged block
+// once, at most once per round trip, and only when an acknowledgement
+// brings news; acknowledgements of blocks never sent are counted
+// (BadAcks) and ignored. When the oldest unacknowledged block
 // has waited WithGiveUp (60 s, JXSE's figure), the connection fails with
 // ErrTimeout.
 package jxtarel
@@ -45,6 +47,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -113,7 +116,10 @@ type Option func(*options) error
 
 // WithWindow bounds the blocks sent and not yet acknowledged (default 20,
 // JXSE's own limit for sockets; 1 to 1024) and their bytes (default 4 MiB;
-// a block larger than that still goes out alone).
+// a block larger than that still goes out alone). A window of more bytes
+// than the peer's receive buffer (DefaultReceiveBytes unless it chose
+// otherwise) overruns it: what does not fit is dropped and sent again on
+// timeouts, which back off, and a connection can crawl.
 func WithWindow(blocks int, bytes int64) Option {
 	return func(o *options) error {
 		if blocks < 1 || blocks > 1024 || bytes < 1 {
@@ -124,10 +130,15 @@ func WithWindow(blocks int, bytes int64) Option {
 	}
 }
 
+// DefaultReceiveBytes is WithReceiveBuffer's default bound on bytes.
+const DefaultReceiveBytes = 8 << 20
+
 // WithReceiveBuffer bounds the blocks received and not yet taken by
 // Receive (default 100, JXSE's queue; 1 to 4096) and their bytes (default
-// 8 MiB). The next block in order is always accepted into an empty buffer,
-// whatever its size, so one large message cannot stall a connection.
+// DefaultReceiveBytes). The next block in order is always accepted, whatever its size
+// and however full the buffer is with blocks after it, so neither one
+// large message nor one lost block can stall a connection; the buffer
+// then holds at most one block beyond its bytes.
 func WithReceiveBuffer(blocks int, bytes int64) Option {
 	return func(o *options) error {
 		if blocks < 1 || blocks > 4096 || bytes < 1 {
@@ -219,7 +230,7 @@ type Conn struct {
 
 // New starts a reliable connection that sends through send. Close it.
 func New(send SendFunc, opts ...Option) (*Conn, error) {
-	o := options{window: 20, windowB: 4 << 20, recvBlk: 100, recvBytes: 8 << 20, giveUp: 60 * time.Second}
+	o := options{window: 20, windowB: 4 << 20, recvBlk: 100, recvBytes: DefaultReceiveBytes, giveUp: 60 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -374,7 +385,9 @@ func (c *Conn) handleAck(data []byte) {
 	cum, sacks, err := ParseAck(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil || cum >= c.next {
+	if err != nil || cum >= c.next || len(sacks) > 0 && slices.Max(sacks) >= c.next {
+		// Acknowledging what was never sent: a forgery, which would
+		// otherwise have every block below it resent.
 		c.stats.BadAcks++
 		return
 	}
@@ -416,12 +429,14 @@ func (c *Conn) handleAck(data []byte) {
 				freed = true
 				continue
 			}
-			// A block below one acknowledged is missing; resend it at
-			// once, but at most once per round trip.
+			kept = append(kept, b)
+		}
+		// A block below one acknowledged is missing; resend it at
+		// once, but at most once per round trip.
+		for _, b := range kept {
 			if b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
 				b.fast, hole = true, true
 			}
-			kept = append(kept, b)
 		}
 		for i := len(kept); i < len(c.unacked); i++ {
 			c.unacked[i] = nil
@@ -481,7 +496,10 @@ func (c *Conn) handleBlock(seq int32, data []byte) {
 		c.stats.Duplicates++ // acknowledged when taken
 		return
 	}
-	if c.qbytes+int64(len(data)) > c.o.recvBytes && !(len(c.queued) == 0 && seq == c.taken+1) {
+	if c.qbytes+int64(len(data)) > c.o.recvBytes && seq != c.taken+1 {
+		// The next block in order is always taken, however full the
+		// buffer is with blocks after it (at most one block beyond its
+		// bytes): Receive frees them only once it has that one.
 		c.stats.DroppedFull++
 		return
 	}

@@ -303,6 +303,15 @@ func TestReceiveBounds(t *testing.T) {
 		}
 		return false
 	})
+	// The next block in order is taken however full the buffer is with
+	// blocks after it: only it lets Receive free them.
+	check(t, r.Handle(block(1, make([]byte, 600))), "handled")
+	equal(t, uint64(1), r.Stats().DroppedFull)
+	for range 2 {
+		got, err := r.Receive(context.Background())
+		noErr(t, err)
+		equal(t, 600, len(got))
+	}
 }
 
 // Acknowledgements of blocks never sent are refused and counted.
@@ -313,7 +322,8 @@ func TestBadAcks(t *testing.T) {
 	noErr(t, a.Send(context.Background(), []byte("one")))
 	a.Handle(ack(5))
 	a.Handle(message.New(message.Element{Namespace: jxtarel.Namespace, Name: "ack", MIME: jxtarel.AckMIME, Data: []byte{1, 2, 3}}))
-	equal(t, uint64(2), a.Stats().BadAcks)
+	a.Handle(ack(0, 1<<31-1)) // a selective one of a block never sent would have every block below it resent
+	equal(t, uint64(3), a.Stats().BadAcks)
 	equal(t, 1, a.Pending())
 	a.Handle(ack(0, 1)) // a selective acknowledgement frees the block too
 	equal(t, 0, a.Pending())
@@ -399,4 +409,89 @@ func eventually(t testing.TB, f func() bool) {
 			t.Fatal("condition not met within 5 s")
 		}
 	}
+}
+
+// lossyLink delivers messages in order through a goroutine, as a TCP
+// transport would, losing the first transmission of block lose (none if
+// 0).
+type lossyLink struct {
+	lose    string
+	mu      sync.Mutex
+	dropped bool
+	q       chan *message.Message
+	to      *jxtarel.Conn
+	wg      sync.WaitGroup
+}
+
+func (l *lossyLink) send(ctx context.Context, m *message.Message) error {
+	l.mu.Lock()
+	if _, ok := m.Get(jxtarel.Namespace, l.lose); ok && !l.dropped {
+		l.dropped = true
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	select {
+	case l.q <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestOneLostBlockWithLargeBlocks: a socket's window of 20 of its largest
+// blocks (1 MiB) held within the peer's receive buffer, and one block
+// lost: the blocks after it wait in the receiver's buffer, the lost one is
+// sent again and taken, and everything arrives, in order. (With a window
+// past the receive buffer, what overflowed it was resent only on
+// backed-off timeouts, and the connection crawled until it gave up.)
+func TestOneLostBlockWithLargeBlocks(t *testing.T) {
+	const blk, n = 1 << 20, 60
+	opts := []jxtarel.Option{jxtarel.WithWindow(20, min(20*blk, jxtarel.DefaultReceiveBytes)), jxtarel.WithMaxBlock(blk)}
+	ab := &lossyLink{lose: "1", q: make(chan *message.Message, 4096)}
+	ba := &lossyLink{q: make(chan *message.Message, 4096)}
+	a, err := jxtarel.New(ab.send, opts...)
+	noErr(t, err)
+	b, err := jxtarel.New(ba.send, opts...)
+	noErr(t, err)
+	ab.to, ba.to = b, a
+	for _, l := range []*lossyLink{ab, ba} {
+		l.wg.Go(func() {
+			for m := range l.q {
+				l.to.Handle(m)
+			}
+		})
+	}
+	defer func() {
+		a.Close()
+		b.Close()
+		close(ab.q)
+		close(ba.q)
+		ab.wg.Wait()
+		ba.wg.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			p := make([]byte, blk)
+			p[0] = byte(i)
+			if err := a.Send(ctx, p); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- a.Drain(ctx)
+	}()
+	for i := range n {
+		p, err := b.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of %d blocks, then %v; receiver %+v; sender %+v", i, n, err, b.Stats(), a.Stats())
+		}
+		if len(p) != blk || p[0] != byte(i) {
+			t.Fatalf("block %d: %d bytes starting %d", i, len(p), p[0])
+		}
+	}
+	noErr(t, <-sent)
 }

@@ -117,8 +117,9 @@ func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool) (*jx
 	// a pipe before the handshake names it.
 	send := func(ctx context.Context, m *message.Message) error { return js.x.Send(ctx, m) }
 	if reliable {
-		// 20 blocks in flight: JXSE's own socket window.
-		rel, err := jxtarel.New(send, jxtarel.WithWindow(20, 20*int64(block)), jxtarel.WithMaxBlock(maxJXTABlock))
+		// 20 blocks in flight, JXSE's own socket window, within the
+		// receive buffer of a peer like this one.
+		rel, err := jxtarel.New(send, jxtarel.WithWindow(20, min(20*int64(block), jxtarel.DefaultReceiveBytes)), jxtarel.WithMaxBlock(maxJXTABlock))
 		if err != nil {
 			return nil, err
 		}
