@@ -227,7 +227,9 @@ const (
 
 // estimate reads a probe report: the rate is the bytes after the first
 // read over their dispersion, less gaps of half a round trip or more
-// between bursts (the link was idle: slow start, or a stream window).
+// between bursts (the link was idle: slow start, or a stream window), and
+// at least minSpan, below which no train is timed (nor a peer's claim
+// that it all arrived at once believed).
 // When such gaps, each about a round trip, split the train into three
 // bursts or more, the first burst is the initial window.
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
@@ -253,10 +255,10 @@ func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
 			iw = rep.Bursts[0].Bytes
 		}
 	}
-	busy := rep.Span - idle
-	if busy <= 0 || rep.Received <= rep.FirstChunk {
+	if rep.Received <= rep.FirstChunk {
 		return 0, iw, false
 	}
+	busy := max(rep.Span-idle, minSpan)
 	return float64(rep.Received-rep.FirstChunk) / busy.Seconds(), iw, true
 }
 

@@ -1,6 +1,7 @@
 package pathinfo_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -293,5 +294,53 @@ func TestProbeProgress(t *testing.T) {
 			st.Reset()
 			<-done
 		})
+	}
+}
+
+// TestBandwidthLieCorrected: a peer answers every probe claiming the
+// whole train arrived at once. A train cannot be timed below its shortest
+// span, so the rate it gives is at most MaxProbe over that span, and the
+// exchanges the adaptive scheme then reports (10 MiB acknowledged after
+// 2 s, 5 MiB/s) correct it. (Believed, the lie — petabytes a second —
+// predicted every exchange to take nanoseconds, too little to teach the
+// rate, and stuck.)
+func TestBandwidthLieCorrected(t *testing.T) {
+	snd, liar := testutil.NewNode(t), testutil.NewNode(t)
+	if err := snd.Connect(ctx(t), liar.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	liar.Host().SetStreamHandler(pathinfo.ProtocolID, func(st network.Stream) {
+		defer st.Close()
+		r := bufio.NewReader(st)
+		if op, _ := r.ReadByte(); op != 1 { // ping or profile: nothing
+			st.Reset()
+			return
+		}
+		size, _ := binary.ReadUvarint(r)
+		binary.ReadUvarint(r) // the gap
+		io.Copy(io.Discard, r)
+		var rep []byte
+		// All received, the first read 1 byte, in 1 ns, one burst of it all.
+		for _, v := range []uint64{size, 1, 1, 1, size, 0, 1} {
+			rep = binary.AppendUvarint(rep, v)
+		}
+		st.Write(append(binary.AppendUvarint(nil, uint64(len(rep))), rep...))
+	})
+	ss, err := pathinfo.New(snd.Host(), adaptive.NewModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	m := ss.Monitor(liar.ID())
+	p, err := m.Probe(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("probed: %.3g bytes/s", p.Bandwidth)
+	for range 20 {
+		m.ObserveExchange(10<<20, 2*time.Second)
+	}
+	if bw := m.Path().Bandwidth; bw > 2*(5<<20) {
+		t.Fatalf("bandwidth %.3g bytes/s after 20 exchanges at 5 MiB/s: the liar's still", bw)
 	}
 }

@@ -69,14 +69,12 @@ func readRequest(r *bufio.Reader) (op byte, h probeHeader, err error) {
 }
 
 func appendReport(b []byte, r report) []byte {
-	b = binary.AppendUvarint(b, uint64(r.Received))
-	b = binary.AppendUvarint(b, uint64(r.FirstChunk))
-	b = binary.AppendUvarint(b, uint64(r.Span))
-	b = binary.AppendUvarint(b, uint64(len(r.Bursts)))
+	v := []uint64{uint64(r.Received), uint64(r.FirstChunk), uint64(r.Span), uint64(len(r.Bursts))}
 	for _, u := range r.Bursts {
-		b = binary.AppendUvarint(b, uint64(u.Bytes))
-		b = binary.AppendUvarint(b, uint64(u.Start))
-		b = binary.AppendUvarint(b, uint64(u.Dur))
+		v = append(v, uint64(u.Bytes), uint64(u.Start), uint64(u.Dur))
+	}
+	for _, x := range v {
+		b = binary.AppendUvarint(b, x)
 	}
 	return b
 }
