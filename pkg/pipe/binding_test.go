@@ -18,10 +18,9 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
-// claimEverything makes n answer every binding query "found", as a
-// hostile peer would: with a proof signed by its own key when signed is
-// true, with none otherwise.
-func claimEverything(n *node.Node, signed bool) {
+// answerQueries makes n answer every binding query itself, as a hostile
+// peer would: with what answer returns for the query.
+func answerQueries(n *node.Node, answer func(q *message.Message) *message.Message) {
 	n.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
 		defer st.Close()
 		q, err := wire.Decode(io.LimitReader(st, 4096))
@@ -29,6 +28,14 @@ func claimEverything(n *node.Node, signed bool) {
 			st.Reset()
 			return
 		}
+		wire.Encode(st, answer(q))
+	})
+}
+
+// claimEverything makes n answer every binding query "found": with a
+// proof signed by its own key when signed is true, with none otherwise.
+func claimEverything(n *node.Node, signed bool) {
+	answerQueries(n, func(q *message.Message) *message.Message {
 		ans := message.New(message.Text("jxta", "Found", "true"), message.Text("jxta", "PeerId", n.JXTAPeerID().String()))
 		if signed {
 			pid, _ := q.Get("jxta", "PipeId")
@@ -38,7 +45,7 @@ func claimEverything(n *node.Node, signed bool) {
 			sig, _ := n.Host().Peerstore().PrivKey(n.ID()).Sign(pipe.ProofStatement(p.ID, string(role.Data), n.ID(), nonce.Data))
 			ans.Add(message.Bytes("jxta", "BindingProof", sig))
 		}
-		wire.Encode(st, ans)
+		return ans
 	})
 }
 

@@ -188,16 +188,7 @@ func TestReferralsBounded(t *testing.T) {
 		p2p, _ := ma.NewMultiaddr("/p2p/" + id.String())
 		refs = append(refs, message.Bytes("jxta", "Referral", sink.Encapsulate(p2p).Bytes()))
 	}
-	liar.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
-		defer st.Close()
-		if _, err := wire.Decode(io.LimitReader(st, 4096)); err != nil {
-			st.Reset()
-			return
-		}
-		ans := message.New(message.Text("jxta", "Found", "false"), message.Text("jxta", "PeerId", liar.JXTAPeerID().String()))
-		ans.Add(refs...)
-		wire.Encode(st, ans)
-	})
+	answerNotFound(liar, 0, nil, refs...)
 	if _, err := sa.Resolve(ctx(t), newAdv(t, adv.Unicast), pipe.RoleInput); !errors.Is(err, pipe.ErrNotResolved) {
 		t.Fatalf("resolution through a liar's referrals: %v", err)
 	}
@@ -353,13 +344,7 @@ func freshPeerID(t *testing.T) peer.ID {
 // answerNotFound makes n answer binding queries itself: after wait, "not
 // found" with refs; before, what it does in the meantime.
 func answerNotFound(n *node.Node, wait time.Duration, meantime func(pipeID, role string), refs ...message.Element) {
-	n.Host().SetStreamHandler(pipe.ResolverProtocol, func(st network.Stream) {
-		defer st.Close()
-		q, err := wire.Decode(io.LimitReader(st, 4096))
-		if err != nil {
-			st.Reset()
-			return
-		}
+	answerQueries(n, func(q *message.Message) *message.Message {
 		pid, _ := q.Get("jxta", "PipeId")
 		role, _ := q.Get("jxta", "Role")
 		if meantime != nil {
@@ -368,7 +353,7 @@ func answerNotFound(n *node.Node, wait time.Duration, meantime func(pipeID, role
 		time.Sleep(wait)
 		ans := message.New(message.Text("jxta", "Found", "false"), message.Text("jxta", "PeerId", n.JXTAPeerID().String()))
 		ans.Add(refs...)
-		wire.Encode(st, ans)
+		return ans
 	})
 }
 

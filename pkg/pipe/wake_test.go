@@ -13,8 +13,34 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
+
+// twoPipes binds two unicast pipes, A and B, at sb and opens their
+// output pipes at sa, to the peer at to.
+func twoPipes(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (inA, inB *pipe.InputPipe, outA, outB *pipe.OutputPipe) {
+	t.Helper()
+	inA, outA = onePipe(t, sa, sb, to)
+	inB, outB = onePipe(t, sa, sb, to)
+	return inA, inB, outA, outB
+}
+
+// onePipe binds a unicast pipe at sb and opens its output pipe at sa, to
+// the peer at to.
+func onePipe(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (*pipe.InputPipe, *pipe.OutputPipe) {
+	t.Helper()
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, out
+}
 
 // TestBurstBlockedOnAnotherPipeWakesReceive: a burst puts a message in
 // pipe A, then fills pipe B, whose Receive is not called until A's
@@ -24,23 +50,7 @@ import (
 func TestBurstBlockedOnAnotherPipeWakesReceive(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
-	advA, advB := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
-	inA, err := sb.NewInputPipe(advA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inB, err := sb.NewInputPipe(advB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outA, err := sa.NewOutputPipe(ctx(t), advA, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	outB, err := sa.NewOutputPipe(ctx(t), advB, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inA, inB, outA, outB := twoPipes(t, sa, sb, nodes[1].AddrInfo())
 	// Everything is sent before anything is received, so the reader
 	// finds bursts: A's message, then B's until B is full.
 	const rounds, perB = 200, 3
@@ -77,22 +87,29 @@ func TestBurstBlockedOnAnotherPipeWakesReceive(t *testing.T) {
 	}
 }
 
+// smallBudgetPipes starts the pipe service on n over an endpoint whose
+// memory budget has room for about three 10 KiB messages, queued and
+// held; both closed when the test ends.
+func smallBudgetPipes(t *testing.T, n *node.Node) *pipe.Service {
+	t.Helper()
+	ep, err := endpoint.New(n, endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); ep.Close() })
+	return s
+}
+
 // TestBurstBlockedOnTheBudgetWakesReceive: the reader holds a burst of
 // messages queued in a pipe and waits for the memory budget they hold;
 // only Receive frees it, so the reader wakes Receive before it waits.
 func TestBurstBlockedOnTheBudgetWakesReceive(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa := newPipes(t, nodes[0])
-	// Room for about three of the messages below, queued and held.
-	ep, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := pipe.New(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close(); ep.Close() })
+	sa, sb := newPipes(t, nodes[0]), smallBudgetPipes(t, nodes[1])
 	a := newAdv(t, adv.Unicast)
 	in, err := sb.NewInputPipe(a)
 	if err != nil {
@@ -147,15 +164,7 @@ func TestClosedPipeFreesItsSendersBudget(t *testing.T) {
 		eof  error // what Receive says once the queue is drained
 	}{
 		{"input pipe", func(t *testing.T, sa, sb *pipe.Service, to peer.AddrInfo) (receiver, func() int) {
-			a := newAdv(t, adv.Unicast)
-			in, err := sb.NewInputPipe(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(to))
-			if err != nil {
-				t.Fatal(err)
-			}
+			in, out := onePipe(t, sa, sb, to)
 			defer out.Close()
 			for i := range 3 {
 				if err := out.Send(ctx(t), pad(i)); err != nil {
@@ -198,17 +207,7 @@ func TestClosedPipeFreesItsSendersBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := testutil.NewConnectedNodes(t, 2)
-			sa := newPipes(t, nodes[0])
-			// Room for about three of the messages, queued and held.
-			ep, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(16<<10), endpoint.WithMemoryBudget(40<<10, 40<<10))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb, err := pipe.New(ep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sb.Close(); ep.Close() })
+			sa, sb := newPipes(t, nodes[0]), smallBudgetPipes(t, nodes[1])
 			first, queued := tc.fill(t, sa, sb, nodes[1].AddrInfo())
 			for queued() < 3 {
 				time.Sleep(time.Millisecond)
@@ -266,25 +265,8 @@ func TestClosedPipeFreesItsSendersBudget(t *testing.T) {
 // at once, or the reader and the application wait for each other.
 func TestReceiveMakesRoomAtOnce(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa := newPipes(t, nodes[0])
-	sb := newPipes(t, nodes[1], pipe.WithQueueLen(8))
-	adA, adB := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
-	inA, err := sb.NewInputPipe(adA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inB, err := sb.NewInputPipe(adB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outA, err := sa.NewOutputPipe(ctx(t), adA, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	outB, err := sa.NewOutputPipe(ctx(t), adB, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(8))
+	inA, inB, outA, outB := twoPipes(t, sa, sb, nodes[1].AddrInfo())
 	for i := range 9 { // one more than A's queue holds
 		if err := outA.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
 			t.Fatal(err)
