@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -91,7 +92,8 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 				return err
 			}
 			defer p.Close()
-			in, err := p.pipes.NewInputPipe(a)
+			h := newHandoff(cmd.ErrOrStderr())
+			in, err := p.pipes.NewInputPipe(a, pipe.WithHandler(h.handle))
 			if err != nil {
 				return err
 			}
@@ -107,7 +109,8 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			}
 			defer p2p.close()
 			defer jx.close()
-			_, failed, err := runBridge(ctx, in, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			h.stop()
 			// Interrupted (ctx ended, the command's did not) is a normal
 			// way to stop.
 			if err != nil && !(ctx.Err() != nil && cmd.Context().Err() == nil) {
@@ -131,11 +134,51 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 	return cmd
 }
 
-// runBridge forwards what arrives on in: from JXTA peers through p2p,
+// handoff hands a bridge's messages from the input pipe's reader to the
+// forwarding loop, one at a time, so that a message is acknowledged to
+// its sender only once the loop has it. Once the loop has stopped (stop),
+// what still comes is refused back to its sender (a libp2p sender's
+// Flush then fails; JXTA has no refusal) and reported not forwarded.
+type handoff struct {
+	got     chan *pipe.Received
+	stopped chan struct{}
+	once    sync.Once
+	errOut  io.Writer
+}
+
+func newHandoff(errOut io.Writer) *handoff {
+	return &handoff{got: make(chan *pipe.Received), stopped: make(chan struct{}), errOut: errOut}
+}
+
+func (h *handoff) handle(r *pipe.Received) {
+	select {
+	case h.got <- r:
+	case <-h.stopped:
+		r.Refuse("the bridge has stopped")
+		fmt.Fprintf(h.errOut, "p2pmsg: bridge: message from %s not forwarded: the bridge has stopped\n", sender(r))
+		r.Release()
+	}
+}
+
+// ReceiveFrom is the forwarding loop's next message.
+func (h *handoff) ReceiveFrom(ctx context.Context) (*pipe.Received, error) {
+	select {
+	case r := <-h.got:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (h *handoff) stop() { h.once.Do(func() { close(h.stopped) }) }
+
+// runBridge forwards what arrives from in: from JXTA peers through p2p,
 // from libp2p peers through jx, until count messages are forwarded (0:
 // until ctx ends or in fails). It prints a line on out per message
 // forwarded and on errOut per message that was not.
-func runBridge(ctx context.Context, in *pipe.InputPipe, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
+func runBridge(ctx context.Context, in interface {
+	ReceiveFrom(context.Context) (*pipe.Received, error)
+}, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
 	for count == 0 || forwarded < count {
 		r, err := in.ReceiveFrom(ctx)
 		if err != nil {

@@ -247,3 +247,37 @@ func TestLabRTTJXTA(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeCountRefusesTheRest: a libp2p peer sends 3 messages to
+// `bridge --count 1`, whose other side is a p2pmsg JXTA peer. The bridge
+// forwards one and stops; the others are refused or never read, so send
+// fails — a bridge that queued them acknowledged all three and dropped
+// two in silence.
+func TestBridgeCountRefusesTheRest(t *testing.T) {
+	p := newPipeAdv(t, "unicast")
+	sink := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
+	var sinkJXTA string
+	for _, a := range sink.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			sinkJXTA, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--jxse-peer", sinkJXTA, "--count", "1")
+	var bridgeP2P string
+	for _, a := range bridge.addrs {
+		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
+			bridgeP2P = a
+		}
+	}
+	r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--count", "3", "--elem", "text=hi")
+	code := bridge.wait(t)
+	fwd := strings.Count(bridge.stdout.String(), "forwarded message")
+	t.Logf("send: exit %d %q; bridge: exit %d, %d forwarded, stderr %q", r.code, r.stderr, code, fwd, bridge.stderr)
+	if code != 0 || fwd != 1 {
+		t.Fatalf("bridge --count 1: exit %d, %d forwarded", code, fwd)
+	}
+	if r.code == 0 {
+		t.Fatal("send exited 0: the bridge acknowledged three messages and forwarded one")
+	}
+}

@@ -363,6 +363,11 @@ func TestCloseNotHeldByAStallingReceiver(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("still waiting after Close")
 			}
+			// Close dropped whatever was queued: a later Flush cannot
+			// vouch for it.
+			if err := a.Flush(ctx(t), nodes[1].ID()); !errors.Is(err, endpoint.ErrClosed) {
+				t.Errorf("Flush after Close: %v, want ErrClosed", err)
+			}
 		})
 	}
 }

@@ -579,10 +579,15 @@ func uvarintLen(n int) int {
 // messages), those may be lost: Flush then fails with ErrMaybeLost (once),
 // after flushing the rest. If p refused messages sent to it since they
 // were last reported (see Send), Flush fails with their RefusedErrors,
-// joined, and forgets them.
+// joined, and forgets them. Once the service is closed (which drops what
+// was queued, and ends a Flush waiting), Flush fails with ErrClosed.
 func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	for {
 		s.mu.Lock()
+		if s.closed { // Close dropped what was queued: nothing to vouch for
+			s.mu.Unlock()
+			return fmt.Errorf("endpoint: flushing to %s: %w", p, ErrClosed)
+		}
 		snd := s.senders[p]
 		var rep *report
 		if snd == nil {
