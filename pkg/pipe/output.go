@@ -483,8 +483,9 @@ func (s *Service) noteUndelivered(key string, n int) {
 	s.undelivered[key] += n
 }
 
-// outputOpened and outputClosed count the unicast and secure output pipes open here
-// by pipe key; the refusals kept for a key go with its last pipe.
+// outputOpened and outputClosed count the unicast and secure output pipes
+// open here by pipe key; the refusals kept for a key go with its last
+// pipe.
 func (s *Service) outputOpened(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
