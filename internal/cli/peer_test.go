@@ -587,6 +587,71 @@ func TestRecvSocketInterrupted(t *testing.T) {
 	})
 }
 
+// TestRecvSocketSenderKilled: recv --socket whose sender is killed
+// mid-stream (no close of any kind) exits 1 saying why, over libp2p
+// (the connection is reset at once) and over JXTA's TCP transport, which
+// has no keep-alives: the socket's idle probe finds the sender
+// unreachable (about 17 s with the default probe).
+func TestRecvSocketSenderKilled(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		jxta  bool
+		cause string
+	}{
+		{"libp2p", false, "p2pmsg: connection reset by peer: "},
+		{"jxta", true, "p2pmsg: the peer can no longer be reached: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newPipeAdv(t, "unicast")
+			out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			args := []string{"recv", "--socket", "--pipe", a, "--listen", loopback}
+			if tc.jxta {
+				args = append(args, "--jxta", "tcp://127.0.0.1:0")
+			}
+			recv := startTo(t, nil, out, args...)
+			peerAddr := recv.addrs[0]
+			for _, x := range recv.addrs {
+				if rest, ok := strings.CutPrefix(x, "jxta "); ok && tc.jxta {
+					peerAddr, _, _ = strings.Cut(rest, " ")
+				}
+			}
+			send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", peerAddr)
+			send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+			stdin, err := send.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := send.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { stdin.Close(); send.Process.Kill(); send.Wait() }()
+			stdin.Write(bytes.Repeat([]byte("x"), 64<<10))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if st, _ := out.Stat(); st.Size() > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("nothing arrived")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			send.Process.Kill()
+			send.Wait()
+			code := recv.wait(t)
+			stderr := strings.Join(recv.stderr, "\n")
+			if code != 1 || !strings.Contains(stderr, tc.cause) {
+				t.Fatalf("recv --socket whose sender was killed: exit %d, stderr %q; want 1 and %q", code, stderr, tc.cause)
+			}
+		})
+	}
+}
+
 // TestErrorsLeadWithTheCause: a dial that fails says why first, in a
 // line that stays short.
 func TestErrorsLeadWithTheCause(t *testing.T) {

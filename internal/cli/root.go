@@ -17,6 +17,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
+
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 )
 
 // Exit statuses.
@@ -108,14 +110,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const maxErrorLine = 160
 
 // shortError is err as one line that leads with its root cause when one
-// is recognised (a refused or reset connection, an unreachable host, a
-// timeout, a peer with another identity than expected), followed by what
+// is recognised (a refused or reset connection, an unreachable host or
+// peer, a timeout, a peer with another identity than expected), followed by what
 // was being done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(err.Error())
 	var errno syscall.Errno
 	cause := ""
 	switch {
+	case errors.Is(err, jxtarel.ErrUnreachable):
+		cause = "the peer can no longer be reached"
+	case errors.Is(err, jxtarel.ErrTimeout):
+		cause = "the peer stopped acknowledging"
 	case errors.As(err, &errno):
 		cause = errno.Error()
 	case errors.Is(err, context.DeadlineExceeded):

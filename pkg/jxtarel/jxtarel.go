@@ -40,6 +40,18 @@
 // (BadAcks) and ignored. When the oldest unacknowledged block
 // has waited WithGiveUp (60 s, JXSE's figure), the connection fails with
 // ErrTimeout.
+//
+// A Conn notices a peer that is gone: when the acknowledgements and
+// retransmissions it sends fail three times over two seconds or more,
+// with nothing from the peer meanwhile (the peer's connection closed and
+// it cannot be reached again), the connection fails with ErrUnreachable.
+// So that a reader waiting for a silent peer finds out too, a Receive that
+// has heard nothing for WithIdleProbe (15 s) sends its acknowledgement
+// again (JXSE ignores a repeated one), then once a second while that
+// fails.
+// JXSE has no such probe: its reader waits for a dead sender forever
+// unless the application set a timeout. A peer that keeps its connection
+// open and sends nothing is an idle peer, as with TCP: use a deadline.
 package jxtarel
 
 import (
@@ -80,6 +92,11 @@ const (
 // acknowledgement (JXSE: about once a second).
 const reAck = time.Second
 
+// probeTries failed sends over two reAcks make a peer unreachable: one
+// failed send may be a dial racing the peer's reconnection or the
+// transport's connection limit; three over two seconds are not.
+const probeTries = 3
+
 // dupAckGap is the least time between acknowledgements repeated for
 // duplicate blocks: a fraction of MinRTO, so a sender's retransmission
 // timer is answered before it fires again.
@@ -95,6 +112,9 @@ var (
 	ErrTimeout   = errors.New("jxtarel: peer stopped acknowledging")
 	ErrBadOption = errors.New("jxtarel: invalid option")
 	ErrMalformed = errors.New("jxtarel: malformed element")
+	// ErrUnreachable: acknowledgements, probes or retransmissions could
+	// not be sent for seconds; the peer is gone (WithIdleProbe).
+	ErrUnreachable = errors.New("jxtarel: peer unreachable")
 )
 
 // SendFunc sends one message to the other side. The Conn calls it from
@@ -109,6 +129,7 @@ type options struct {
 	recvBytes int64
 	maxBlock  int
 	giveUp    time.Duration
+	probe     time.Duration
 }
 
 // Option configures a Conn.
@@ -174,6 +195,21 @@ func WithGiveUp(d time.Duration) Option {
 	}
 }
 
+// WithIdleProbe sets how long a Receive waits with nothing from the peer
+// before the Conn probes whether the peer can still be reached (default
+// 15 s, Go's TCP keep-alive period). 0 turns probing off, and with it
+// the failure of a Conn whose sends keep failing (ErrUnreachable): only
+// WithGiveUp then ends a connection. See the package doc.
+func WithIdleProbe(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: idle probe %v", ErrBadOption, d)
+		}
+		o.probe = d
+		return nil
+	}
+}
+
 // Stats counts what a Conn did and refused.
 type Stats struct {
 	BlocksSent, BlocksReceived uint64
@@ -185,6 +221,7 @@ type Stats struct {
 	Oversized                  uint64 // larger than WithMaxBlock
 	BadAcks                    uint64 // acknowledging blocks never sent, or malformed
 	Malformed                  uint64 // jxtarel elements that are neither block nor ack
+	Probes                     uint64 // acknowledgements sent again to an idle peer (WithIdleProbe)
 }
 
 type outBlock struct {
@@ -226,11 +263,17 @@ type Conn struct {
 	stats    Stats
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// liveness (WithIdleProbe)
+	waiting   int       // Receives waiting
+	lastHeard time.Time // the peer's last block or acknowledgement
+	lastProbe time.Time
+	fails     int       // consecutive sends of run's that failed, nothing heard since
+	failSince time.Time // the first of them
 }
 
 // New starts a reliable connection that sends through send. Close it.
 func New(send SendFunc, opts ...Option) (*Conn, error) {
-	o := options{window: 20, windowB: 4 << 20, recvBlk: 100, recvBytes: DefaultReceiveBytes, giveUp: 60 * time.Second}
+	o := options{window: 20, windowB: 4 << 20, recvBlk: 100, recvBytes: DefaultReceiveBytes, giveUp: 60 * time.Second, probe: 15 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -239,7 +282,7 @@ func New(send SendFunc, opts ...Option) (*Conn, error) {
 	c := &Conn{
 		send: send, o: o, next: 1, queued: map[int32][]byte{},
 		room: make(chan struct{}), arrived: make(chan struct{}),
-		done: make(chan struct{}), kick: make(chan struct{}, 1),
+		done: make(chan struct{}), kick: make(chan struct{}, 1), lastHeard: time.Now(),
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -385,6 +428,7 @@ func (c *Conn) handleAck(data []byte) {
 	cum, sacks, err := ParseAck(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.heard()
 	if err != nil || cum >= c.next || len(sacks) > 0 && slices.Max(sacks) >= c.next {
 		// Acknowledging what was never sent: a forgery, which would
 		// otherwise have every block below it resent.
@@ -452,6 +496,11 @@ func (c *Conn) handleAck(data []byte) {
 	}
 }
 
+// heard notes, under the lock, that the peer sent something.
+func (c *Conn) heard() {
+	c.lastHeard, c.fails = time.Now(), 0
+}
+
 // sample folds a round-trip sample into the estimate (RFC 6298).
 func (c *Conn) sample(r time.Duration) {
 	if c.srtt == 0 {
@@ -469,6 +518,7 @@ func (c *Conn) sample(r time.Duration) {
 func (c *Conn) handleBlock(seq int32, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.heard()
 	c.stats.BlocksReceived++
 	switch {
 	case c.err != nil || c.eof != nil:
@@ -542,14 +592,19 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 		arrived := c.arrived
+		c.waiting++
 		c.mu.Unlock()
 		select {
 		case <-arrived:
 		case <-c.done:
 		case <-ctx.Done():
+			c.mu.Lock()
+			c.waiting--
+			c.mu.Unlock()
 			return nil, ctx.Err()
 		}
 		c.mu.Lock()
+		c.waiting--
 	}
 }
 
@@ -639,23 +694,62 @@ func (c *Conn) run() {
 			return
 		}
 		if ack != nil {
-			c.send(ctx, ack)
+			c.sent(now, c.send(ctx, ack))
 		}
 		for _, m := range resend {
-			c.send(ctx, m)
+			c.sent(now, c.send(ctx, m))
 		}
 	}
 }
 
-// due works out, under the lock, what run must send now.
+// sent records the outcome of a send of run's (an acknowledgement, a
+// probe, a retransmission). Sends that keep failing, probeTries of them
+// over at least two reAcks with nothing heard from the peer meanwhile,
+// make it unreachable (when probing is on).
+func (c *Conn) sent(at time.Time, err error) {
+	if c.o.probe == 0 {
+		return
+	}
+	c.mu.Lock()
+	if err == nil {
+		c.fails = 0
+		c.mu.Unlock()
+		return
+	}
+	if c.fails == 0 {
+		c.failSince = at
+	}
+	c.fails++
+	n, span, idle := c.fails, at.Sub(c.failSince), at.Sub(c.lastHeard)
+	c.mu.Unlock()
+	if n >= probeTries && span >= 2*reAck {
+		c.fail(fmt.Errorf("%w: nothing from it for %v and %d sends to it failed: %w", ErrUnreachable, idle.Round(100*time.Millisecond), n, err))
+	}
+}
+
+// due works out, under the lock, what run must send now: an
+// acknowledgement (sent again as a probe when a reader has heard nothing
+// for long) and retransmissions.
 func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Message, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return nil, nil, nil
 	}
+	probe := false
+	if c.o.probe > 0 && c.waiting > 0 && now.Sub(c.lastHeard) >= c.o.probe {
+		gap := c.o.probe
+		if c.fails > 0 {
+			gap = reAck
+		}
+		if now.Sub(c.lastProbe) >= gap {
+			probe = true
+			c.lastProbe = now
+			c.stats.Probes++
+		}
+	}
 	gap := len(c.queued) > 0 && c.queued[c.taken+1] == nil
-	if c.ackDue || gap && now.Sub(c.lastAck) >= reAck {
+	if c.ackDue || probe || gap && now.Sub(c.lastAck) >= reAck {
 		c.ackDue = false
 		c.lastAck = now
 		var sacks []int32

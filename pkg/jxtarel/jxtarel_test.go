@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -494,4 +495,113 @@ func TestOneLostBlockWithLargeBlocks(t *testing.T) {
 		}
 	}
 	noErr(t, <-sent)
+}
+
+// reachable is a SendFunc that fails, as a transport does for a peer it
+// can no longer reach, once gone is set.
+type reachable struct {
+	gone  atomic.Bool
+	sends atomic.Int64
+}
+
+var errNoPeer = errors.New("no connection to the peer and none can be made")
+
+func (r *reachable) send(ctx context.Context, m *message.Message) error {
+	r.sends.Add(1)
+	if r.gone.Load() {
+		return errNoPeer
+	}
+	return nil
+}
+
+func TestIdleProbe(t *testing.T) {
+	const probe = 200 * time.Millisecond
+	t.Run("gone peer fails the waiting Receive", func(t *testing.T) {
+		t.Parallel()
+		var r reachable
+		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
+		noErr(t, err)
+		defer c.Close()
+		c.Handle(block(1, []byte("x")))
+		_, err = c.Receive(context.Background())
+		noErr(t, err)
+		r.gone.Store(true)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = c.Receive(ctx)
+		isErr(t, err, jxtarel.ErrUnreachable)
+		isErr(t, err, errNoPeer)
+		isErr(t, c.Err(), jxtarel.ErrUnreachable)
+		t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		check(t, c.Stats().Probes >= 3, "fewer than three probes")
+	})
+	t.Run("a writer gives up on a gone peer before WithGiveUp", func(t *testing.T) {
+		t.Parallel()
+		var r reachable
+		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
+		noErr(t, err)
+		defer c.Close()
+		noErr(t, c.Send(context.Background(), []byte("x")))
+		r.gone.Store(true) // before any acknowledgement
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = c.Drain(ctx)
+		isErr(t, err, jxtarel.ErrUnreachable)
+		check(t, c.Stats().Retransmitted >= 3, "fewer than three retransmissions")
+	})
+	t.Run("quiet peer that can be reached is waited for", func(t *testing.T) {
+		t.Parallel()
+		var r reachable
+		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
+		noErr(t, err)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*probe)
+		defer cancel()
+		_, err = c.Receive(ctx)
+		isErr(t, err, context.DeadlineExceeded)
+		noErr(t, c.Err())
+		check(t, c.Stats().Probes >= 1, "no probe")
+	})
+	t.Run("word from the peer starts the count again", func(t *testing.T) {
+		t.Parallel()
+		var r reachable
+		r.gone.Store(true)
+		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
+		noErr(t, err)
+		defer c.Close()
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.Receive(context.Background())
+			got <- err
+		}()
+		eventually(t, func() bool { return c.Stats().Probes >= 2 })
+		c.Handle(ack(0)) // the peer spoke between two failed probes
+		isErr(t, <-got, jxtarel.ErrUnreachable)
+		check(t, c.Stats().Probes >= 5, "the peer's word did not start the count again")
+	})
+	t.Run("no probe while nobody waits, nor when off", func(t *testing.T) {
+		t.Parallel()
+		for _, opt := range []jxtarel.Option{jxtarel.WithIdleProbe(probe), jxtarel.WithIdleProbe(0)} {
+			var r reachable
+			r.gone.Store(true)
+			c, err := jxtarel.New(r.send, opt)
+			noErr(t, err)
+			time.Sleep(5 * probe)
+			noErr(t, c.Err())
+			equal(t, uint64(0), c.Stats().Probes)
+			c.Close()
+		}
+		var r reachable
+		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(0))
+		noErr(t, err)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*probe)
+		defer cancel()
+		_, err = c.Receive(ctx)
+		isErr(t, err, context.DeadlineExceeded)
+		equal(t, int64(0), r.sends.Load())
+	})
+	_, err := jxtarel.New(nil, jxtarel.WithIdleProbe(-time.Second))
+	isErr(t, err, jxtarel.ErrBadOption)
 }

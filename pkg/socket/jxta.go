@@ -108,7 +108,7 @@ type jxtaStream struct {
 	cancel      context.CancelFunc
 }
 
-func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool) (*jxtaStream, error) {
+func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool, probe time.Duration) (*jxtaStream, error) {
 	js := &jxtaStream{block: block, reliable: reliable, answers: make(chan *pipe.Received, 1), dlWake: make(chan struct{}),
 		drained: make(chan struct{}), kick: make(chan struct{}, 1),
 		remoteClose: make(chan struct{}), gotACK: make(chan struct{})}
@@ -119,7 +119,7 @@ func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool) (*jx
 	if reliable {
 		// 20 blocks in flight, JXSE's own socket window, within the
 		// receive buffer of a peer like this one.
-		rel, err := jxtarel.New(send, jxtarel.WithWindow(20, min(20*int64(block), jxtarel.DefaultReceiveBytes)), jxtarel.WithMaxBlock(maxJXTABlock))
+		rel, err := jxtarel.New(send, jxtarel.WithWindow(20, min(20*int64(block), jxtarel.DefaultReceiveBytes)), jxtarel.WithMaxBlock(maxJXTABlock), jxtarel.WithIdleProbe(probe))
 		if err != nil {
 			return nil, err
 		}
@@ -669,7 +669,7 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 
 // acceptJXTA answers a connect request and returns the connection.
 func (s *Service) acceptJXTA(l *Listener, h pipe.JXTAHandshake) *Conn {
-	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock, h.Reliable)
+	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock, h.Reliable, s.opts.jxtaProbe)
 	if err != nil {
 		return nil
 	}
@@ -716,7 +716,7 @@ func (s *Service) dialJXTA(ctx context.Context, a *adv.PipeAdvertisement, addrs 
 	if err != nil {
 		return nil, err
 	}
-	js, err := newJXTAStream(s.pipes, a.Name+".remote", s.opts.jxtaBlock, !s.opts.jxtaUnreliable)
+	js, err := newJXTAStream(s.pipes, a.Name+".remote", s.opts.jxtaBlock, !s.opts.jxtaUnreliable, s.opts.jxtaProbe)
 	if err != nil {
 		return nil, err
 	}

@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
@@ -373,5 +376,71 @@ func TestJXTARepeatedRequestsWhileNotReading(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine() - base; n > 100 {
 		t.Fatalf("%d more goroutines after %d repeated requests", n, repeats)
+	}
+}
+
+// A JXTA peer that dies mid-stream (its transport gone at once, as when
+// its process is killed: connections closed, no socket close) fails the
+// reader's Read with jxtarel.ErrUnreachable once the idle probe finds it
+// cannot be reached, whichever side dialled; JXSE's reader waits forever.
+func TestJXTASenderThatDies(t *testing.T) {
+	for _, senderDials := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sender dials %v", senderDials), func(t *testing.T) {
+			t.Parallel()
+			start := func() (*socket.Service, *endpoint.Service) {
+				ep, _ := jxtatest.NewEndpoint(t)
+				ps, err := pipe.New(ep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := socket.New(ps, socket.WithJXTAIdleProbe(300*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close(); ps.Close() })
+				return s, ep
+			}
+			rs, rep := start()
+			ss, sep := start()
+			a := seeded(t, "dies-"+strconv.FormatBool(senderDials))
+			server, client, serverEP := rs, ss, rep
+			if !senderDials {
+				server, client, serverEP = ss, rs, sep
+			}
+			l, err := server.Listen(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			dialled, err := client.Dial(ctx(t), a, pipe.ToJXTAPeers(serverEP.JXTA().Addrs()[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dialled.Close()
+			accepted, err := l.AcceptContext(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer accepted.Close()
+			w, r := dialled, accepted
+			if !senderDials {
+				w, r = accepted, dialled
+			}
+			if _, err := w.Write([]byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 16)
+			if n, err := io.ReadAtLeast(r, buf, 5); err != nil || string(buf[:n]) != "hello" {
+				t.Fatalf("read %q, %v", buf[:n], err)
+			}
+			sep.JXTA().Close() // the sender dies
+			r.SetReadDeadline(time.Now().Add(20 * time.Second))
+			t0 := time.Now()
+			n, err := r.Read(buf)
+			t.Logf("Read after %v: %d, %v", time.Since(t0).Round(time.Millisecond), n, err)
+			if !errors.Is(err, jxtarel.ErrUnreachable) {
+				t.Fatalf("Read from a dead sender: %d bytes, %v; want jxtarel.ErrUnreachable", n, err)
+			}
+		})
 	}
 }

@@ -91,6 +91,7 @@ type options struct {
 	backlog        int
 	jxtaBlock      int
 	jxtaUnreliable bool
+	jxtaProbe      time.Duration
 }
 
 // Option configures a Service.
@@ -133,6 +134,28 @@ func WithJXTABlockSize(n int) Option {
 	}
 }
 
+// DefaultJXTAIdleProbe is WithJXTAIdleProbe's default.
+const DefaultJXTAIdleProbe = 15 * time.Second
+
+// WithJXTAIdleProbe sets how long a Read on a reliable JXTA socket waits
+// with nothing from the peer before it checks that the peer can still be
+// reached (default DefaultJXTAIdleProbe, Go's TCP keep-alive period; 0:
+// never). JXTA's transport has no keep-alives, so a sender that dies
+// mid-stream leaves its connection closed and nothing else: the check
+// sends the socket's acknowledgement again, and when that cannot be sent
+// three times a second apart, Read fails with jxtarel.ErrUnreachable (a
+// JXSE reader, without a timeout, waits forever). A peer that keeps its
+// connection open and sends nothing is merely idle: set a read deadline.
+func WithJXTAIdleProbe(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: JXTA idle probe %v", ErrBadOption, d)
+		}
+		o.jxtaProbe = d
+		return nil
+	}
+}
+
 // WithJXTAUnreliable makes Dial open unreliable JxtaSockets with JXTA
 // peers (JXSE's stream=false): each block is one pipe message, never
 // acknowledged or resent, so what is lost stays lost, and what arrives
@@ -163,7 +186,7 @@ type Service struct {
 
 // New starts the socket service over the pipe service ps.
 func New(ps *pipe.Service, opts ...Option) (*Service, error) {
-	o := options{backlog: 64, jxtaBlock: DefaultJXTABlockSize}
+	o := options{backlog: 64, jxtaBlock: DefaultJXTABlockSize, jxtaProbe: DefaultJXTAIdleProbe}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
