@@ -535,6 +535,34 @@ func TestSelectMatchingNothingWarns(t *testing.T) {
 	}
 }
 
+// sendOpen starts send --socket to the pipe a at peer, writes n bytes
+// and waits until some of them are in out, the stream still open. The
+// sender is killed when the test ends.
+func sendOpen(t *testing.T, a, peer string, n int, out *os.File) *exec.Cmd {
+	t.Helper()
+	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", peer)
+	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	stdin, err := send.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); send.Process.Kill(); send.Wait() })
+	stdin.Write(bytes.Repeat([]byte("x"), n))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, _ := out.Stat(); st.Size() > 0 {
+			return send
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestRecvSocketInterrupted: recv --socket cut short by SIGINT or SIGTERM
 // mid-stream exits 128+signal, saying so, instead of 0 with truncated
 // output; before any connection, too.
@@ -548,27 +576,7 @@ func TestRecvSocketInterrupted(t *testing.T) {
 			}
 			defer out.Close()
 			recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
-			send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
-			stdin, err := send.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := send.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { stdin.Close(); send.Process.Kill(); send.Wait() }()
-			// Some bytes through, the stream still open.
-			stdin.Write(bytes.Repeat([]byte("x"), 4096))
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if st, _ := out.Stat(); st.Size() > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("nothing arrived")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			sendOpen(t, a, recv.addrs[0], 4096, out)
 			recv.cmd.Process.Signal(sig)
 			if code := recv.wait(t); code != 128+int(sig) {
 				t.Fatalf("recv --socket interrupted: exit %d, want %d; stderr %q", code, 128+int(sig), recv.stderr)
@@ -620,27 +628,7 @@ func TestRecvSocketSenderKilled(t *testing.T) {
 					peerAddr, _, _ = strings.Cut(rest, " ")
 				}
 			}
-			send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", peerAddr)
-			send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-			stdin, err := send.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := send.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { stdin.Close(); send.Process.Kill(); send.Wait() }()
-			stdin.Write(bytes.Repeat([]byte("x"), 64<<10))
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if st, _ := out.Stat(); st.Size() > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("nothing arrived")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			send := sendOpen(t, a, peerAddr, 64<<10, out)
 			send.Process.Kill()
 			send.Wait()
 			code := recv.wait(t)

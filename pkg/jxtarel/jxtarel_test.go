@@ -514,22 +514,35 @@ func (r *reachable) send(ctx context.Context, m *message.Message) error {
 	return nil
 }
 
+// probing is a Conn probing after d over a reachable link, gone or not.
+func probing(t *testing.T, d time.Duration, gone bool) (*reachable, *jxtarel.Conn) {
+	t.Helper()
+	r := new(reachable)
+	r.gone.Store(gone)
+	c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(d))
+	noErr(t, err)
+	t.Cleanup(func() { c.Close() })
+	return r, c
+}
+
+// receiveWithin is Receive with a timeout.
+func receiveWithin(c *jxtarel.Conn, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, err := c.Receive(ctx)
+	return err
+}
+
 func TestIdleProbe(t *testing.T) {
 	const probe = 200 * time.Millisecond
 	t.Run("gone peer fails the waiting Receive", func(t *testing.T) {
 		t.Parallel()
-		var r reachable
-		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
-		noErr(t, err)
-		defer c.Close()
+		r, c := probing(t, probe, false)
 		c.Handle(block(1, []byte("x")))
-		_, err = c.Receive(context.Background())
-		noErr(t, err)
+		noErr(t, receiveWithin(c, time.Second))
 		r.gone.Store(true)
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err = c.Receive(ctx)
+		err := receiveWithin(c, 30*time.Second)
 		isErr(t, err, jxtarel.ErrUnreachable)
 		isErr(t, err, errNoPeer)
 		isErr(t, c.Err(), jxtarel.ErrUnreachable)
@@ -538,43 +551,26 @@ func TestIdleProbe(t *testing.T) {
 	})
 	t.Run("a writer gives up on a gone peer before WithGiveUp", func(t *testing.T) {
 		t.Parallel()
-		var r reachable
-		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
-		noErr(t, err)
-		defer c.Close()
+		r, c := probing(t, probe, false)
 		noErr(t, c.Send(context.Background(), []byte("x")))
 		r.gone.Store(true) // before any acknowledgement
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err = c.Drain(ctx)
-		isErr(t, err, jxtarel.ErrUnreachable)
+		isErr(t, c.Drain(ctx), jxtarel.ErrUnreachable)
 		check(t, c.Stats().Retransmitted >= 3, "fewer than three retransmissions")
 	})
 	t.Run("quiet peer that can be reached is waited for", func(t *testing.T) {
 		t.Parallel()
-		var r reachable
-		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
-		noErr(t, err)
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*probe)
-		defer cancel()
-		_, err = c.Receive(ctx)
-		isErr(t, err, context.DeadlineExceeded)
+		_, c := probing(t, probe, false)
+		isErr(t, receiveWithin(c, 5*probe), context.DeadlineExceeded)
 		noErr(t, c.Err())
 		check(t, c.Stats().Probes >= 1, "no probe")
 	})
 	t.Run("word from the peer starts the count again", func(t *testing.T) {
 		t.Parallel()
-		var r reachable
-		r.gone.Store(true)
-		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(probe))
-		noErr(t, err)
-		defer c.Close()
+		_, c := probing(t, probe, true)
 		got := make(chan error, 1)
-		go func() {
-			_, err := c.Receive(context.Background())
-			got <- err
-		}()
+		go func() { got <- receiveWithin(c, 30*time.Second) }()
 		eventually(t, func() bool { return c.Stats().Probes >= 2 })
 		c.Handle(ack(0)) // the peer spoke between two failed probes
 		isErr(t, <-got, jxtarel.ErrUnreachable)
@@ -582,25 +578,13 @@ func TestIdleProbe(t *testing.T) {
 	})
 	t.Run("no probe while nobody waits, nor when off", func(t *testing.T) {
 		t.Parallel()
-		for _, opt := range []jxtarel.Option{jxtarel.WithIdleProbe(probe), jxtarel.WithIdleProbe(0)} {
-			var r reachable
-			r.gone.Store(true)
-			c, err := jxtarel.New(r.send, opt)
-			noErr(t, err)
-			time.Sleep(5 * probe)
+		_, idle := probing(t, probe, true)
+		_, off := probing(t, 0, true)
+		isErr(t, receiveWithin(off, 5*probe), context.DeadlineExceeded)
+		for _, c := range []*jxtarel.Conn{idle, off} {
 			noErr(t, c.Err())
 			equal(t, uint64(0), c.Stats().Probes)
-			c.Close()
 		}
-		var r reachable
-		c, err := jxtarel.New(r.send, jxtarel.WithIdleProbe(0))
-		noErr(t, err)
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*probe)
-		defer cancel()
-		_, err = c.Receive(ctx)
-		isErr(t, err, context.DeadlineExceeded)
-		equal(t, int64(0), r.sends.Load())
 	})
 	_, err := jxtarel.New(nil, jxtarel.WithIdleProbe(-time.Second))
 	isErr(t, err, jxtarel.ErrBadOption)
