@@ -78,6 +78,9 @@ func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Con
 // Read implements net.Conn. It returns io.EOF after the other side's last
 // byte once that side has closed or half-closed.
 func (c *Conn) Read(b []byte) (int, error) {
+	if c.isClosed() {
+		return 0, c.wrap("read", ErrClosed)
+	}
 	c.reading.Lock()
 	defer c.reading.Unlock()
 	if c.isClosed() {
@@ -181,11 +184,16 @@ func (c *Conn) Close() error {
 	return c.wrap("close", err)
 }
 
-// linger drains what the other side still sends after Close.
+// linger drains what the other side still sends after Close, for at
+// most lingerTimeout, then resets the stream. It starts once the Reads
+// Close unblocked have returned, and holds no lock: a Read after Close
+// fails at once.
 func (c *Conn) linger() {
-	c.reading.Lock() // once the Reads Close unblocked have returned
-	defer c.reading.Unlock()
-	c.st.SetReadDeadline(time.Now().Add(lingerTimeout))
+	c.reading.Lock()
+	c.reading.Unlock()
+	reset := time.AfterFunc(lingerTimeout, func() { c.st.Reset() })
+	defer reset.Stop()
+	c.st.SetReadDeadline(time.Time{}) // Close's, to unblock Reads
 	if _, err := io.Copy(io.Discard, c.st); err != nil {
 		c.st.Reset()
 		return
@@ -232,8 +240,12 @@ func (c *Conn) ReliableStats() (jxtarel.Stats, bool) {
 // Adv returns the pipe's advertisement.
 func (c *Conn) Adv() *adv.PipeAdvertisement { return c.adv }
 
-// SetDeadline implements net.Conn.
+// SetDeadline implements net.Conn. After Close it fails, as the
+// deadline setters do.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if c.isClosed() {
+		return c.wrap("set", ErrClosed)
+	}
 	c.setWriteDeadline(t)
 	return c.wrap("set", c.st.SetDeadline(t))
 }
@@ -245,10 +257,18 @@ func (c *Conn) setWriteDeadline(t time.Time) {
 }
 
 // SetReadDeadline implements net.Conn.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.wrap("set", c.st.SetReadDeadline(t)) }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.isClosed() {
+		return c.wrap("set", ErrClosed)
+	}
+	return c.wrap("set", c.st.SetReadDeadline(t))
+}
 
 // SetWriteDeadline implements net.Conn.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.isClosed() {
+		return c.wrap("set", ErrClosed)
+	}
 	c.setWriteDeadline(t)
 	return c.wrap("set", c.st.SetWriteDeadline(t))
 }

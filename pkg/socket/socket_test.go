@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,5 +242,47 @@ func TestSocketThroughRelay(t *testing.T) {
 	}
 	if c2.Security() == "" {
 		t.Fatal("relayed socket not secured")
+	}
+}
+
+func lingering() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "socket.(*Conn).linger")
+}
+
+// After Close, while the peer keeps its side open and silent: a Read
+// fails at once with net.ErrClosed (it waited for the linger, 5 s, and
+// for ever once the application cleared its deadline), deadlines can no
+// longer be set, and the linger ends within its bound whatever the
+// application does.
+func TestClosedConnDoesNotWaitForThePeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c1.Close()
+	before := lingering()
+	c2.Close()
+	time.Sleep(100 * time.Millisecond) // the linger has started
+	if err := c2.SetDeadline(time.Time{}); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("SetDeadline after Close: %v, want net.ErrClosed", err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := c2.Read(make([]byte, 1)); read <- err }()
+	select {
+	case err := <-read:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Read after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		c1.Close()
+		t.Fatalf("Read after Close still blocked after 3 s; returned %v once the peer closed", <-read)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for lingering() > before {
+		if time.Now().After(deadline) {
+			t.Fatal("the linger still runs 20 s after Close (its bound is 5 s)")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
