@@ -31,6 +31,19 @@ import (
 // DefaultFrameTimeout) is reset and counted in Stats.FramesTimedOut. Time
 // spent waiting for budget or in a listener does not count: those stalls
 // are the receiver's.
+//
+// A frame holds its whole length from its first byte, at the peer's pace:
+// a peer trickling just over minProgress into maximum-size frames would
+// hold its budget, or with a few identities the service's, for days while
+// every other frame waits. So while frames wait, the budget sheds frames
+// that hold it cheaply: a frame whose body has been arriving for a frame
+// timeout and, at its rate so far, would not end within another is reset
+// and counted in Stats.FramesShed — any such frame while the service's
+// budget is what others wait for, and its own peer's while that peer's
+// frames wait for its budget. Holding a budget then costs a peer as much
+// bandwidth as filling it twice per frame timeout; a frame that ends
+// within two frame timeouts, or any frame while nothing waits, is never
+// cut. (The same rule as package jxtatcp's.)
 const (
 	// DefaultFrameTimeout is WithFrameTimeout's default: long enough for a
 	// link that drops for a few seconds and for the slowest emulated links
@@ -116,8 +129,10 @@ func (o *options) resolveBudget() error {
 type budget struct {
 	held    atomic.Int64 // bytes charged, all peers
 	waiters atomic.Int32 // readers waiting for bytes to be released
-	mu      sync.Mutex
-	freed   chan struct{} // closed and replaced when bytes are released while someone waits
+	// totalWaiting counts those the service-wide budget held up first.
+	totalWaiting atomic.Int32
+	mu           sync.Mutex
+	freed        chan struct{} // closed and replaced when bytes are released while someone waits
 }
 
 // tryCharge charges n bytes to pi and the service if both budgets allow.
@@ -144,6 +159,15 @@ func (s *Service) charge(pi *peerIn, n int64) error {
 	b := &s.budget
 	b.waiters.Add(1)
 	defer b.waiters.Add(-1)
+	// Which budget it waits for, for the watchdog's shedding: the one that
+	// refused it first.
+	if pi.held.Load()+n > s.opts.peerBudget {
+		pi.waiting.Add(1)
+		defer pi.waiting.Add(-1)
+	} else {
+		b.totalWaiting.Add(1)
+		defer b.totalWaiting.Add(-1)
+	}
 	for {
 		// Take the channel before trying, so a release between the try
 		// and the wait still wakes us.
@@ -223,9 +247,10 @@ func (s *Service) watchFrames() {
 		case <-s.ctx.Done():
 			return
 		case now := <-tick.C:
+			total := s.budget.totalWaiting.Load() > 0
 			s.inMu.Lock()
 			for in := range s.streams {
-				in.checkProgress(now, s.opts.frameTimeout)
+				in.checkProgress(now, s.opts.frameTimeout, total || in.peer.waiting.Load() > 0)
 			}
 			s.inMu.Unlock()
 		}
@@ -238,18 +263,38 @@ type progress struct {
 	read    atomic.Int64  // bytes read from the stream
 	frames  atomic.Uint64 // frames started
 	reading atomic.Bool   // in a frame, waiting for the peer's bytes
-	// The watchdog's mark, under Service.inMu.
+	body    atomic.Int64  // the length of the frame whose body is being read, charged; 0 when none
+	// The watchdog's marks, under Service.inMu.
 	markFrame uint64
 	markRead  int64
 	markTime  time.Time
+	bodyFrame uint64    // the frame whose body it saw being read first at bodySeen,
+	bodySeen  time.Time // when bodyRead bytes had been read from the stream
+	bodyRead  int64
 	timedOut  atomic.Bool
 }
 
 // checkProgress resets in's stream when its frame advanced by less than
-// minProgress bytes over timeout.
-func (in *inStream) checkProgress(now time.Time, timeout time.Duration) {
+// minProgress bytes over timeout, or, when shed, when its frame's body
+// holds the budget too cheaply (see the package's budget rules).
+func (in *inStream) checkProgress(now time.Time, timeout time.Duration, shed bool) {
 	p := &in.prog
-	read, frame := p.read.Load(), p.frames.Load()
+	read, frame, body := p.read.Load(), p.frames.Load(), p.body.Load()
+	switch {
+	case body == 0:
+		p.bodySeen = time.Time{}
+	case frame != p.bodyFrame || p.bodySeen.IsZero():
+		p.bodyFrame, p.bodySeen, p.bodyRead = frame, now, read
+	case shed && now.Sub(p.bodySeen) >= timeout:
+		got, age := float64(read-p.bodyRead), now.Sub(p.bodySeen).Seconds()
+		if got <= 0 || (float64(body)-got)*age/got > timeout.Seconds() {
+			if !p.timedOut.Swap(true) {
+				in.svc.stats.shed.Add(1)
+				in.st.Reset()
+			}
+			return
+		}
+	}
 	if !p.reading.Load() || frame != p.markFrame || read-p.markRead >= minProgress || p.markTime.IsZero() {
 		p.markFrame, p.markRead, p.markTime = frame, read, now
 		return

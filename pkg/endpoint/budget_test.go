@@ -412,3 +412,132 @@ func TestReleaseEndsTheCharge(t *testing.T) {
 		})
 	}
 }
+
+// Peers that trickle just over 1 KiB per frame timeout into maximum-size
+// frames hold their charges while an honest peer's frame waits for the
+// service's budget: the slow frames are shed (reset, counted), and the
+// honest message arrives. Before, it waited as long as they trickled
+// (a 64 MiB frame at that pace: days).
+func TestSlowFramesShed(t *testing.T) {
+	const maxMsg = 1 << 20
+	nodes := testutil.NewConnectedNodes(t, 4)
+	perPeer := int64(2*maxMsg + 4096)
+	victim, err := endpoint.New(nodes[0], endpoint.WithMaxMessageSize(maxMsg),
+		endpoint.WithMemoryBudget(perPeer, 2*perPeer), endpoint.WithFrameTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close() })
+	ch, l := collector(16)
+	victim.Register("x", "", l)
+	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	for _, attacker := range nodes[1:3] {
+		for range 2 { // two frames each: both peers' budgets, and the service's
+			st, err := attacker.Host().NewStream(ctx(t), nodes[0].ID(), endpoint.ProtocolID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer st.Reset()
+				const step = 1100 // over minProgress every 300 ms: never timed out
+				st.Write(frame[:4096])
+				for off := 4096; off+step < len(frame); off += step {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+					}
+					if _, err := st.Write(frame[off : off+step]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(3 * time.Second) // three frame timeouts: nothing waits, nothing is shed
+	if s := victim.Stats(); s.FramesShed != 0 || s.FramesTimedOut != 0 {
+		t.Fatalf("frames cut while nothing waited: %+v", s)
+	}
+	honest := newService(t, nodes[3])
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := honest.Send(sctx, endpoint.PeerAddress(nodes[0].ID(), "x", ""), message.New(message.Bytes("", "b", make([]byte, 64<<10)))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		d.Release()
+	case <-sctx.Done():
+		t.Fatalf("an honest peer's message waited 20 s behind peers trickling into full-size frames: %+v", victim.Stats())
+	}
+	if s := victim.Stats(); s.FramesShed == 0 {
+		t.Fatalf("delivered, but no frame was shed: %+v", s)
+	}
+}
+
+// A frame is shed only for a wait it causes: a peer waiting for its own
+// budget (its messages held by the application) does not cut another
+// peer's slow frame.
+func TestSlowFrameNotShedForAnotherPeersWait(t *testing.T) {
+	const maxMsg = 1 << 20
+	nodes := testutil.NewConnectedNodes(t, 3)
+	perPeer := int64(2*maxMsg + 4096)
+	victim, err := endpoint.New(nodes[0], endpoint.WithMaxMessageSize(maxMsg),
+		endpoint.WithMemoryBudget(perPeer, 8*perPeer), endpoint.WithFrameTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close() })
+	var mu sync.Mutex
+	var held []func()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, release := range held {
+			release()
+		}
+	}()
+	victim.Register("x", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+		d.Hold() // an application that keeps what it gets
+		mu.Lock()
+		held = append(held, d.Unhold)
+		mu.Unlock()
+	}))
+	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
+	st, err := nodes[1].Host().NewStream(ctx(t), nodes[0].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	defer func() { close(stop); <-done; st.Reset() }()
+	go func() { // slow, as a slow link is
+		defer close(done)
+		st.Write(frame[:4096])
+		for off := 4096; off+1100 < len(frame); off += 1100 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			if _, err := st.Write(frame[off : off+1100]); err != nil {
+				return
+			}
+		}
+	}()
+	other := newService(t, nodes[2])
+	for range 3 { // the third waits for its peer's budget
+		sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		other.Send(sctx, endpoint.PeerAddress(nodes[0].ID(), "x", ""), message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
+		cancel()
+	}
+	time.Sleep(4 * time.Second)
+	if s := victim.Stats(); s.BudgetWaits == 0 || s.FramesShed != 0 {
+		t.Fatalf("want a wait and no frame shed: %+v", s)
+	}
+}

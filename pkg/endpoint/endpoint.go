@@ -230,6 +230,7 @@ type Stats struct {
 	MalformedFrames  uint64 // frames or messages that failed to decode
 	StreamsRefused   uint64 // incoming streams over the per-peer limit (WithMaxStreamsPerPeer)
 	FramesTimedOut   uint64 // frames reset for not advancing within the frame timeout (WithFrameTimeout)
+	FramesShed       uint64 // frames reset, while others waited for the memory budget, for arriving too slowly to end within another frame timeout
 	BudgetWaits      uint64 // frames that waited for memory budget before being read (WithMemoryBudget)
 	RefusalsSent     uint64 // refusals written back to senders (no listener, Delivery.Refuse)
 	RefusalsReceived uint64 // refusals received from peers for messages this service sent
@@ -317,9 +318,9 @@ type Service struct {
 	wg      sync.WaitGroup
 	readers sync.WaitGroup // incoming streams' readers, a subset of wg
 	stats   struct {
-		received, noListener, forged, panics, malformed, refused atomic.Uint64
-		timedOut, budgetWaits, refusalsSent, refusalsReceived    atomic.Uint64
-		reportsDropped                                           atomic.Uint64
+		received, noListener, forged, panics, malformed, refused    atomic.Uint64
+		timedOut, shed, budgetWaits, refusalsSent, refusalsReceived atomic.Uint64
+		reportsDropped                                              atomic.Uint64
 	}
 }
 
@@ -400,7 +401,7 @@ func (s *Service) Stats() Stats {
 		Received: s.stats.received.Load(), NoListener: s.stats.noListener.Load(),
 		SourceForged: s.stats.forged.Load(), ListenerPanics: s.stats.panics.Load(),
 		MalformedFrames: s.stats.malformed.Load(), StreamsRefused: s.stats.refused.Load(),
-		FramesTimedOut: s.stats.timedOut.Load(), BudgetWaits: s.stats.budgetWaits.Load(),
+		FramesTimedOut: s.stats.timedOut.Load(), FramesShed: s.stats.shed.Load(), BudgetWaits: s.stats.budgetWaits.Load(),
 		RefusalsSent: s.stats.refusalsSent.Load(), RefusalsReceived: s.stats.refusalsReceived.Load(),
 		ReportsDropped: s.stats.reportsDropped.Load(),
 	}
@@ -714,11 +715,13 @@ func (s *Service) handleStream(st network.Stream) {
 			}
 		}
 		if !buffered {
+			in.prog.body.Store(n)
 			in.prog.reading.Store(true)
 		}
 		d, err := in.readDelivery(n)
 		if !buffered {
 			in.prog.reading.Store(false)
+			in.prog.body.Store(0)
 		}
 		if err != nil {
 			s.discharge(in.peer, charge)

@@ -86,6 +86,7 @@ type peerIn struct {
 	streams  atomic.Int32 // endpoint streams being read; changed under Service.inMu
 	prealloc int64        // bytes preallocated for its frames being read
 	held     atomic.Int64 // bytes charged to its memory budget (budget.go)
+	waiting  atomic.Int32 // its frames waiting for its own budget
 }
 
 // openIn registers a stream from p and returns its reader state, or nil
