@@ -3,10 +3,10 @@ package pipe
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/beevik/etree"
@@ -46,9 +46,8 @@ const maxJXTADoc = 64 << 10
 type jxtaResolver struct {
 	s       *Service
 	self    id.ID
-	nextID  atomic.Int32
 	mu      sync.Mutex
-	pending map[int32]chan pbpAnswer
+	pending map[int32]chan pbpAnswer // by query ID, random (see resolve)
 	// answering holds a slot per answer being sent (maxJXTAAnswers).
 	answering chan struct{}
 }
@@ -356,9 +355,16 @@ func (r *jxtaResolver) response(_ context.Context, d *endpoint.Delivery) {
 // jxta://cbid-…) for the pipe's binding, as a JXSE output pipe does, and
 // returns the endpoint address of the first peer that has it bound.
 func (r *jxtaResolver) resolve(ctx context.Context, a *adv.PipeAdvertisement, addrs []string) (endpoint.Address, error) {
-	qid := r.nextID.Add(1)
+	// A random query ID: an answer counts only for a pending query, so a
+	// peer that was not asked, and cannot guess the ID, cannot answer
+	// (with IDs counted up, one that sent answers for the next few won
+	// resolutions it was never part of).
 	ch := make(chan pbpAnswer, len(addrs))
 	r.mu.Lock()
+	var qid int32
+	for qid == 0 || r.pending[qid] != nil {
+		qid = int32(rand.Uint32() >> 1) // seeded by the OS: unpredictable
+	}
 	r.pending[qid] = ch
 	r.mu.Unlock()
 	defer func() {
