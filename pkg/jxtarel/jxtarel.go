@@ -476,9 +476,13 @@ func (c *Conn) handleAck(data []byte) {
 			kept = append(kept, b)
 		}
 		// A block below one acknowledged is missing; resend it at
-		// once, but at most once per round trip.
+		// once, but at most once per round trip, and only when this
+		// acknowledgement brings news: the same one repeated (a receiver
+		// waiting for the block, or a peer replaying one ack to have the
+		// window signed and sent again and again) leaves the block to
+		// its retransmission timeout, which backs off.
 		for _, b := range kept {
-			if b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
+			if freed && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
 				b.fast, hole = true, true
 			}
 		}

@@ -444,3 +444,49 @@ func TestJXTASenderThatDies(t *testing.T) {
 		})
 	}
 }
+
+// A reader that repeats one stale selective acknowledgement (it can
+// replay the same signed frame for free) gets the missing blocks resent
+// once, then at their timeouts: not the window signed and sent again per
+// acknowledgement (200 of them had 361 blocks of 256 KiB resent).
+func TestJXTARepeatedAckResendsOnce(t *testing.T) {
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "hostile-sack-repeat")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	serverPipe := h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.SetWriteDeadline(time.Now()); c.Close() }()
+	go c.Write(make([]byte, 20*socket.DefaultJXTABlockSize))
+	deadline := time.Now().Add(10 * time.Second)
+	for h.blocks.Load() < 20 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.blocks.Load() < 20 {
+		t.Fatalf("got %d blocks", h.blocks.Load())
+	}
+	ack := message.New(message.Element{Namespace: jxtarel.Namespace, Name: "ack", MIME: jxtarel.AckMIME, Data: jxtarel.AppendAck(nil, 0, []int32{20})})
+	const acks = 200
+	before, _ := c.ReliableStats()
+	for range acks {
+		if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, ack); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	after, _ := c.ReliableStats()
+	resent := after.Retransmitted - before.Retransmitted
+	t.Logf("%d identical acknowledgements: %d blocks (%d MiB) resent, %d acks received, %d blocks seen by the peer",
+		acks, resent, resent*socket.DefaultJXTABlockSize>>20, after.AcksReceived-before.AcksReceived, h.blocks.Load())
+	if resent > 60 {
+		t.Fatalf("%d identical acknowledgements made the socket resend %d blocks", acks, resent)
+	}
+}
