@@ -112,6 +112,9 @@ var (
 	ErrTimeout   = errors.New("jxtarel: peer stopped acknowledging")
 	ErrBadOption = errors.New("jxtarel: invalid option")
 	ErrMalformed = errors.New("jxtarel: malformed element")
+	// ErrUnacknowledged: blocks sent were not acknowledged (Drain); they
+	// may not have arrived.
+	ErrUnacknowledged = errors.New("jxtarel: blocks sent were not acknowledged")
 	// ErrUnreachable: acknowledgements, probes or retransmissions could
 	// not be sent for seconds; the peer is gone (WithIdleProbe).
 	ErrUnreachable = errors.New("jxtarel: peer unreachable")
@@ -357,12 +360,12 @@ func (c *Conn) Drain(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("jxtarel: %d blocks unacknowledged: %w", n, err)
+			return fmt.Errorf("%w: %d of them: %w", ErrUnacknowledged, n, err)
 		}
 		select {
 		case <-room:
 		case <-ctx.Done():
-			return fmt.Errorf("jxtarel: %d blocks unacknowledged: %w", n, ctx.Err())
+			return fmt.Errorf("%w: %d of them: %w", ErrUnacknowledged, n, ctx.Err())
 		}
 	}
 }

@@ -2,12 +2,16 @@ package pipe_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -71,5 +75,113 @@ func TestJXTAUnaskedPeerCannotAnswer(t *testing.T) {
 	t.Logf("Z sent %d answers; %d of %d resolutions among [H] resolved to Z", sent.Load(), hijacked, rounds)
 	if hijacked > 0 {
 		t.Fatalf("%d of %d resolutions asking only H were answered by Z, a peer never asked", hijacked, rounds)
+	}
+}
+
+// hostileBidi is a JXTA peer (a real jxtatcp transport) that opens a
+// reliable JxtaBiDiPipe by hand and then misbehaves.
+type hostileBidi struct {
+	h          *jxtatcp.Transport
+	addr       string // the p2pmsg node's JXTA address
+	serverPipe string
+	acked      atomic.Int64 // highest cumulative ack received
+	blocks     atomic.Int64 // blocks received
+}
+
+func openHostileBidi(t *testing.T, ctx context.Context, opts ...pipe.Option) (*hostileBidi, *pipe.Bidi) {
+	t.Helper()
+	ep, _ := jxtatest.NewEndpoint(t)
+	s, err := pipe.New(ep, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, _ := adv.New(adv.Unicast, "bidi", "")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	hb := &hostileBidi{addr: ep.JXTA().Addrs()[0]}
+	ident, _ := jxtatcp.NewIdentity()
+	resp := make(chan *message.Message, 1)
+	hb.h, err = jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
+		if _, ok := in.Message.Get("JXTABIP", "remPipe"); ok {
+			resp <- in.Message
+		}
+		for e := range in.Message.Namespace(jxtarel.Namespace) {
+			if e.Name != "ack" {
+				hb.blocks.Add(1)
+			} else if cum, _, err := jxtarel.ParseAck(e.Data); err == nil && int64(cum) > hb.acked.Load() {
+				hb.acked.Store(int64(cum))
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hb.h.Close() })
+	mine, _ := adv.New(adv.Unicast, "hostile", "")
+	advXML, _ := mine.Marshal()
+	pa := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, ident.ID())
+	open := message.New(message.Text("JXTABIP", "reliable", "true"), message.Text("JXTABIP", "direct", "false"),
+		message.Element{Namespace: "JXTABIP", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
+		message.Element{Namespace: "JXTABIP", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)})
+	if err := hb.h.Send(ctx, hb.addr, pipe.JXTAPipeService, a.ID.String(), open); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	select {
+	case m := <-resp:
+		e, _ := m.Get("JXTABIP", "remPipe")
+		rp, err := adv.Parse(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb.serverPipe = rp.ID.String()
+	case <-time.After(10 * time.Second):
+		t.Fatal("no open response")
+	}
+	return hb, b
+}
+
+// block sends m, signed, as reliable block seq.
+func (hb *hostileBidi) block(t *testing.T, ctx context.Context, seq int, m *message.Message) {
+	t.Helper()
+	inner, err := hb.h.MarshalSigned(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk := message.New(message.Element{Namespace: jxtarel.Namespace, Name: fmt.Sprint(seq), MIME: jxtarel.BlockMIME, Data: inner})
+	if err := hb.h.Send(ctx, hb.addr, pipe.JXTAPipeService, hb.serverPipe, blk); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A JXTA peer that closes its BiDi pipe first without acknowledging the
+// message sent to it: Close says it may not have arrived (it returned nil).
+func TestJXTABidiCloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hb, b := openHostileBidi(t, ctx)
+	if err := b.Send(ctx, message.New(message.Text("app", "n", "important"))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); hb.blocks.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	hb.block(t, ctx, 1, message.New(message.Text("JXTABIP", "close", "close"))) // as JXSE closes
+	if _, err := b.Receive(ctx); err == nil {
+		t.Fatal("no EOF")
+	}
+	t0 := time.Now()
+	err := b.Close()
+	t.Logf("blocks the peer got %d (it acknowledged none); Close after %v: %v", hb.blocks.Load(), time.Since(t0).Round(time.Millisecond), err)
+	if err == nil {
+		t.Fatal("Close returned nil: the message sent was never acknowledged")
 	}
 }

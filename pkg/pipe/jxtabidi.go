@@ -221,6 +221,13 @@ func (b *Bidi) closeJXTA() error {
 		if err = b.jx.close(b.svc.ctx); err != nil {
 			err = fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
 		}
+	} else if b.jx.rel != nil {
+		// Ended first (the other end closed, or the connection failed):
+		// nothing more will be acknowledged, and what was not may not
+		// have arrived.
+		if n := b.jx.rel.Pending(); n > 0 {
+			err = fmt.Errorf("pipe %s: closing: %w: %d messages, before the connection ended (%w)", b.adv.ID, jxtarel.ErrUnacknowledged, n, b.Err())
+		}
 	}
 	b.jx.teardown()
 	b.svc.mu.Lock()

@@ -104,6 +104,7 @@ type jxtaStream struct {
 	down        sync.Once
 	wg          sync.WaitGroup // the writer
 	ackWG       sync.WaitGroup // the closeACK answer
+	drainErr    error          // why it was not sent, read after ackWG.Wait
 	ctx         context.Context
 	cancel      context.CancelFunc
 }
@@ -305,7 +306,7 @@ func (js *jxtaStream) handle(r *pipe.Received) {
 					defer js.ackWG.Done()
 					ctx, cancel := context.WithTimeout(js.ctx, jxtaDrain)
 					defer cancel()
-					if js.rel.Drain(ctx) == nil {
+					if js.drainErr = js.rel.Drain(ctx); js.drainErr == nil {
 						js.x.Send(ctx, message.New(message.Text(sockNS, sockClose, closeACKMsg)))
 					}
 				}()
@@ -555,7 +556,8 @@ func (js *jxtaStream) Close() error {
 	var err error
 	select {
 	case <-js.remoteClose:
-		js.ackWG.Wait() // the closeACK is sent (bounded by jxtaDrain)
+		js.ackWG.Wait()   // the closeACK is sent (bounded by jxtaDrain)
+		err = js.drainErr // or not, and what was written may not have arrived
 	default:
 		err = js.CloseWrite()
 	}

@@ -490,3 +490,40 @@ func TestJXTARepeatedAckResendsOnce(t *testing.T) {
 		t.Fatalf("%d identical acknowledgements made the socket resend %d blocks", acks, resent)
 	}
 }
+
+// A peer that closes first without acknowledging what was written: Close
+// says the bytes may not have arrived (it returned nil).
+func TestJXTACloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
+	t.Parallel()
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, "close-claims")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := newHostileJXTA(t)
+	serverPipe := h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Write([]byte("important data")); err != nil || n != 14 {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.blocks.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, message.New(message.Text("JXTASOC", "close", "close"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st, _ := c.ReliableStats()
+	t0 := time.Now()
+	err = c.Close()
+	t.Logf("blocks sent %d, acknowledgements received %d; Close after %v: %v", st.BlocksSent, st.AcksReceived, time.Since(t0).Round(time.Millisecond), err)
+	if err == nil {
+		t.Fatal("Close returned nil though the peer never acknowledged the bytes written")
+	}
+}
