@@ -118,20 +118,47 @@ func (l *Listener) Accept(ctx context.Context) (*Bidi, error) {
 			}
 		}
 		if b.Err() != nil {
-			continue // the peer closed while waiting in the backlog
+			b.drop() // the peer closed while waiting in the backlog
+			continue
 		}
-		answer := func() error { return l.svc.ep.Send(ctx, b.control(opAccept), message.New()) }
-		if b.jx != nil {
-			answer = func() error { return b.answerJXTA(ctx) }
-		}
-		if err := answer(); err != nil {
+		if err := l.answer(ctx, b); err != nil {
 			b.fail(err)
+			b.drop()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			continue
 		}
 		return b, nil
+	}
+}
+
+// answer tells b's peer it is accepted. The answer waits for room in the
+// endpoint's queue to that peer, which a peer that does not read keeps
+// full: it is bounded by what a connecting peer waits for it (the
+// resolve timeout) and by the listener's Close, so that such a peer
+// holds Accept up for no longer than it would wait itself.
+func (l *Listener) answer(ctx context.Context, b *Bidi) error {
+	ctx, cancel := context.WithTimeout(ctx, l.svc.opts.resolveTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if b.jx != nil {
+		return b.answerJXTA(ctx)
+	}
+	return l.svc.ep.Send(ctx, b.control(opAccept), message.New())
+}
+
+// drop lets go of a connection Accept skipped: a JXTA one's reliable
+// layer, pipe and table entries live until it is closed.
+func (b *Bidi) drop() {
+	if b.jx != nil {
+		b.closeJXTA()
 	}
 }
 

@@ -2,6 +2,7 @@ package pipe
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -163,4 +164,74 @@ func unsignedJXTAPipes(t *testing.T, name string) (context.Context, *Service, *e
 		t.Fatal(err)
 	}
 	return ctx, s, ep, a
+}
+
+// JXTA BiDi pipes whose peer hung up before Accept reached them are
+// skipped by Accept and torn down: before, each kept its reliable layer
+// (3 goroutines), its pipe and its table entries until the service
+// closed.
+func TestJXTASkippedBidisTornDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ep, _ := jxtatest.NewEndpoint(t)
+	s, err := New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := adv.New(adv.Unicast, "bidi-leak", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := ep.JXTA().Addrs()[0]
+
+	runtime.GC()
+	base := runtime.NumGoroutine()
+	const opens = 10
+	for i := range opens {
+		ident, err := jxtatcp.NewIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		me, _ := adv.New(adv.Unicast, "hostile", "")
+		advXML, _ := me.Marshal()
+		pa := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, ident.ID())
+		req := message.New(message.Text(bidiNS, bidiReliable, "true"), message.Text(bidiNS, bidiDirect, "false"),
+			message.Element{Namespace: bidiNS, Name: bidiReqPipe, MIME: message.XMLUTF8, Data: advXML},
+			message.Element{Namespace: bidiNS, Name: bidiRemPeer, MIME: message.XMLUTF8, Data: []byte(pa)})
+		if err := h.Send(ctx, addr, JXTAPipeService, a.ID.String(), req); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(l.accept) < 1 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		h.Close()
+		time.Sleep(100 * time.Millisecond)
+		short, c := context.WithTimeout(ctx, 500*time.Millisecond)
+		b, err := l.Accept(short)
+		c()
+		if err == nil {
+			t.Fatalf("open %d: Accept returned a Bidi whose peer is gone: %v", i, b)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	s.mu.Lock()
+	bidis, opensKept, pipes := len(s.jxtaBidis), len(s.jxtaOpens), len(s.jxtaPipes)
+	s.mu.Unlock()
+	grown := runtime.NumGoroutine() - base
+	t.Logf("after %d opens whose peer hung up, all skipped by Accept: %d Bidis, %d opens, %d JXTA pipes bound, %d more goroutines",
+		opens, bidis, opensKept, pipes, grown)
+	if bidis > 0 || opensKept > 0 || pipes > 1 || grown > 4 {
+		t.Fatalf("skipped JXTA Bidis were not torn down: %d Bidis, %d opens, %d pipes bound, +%d goroutines", bidis, opensKept, pipes, grown)
+	}
 }
