@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 
@@ -132,7 +133,8 @@ func (p *InputPipe) ReceiveFrom(ctx context.Context) (*Received, error) {
 
 // Dropped counts messages refused because they did not arrive over an
 // authenticated, encrypted connection (secure pipes; their sender is told,
-// see OutputPipe.Flush) or could not be decoded (propagate pipes).
+// see OutputPipe.Flush), and propagate messages that could not be decoded
+// or that gossipsub had handed over when the pipe closed.
 func (p *InputPipe) Dropped() uint64 { return p.dropped.Load() }
 
 // Close unbinds the pipe. Messages already queued can still be received;
@@ -153,15 +155,15 @@ func (p *InputPipe) Close() error {
 // deliver queues r or runs the handler; it reports why it could not. d
 // is the endpoint delivery r came in, if any.
 func (p *InputPipe) deliver(ctx context.Context, r *Received, d *endpoint.Delivery) error {
-	if p.handler != nil {
-		p.handler(r)
-		return nil
-	}
 	closed := func() error { return fmt.Errorf("%w: input pipe %s", ErrClosed, p.adv.ID) }
 	select {
 	case <-p.done:
 		return closed()
 	default:
+	}
+	if p.handler != nil {
+		p.handler(r)
+		return nil
 	}
 	ok, err := p.box.put(ctx, p.done, r, d)
 	if ok {
@@ -268,14 +270,22 @@ func (s *Service) subscribe(p *InputPipe) error {
 		return err
 	}
 	// Gossipsub does not slow publishers down: a subscriber more than
-	// its buffer behind loses messages. Give it at least the queue.
-	sub, err := topic.Subscribe(pubsub.WithBufferSize(max(32, 2*s.opts.queue)))
+	// its buffer behind loses messages (counted). The buffer stages
+	// messages for the reader, which moves them into the queue, so it
+	// needs room for a burst while the reader is descheduled, not the
+	// queue's: twice the queue's length at most, and no more maximum-size
+	// messages than the queue's byte bound holds (16 by default), so that
+	// an unread pipe holds at most twice that bound.
+	buf := min(2*s.opts.queue, max(16, int(s.opts.queueBytes/int64(s.opts.maxPropagate))))
+	sub, err := topic.Subscribe(pubsub.WithBufferSize(buf))
 	if err != nil {
 		s.leaveTopic(p.adv, nil)
 		return fmt.Errorf("pipe: subscribing to %s: %w", topic.String(), err)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	var stop func()
+	// Everything release needs exists before p is published below: from
+	// there Service.Close may close it.
+	stop := s.provide(p.adv.ID)
 	p.release = func() {
 		cancel()
 		sub.Cancel()
@@ -290,6 +300,7 @@ func (s *Service) subscribe(p *InputPipe) error {
 		s.mu.Unlock()
 		cancel()
 		sub.Cancel()
+		stop()
 		s.leaveTopic(p.adv, nil)
 		return ErrClosed
 	}
@@ -297,13 +308,12 @@ func (s *Service) subscribe(p *InputPipe) error {
 	s.bind(p.key, RolePropagate)
 	s.wg.Add(1)
 	s.mu.Unlock()
-	stop = s.provide(p.adv.ID)
 	go func() {
 		defer s.wg.Done()
 		for {
 			msg, err := sub.Next(ctx)
 			if err != nil {
-				return
+				break
 			}
 			m, err := wire.Unmarshal(msg.Data, wire.WithMaxMessageSize(int64(max(len(msg.Data), 64))))
 			if err != nil {
@@ -311,7 +321,20 @@ func (s *Service) subscribe(p *InputPipe) error {
 				continue
 			}
 			from := msg.GetFrom()
-			p.safeDeliver(ctx, &Received{Message: m, From: from, FromJXTA: s.jxtaID(from), Pipe: p.adv.ID})
+			if p.safeDeliver(ctx, &Received{Message: m, From: from, FromJXTA: s.jxtaID(from), Pipe: p.adv.ID}) != nil {
+				p.dropped.Add(1) // closed meanwhile
+			}
+		}
+		// Closed: what gossipsub had handed over is counted, not lost in
+		// silence. The cancelled subscription's channel closes once its
+		// buffer is read; the bound is for a router already stopped.
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+		defer dcancel()
+		for {
+			if _, err := sub.Next(dctx); err != nil {
+				return
+			}
+			p.dropped.Add(1)
 		}
 	}()
 	return nil

@@ -95,6 +95,9 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 			return nil, err
 		}
 		o.topic = topic
+		if err := s.track(o); err != nil {
+			return nil, err
+		}
 		s.connectProviders(ctx, a, o.rc.peers)
 		return o, nil
 	}
@@ -102,7 +105,24 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 		return nil, err
 	}
 	s.outputOpened(o.key)
+	if err := s.track(o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// track keeps o among the service's open output pipes, which Close
+// closes; if the service closed meanwhile, it closes o.
+func (s *Service) track(o *OutputPipe) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		o.Close()
+		return fmt.Errorf("%w: pipe service", ErrClosed)
+	}
+	s.openOutputs[o] = struct{}{}
+	s.mu.Unlock()
+	return nil
 }
 
 // Adv returns the pipe's advertisement.
@@ -537,6 +557,9 @@ func (o *OutputPipe) WaitMembers(ctx context.Context, n int) error {
 		return fmt.Errorf("%w: only propagate pipes have members", ErrWrongType)
 	}
 	for {
+		if o.closed.Load() {
+			return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
+		}
 		reach := o.reachable()
 		if reach >= n {
 			return nil
@@ -586,6 +609,9 @@ func (o *OutputPipe) Close() error {
 		} else {
 			o.svc.outputClosed(o.key)
 		}
+		o.svc.mu.Lock()
+		delete(o.svc.openOutputs, o)
+		o.svc.mu.Unlock()
 	})
 	return nil
 }

@@ -417,6 +417,8 @@ type Service struct {
 	// here (output.go).
 	undelivered map[string]int
 	outputs     map[string]int
+	// openOutputs are the output pipes open here, for Close.
+	openOutputs map[*OutputPipe]struct{}
 	// strayRefusals counts refusals for pipes no output pipe here sends
 	// on.
 	strayRefusals atomic.Uint64
@@ -517,7 +519,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
-		inputs: map[string]*InputPipe{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
+		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}
@@ -581,6 +583,7 @@ func (s *Service) Close() error {
 	}
 	s.closed = true
 	inputs := mapValues(s.inputs)
+	outputs := mapKeys(s.openOutputs)
 	servers := mapValues(s.servers)
 	conns := mapValues(s.conns)
 	var topicInputs []*InputPipe
@@ -596,6 +599,9 @@ func (s *Service) Close() error {
 	s.stopJXTA()
 	for _, p := range append(inputs, topicInputs...) {
 		p.Close()
+	}
+	for _, o := range outputs {
+		o.Close()
 	}
 	for _, l := range servers {
 		l.Close()

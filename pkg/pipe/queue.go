@@ -103,14 +103,23 @@ type queued struct {
 
 // sizeOf is what a message counts for in a queue: its size as the
 // endpoint charged it, or for messages that did not come through the
-// endpoint, its data plus a fixed overhead.
+// endpoint, every element's bytes (signature elements too) plus a fixed
+// overhead each.
 func sizeOf(m *message.Message, d *endpoint.Delivery) int64 {
 	if d != nil {
 		return d.Size()
 	}
 	n := int64(256)
 	for _, e := range m.Elements() {
-		n += int64(len(e.Data)) + 128
+		n += elementSize(&e)
+	}
+	return n
+}
+
+func elementSize(e *message.Element) int64 {
+	n := int64(len(e.Data)+len(e.Name)+len(e.Namespace)+len(e.MIME)) + 128
+	if e.Signature != nil {
+		n += elementSize(e.Signature)
 	}
 	return n
 }

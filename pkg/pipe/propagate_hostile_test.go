@@ -1,0 +1,324 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// A member that does not read, flooded with near-maximum propagate
+// messages, holds at most twice its queue's byte bound: the queue, and
+// gossipsub's buffer in front of it (which held 128 more 1 MiB messages,
+// counted nowhere, 144 MiB in all).
+func TestPropagateUnreadPipeBounded(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.LiveHeap()
+	const n = 150
+	for range n {
+		big := message.New(message.Bytes("", "b", make([]byte, pipe.DefaultMaxPropagate-64)))
+		if err := out.Send(ctx(t), big); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	// Let gossipsub's message caches (5 heartbeats) forget them.
+	time.Sleep(8 * time.Second)
+	grown := testutil.LiveHeap() - before
+	st := sb.Stats()
+	received := 0
+	for {
+		rctx, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+		_, err := in.Receive(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		received++
+	}
+	held := int64(received) * pipe.DefaultMaxPropagate
+	t.Logf("sent %d x 1 MiB; %d still receivable after 8 s (%d MiB; heap grew %d MiB); undelivered %d, inbound dropped %d",
+		n, received, held>>20, grown>>20, st.PropagateUndelivered, st.PropagateInboundDropped)
+	if held > 2*pipe.DefaultQueueBytes {
+		t.Fatalf("an unread propagate pipe holds %d MiB, over twice its queue's %d MiB bound", held>>20, pipe.DefaultQueueBytes>>20)
+	}
+}
+
+// A propagate message's size in the queue counts every element's bytes,
+// its signature elements' too: 900 KiB in a signature element counted 384
+// bytes, and a queue bound at 1 MiB took 60 of them.
+func TestPropagateQueueCountsEveryByte(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa := newPipes(t, nodes[0])
+	sb := newPipes(t, nodes[1], pipe.WithQueueLen(1024), pipe.WithQueueBytes(1<<20))
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.LiveHeap()
+	const n = 60
+	for range n {
+		m := message.New(message.Element{Name: "x", Signature: &message.Element{Name: "sig", Data: make([]byte, 900<<10)}})
+		if err := out.Send(ctx(t), m); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	time.Sleep(7 * time.Second) // gossipsub's caches forget them
+	q := pipe.QueueLen(in)
+	grown := testutil.LiveHeap() - before
+	t.Logf("sent %d messages of 900 KiB; the 1 MiB queue holds %d of them, heap grew %d MiB", n, q, grown>>20)
+	if q > 2 {
+		t.Fatalf("queue bounded at 1 MiB holds %d messages of 900 KiB (%d MiB)", q, grown>>20)
+	}
+}
+
+// Service.Close racing the binding of a propagate input pipe: no data
+// race, no nil stop function called (release was published before it
+// existed).
+func TestServiceCloseWhileBindingPropagate(t *testing.T) {
+	n := testutil.NewNode(t)
+	var bound atomic.Int64
+	const rounds = 2000
+	defer func() { t.Logf("bound before Close in %d of %d", bound.Load(), rounds) }()
+	for i := range rounds {
+		ep, err := endpoint.New(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := pipe.New(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Start gossipsub first, so that binding is quick.
+		if _, err := s.NewInputPipe(newAdv(t, adv.Propagate)); err != nil {
+			t.Fatal(err)
+		}
+		ad := newAdv(t, adv.Propagate)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := s.NewInputPipe(ad); err == nil {
+				bound.Add(1)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			// Spread Close over the binding's duration.
+			for start := time.Now(); time.Since(start) < time.Duration(i%200)*2*time.Microsecond; {
+			}
+			s.Close()
+		}()
+		wg.Wait()
+		ep.Close()
+	}
+}
+
+// Closing a propagate input pipe: messages gossipsub had handed over but
+// the queue had no room for are counted in Dropped, not lost in silence
+// (26 of 30 were).
+func TestPropagateCloseCountsWhatItDrops(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(4))
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	for i := range n {
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	queued := pipe.QueueLen(in)
+	in.Close()
+	received := 0
+	for {
+		c, cancel := context.WithTimeout(ctx(t), time.Second)
+		_, err := in.Receive(c)
+		cancel()
+		if err != nil {
+			break
+		}
+		received++
+	}
+	a, b := sa.Stats(), sb.Stats()
+	counted := a.PropagateOutboundDropped + b.PropagateInboundDropped + b.PropagateUndelivered + in.Dropped()
+	t.Logf("sent %d; queued at Close %d; received after Close %d; counted dropped %d", n, queued, received, counted)
+	if uint64(received)+counted != n {
+		t.Fatalf("%d of %d accepted messages neither received nor counted", n-received-int(counted), n)
+	}
+}
+
+// A propagate pipe's handler is not called for messages taken after
+// Close returned (it was, up to 6 times, for what gossipsub had buffered).
+func TestPropagateHandlerNotCalledAfterClose(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	late := 0
+	for round := range 6 {
+		ad := newAdv(t, adv.Propagate)
+		var calls atomic.Int64
+		block := make(chan struct{})
+		in, err := sb.NewInputPipe(ad, pipe.WithHandler(func(*pipe.Received) {
+			if calls.Add(1) == 1 {
+				<-block
+			}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sa.NewOutputPipe(ctx(t), ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := out.WaitMembers(ctx(t), 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		in.Close()
+		atClose := calls.Load()
+		close(block)
+		time.Sleep(300 * time.Millisecond)
+		after := calls.Load() - atClose
+		t.Logf("round %d: handler calls at Close %d, after Close returned %d", round, atClose, after)
+		late += int(after)
+		out.Close()
+	}
+	if late > 0 {
+		t.Fatalf("the handler was called %d times after InputPipe.Close returned", late)
+	}
+}
+
+// Service.Close closes output pipes too: a propagate output pipe went on
+// publishing after it, and on a shared router the topic stayed joined, so
+// a new service could not bind the pipe ("duplicate validator").
+func TestServiceCloseClosesOutputPipes(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	psCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ps, err := pubsub.NewGossipSub(psCtx, nodes[0].Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := endpoint.New(nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	s1, err := pipe.New(ep, pipe.WithPubSub(ps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := s1.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	s1.Close()
+	sendErr := out.Send(ctx(t), message.New(message.Text("", "n", "after close")))
+	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	_, recvErr := in.Receive(c)
+	cancel()
+	s2, err := pipe.New(ep, pipe.WithPubSub(ps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, bindErr := s2.NewInputPipe(ad)
+	t.Logf("after Service.Close: Send = %v (received: %v); a new service binding the pipe: %v", sendErr, recvErr == nil, bindErr)
+	if sendErr == nil || !errors.Is(sendErr, pipe.ErrClosed) || bindErr != nil {
+		t.Fatalf("Service.Close left the propagate output pipe open: Send %v, rebinding %v", sendErr, bindErr)
+	}
+}
+
+// WaitMembers on a closed propagate output pipe fails at once (it polled
+// until its context ended: for ever with context.Background).
+func TestWaitMembersAfterClose(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	ad := newAdv(t, adv.Propagate)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.WaitMembers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	done := make(chan error, 1)
+	go func() { done <- out.WaitMembers(context.Background(), 1) }()
+	select {
+	case err := <-done:
+		t.Logf("WaitMembers after Close: %v", err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("WaitMembers(context.Background()) on a closed propagate output pipe still waiting after 3 s (a member is connected and subscribed)")
+	}
+}
