@@ -559,7 +559,16 @@ func (s *Service) pubsub() (*pubsub.PubSub, error) {
 	}
 	// gossipsub bounds whole RPCs (topic, signature, key), which it
 	// drops silently when too large: leave room beyond the message.
-	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
+	// Flood publishing (off by default in this gossipsub) sends what this
+	// node publishes to every member it is connected to, not to its mesh
+	// or fanout peers alone: without it a publisher that is a member too
+	// sends nowhere until the next heartbeat grafts the members
+	// WaitMembers saw into its mesh (what it sent meanwhile is lost, and
+	// not repaired: mesh peers get no gossip), and a fanout set chosen
+	// among peers that claim membership and drop everything loses the
+	// messages of a publisher that is not a member.
+	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom),
+		pubsub.WithRawTracer(&s.gossip), pubsub.WithFloodPublish(true))
 	if err != nil {
 		return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
 	}
