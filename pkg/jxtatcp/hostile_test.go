@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
-	"go.uber.org/goleak"
 )
 
 func withWelcomeTimeout(d time.Duration) Option {
@@ -767,5 +768,153 @@ func TestShedFor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Z replays H's signed frame to A: A routes H to Z, and after Z leaves has no route to H.
+// A peer replays, on its own connection, a frame another peer H signed
+// (here H's answer to it): the signature verifies, but H's traffic stays
+// on H's own connection, and when the replayer leaves, H is still
+// reached. Before, the replay moved H's traffic to the replayer, and its
+// leaving left H unreachable (no route) over H's open connection.
+func TestReplayedSignedFrameKeepsTheRoute(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	var h *Transport
+	h, err := New(hIdent, func(in *Incoming) {
+		if e, ok := in.Message.Get("study", "q"); ok {
+			go h.Send(ctx, peerAddress(in.Source), "StudySvc", "ep", message.New(message.Text("study", "answer", string(e.Data))))
+			return
+		}
+		hGot <- in
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+
+	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
+		t.Fatal(err)
+	}
+	a.next(t)
+	if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hGot:
+	case <-ctx.Done():
+		t.Fatal("H did not get A's first message")
+	}
+
+	zc, err := net.Dial("tcp", strings.TrimPrefix(h.Addrs()[0], "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	zr := &rawPeer{Conn: zc, br: bufio.NewReader(zc)}
+	zr.welcome(t, otherIdent)
+	zr.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "q", "what?")))
+	zc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	n, err := readFrameHeader(zr.br, DefaultMaxMessageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured := make([]byte, n)
+	if _, err := io.ReadFull(zr.br, captured); err != nil {
+		t.Fatal(err)
+	}
+
+	z := dialRaw(t, a)
+	z.welcome(t, otherIdent)
+	z.Write(frameOf(captured))
+	a.next(t)
+
+	if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "2"))); err != nil {
+		t.Fatalf("A's send to H: %v", err)
+	}
+	select {
+	case <-hGot:
+	case <-time.After(3 * time.Second):
+		a.mu.Lock()
+		stolen := a.byPeer[hIdent.ID()] != nil && a.byPeer[hIdent.ID()].nc.RemoteAddr().String() == z.LocalAddr().String()
+		a.mu.Unlock()
+		t.Errorf("A's message for H never reached H (A routes H to Z's connection: %v)", stolen)
+	}
+
+	z.Close()
+	time.Sleep(200 * time.Millisecond)
+	if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "3"))); err != nil {
+		t.Fatalf("after Z left, A cannot send to H over H's open connection: %v (ErrNoRoute: %v)", err, errors.Is(err, ErrNoRoute))
+	}
+}
+
+// A dials Z, whose welcome names H: A routes H to Z.
+// A peer whose welcome claims H's peer ID, on a connection this
+// transport dialled, does not take H's traffic from H's own connection.
+func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h, err := New(hIdent, func(in *Incoming) { hGot <- in })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
+		t.Fatal(err)
+	}
+	a.next(t)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	zGot := make(chan int, 16)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: hIdent.ID().String(), Version: "1.1"}
+		c.Write(w.Append(nil))
+		if _, err := readWelcome(br); err != nil {
+			return
+		}
+		for {
+			n, err := readFrameHeader(br, DefaultMaxMessageSize)
+			if err != nil {
+				return
+			}
+			if _, err := io.CopyN(io.Discard, br, n); err != nil {
+				return
+			}
+			zGot <- 1
+		}
+	}()
+	if err := a.Send(ctx, "tcp://"+ln.Addr().String(), "StudySvc", "ep", message.New(message.Text("study", "text", "to Z"))); err != nil {
+		t.Fatal(err)
+	}
+	<-zGot
+	if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "for H"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hGot:
+	case <-zGot:
+		t.Fatal("A's message for H went to Z, whose welcome claimed H's peer ID")
+	case <-time.After(5 * time.Second):
+		t.Fatal("A's message for H went nowhere")
 	}
 }

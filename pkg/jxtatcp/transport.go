@@ -500,9 +500,12 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 	}()
 }
 
-// bindPeer makes c the connection jxta:// sends to p use. It reports
-// false, binding nothing, when c already carries MaxSignersPerConn other
-// peers.
+// bindPeer notes that c carries p, and makes c the connection jxta://
+// sends to p use unless another open connection already serves: a frame
+// signed by p on another connection may be a replay (CBJX has no nonce),
+// so it moves p's traffic only from a connection whose welcome named
+// someone else to one whose welcome names p. It reports false, binding
+// nothing, when c already carries MaxSignersPerConn other peers.
 func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 	if p.IsZero() {
 		return true
@@ -518,18 +521,30 @@ func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 		}
 		c.peers = append(c.peers, p)
 	}
+	if old := t.byPeer[p]; old != nil && old != c {
+		if _, open := t.conns[old]; open && (old.claimed == p || c.claimed != p) {
+			return true
+		}
+	}
 	t.byPeer[p] = c
 	return true
 }
 
-// forget removes c from the tables.
+// forget removes c from the tables; the peers it served are served by
+// another open connection that carries them, if there is one.
 func (t *Transport) forget(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.conns, c)
 	for _, p := range c.peers {
-		if t.byPeer[p] == c {
-			delete(t.byPeer, p)
+		if t.byPeer[p] != c {
+			continue
+		}
+		delete(t.byPeer, p)
+		for o := range t.conns {
+			if slices.Contains(o.peers, p) && (t.byPeer[p] == nil || o.claimed == p) {
+				t.byPeer[p] = o
+			}
 		}
 	}
 	if c.hostport != "" && t.byAddr[c.hostport] == c {
