@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -241,6 +243,10 @@ type Bidi struct {
 	mu   sync.Mutex
 	err  error // why the connection ended; io.EOF when the remote closed
 	done chan struct{}
+	// refused counts its messages the other end refused that another
+	// Flush learnt of (the endpoint reports a peer's refusals to whoever
+	// flushes first), for its own next Flush or Close.
+	refused atomic.Int64
 }
 
 func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
@@ -264,8 +270,19 @@ func (s *Service) register(b *Bidi) error {
 		return fmt.Errorf("%w: duplicate connection %s from %s", ErrRefused, b.conn, b.remote)
 	}
 	s.conns[k] = b
+	s.bidiNotes[k] = b
 	s.host.ConnManager().Protect(b.remote, "pipe-bidi")
 	return nil
+}
+
+// forgetNotes stops keeping b's refusals for it: it is closed.
+func (s *Service) forgetNotes(b *Bidi) {
+	s.mu.Lock()
+	k := connKey{b.remote, b.conn}
+	if s.bidiNotes[k] == b {
+		delete(s.bidiNotes, k)
+	}
+	s.mu.Unlock()
 }
 
 func (s *Service) unregister(b *Bidi) {
@@ -555,8 +572,63 @@ func (b *Bidi) Err() error {
 	return b.err
 }
 
+// flush waits until the other end has handled everything sent to it
+// (ep.Flush), and reports the refusals of b's messages: those it learns
+// of, and those other Flushes learnt of for it. Refusals of other
+// destinations go to whoever sent them (sortRefusals).
+func (b *Bidi) flush(ctx context.Context) error {
+	var rest []error
+	var own *endpoint.RefusedError
+	for _, e := range flatten(b.svc.ep.Flush(ctx, b.remote)) {
+		var re *endpoint.RefusedError
+		if errors.As(e, &re) && re.Service == BidiService && re.Param == b.dst.Param {
+			own = re
+		} else if e != nil && !b.svc.sortRefusal(e) {
+			rest = append(rest, e)
+		}
+	}
+	if n := int(b.refused.Swap(0)); n > 0 {
+		if own == nil {
+			own = &endpoint.RefusedError{Peer: b.remote, Service: BidiService, Param: b.dst.Param, Code: endpoint.RefusedByListener}
+		}
+		own.Count += n
+	}
+	if own != nil {
+		rest = append([]error{own}, rest...)
+	}
+	return errors.Join(rest...)
+}
+
+// sortRefusal hands a refusal the endpoint reported to a Flush that is
+// not its sender's to the output pipe or Bidi that sent what was refused
+// (to report at its own next Flush), or counts it as stray; false if e is
+// not a refusal.
+func (s *Service) sortRefusal(e error) bool {
+	var re *endpoint.RefusedError
+	if !errors.As(e, &re) {
+		return false
+	}
+	switch {
+	case re.Service == DataService:
+		s.noteUndelivered(re.Param, re.Count)
+	case re.Service == BidiService && strings.HasPrefix(re.Param, string(opData)+"/"):
+		s.mu.Lock()
+		b := s.bidiNotes[connKey{re.Peer, strings.TrimPrefix(re.Param, string(opData)+"/")}]
+		s.mu.Unlock()
+		if b == nil {
+			s.strayRefusals.Add(1)
+			return true
+		}
+		b.refused.Add(int64(re.Count))
+	default:
+		return false
+	}
+	return true
+}
+
 // Flush waits until the other end has received every message sent so
-// far, or ctx ends.
+// far, or ctx ends. Messages the other end refused (it closed meanwhile)
+// are reported as an *endpoint.RefusedError with their count.
 func (b *Bidi) Flush(ctx context.Context) error {
 	if b.jx != nil {
 		if b.jx.rel == nil {
@@ -567,7 +639,7 @@ func (b *Bidi) Flush(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := b.svc.ep.Flush(ctx, b.remote); err != nil {
+	if err := b.flush(ctx); err != nil {
 		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 	}
 	return nil
@@ -580,15 +652,24 @@ func (b *Bidi) Close() error {
 	if b.jx != nil {
 		return b.closeJXTA()
 	}
-	if !b.end(ErrClosed) {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(b.svc.ctx, closeTimeout)
 	defer cancel()
+	defer b.svc.forgetNotes(b)
+	if !b.end(ErrClosed) {
+		if !errors.Is(b.Err(), io.EOF) {
+			return nil // closed here before, or failed (Send said so)
+		}
+		// The other end closed first: what it refused before is still to
+		// be reported.
+		if err := b.flush(ctx); err != nil {
+			return fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
+		}
+		return nil
+	}
 	if err := b.svc.ep.Send(ctx, b.control(opClose), message.New()); err != nil {
 		return fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
 	}
-	if err := b.svc.ep.Flush(ctx, b.remote); err != nil {
+	if err := b.flush(ctx); err != nil {
 		return fmt.Errorf("pipe %s: closing: %w", b.adv.ID, err)
 	}
 	return nil

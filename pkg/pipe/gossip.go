@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,9 +13,65 @@ import (
 // gossipDrops counts what the service's own gossipsub router drops
 // silently: gossipsub never slows a publisher down, so under load its
 // bounded queues shed messages, and this is how a node learns of it
-// (Stats). Its methods run on gossipsub's event loop and only add.
+// (Stats). It also keeps this node's mesh peers per topic, for
+// WaitMembers. Its methods run on gossipsub's event loop.
 type gossipDrops struct {
 	outbound, inbound, undelivered atomic.Uint64
+	mu                             sync.Mutex
+	mesh                           map[string]map[peer.ID]struct{}
+}
+
+// meshSize is the number of peers in this node's mesh for topic.
+func (g *gossipDrops) meshSize(topic string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.mesh[topic])
+}
+
+// Graft: p joined this node's mesh for topic.
+func (g *gossipDrops) Graft(p peer.ID, topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mesh == nil {
+		g.mesh = map[string]map[peer.ID]struct{}{}
+	}
+	m := g.mesh[topic]
+	if m == nil {
+		m = map[peer.ID]struct{}{}
+		g.mesh[topic] = m
+	}
+	m[p] = struct{}{}
+}
+
+// Prune: p left this node's mesh for topic.
+func (g *gossipDrops) Prune(p peer.ID, topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m := g.mesh[topic]; m != nil {
+		delete(m, p)
+		if len(m) == 0 {
+			delete(g.mesh, topic)
+		}
+	}
+}
+
+// Leave: this node left topic, and its mesh.
+func (g *gossipDrops) Leave(topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.mesh, topic)
+}
+
+// RemovePeer: p is gone from every mesh.
+func (g *gossipDrops) RemovePeer(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for topic, m := range g.mesh {
+		delete(m, p)
+		if len(m) == 0 {
+			delete(g.mesh, topic)
+		}
+	}
 }
 
 var _ pubsub.RawTracer = (*gossipDrops)(nil)
@@ -42,9 +99,6 @@ func (g *gossipDrops) UndeliverableMessage(*pubsub.Message) { g.undelivered.Add(
 func (*gossipDrops) OnNewOutboundStream(peer.ID, protocol.ID)             {}
 func (*gossipDrops) OnClosedOutboundStream(peer.ID)                       {}
 func (*gossipDrops) Join(string)                                          {}
-func (*gossipDrops) Leave(string)                                         {}
-func (*gossipDrops) Graft(peer.ID, string)                                {}
-func (*gossipDrops) Prune(peer.ID, string)                                {}
 func (*gossipDrops) ValidateMessage(*pubsub.Message)                      {}
 func (*gossipDrops) DeliverMessage(*pubsub.Message)                       {}
 func (*gossipDrops) DuplicateMessage(*pubsub.Message)                     {}
@@ -53,4 +107,3 @@ func (*gossipDrops) RecvRPC(*pubsub.RPC)                                  {}
 func (*gossipDrops) SendRPC(*pubsub.RPC, peer.ID)                         {}
 func (*gossipDrops) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
 func (*gossipDrops) AddPeer(peer.ID, protocol.ID)                         {}
-func (*gossipDrops) RemovePeer(peer.ID)                                   {}

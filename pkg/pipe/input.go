@@ -271,13 +271,11 @@ func (s *Service) subscribe(p *InputPipe) error {
 	}
 	// Gossipsub does not slow publishers down: a subscriber more than
 	// its buffer behind loses messages (counted). The buffer stages
-	// messages for the reader, which moves them into the queue, so it
-	// needs room for a burst while the reader is descheduled, not the
-	// queue's: twice the queue's length at most, and no more maximum-size
-	// messages than the queue's byte bound holds (16 by default), so that
-	// an unread pipe holds at most twice that bound.
-	buf := min(2*s.opts.queue, max(16, int(s.opts.queueBytes/int64(s.opts.maxPropagate))))
-	sub, err := topic.Subscribe(pubsub.WithBufferSize(buf))
+	// messages for the reader, which moves them into the queue at once or
+	// drops them (counted) when the queue is full, so it holds messages
+	// only while the reader is descheduled: on a loaded machine, a burst
+	// of them. An unread pipe holds its queue.
+	sub, err := topic.Subscribe(pubsub.WithBufferSize(max(32, 2*s.opts.queue)))
 	if err != nil {
 		s.leaveTopic(p.adv, nil)
 		return fmt.Errorf("pipe: subscribing to %s: %w", topic.String(), err)
@@ -321,9 +319,7 @@ func (s *Service) subscribe(p *InputPipe) error {
 				continue
 			}
 			from := msg.GetFrom()
-			if p.safeDeliver(ctx, &Received{Message: m, From: from, FromJXTA: s.jxtaID(from), Pipe: p.adv.ID}) != nil {
-				p.dropped.Add(1) // closed meanwhile
-			}
+			p.offer(ctx, &Received{Message: m, From: from, FromJXTA: s.jxtaID(from), Pipe: p.adv.ID})
 		}
 		// Closed: what gossipsub had handed over is counted, not lost in
 		// silence. The cancelled subscription's channel closes once its
@@ -338,6 +334,26 @@ func (s *Service) subscribe(p *InputPipe) error {
 		}
 	}()
 	return nil
+}
+
+// offer delivers a propagate message from gossipsub without waiting for
+// room: what the queue has no room for is dropped and counted
+// (Stats.PropagateUndelivered), as gossipsub counts what its buffer has
+// no room for; what arrives after Close is counted in Dropped.
+func (p *InputPipe) offer(ctx context.Context, r *Received) {
+	select {
+	case <-p.done:
+		p.dropped.Add(1)
+		return
+	default:
+	}
+	if p.handler != nil {
+		p.safeDeliver(ctx, r) // a handler that panics is counted there
+		return
+	}
+	if !p.box.tryPut(r) {
+		p.svc.gossip.undelivered.Add(1)
+	}
 }
 
 // safeDeliver is deliver for callers with no endpoint to recover a

@@ -462,12 +462,10 @@ func (o *OutputPipe) sortRefusals(err error) error {
 	for _, e := range flatten(err) {
 		var re *endpoint.RefusedError
 		switch {
-		case !errors.As(e, &re) || re.Service != DataService:
-			rest = append(rest, e)
-		case re.Param == o.key:
+		case errors.As(e, &re) && re.Service == DataService && re.Param == o.key:
 			o.noteRefused(re)
-		default:
-			o.svc.noteUndelivered(re.Param, re.Count)
+		case !o.svc.sortRefusal(e):
+			rest = append(rest, e)
 		}
 	}
 	return errors.Join(rest...)
@@ -551,7 +549,9 @@ func (o *OutputPipe) Members() []peer.ID {
 // way to it is listed, but messages published to it then are dropped, and
 // one sent only to members (this pipe's node does not subscribe) is never
 // gossiped again. Under load on two cores that window lasted long enough
-// to lose a message in a test.
+// to lose a message in a test. On a node that is a member of the pipe
+// too, it also waits until gossipsub's mesh for the pipe holds
+// min(n, 5) peers: such a node publishes only to its mesh.
 func (o *OutputPipe) WaitMembers(ctx context.Context, n int) error {
 	if o.topic == nil {
 		return fmt.Errorf("%w: only propagate pipes have members", ErrWrongType)
@@ -561,13 +561,32 @@ func (o *OutputPipe) WaitMembers(ctx context.Context, n int) error {
 			return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
 		}
 		reach := o.reachable()
-		if reach >= n {
+		if reach >= n && o.meshed(n) {
 			return nil
 		}
 		if err := sleep(ctx, pollInterval); err != nil {
 			return fmt.Errorf("pipe %s: %d of %d members reachable (%d known): %w", o.adv.ID, reach, n, len(o.topic.ListPeers()), err)
 		}
 	}
+}
+
+// meshed reports whether, when this node is a member of the pipe too,
+// its own gossipsub mesh for the topic holds min(n, GossipSubDlo) peers:
+// a member publishes only to its mesh, which its heartbeat fills a second
+// after it joined (and again after churn), so until then what it sends
+// reaches no one, and is not repaired later (mesh peers get no gossip).
+// Up to Dlo members all join the mesh; beyond, the mesh relays to the
+// rest. A node that is not a member publishes to fanout peers it picks
+// from the members known, and a router of the application's
+// (WithPubSub) is not watched: both are taken as meshed.
+func (o *OutputPipe) meshed(n int) bool {
+	s := o.svc
+	name := o.topic.String()
+	s.mu.Lock()
+	t := s.topics[name]
+	member := s.ownPubSub && t != nil && len(t.inputs) > 0
+	s.mu.Unlock()
+	return !member || s.gossip.meshSize(name) >= min(n, pubsub.GossipSubDlo)
 }
 
 // reachable counts the members this node's pubsub has opened a stream

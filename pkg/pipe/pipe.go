@@ -419,6 +419,12 @@ type Service struct {
 	outputs     map[string]int
 	// openOutputs are the output pipes open here, for Close.
 	openOutputs map[*OutputPipe]struct{}
+	// bidiNotes are the Bidis registered here and not yet closed, ended
+	// or not, for the refusals other Flushes learn of (sortRefusal).
+	bidiNotes map[connKey]*Bidi
+	// ownPubSub is set once the service started its own gossipsub
+	// router (s.opts.ps), whose mesh s.gossip watches. Under mu.
+	ownPubSub bool
 	// strayRefusals counts refusals for pipes no output pipe here sends
 	// on.
 	strayRefusals atomic.Uint64
@@ -519,7 +525,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
-		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
+		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}
@@ -559,20 +565,12 @@ func (s *Service) pubsub() (*pubsub.PubSub, error) {
 	}
 	// gossipsub bounds whole RPCs (topic, signature, key), which it
 	// drops silently when too large: leave room beyond the message.
-	// Flood publishing (off by default in this gossipsub) sends what this
-	// node publishes to every member it is connected to, not to its mesh
-	// or fanout peers alone: without it a publisher that is a member too
-	// sends nowhere until the next heartbeat grafts the members
-	// WaitMembers saw into its mesh (what it sent meanwhile is lost, and
-	// not repaired: mesh peers get no gossip), and a fanout set chosen
-	// among peers that claim membership and drop everything loses the
-	// messages of a publisher that is not a member.
-	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom),
-		pubsub.WithRawTracer(&s.gossip), pubsub.WithFloodPublish(true))
+	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
 	if err != nil {
 		return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
 	}
 	s.opts.ps = ps
+	s.ownPubSub = true
 	return ps, nil
 }
 

@@ -2,22 +2,14 @@ package pipe_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -27,9 +19,9 @@ import (
 )
 
 // A member that does not read, flooded with near-maximum propagate
-// messages, holds at most twice its queue's byte bound: the queue, and
-// gossipsub's buffer in front of it (which held 128 more 1 MiB messages,
-// counted nowhere, 144 MiB in all).
+// messages, holds its queue's byte bound, the rest dropped and counted:
+// gossipsub's buffer in front of the queue held 128 more 1 MiB messages,
+// counted nowhere, 144 MiB in all.
 func TestPropagateUnreadPipeBounded(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
@@ -73,8 +65,8 @@ func TestPropagateUnreadPipeBounded(t *testing.T) {
 	held := int64(received) * pipe.DefaultMaxPropagate
 	t.Logf("sent %d x 1 MiB; %d still receivable after 8 s (%d MiB; heap grew %d MiB); undelivered %d, inbound dropped %d",
 		n, received, held>>20, grown>>20, st.PropagateUndelivered, st.PropagateInboundDropped)
-	if held > 2*pipe.DefaultQueueBytes {
-		t.Fatalf("an unread propagate pipe holds %d MiB, over twice its queue's %d MiB bound", held>>20, pipe.DefaultQueueBytes>>20)
+	if held > pipe.DefaultQueueBytes+pipe.DefaultMaxPropagate {
+		t.Fatalf("an unread propagate pipe holds %d MiB, over its queue's %d MiB bound", held>>20, pipe.DefaultQueueBytes>>20)
 	}
 }
 
@@ -332,9 +324,9 @@ func TestWaitMembersAfterClose(t *testing.T) {
 }
 
 // A publisher that is a member of its propagate pipe too (a chat room)
-// reaches the members WaitMembers saw: with gossipsub's default, it
-// published only to its mesh, which the other member joined a heartbeat
-// later, and 3 to 4 of 5 messages were lost in silence.
+// reaches the members WaitMembers saw: it publishes only to its gossipsub
+// mesh, which the other member joined a heartbeat later, and WaitMembers
+// returned before that: 3 to 4 of 5 messages were lost in silence.
 func TestPropagateMemberSenderReachesMembers(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
@@ -387,78 +379,3 @@ func TestPropagateMemberSenderReachesMembers(t *testing.T) {
 			a.PropagateOutboundDropped, b.PropagateInboundDropped, b.PropagateUndelivered)
 	}
 }
-
-// 30 peers that announce membership and drop everything do not keep a
-// publisher's messages from the one honest member (gossipsub's fanout of
-// 6 among 31 lost 2 to 10 of 20).
-func TestPropagateSybilMembersSwallowNothing(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	ad := newAdv(t, adv.Propagate)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.WaitMembers(ctx(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	topicName := "/p2pmsg/pipe/" + ad.ID.String()
-	sub, _ := proto.Marshal(&pb.RPC{Subscriptions: []*pb.RPC_SubOpts{{Subscribe: proto.Bool(true), Topicid: proto.String(topicName)}}})
-	const sybils = 30
-	for range sybils {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		for _, proto := range []string{"/meshsub/1.2.0", "/meshsub/1.1.0"} {
-			h.SetStreamHandler(protocolID(proto), func(s network.Stream) { io.Copy(io.Discard, s) })
-		}
-		if err := h.Connect(ctx(t), peer.AddrInfo{ID: nodes[0].ID(), Addrs: nodes[0].Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-		st, err := h.NewStream(ctx(t), nodes[0].ID(), "/meshsub/1.1.0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Write(append(binary.AppendUvarint(nil, uint64(len(sub))), sub...)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Reset() })
-	}
-	for len(out.Members()) < sybils+1 {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second)
-	const n = 20
-	for i := range n {
-		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	got := 0
-	for {
-		c, cancel := context.WithTimeout(ctx(t), 5*time.Second)
-		_, err := in.Receive(c)
-		cancel()
-		if err != nil {
-			break
-		}
-		got++
-	}
-	a, b := sa.Stats(), sb.Stats()
-	t.Logf("%d members (%d hostile): the honest member received %d of %d; counted dropped: outbound %d, inbound %d, undelivered %d",
-		len(out.Members()), sybils, got, n, a.PropagateOutboundDropped, b.PropagateInboundDropped, b.PropagateUndelivered)
-	if got < n {
-		t.Fatalf("%d of %d propagate messages lost in silence", n-got, n)
-	}
-}
-
-func protocolID(s string) protocol.ID { return protocol.ID(s) }

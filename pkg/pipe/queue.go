@@ -181,6 +181,23 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 			return false, err
 		}
 	}
+	return b.admitted(r, size, d), nil
+}
+
+// tryPut admits r if the gate has room now, without waiting: for
+// propagate messages, which gossipsub does not hold back for a reader
+// that waits (what waits in its buffer instead is held for nobody).
+func (b *inbox) tryPut(r *Received) bool {
+	size := sizeOf(r.Message, nil)
+	if !b.gate.tryAcquire(size) {
+		b.Wake()
+		return false
+	}
+	return b.admitted(r, size, nil)
+}
+
+// admitted queues r, for which the gate admitted size bytes.
+func (b *inbox) admitted(r *Received, size int64, d *endpoint.Delivery) bool {
 	r.queued = queued{size: size}
 	if d != nil {
 		d.Hold() // the listener's call, before it returns
@@ -194,7 +211,7 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 	b.mu.Unlock()
 	if d == nil {
 		b.Wake()
-		return true, nil
+		return true
 	}
 	if closed {
 		d.Unhold() // receivable, but no longer held
@@ -202,7 +219,7 @@ func (b *inbox) put(ctx context.Context, done <-chan struct{}, r *Received, d *e
 	// Never before the message is in the queue, or Receive could look,
 	// find nothing and wait again.
 	d.WakeLater(b)
-	return true, nil
+	return true
 }
 
 // wakeNow wakes Receive before put waits: at once, and through d's
