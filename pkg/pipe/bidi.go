@@ -561,7 +561,14 @@ func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
 
 // ReceiveFrom is Receive with the message's provenance.
 func (b *Bidi) ReceiveFrom(ctx context.Context) (*Received, error) {
-	return b.box.get(ctx, b.done, b.Err)
+	r, err := b.box.get(ctx, b.done, b.Err)
+	if err != nil && b.jx != nil && b.jx.rel != nil && ctx.Err() == nil {
+		// Ended: the JXTA pump may still be queueing a block it took
+		// (acknowledged) before the end; it stops at once.
+		b.jx.pump.Wait()
+		return b.box.get(ctx, b.done, b.Err)
+	}
+	return r, err
 }
 
 // Err returns why the connection ended: nil while it is open, io.EOF if

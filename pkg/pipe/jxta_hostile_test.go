@@ -185,3 +185,40 @@ func TestJXTABidiCloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
 		t.Fatal("Close returned nil: the message sent was never acknowledged")
 	}
 }
+
+// A JXTA BiDi message acknowledged to the peer stays receivable when the
+// Bidi ends before the queue has room for it (a Send timed out on a full
+// window): it was dropped, the peer told it was delivered.
+func TestJXTABidiAcknowledgedMessageKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hb, b := openHostileBidi(t, ctx, pipe.WithQueueLen(1))
+	for seq := 1; seq <= 3; seq++ {
+		hb.block(t, ctx, seq, message.New(message.Text("app", "n", "m"+strconv.Itoa(seq))))
+	}
+	for deadline := time.Now().Add(10 * time.Second); hb.acked.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var err error
+	for i := 0; i < 51 && err == nil; i++ { // the window is 50; the peer acknowledges nothing
+		sctx, c := context.WithTimeout(ctx, 500*time.Millisecond)
+		err = b.Send(sctx, message.New(message.Text("app", "out", strconv.Itoa(i))))
+		c()
+	}
+	t.Logf("Send: %v", err)
+	var got []string
+	for {
+		rctx, c := context.WithTimeout(ctx, 2*time.Second)
+		m, err := b.Receive(rctx)
+		c()
+		if err != nil {
+			t.Logf("Receive: %v", err)
+			break
+		}
+		e, _ := m.Get("app", "n")
+		got = append(got, string(e.Data))
+	}
+	if int(hb.acked.Load()) > len(got) {
+		t.Fatalf("the peer was acknowledged %d messages, the application received %v", hb.acked.Load(), got)
+	}
+}

@@ -164,13 +164,28 @@ func (b *Bidi) handleJXTA(r *Received) {
 // pumpJXTA moves reliable blocks, in order, into the Bidi's queue; a
 // block is acknowledged when taken here, so a full queue stops the
 // sender.
+//
+// Once the Bidi ends it takes no more blocks (they stay unacknowledged),
+// and one taken before that stays receivable: Receive looks again once
+// the pump is gone (ReceiveFrom).
 func (b *Bidi) pumpJXTA() {
 	jb := b.jx
 	defer jb.pump.Done()
+	ctx, cancel := context.WithCancel(b.svc.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		p, err := jb.rel.Receive(b.svc.ctx)
+		p, err := jb.rel.Receive(ctx)
 		if err != nil {
-			b.fail(err)
+			if ctx.Err() == nil {
+				b.fail(err)
+			}
 			return
 		}
 		m, signer, err := jb.t.UnmarshalSigned(p)
@@ -184,6 +199,9 @@ func (b *Bidi) pumpJXTA() {
 		}
 		r := &Received{Message: m, FromJXTA: b.rjxta, Pipe: b.adv.ID}
 		if ok, _ := b.box.put(b.svc.ctx, b.done, r, nil); !ok {
+			if b.svc.ctx.Err() == nil {
+				b.box.keep(r) // acknowledged to the peer: not to be lost
+			}
 			return
 		}
 	}

@@ -196,6 +196,17 @@ func (b *inbox) tryPut(r *Received) bool {
 	return b.admitted(r, size, nil)
 }
 
+// keep queues r past the gate: for a message already acknowledged to
+// its sender (a JXTA BiDi pipe's block) when the Bidi ended before there
+// was room; it stays receivable. It happens once per Bidi.
+func (b *inbox) keep(r *Received) {
+	r.queued = queued{}
+	b.mu.Lock()
+	b.in = append(b.in, r)
+	b.mu.Unlock()
+	b.Wake()
+}
+
 // admitted queues r, for which the gate admitted size bytes.
 func (b *inbox) admitted(r *Received, size int64, d *endpoint.Delivery) bool {
 	r.queued = queued{size: size}
