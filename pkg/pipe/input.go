@@ -226,7 +226,14 @@ func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
 		}
 		// The validator goes first, so no message of the topic escapes
 		// it.
-		if err := ps.RegisterTopicValidator(name, s.validateSeqno(&seqnos{}), pubsub.WithValidatorInline(true)); err != nil {
+		// A topic's windows outlive its joining: re-binding a pipe must
+		// not make its authors' old messages new again.
+		sq := s.seqnoTables[name]
+		if sq == nil {
+			sq = &seqnos{}
+			s.seqnoTables[name] = sq
+		}
+		if err := ps.RegisterTopicValidator(name, s.validateSeqno(sq), pubsub.WithValidatorInline(true)); err != nil {
 			return nil, fmt.Errorf("pipe: validating %s: %w", name, err)
 		}
 		topic, err := ps.Join(name)

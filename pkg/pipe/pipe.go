@@ -422,6 +422,10 @@ type Service struct {
 	// bidiNotes are the Bidis registered here and not yet closed, ended
 	// or not, for the refusals other Flushes learn of (sortRefusal).
 	bidiNotes map[connKey]*Bidi
+	// seqnoTables are the propagate topics' replay windows (seqno.go),
+	// kept for the service's lifetime: the application's pipes bound
+	// their number, maxAuthors each one's size.
+	seqnoTables map[string]*seqnos
 	// ownPubSub is set once the service started its own gossipsub
 	// router (s.opts.ps), whose mesh s.gossip watches. Under mu.
 	ownPubSub bool
@@ -525,7 +529,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
-		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
+		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, seqnoTables: map[string]*seqnos{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}

@@ -2,6 +2,7 @@ package pipe_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -378,4 +381,91 @@ func TestPropagateMemberSenderReachesMembers(t *testing.T) {
 		t.Fatalf("%d of %d messages lost; dropped counted: outbound %d, inbound %d, undelivered %d", lost, rounds,
 			a.PropagateOutboundDropped, b.PropagateInboundDropped, b.PropagateUndelivered)
 	}
+}
+
+// A signed propagate message replayed after the application re-bound the
+// pipe is refused: the replay windows outlive the topic's joining (they
+// were new after a re-bind, and the message was delivered again).
+func TestPropagateReplayAfterRebindRefused(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 4)
+	author, recv, capturer, hostile := nodes[0], nodes[1], nodes[2], nodes[3]
+	psCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	var arrivals atomic.Uint64
+	// Every arrival is a new message to gossipsub: what a replay looks
+	// like once its seen-messages TTL (2 minutes) has passed.
+	forgetful, err := pubsub.NewGossipSub(psCtx, recv.Host(), pubsub.WithMessageIdFn(func(*pb.Message) string {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], arrivals.Add(1))
+		return string(b[:])
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, sr := newPipes(t, author), newPipes(t, recv, pipe.WithPubSub(forgetful))
+	ad := newAdv(t, adv.Propagate)
+	in, err := sr.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy, err := pubsub.NewGossipSub(psCtx, capturer.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := spy.Join(pipe.TopicPrefix + ad.ID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := topic.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Cancel()
+	out, err := sa.NewOutputPipe(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx(t), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "order", "pay 100"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "order") != "pay 100" {
+		t.Fatalf("first delivery: %v, %v", m, err)
+	}
+	captured, err := sub.Next(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The application re-binds the pipe.
+	in.Close()
+	in, err = sr.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	time.Sleep(500 * time.Millisecond)
+	before := sr.Stats().PropagateReplays
+	rpc := &pb.RPC{Publish: []*pb.Message{captured.Message}}
+	b, err := proto.Marshal(rpc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := hostile.Host().NewStream(ctx(t), recv.ID(), "/meshsub/1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Write(append(binary.AppendUvarint(nil, uint64(len(b))), b...)); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+	defer cancel()
+	if m, err := in.Receive(short); err == nil {
+		t.Fatalf("replayed message delivered again after the pipe was re-bound: %q (replays counted: %d)", text(m, "order"), sr.Stats().PropagateReplays-before)
+	}
+	t.Logf("replays refused: %d", sr.Stats().PropagateReplays-before)
 }

@@ -26,7 +26,10 @@ import (
 // an honest message is refused only if gossip delays it past 2048 later
 // ones from the same author.
 //
-// The table holds maxAuthors authors per topic; past that the least
+// A topic's table is kept when the service leaves the topic, so that
+// re-binding a pipe does not make its authors' old messages new again
+// (a process restart does: the tables are in memory). The table holds
+// maxAuthors authors per topic; past that the least
 // recently heard is forgotten, and a replay of its messages older than
 // the seen-messages TTL would be accepted once more. Forcing that takes
 // maxAuthors authors publishing on the pipe, each signing with its own
