@@ -1,6 +1,7 @@
 package pipe_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -12,21 +13,25 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
-// A Bidi's Close flushes the endpoint, which reports every refusal from
-// that peer: an output pipe's refused message stays the output pipe's to
-// report (Bidi.Close took it, and OutputPipe.Flush returned nil).
-func TestBidiCloseLeavesOthersRefusals(t *testing.T) {
+// refusing is two services on connected nodes, the second with a queue of
+// one message (so a second message waits for room, and is refused when
+// the pipe closes), and a bidirectional pipe listener there.
+func refusing(t *testing.T) (sa, sb *pipe.Service, l *pipe.Listener, to pipe.ResolveOption) {
+	t.Helper()
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
-	to := pipe.ToPeers(nodes[1].AddrInfo())
-
-	// An unrelated bidirectional pipe connection between A and B.
-	ba := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(ba)
+	sa, sb = newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
+	return sa, sb, l, pipe.ToPeers(nodes[1].AddrInfo())
+}
+
+// connected opens a connection from sa to l and returns both ends; the
+// listening end closes when the test ends.
+func connected(t *testing.T, sa *pipe.Service, l *pipe.Listener, to pipe.ResolveOption) (local, remote *pipe.Bidi) {
+	t.Helper()
 	accepted := make(chan *pipe.Bidi, 1)
 	go func() {
 		b, err := l.Accept(ctx(t))
@@ -35,12 +40,33 @@ func TestBidiCloseLeavesOthersRefusals(t *testing.T) {
 		}
 		accepted <- b
 	}()
-	bidi, err := sa.Connect(ctx(t), ba, to)
+	local, err := sa.Connect(ctx(t), l.Adv(), to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer (<-accepted).Close()
+	remote = <-accepted
+	t.Cleanup(func() { remote.Close() })
+	return local, remote
+}
 
+// sendTwo sends two messages: the first fills the other end's queue, the
+// second waits there for room, and is refused if that end closes.
+func sendTwo(t *testing.T, send func(context.Context, *message.Message) error) {
+	t.Helper()
+	for range 2 {
+		if err := send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
+// A Bidi's Close flushes the endpoint, which reports every refusal from
+// that peer: an output pipe's refused message stays the output pipe's to
+// report (Bidi.Close took it, and OutputPipe.Flush returned nil).
+func TestBidiCloseLeavesOthersRefusals(t *testing.T) {
+	sa, sb, l, to := refusing(t)
+	bidi, _ := connected(t, sa, l, to)
 	a := newAdv(t, adv.Unicast)
 	in, err := sb.NewInputPipe(a)
 	if err != nil {
@@ -51,108 +77,36 @@ func TestBidiCloseLeavesOthersRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	for i := 0; i < 2; i++ { // the first fills the queue; the second waits for room
-		if err := out.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
+	sendTwo(t, out.Send)
 	in.Close() // the waiting message is refused
-
 	cerr := bidi.Close()
-	t.Logf("Bidi.Close: %v", cerr)
-	ferr := out.Flush(ctx(t))
-	t.Logf("OutputPipe.Flush: %v", ferr)
-	if !errors.Is(ferr, endpoint.ErrRefused) {
-		t.Fatalf("a message refused by the receiver was not reported by the output pipe's Flush (Bidi.Close took the refusal: %v)", cerr)
+	if ferr := out.Flush(ctx(t)); !errors.Is(ferr, endpoint.ErrRefused) {
+		t.Fatalf("a message refused by the receiver was not reported by the output pipe's Flush: %v (Bidi.Close: %v)", ferr, cerr)
 	}
 }
-
-// TestControlOutputPipeRefusalWithoutBidi is the same without the Bidi
-// Close: the output pipe's Flush reports the refused message.
 
 // Closing Bidi Y leaves Bidi X's refusal to X.Flush (it returned nil).
 func TestBidiRefusalsStayWithTheirBidi(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
-	to := pipe.ToPeers(nodes[1].AddrInfo())
-	ba := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(ba)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 2)
-	go func() {
-		for i := 0; i < 2; i++ {
-			b, err := l.Accept(ctx(t))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			accepted <- b
-		}
-	}()
-	x, err := sa.Connect(ctx(t), ba, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xb := <-accepted
-	y, err := sa.Connect(ctx(t), ba, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer (<-accepted).Close()
-	for i := 0; i < 2; i++ {
-		if err := x.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
+	sa, _, l, to := refusing(t)
+	x, xb := connected(t, sa, l, to)
+	y, _ := connected(t, sa, l, to)
+	sendTwo(t, x.Send)
 	xb.Close() // B's end of X: the waiting message is refused
 	cerr := y.Close()
-	t.Logf("Y.Close: %v", cerr)
-	ferr := x.Flush(ctx(t))
-	t.Logf("X.Flush: %v", ferr)
-	if ferr == nil {
-		t.Fatalf("X.Flush returned nil though B refused one of X's messages (Y.Close took the refusal: %v)", cerr)
+	if ferr := x.Flush(ctx(t)); !errors.Is(ferr, endpoint.ErrRefused) {
+		t.Fatalf("X.Flush: %v, though B refused one of X's messages (Y.Close: %v)", ferr, cerr)
 	}
 }
-
-// TestControlBidiFlushReportsRefusal: without Y's Close, X's Flush
-// reports the refused message.
 
 // A Bidi closed after the other end closed first still reports what the
 // other end refused (it returned nil at once).
 func TestBidiCloseAfterRemoteCloseReportsRefusals(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
-	ba := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(ba)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 1)
-	go func() {
-		b, _ := l.Accept(ctx(t))
-		accepted <- b
-	}()
-	x, err := sa.Connect(ctx(t), ba, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	xb := <-accepted
-	for i := 0; i < 2; i++ {
-		if err := x.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
+	sa, _, l, to := refusing(t)
+	x, xb := connected(t, sa, l, to)
+	sendTwo(t, x.Send)
 	xb.Close() // refuses the message waiting for room
 	time.Sleep(100 * time.Millisecond)
-	t.Logf("X.Err before Close: %v", x.Err())
-	if err := x.Close(); err == nil {
-		t.Fatal("X.Close returned nil though B refused one of X's messages")
+	if err := x.Close(); !errors.Is(err, endpoint.ErrRefused) {
+		t.Fatalf("X.Close: %v, though B refused one of X's messages (X.Err: %v)", err, x.Err())
 	}
 }

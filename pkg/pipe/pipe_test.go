@@ -701,22 +701,7 @@ func TestDataForUnboundPipes(t *testing.T) {
 // publisher. Gossipsub sheds what does not fit its queues; every message
 // is either received or counted as dropped by one of the two services.
 func TestPropagateDropsAreCounted(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
-	ad := newAdv(t, adv.Propagate)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.WaitMembers(ctx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	sa, sb, in, out := propagating(t, pipe.WithQueueLen(1))
 	const n = 400
 	for i := range n {
 		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {

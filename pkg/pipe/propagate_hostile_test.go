@@ -2,7 +2,6 @@ package pipe_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -21,27 +18,35 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
-// A member that does not read, flooded with near-maximum propagate
-// messages, holds its queue's byte bound, the rest dropped and counted:
-// gossipsub's buffer in front of the queue held 128 more 1 MiB messages,
-// counted nowhere, 144 MiB in all.
-func TestPropagateUnreadPipeBounded(t *testing.T) {
+// propagating binds a propagate pipe's input at one service (with
+// sbOpts) and opens its output at another, on two connected nodes, once
+// the member is reachable; both pipes close when the test ends.
+func propagating(t *testing.T, sbOpts ...pipe.Option) (sa, sb *pipe.Service, in *pipe.InputPipe, out *pipe.OutputPipe) {
+	t.Helper()
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	sa, sb = newPipes(t, nodes[0]), newPipes(t, nodes[1], sbOpts...)
 	ad := newAdv(t, adv.Propagate)
 	in, err := sb.NewInputPipe(ad)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
+	t.Cleanup(func() { in.Close() })
+	if out, err = sa.NewOutputPipe(ctx(t), ad); err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
+	t.Cleanup(func() { out.Close() })
 	if err := out.WaitMembers(ctx(t), 1); err != nil {
 		t.Fatal(err)
 	}
+	return sa, sb, in, out
+}
+
+// A member that does not read, flooded with near-maximum propagate
+// messages, holds its queue's byte bound, the rest dropped and counted:
+// gossipsub's buffer in front of the queue held 128 more 1 MiB messages,
+// counted nowhere, 144 MiB in all.
+func TestPropagateUnreadPipeBounded(t *testing.T) {
+	_, sb, in, out := propagating(t)
 	before := testutil.LiveHeap()
 	const n = 150
 	for range n {
@@ -77,23 +82,7 @@ func TestPropagateUnreadPipeBounded(t *testing.T) {
 // its signature elements' too: 900 KiB in a signature element counted 384
 // bytes, and a queue bound at 1 MiB took 60 of them.
 func TestPropagateQueueCountsEveryByte(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa := newPipes(t, nodes[0])
-	sb := newPipes(t, nodes[1], pipe.WithQueueLen(1024), pipe.WithQueueBytes(1<<20))
-	ad := newAdv(t, adv.Propagate)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.WaitMembers(ctx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	_, _, in, out := propagating(t, pipe.WithQueueLen(1024), pipe.WithQueueBytes(1<<20))
 	before := testutil.LiveHeap()
 	const n = 60
 	for range n {
@@ -158,21 +147,7 @@ func TestServiceCloseWhileBindingPropagate(t *testing.T) {
 // the queue had no room for are counted in Dropped, not lost in silence
 // (26 of 30 were).
 func TestPropagateCloseCountsWhatItDrops(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(4))
-	ad := newAdv(t, adv.Propagate)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.WaitMembers(ctx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	sa, sb, in, out := propagating(t, pipe.WithQueueLen(4))
 	const n = 30
 	for i := range n {
 		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
@@ -300,21 +275,7 @@ func TestServiceCloseClosesOutputPipes(t *testing.T) {
 // WaitMembers on a closed propagate output pipe fails at once (it polled
 // until its context ended: for ever with context.Background).
 func TestWaitMembersAfterClose(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	ad := newAdv(t, adv.Propagate)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := out.WaitMembers(ctx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	_, _, _, out := propagating(t)
 	out.Close()
 	done := make(chan error, 1)
 	go func() { done <- out.WaitMembers(context.Background(), 1) }()
@@ -387,85 +348,20 @@ func TestPropagateMemberSenderReachesMembers(t *testing.T) {
 // pipe is refused: the replay windows outlive the topic's joining (they
 // were new after a re-bind, and the message was delivered again).
 func TestPropagateReplayAfterRebindRefused(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 4)
-	author, recv, capturer, hostile := nodes[0], nodes[1], nodes[2], nodes[3]
-	psCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	var arrivals atomic.Uint64
-	// Every arrival is a new message to gossipsub: what a replay looks
-	// like once its seen-messages TTL (2 minutes) has passed.
-	forgetful, err := pubsub.NewGossipSub(psCtx, recv.Host(), pubsub.WithMessageIdFn(func(*pb.Message) string {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], arrivals.Add(1))
-		return string(b[:])
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, sr := newPipes(t, author), newPipes(t, recv, pipe.WithPubSub(forgetful))
-	ad := newAdv(t, adv.Propagate)
-	in, err := sr.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spy, err := pubsub.NewGossipSub(psCtx, capturer.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := spy.Join(pipe.TopicPrefix + ad.ID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
-	sub, err := topic.Subscribe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Cancel()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.WaitMembers(ctx(t), 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Send(ctx(t), message.New(message.Text("", "order", "pay 100"))); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := in.Receive(ctx(t)); err != nil || text(m, "order") != "pay 100" {
-		t.Fatalf("first delivery: %v, %v", m, err)
-	}
-	captured, err := sub.Next(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The application re-binds the pipe.
-	in.Close()
-	in, err = sr.NewInputPipe(ad)
+	sc := newReplayScene(t)
+	sc.in.Close() // the application re-binds the pipe
+	in, err := sc.sr.NewInputPipe(sc.ad)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
 	time.Sleep(500 * time.Millisecond)
-	before := sr.Stats().PropagateReplays
-	rpc := &pb.RPC{Publish: []*pb.Message{captured.Message}}
-	b, err := proto.Marshal(rpc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := hostile.Host().NewStream(ctx(t), recv.ID(), "/meshsub/1.1.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Write(append(binary.AppendUvarint(nil, uint64(len(b))), b...)); err != nil {
-		t.Fatal(err)
-	}
+	before := sc.sr.Stats().PropagateReplays
+	sc.replay(t)
 	short, cancel := context.WithTimeout(ctx(t), 3*time.Second)
 	defer cancel()
 	if m, err := in.Receive(short); err == nil {
-		t.Fatalf("replayed message delivered again after the pipe was re-bound: %q (replays counted: %d)", text(m, "order"), sr.Stats().PropagateReplays-before)
+		t.Fatalf("replayed message delivered again after the pipe was re-bound: %q (replays counted: %d)", text(m, "order"), sc.sr.Stats().PropagateReplays-before)
 	}
-	t.Logf("replays refused: %d", sr.Stats().PropagateReplays-before)
+	t.Logf("replays refused: %d", sc.sr.Stats().PropagateReplays-before)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -26,6 +27,38 @@ import (
 // (WithMessageIdFn), which is what every replay looks like once the seen
 // cache has expired, without waiting for the sweep.
 func TestPropagateReplayRefused(t *testing.T) {
+	sc := newReplayScene(t)
+	before := sc.sr.Stats().PropagateReplays
+	sc.replay(t)
+	for sc.sr.Stats().PropagateReplays == before {
+		short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
+		m, err := sc.in.Receive(short)
+		cancel()
+		if err == nil {
+			t.Fatalf("replayed message delivered again: %q", text(m, "order"))
+		}
+	}
+	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	defer cancel()
+	if m, err := sc.in.Receive(short); err == nil {
+		t.Fatalf("replayed message delivered again: %q", text(m, "order"))
+	}
+	t.Logf("replays refused: %d", sc.sr.Stats().PropagateReplays)
+}
+
+// replayScene is a propagate pipe whose author's first message a
+// capturing member has kept, received once at a member (sr, in) whose
+// router numbers every arrival as new, with a hostile peer at hand.
+type replayScene struct {
+	recv, hostile *node.Node
+	sr            *pipe.Service
+	in            *pipe.InputPipe
+	ad            *adv.PipeAdvertisement
+	captured      *pubsub.Message
+}
+
+func newReplayScene(t *testing.T) *replayScene {
+	t.Helper()
 	nodes := testutil.NewConnectedNodes(t, 4)
 	author, recv, capturer, hostile := nodes[0], nodes[1], nodes[2], nodes[3]
 	psCtx, stop := context.WithCancel(context.Background())
@@ -45,7 +78,7 @@ func TestPropagateReplayRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
+	t.Cleanup(func() { in.Close() })
 	spy, err := pubsub.NewGossipSub(psCtx, capturer.Host())
 	if err != nil {
 		t.Fatal(err)
@@ -54,17 +87,17 @@ func TestPropagateReplayRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer topic.Close()
+	t.Cleanup(func() { topic.Close() })
 	sub, err := topic.Subscribe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Cancel()
+	t.Cleanup(sub.Cancel)
 	out, err := sa.NewOutputPipe(ctx(t), ad)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
+	t.Cleanup(func() { out.Close() })
 	if err := out.WaitMembers(ctx(t), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -78,34 +111,23 @@ func TestPropagateReplayRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The hostile peer speaks gossipsub by hand: one RPC publishing the
-	// captured message, signature and all.
-	before := sr.Stats().PropagateReplays
-	rpc := &pb.RPC{Publish: []*pb.Message{captured.Message}}
-	b, err := proto.Marshal(rpc)
+	return &replayScene{recv: recv, hostile: hostile, sr: sr, in: in, ad: ad, captured: captured}
+}
+
+// replay has the hostile peer publish the captured message to the
+// member, speaking gossipsub by hand: one RPC, signature and all.
+func (sc *replayScene) replay(t *testing.T) {
+	t.Helper()
+	b, err := proto.Marshal(&pb.RPC{Publish: []*pb.Message{sc.captured.Message}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := hostile.Host().NewStream(ctx(t), recv.ID(), "/meshsub/1.1.0")
+	st, err := sc.hostile.Host().NewStream(ctx(t), sc.recv.ID(), "/meshsub/1.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	if _, err := st.Write(append(binary.AppendUvarint(nil, uint64(len(b))), b...)); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	for sr.Stats().PropagateReplays == before {
-		short, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
-		m, err := in.Receive(short)
-		cancel()
-		if err == nil {
-			t.Fatalf("replayed message delivered again: %q", text(m, "order"))
-		}
-	}
-	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
-	defer cancel()
-	if m, err := in.Receive(short); err == nil {
-		t.Fatalf("replayed message delivered again: %q", text(m, "order"))
-	}
-	t.Logf("replays refused: %d", sr.Stats().PropagateReplays)
 }

@@ -103,24 +103,33 @@ func (h *hostileJXTA) connectStream(t *testing.T, ctx context.Context, addr stri
 	return ""
 }
 
+// hostileAccepted is a JXTA socket accepted from a hostile peer on the
+// pipe seeded by seed: the peer, the socket's pipe at this end (where the
+// peer sends), this end's JXTA address and the socket.
+func hostileAccepted(t *testing.T, seed string) (*hostileJXTA, string, string, *socket.Conn) {
+	t.Helper()
+	s, _, addr := jxtaSockets(t)
+	a := seeded(t, seed)
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	h := newHostileJXTA(t)
+	serverPipe := h.connect(t, ctx(t), addr, a)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, serverPipe, addr, c
+}
+
 // A JXTA peer that never acknowledges holds a writer to the socket's
 // window (20 blocks, one waiting for room and one queued): a 50 MiB Write stops there, times out at
 // its deadline, and Close reports that what was written may not have
 // arrived instead of claiming success.
 func TestJXTAPeerThatNeverAcknowledges(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-noack")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
-	h.connect(t, ctx(t), addr, a)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, _, c := hostileAccepted(t, "hostile-noack")
 	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
 	n, err := c.Write(make([]byte, 50<<20))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -141,19 +150,7 @@ func TestJXTAPeerThatNeverAcknowledges(t *testing.T) {
 // oversized blocks and more than the receive buffer, costs at most the
 // buffer; the rest is dropped and counted.
 func TestJXTABlockFlood(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-flood")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
-	serverPipe := h.connect(t, ctx(t), addr, a)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, serverPipe, addr, c := hostileAccepted(t, "hostile-flood")
 	defer c.Close()
 	send := func(seq int, size int) {
 		m := message.New(message.Element{Namespace: jxtarel.Namespace, Name: strconv.Itoa(seq), MIME: jxtarel.BlockMIME, Data: make([]byte, size)})
@@ -450,19 +447,7 @@ func TestJXTASenderThatDies(t *testing.T) {
 // once, then at their timeouts: not the window signed and sent again per
 // acknowledgement (200 of them had 361 blocks of 256 KiB resent).
 func TestJXTARepeatedAckResendsOnce(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-sack-repeat")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
-	serverPipe := h.connect(t, ctx(t), addr, a)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, serverPipe, addr, c := hostileAccepted(t, "hostile-sack-repeat")
 	defer func() { c.SetWriteDeadline(time.Now()); c.Close() }()
 	go c.Write(make([]byte, 20*socket.DefaultJXTABlockSize))
 	deadline := time.Now().Add(10 * time.Second)
@@ -495,19 +480,7 @@ func TestJXTARepeatedAckResendsOnce(t *testing.T) {
 // says the bytes may not have arrived (it returned nil).
 func TestJXTACloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
 	t.Parallel()
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "close-claims")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
-	serverPipe := h.connect(t, ctx(t), addr, a)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, serverPipe, addr, c := hostileAccepted(t, "close-claims")
 	if n, err := c.Write([]byte("important data")); err != nil || n != 14 {
 		t.Fatalf("Write: %d, %v", n, err)
 	}
@@ -521,7 +494,7 @@ func TestJXTACloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	st, _ := c.ReliableStats()
 	t0 := time.Now()
-	err = c.Close()
+	err := c.Close()
 	t.Logf("blocks sent %d, acknowledgements received %d; Close after %v: %v", st.BlocksSent, st.AcksReceived, time.Since(t0).Round(time.Millisecond), err)
 	if err == nil {
 		t.Fatal("Close returned nil though the peer never acknowledged the bytes written")
