@@ -157,11 +157,14 @@ func (l *Listener) answer(ctx context.Context, b *Bidi) error {
 }
 
 // drop lets go of a connection Accept skipped: a JXTA one's reliable
-// layer, pipe and table entries live until it is closed.
+// layer, pipe and table entries live until it is closed, and any one's
+// refusal notes.
 func (b *Bidi) drop() {
 	if b.jx != nil {
 		b.closeJXTA()
+		return
 	}
+	b.svc.forgetNotes(b)
 }
 
 // enqueue offers b to Accept; false if the listener is closed or its
@@ -346,6 +349,12 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 	if err := s.register(b); err != nil {
 		return nil, err
 	}
+	handed := false // to the application, which then closes it
+	defer func() {
+		if !handed {
+			s.forgetNotes(b)
+		}
+	}()
 	// The listener answers when its application accepts; wait for that
 	// at most the resolve timeout.
 	hctx, cancel := context.WithTimeout(ctx, s.opts.resolveTimeout)
@@ -358,6 +367,7 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 	select {
 	case op := <-b.answer:
 		if op == opAccept {
+			handed = true
 			return b, nil
 		}
 		b.fail(ErrRefused)
@@ -368,6 +378,7 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 		select {
 		case op := <-b.answer:
 			if op == opAccept {
+				handed = true
 				return b, nil
 			}
 		default:
@@ -475,6 +486,7 @@ func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
 	}
 	if !l.enqueue(b) {
 		s.unregister(b)
+		s.forgetNotes(b)
 		s.refuse(d.Source, conn)
 	}
 }
