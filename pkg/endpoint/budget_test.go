@@ -423,7 +423,7 @@ func TestSlowFramesShed(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 4)
 	perPeer := int64(2*maxMsg + 4096)
 	victim, err := endpoint.New(nodes[0], endpoint.WithMaxMessageSize(maxMsg),
-		endpoint.WithMemoryBudget(perPeer, 2*perPeer), endpoint.WithFrameTimeout(time.Second))
+		endpoint.WithMemoryBudget(perPeer, 2*perPeer), endpoint.WithFrameTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,13 +444,13 @@ func TestSlowFramesShed(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer st.Reset()
-				const step = 1100 // over minProgress every 300 ms: never timed out
+				const step = 1100 // over minProgress every 200 ms, ten times what the frame timeout asks
 				st.Write(frame[:4096])
 				for off := 4096; off+step < len(frame); off += step {
 					select {
 					case <-stop:
 						return
-					case <-time.After(300 * time.Millisecond):
+					case <-time.After(200 * time.Millisecond):
 					}
 					if _, err := st.Write(frame[off : off+step]); err != nil {
 						return
@@ -459,7 +459,7 @@ func TestSlowFramesShed(t *testing.T) {
 			}()
 		}
 	}
-	time.Sleep(3 * time.Second) // three frame timeouts: nothing waits, nothing is shed
+	time.Sleep(5 * time.Second) // over two frame timeouts: nothing waits, nothing is shed
 	if s := victim.Stats(); s.FramesShed != 0 || s.FramesTimedOut != 0 {
 		t.Fatalf("frames cut while nothing waited: %+v", s)
 	}
