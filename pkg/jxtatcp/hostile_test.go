@@ -918,3 +918,49 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 		t.Fatal("A's message for H went nowhere")
 	}
 }
+
+// A large frame to a peer that reads slowly but steadily gets the time
+// its length needs at MinFrameRate beyond the write timeout: with the
+// write timeout alone (30 s; 1 s here) a 60 MiB message to a peer
+// reading 1.3 MB/s failed.
+func TestLargeFrameToASteadySlowReader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		if _, err := readWelcome(br); err != nil {
+			return
+		}
+		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: otherIdent.ID().String(), Version: "1.1"}
+		nc.Write(w.Append(nil))
+		buf := make([]byte, 64<<10)
+		tick := time.NewTicker(20 * time.Millisecond) // ~3.3 MB/s
+		defer tick.Stop()
+		for range tick.C {
+			if _, err := io.ReadFull(br, buf); err != nil {
+				return
+			}
+		}
+	}()
+	tr, err := New(testIdent, func(*Incoming) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { tr.Close(); <-done }()
+	tr.opts.writeTimeout = time.Second
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tr.Send(sctx, "tcp://"+ln.Addr().String(), "Svc", "", message.New(message.Bytes("", "big", make([]byte, 24<<20)))); err != nil {
+		t.Fatalf("a 24 MiB message to a peer reading steadily at ~3.3 MB/s: %v", err)
+	}
+}

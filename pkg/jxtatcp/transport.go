@@ -688,7 +688,8 @@ func (c *conn) close(err error) {
 	})
 }
 
-// write writes a frame, within ctx's deadline or the write timeout. If
+// write writes a frame, within ctx's deadline or the write timeout (plus
+// the frame's length at MinFrameRate). If
 // ctx ends while it waits for another write, it fails and nothing of the
 // frame was written.
 func (c *conn) write(ctx context.Context, frame []byte) error {
@@ -702,7 +703,11 @@ func (c *conn) write(ctx context.Context, frame []byte) error {
 		}
 	}
 	defer func() { <-c.wlock }()
-	dl := time.Now().Add(c.t.opts.writeTimeout)
+	// The write timeout, plus the frame's length at MinFrameRate: the
+	// pace a receiver of ours allows a frame's body, so that a large
+	// message to a slow but steady reader is not cut (30 s alone failed
+	// a 60 MiB message to a peer reading 1.3 MB/s).
+	dl := time.Now().Add(c.t.opts.writeTimeout + time.Duration(len(frame))*time.Second/MinFrameRate)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
