@@ -529,16 +529,17 @@ func withWriteTimeout(d time.Duration) Option {
 	return func(o *options) error { o.writeTimeout = d; return nil }
 }
 
-// stallingPeer is a misbehaving JXTA peer listening on loopback: it
-// exchanges welcomes with whoever dials it, reads the start of the first
-// frame (closing begun), then reads nothing more until stop is closed.
-func stallingPeer(t *testing.T) (addr string, begun, stop chan struct{}) {
+// welcomedPeer is a JXTA peer listening on loopback as peer: it
+// exchanges welcomes with the first that dials it, then runs serve on the
+// connection. The connection closes, and serve must return, when the test
+// ends.
+func welcomedPeer(t *testing.T, peer string, serve func(nc net.Conn, br *bufio.Reader)) (addr string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	begun, stop = make(chan struct{}), make(chan struct{})
+	conns := make(chan net.Conn, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -546,26 +547,43 @@ func stallingPeer(t *testing.T) (addr string, begun, stop chan struct{}) {
 		if err != nil {
 			return
 		}
-		defer nc.Close()
+		conns <- nc
 		br := bufio.NewReader(nc)
 		if _, err := readWelcome(br); err != nil {
 			return
 		}
-		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: otherIdent.ID().String(), Version: "1.1"}
+		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: peer, Version: "1.1"}
 		if _, err := nc.Write(w.Append(nil)); err != nil {
 			return
 		}
+		serve(nc, br)
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		select {
+		case nc := <-conns:
+			nc.Close()
+		default:
+		}
+		<-done
+	})
+	return "tcp://" + ln.Addr().String()
+}
+
+// stallingPeer is a misbehaving JXTA peer listening on loopback: it
+// exchanges welcomes with whoever dials it, reads the start of the first
+// frame (closing begun), then reads nothing more until stop is closed.
+func stallingPeer(t *testing.T) (addr string, begun, stop chan struct{}) {
+	t.Helper()
+	begun, stop = make(chan struct{}), make(chan struct{})
+	addr = welcomedPeer(t, otherIdent.ID().String(), func(_ net.Conn, br *bufio.Reader) {
 		if _, err := br.Peek(frameHeaderSize); err != nil {
 			return
 		}
 		close(begun)
 		<-stop
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
 	})
-	return "tcp://" + ln.Addr().String(), begun, stop
+	return addr, begun, stop
 }
 
 // TestSendWaitHonoursCtx: behind a write stalled by a peer that stopped
@@ -874,24 +892,8 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 	}
 	a.next(t)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	zGot := make(chan int, 16)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		br := bufio.NewReader(c)
-		w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: hIdent.ID().String(), Version: "1.1"}
-		c.Write(w.Append(nil))
-		if _, err := readWelcome(br); err != nil {
-			return
-		}
+	zAddr := welcomedPeer(t, hIdent.ID().String(), func(_ net.Conn, br *bufio.Reader) {
 		for {
 			n, err := readFrameHeader(br, DefaultMaxMessageSize)
 			if err != nil {
@@ -902,8 +904,8 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 			}
 			zGot <- 1
 		}
-	}()
-	if err := a.Send(ctx, "tcp://"+ln.Addr().String(), "StudySvc", "ep", message.New(message.Text("study", "text", "to Z"))); err != nil {
+	})
+	if err := a.Send(ctx, zAddr, "StudySvc", "ep", message.New(message.Text("study", "text", "to Z"))); err != nil {
 		t.Fatal(err)
 	}
 	<-zGot
@@ -924,25 +926,7 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 // write timeout alone (30 s; 1 s here) a 60 MiB message to a peer
 // reading 1.3 MB/s failed.
 func TestLargeFrameToASteadySlowReader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		br := bufio.NewReader(nc)
-		if _, err := readWelcome(br); err != nil {
-			return
-		}
-		w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: "tcp://" + ln.Addr().String(), Peer: otherIdent.ID().String(), Version: "1.1"}
-		nc.Write(w.Append(nil))
+	addr := welcomedPeer(t, otherIdent.ID().String(), func(_ net.Conn, br *bufio.Reader) {
 		buf := make([]byte, 64<<10)
 		tick := time.NewTicker(20 * time.Millisecond) // ~3.3 MB/s
 		defer tick.Stop()
@@ -951,16 +935,15 @@ func TestLargeFrameToASteadySlowReader(t *testing.T) {
 				return
 			}
 		}
-	}()
-	tr, err := New(testIdent, func(*Incoming) {})
+	})
+	tr, err := New(testIdent, func(*Incoming) {}, withWriteTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { tr.Close(); <-done }()
-	tr.opts.writeTimeout = time.Second
+	defer tr.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := tr.Send(sctx, "tcp://"+ln.Addr().String(), "Svc", "", message.New(message.Bytes("", "big", make([]byte, 24<<20)))); err != nil {
+	if err := tr.Send(sctx, addr, "Svc", "", message.New(message.Bytes("", "big", make([]byte, 24<<20)))); err != nil {
 		t.Fatalf("a 24 MiB message to a peer reading steadily at ~3.3 MB/s: %v", err)
 	}
 }

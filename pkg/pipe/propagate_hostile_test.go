@@ -31,14 +31,22 @@ func propagating(t *testing.T, sbOpts ...pipe.Option) (sa, sb *pipe.Service, in 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close() })
-	if out, err = sa.NewOutputPipe(ctx(t), ad); err != nil {
+	out = publisher(t, sa, ad)
+	t.Cleanup(func() { out.Close() })
+	return sa, sb, in, out
+}
+
+// publisher opens ad's output pipe at s once a member is reachable.
+func publisher(t *testing.T, s *pipe.Service, ad *adv.PipeAdvertisement) *pipe.OutputPipe {
+	t.Helper()
+	out, err := s.NewOutputPipe(ctx(t), ad)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { out.Close() })
 	if err := out.WaitMembers(ctx(t), 1); err != nil {
 		t.Fatal(err)
 	}
-	return sa, sb, in, out
+	return out
 }
 
 // A member that does not read, flooded with near-maximum propagate
@@ -194,13 +202,7 @@ func TestPropagateHandlerNotCalledAfterClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := sa.NewOutputPipe(ctx(t), ad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := out.WaitMembers(ctx(t), 1); err != nil {
-			t.Fatal(err)
-		}
+		out := publisher(t, sa, ad)
 		for i := range 20 {
 			if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
 				t.Fatal(err)
@@ -313,13 +315,7 @@ func TestPropagateMemberSenderReachesMembers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := sa.NewOutputPipe(ctx(t), ad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := out.WaitMembers(ctx(t), 1); err != nil {
-			t.Fatal(err)
-		}
+		out := publisher(t, sa, ad)
 		if err := out.Send(ctx(t), message.New(message.Text("", "n", "hello"))); err != nil {
 			t.Fatal(err)
 		}
