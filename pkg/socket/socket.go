@@ -73,6 +73,9 @@ const (
 	NoListener byte = 1
 	Backlog    byte = 2
 	Insecure   byte = 3
+	// PeerBacklog: the dialling peer already holds its share of the
+	// listener's backlog (see WithBacklog).
+	PeerBacklog byte = 4
 )
 
 // Errors. Errors from this package wrap one of these; use errors.Is.
@@ -98,7 +101,11 @@ type options struct {
 type Option func(*options) error
 
 // WithBacklog sets how many connections a listener holds before Accept
-// takes them; more are refused (default 64, 1 to 4096).
+// takes them; more are refused (default 64, 1 to 4096). One peer may hold
+// at most a quarter of them (at least one), so a peer that dials and
+// waits cannot lock every other peer out until the application accepts;
+// a client opening a pool of connections at once still gets 16 of the
+// default 64.
 func WithBacklog(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
@@ -178,6 +185,8 @@ type Service struct {
 	listeners map[string]*Listener
 	closed    bool
 
+	refused      [PeerBacklog + 1]atomic.Uint64 // by answer
+	malformed    atomic.Uint64
 	jxtaRefused  atomic.Uint64
 	jxtaRepeated atomic.Uint64
 	jxtaConns    map[string]*jxtaStream // accepted, by client peer and pipe
@@ -195,6 +204,27 @@ func New(ps *pipe.Service, opts ...Option) (*Service, error) {
 	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{}, jxtaConns: map[string]*jxtaStream{}}
 	s.host.SetStreamHandler(Protocol, s.handle)
 	return s, nil
+}
+
+// Stats counts the connections the service refused to libp2p peers (see
+// JXTAStats for JXTA sockets).
+type Stats struct {
+	Malformed   uint64 // handshakes that were not one
+	NoListener  uint64 // for a pipe with no listener here
+	Insecure    uint64 // for a secure pipe over an unencrypted connection
+	BacklogFull uint64 // the listener's backlog was full
+	PeerBacklog uint64 // the peer already held its share of the backlog
+}
+
+// Stats returns the service's counters.
+func (s *Service) Stats() Stats {
+	return Stats{
+		Malformed:   s.malformed.Load(),
+		NoListener:  s.refused[NoListener].Load(),
+		Insecure:    s.refused[Insecure].Load(),
+		BacklogFull: s.refused[Backlog].Load(),
+		PeerBacklog: s.refused[PeerBacklog].Load(),
+	}
 }
 
 // Close closes every listener and stops accepting connections.
@@ -228,9 +258,10 @@ type Listener struct {
 	slots   chan struct{} // one per connection not yet accepted
 	release func()
 
-	mu     sync.Mutex // orders enqueueing against Close
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex // orders enqueueing against Close
+	closed  bool
+	done    chan struct{}
+	pending map[peer.ID]int // libp2p connections not yet accepted, by peer
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -245,7 +276,7 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), conns: make(chan *Conn, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release}
+	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), conns: make(chan *Conn, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release, pending: map[peer.ID]int{}}
 	if s.pipes.JXTAPeerAdv() != nil && a.Type == adv.Unicast {
 		// JXSE peers' JxtaSocket connect requests come to the pipe itself.
 		unbind, err := s.listenJXTA(l)
@@ -282,13 +313,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 	select {
 	case c := <-l.conns:
-		<-l.slots
+		l.taken(c)
 		return c, nil
 	default:
 	}
 	select {
 	case c := <-l.conns:
-		<-l.slots
+		l.taken(c)
 		return c, nil
 	case <-l.done:
 		return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: ErrClosed}
@@ -296,6 +327,26 @@ func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 		return nil, ctx.Err()
 	}
 }
+
+// taken frees the backlog place of c, which Accept took.
+func (l *Listener) taken(c *Conn) {
+	if p := c.remote.Peer; p != "" {
+		l.mu.Lock()
+		l.unpend(p)
+		l.mu.Unlock()
+	}
+	<-l.slots
+}
+
+// unpend forgets one of p's connections waiting for Accept; l.mu held.
+func (l *Listener) unpend(p peer.ID) {
+	if l.pending[p]--; l.pending[p] <= 0 {
+		delete(l.pending, p)
+	}
+}
+
+// peerShare is how many connections one peer may have waiting for Accept.
+func (l *Listener) peerShare() int { return max(1, cap(l.slots)/4) }
 
 // Close stops listening; connections not yet accepted are reset.
 func (l *Listener) Close() error {
@@ -335,6 +386,31 @@ func (l *Listener) enqueue(c *Conn) bool {
 	return true
 }
 
+// pend reserves one of p's places in the backlog; false if p holds its
+// share already.
+func (l *Listener) pend(p peer.ID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending[p] >= l.peerShare() {
+		return false
+	}
+	l.pending[p]++
+	return true
+}
+
+// enqueueFrom is enqueue for a connection pend reserved; it gives the
+// reservation back when the listener closed.
+func (l *Listener) enqueueFrom(p peer.ID, c *Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.unpend(p)
+		return false
+	}
+	l.conns <- c // never blocks: a place is reserved
+	return true
+}
+
 // Addr returns the listener's address: this peer and the pipe.
 func (l *Listener) Addr() net.Addr { return Addr{Peer: l.svc.host.ID(), Pipe: l.adv.ID} }
 
@@ -344,6 +420,7 @@ func (s *Service) handle(st network.Stream) {
 	br := bufio.NewReaderSize(st, 64)
 	key, err := readHandshake(br)
 	if err != nil {
+		s.malformed.Add(1)
 		st.Reset()
 		return
 	}
@@ -351,6 +428,7 @@ func (s *Service) handle(st network.Stream) {
 	l := s.listeners[key]
 	s.mu.Unlock()
 	refuse := func(why byte) {
+		s.refused[why].Add(1)
 		st.Write([]byte{why})
 		st.Close()
 	}
@@ -363,20 +441,35 @@ func (s *Service) handle(st network.Stream) {
 		return
 	}
 	// Reserve a place in the backlog before saying yes, so that two
-	// handshakes cannot both be promised the last one.
+	// handshakes cannot both be promised the last one; the peer's share
+	// first, so that a peer beyond it takes no place from others.
+	p := st.Conn().RemotePeer()
+	if !l.pend(p) {
+		refuse(PeerBacklog)
+		return
+	}
 	select {
 	case l.slots <- struct{}{}:
 	default:
+		l.mu.Lock()
+		l.unpend(p)
+		l.mu.Unlock()
 		refuse(Backlog)
 		return
 	}
-	if _, err := st.Write([]byte{Accepted}); err != nil {
+	giveBack := func() {
+		l.mu.Lock()
+		l.unpend(p)
+		l.mu.Unlock()
 		<-l.slots
 		st.Reset()
+	}
+	if _, err := st.Write([]byte{Accepted}); err != nil {
+		giveBack()
 		return
 	}
 	st.SetDeadline(time.Time{})
-	if !l.enqueue(newConn(st, l.adv, br)) {
+	if !l.enqueueFrom(p, newConn(st, l.adv, br)) {
 		<-l.slots
 		st.Reset()
 	}
@@ -458,7 +551,8 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	}
 	if ans[0] != Accepted {
 		st.Reset()
-		why := map[byte]string{NoListener: "no listener", Backlog: "backlog full", Insecure: "insecure connection"}[ans[0]]
+		why := map[byte]string{NoListener: "no listener", Backlog: "backlog full", Insecure: "insecure connection",
+			PeerBacklog: "this peer's share of the backlog is full"}[ans[0]]
 		return nil, fmt.Errorf("%w by %s: %s", ErrRefused, p, why)
 	}
 	st.SetDeadline(time.Time{})

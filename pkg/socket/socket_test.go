@@ -286,3 +286,46 @@ func TestClosedConnDoesNotWaitForThePeer(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestOnePeerCannotTakeTheBacklog: a peer that dials and never writes
+// holds a quarter of the listener's backlog at most; every other peer
+// still gets in, the refusals are counted, and a place Accept frees is
+// the peer's again.
+func TestOnePeerCannotTakeTheBacklog(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	victim, attacker, honest := newSockets(t, nodes[0]), newSockets(t, nodes[1]), newSockets(t, nodes[2])
+	a := newAdv(t, adv.Unicast)
+	l, err := victim.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const share = 64 / 4
+	for i := range share {
+		c, err := attacker.Dial(ctx(t), a)
+		if err != nil {
+			t.Fatalf("dial %d within the peer's share: %v", i, err)
+		}
+		defer c.Close()
+	}
+	_, err = attacker.Dial(ctx(t), a)
+	if !errors.Is(err, socket.ErrRefused) || !strings.Contains(err.Error(), "share") {
+		t.Fatalf("dial beyond the peer's share: %v", err)
+	}
+	c, err := honest.Dial(ctx(t), a)
+	if err != nil {
+		t.Fatalf("another peer, with the backlog three quarters free: %v", err)
+	}
+	defer c.Close()
+	if st := victim.Stats(); st.PeerBacklog != 1 || st.BacklogFull != 0 {
+		t.Fatalf("stats %+v, want one refusal for the peer's share", st)
+	}
+	if _, err := l.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := attacker.Dial(ctx(t), a)
+	if err != nil {
+		t.Fatalf("dial after Accept freed one of the peer's places: %v", err)
+	}
+	c2.Close()
+}
