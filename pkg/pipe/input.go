@@ -26,7 +26,11 @@ type inputConfig struct {
 // WithHandler delivers each message to f instead of Receive's queue. f
 // runs on the connection's reader (for propagate pipes, on the pipe's
 // own reader): while it runs, the sender waits, so return promptly or
-// hand off. A panicking handler loses its message only.
+// hand off. A panicking handler loses its message only. InputPipe.Close
+// does not wait for a handler in progress; the Close of the service whose
+// goroutine runs it does (this Service's for a propagate pipe, the
+// endpoint service's otherwise), so a handler must not wait for anything
+// the application does only after that Close.
 func WithHandler(f func(*Received)) InputOption {
 	return func(c *inputConfig) error {
 		if f == nil {
