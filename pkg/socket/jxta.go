@@ -22,8 +22,10 @@ import (
 // JXSE's JxtaSocket connections, and Dial with pipe.ToJXTAPeers connects
 // to a JXSE JxtaServerSocket. The client binds an ephemeral pipe and sends
 // a connect request to the server's pipe (namespace JXTASOC: reqPipe,
-// remPeer, stream = true); the server binds its own and answers on the
-// client's (remPipe, remPeer, stream, encrypt = false). The bytes then
+// remPeer, stream = true); the request waits in the listener's backlog
+// until Accept takes it, then the server binds its own pipe and answers
+// on the client's (remPipe, remPeer, stream, encrypt = false), as JXSE's
+// JxtaServerSocket.accept does. The bytes then
 // travel as blocks of JXTA's reliable layer (package jxtarel; at most
 // WithJXTABlockSize each), acknowledged as the reader reads them.
 // Closing: once every block written is acknowledged, the closer sends
@@ -46,21 +48,44 @@ const (
 	jxtaCloseACK = 5 * time.Second  // and we so long for the closeACK after them
 )
 
-// JXTAStats counts JXTA socket handshakes refused.
+// JXTAStats counts JXTA socket connect requests not answered with a new
+// connection.
 type JXTAStats struct {
-	// Refused counts connect requests dropped: malformed, naming another
-	// peer than the sender, or beyond the listener's backlog.
+	// Refused counts connect requests dropped on arrival: malformed,
+	// naming another peer than the sender, beyond the listener's backlog,
+	// or for a listener closing.
 	Refused uint64
-	// Repeated counts connect requests a client sent again for a
-	// connection already made (JXSE may send two); each is answered
-	// again, with the same connection, unless the answer to an earlier
-	// one is still being sent.
+	// Repeated counts connect requests a client sent again (JXSE may send
+	// two): one still in the backlog is answered once, by Accept; one for
+	// a connection already made is answered again, with the same
+	// connection, unless the answer to an earlier one is still being sent.
 	Repeated uint64
+	// Unanswered counts connect requests that entered the backlog and left
+	// it without an answer: they waited longer than a connecting JXSE peer
+	// waits by default (15 s), the listener closed, or Accept could not
+	// send the answer (its context ended, the peer did not take it). The
+	// peer's connect times out.
+	Unanswered uint64
 }
 
 // JXTAStats returns the service's JXTA socket counters.
 func (s *Service) JXTAStats() JXTAStats {
-	return JXTAStats{Refused: s.jxtaRefused.Load(), Repeated: s.jxtaRepeated.Load()}
+	return JXTAStats{Refused: s.jxtaRefused.Load(), Repeated: s.jxtaRepeated.Load(), Unanswered: s.jxtaUnanswered.Load()}
+}
+
+// jxtaAnswerWait is how long a JXTA connect request waits in the backlog
+// for Accept: JxtaSocket's default connect timeout, which also covers the
+// 10 s our own Dial waits. A later answer would reach no one, and would
+// hand Accept a connection whose peer has gone.
+const jxtaAnswerWait = 15 * time.Second
+
+// jxtaRequest is a JXTA connect request waiting in a listener's backlog:
+// only what the answer needs, whatever else the request carried.
+type jxtaRequest struct {
+	peer, pipe id.ID // the client and its pipe
+	reliable   bool
+	key        string    // in Service.jxtaPending, then Service.jxtaConns
+	deadline   time.Time // when the client stops waiting for the answer
 }
 
 // jxtaStream is a JXTA socket's byte stream: a reliable connection over a
@@ -617,7 +642,10 @@ func (s *Service) jxtaConn(js *jxtaStream, a *adv.PipeAdvertisement, self id.ID)
 		wlock:  make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
-// listenJXTA takes JXSE peers' connect requests for l.
+// listenJXTA takes JXSE peers' connect requests for l into its backlog;
+// Accept answers them (answerJXTA), as JXSE's JxtaServerSocket does, so a
+// peer cannot make a listener hold sockets, and their receive buffers,
+// that the application never accepted.
 func (s *Service) listenJXTA(l *Listener) (func(), error) {
 	return s.pipes.ListenJXTA(l.adv, func(r *pipe.Received) {
 		h, err := pipe.ParseJXTAHandshake(r.Message, sockNS, sockReqPipe, sockStream)
@@ -625,87 +653,125 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 			s.jxtaRefused.Add(1)
 			return
 		}
-		// JXSE may send a request twice (two resolutions of the server
-		// pipe racing): the same client pipe gets the same connection,
-		// and the answer again, in case the first was lost.
-		key := h.Peer.String() + " " + h.Pipe.ID.String()
+		req := &jxtaRequest{peer: h.Peer, pipe: h.Pipe.ID, reliable: h.Reliable,
+			key: h.Peer.String() + " " + h.Pipe.ID.String(), deadline: time.Now().Add(s.opts.jxtaWait)}
+		b := backlogged{req: req, who: "jxta:" + h.Peer.String()}
 		s.mu.Lock()
-		js := s.jxtaConns[key]
+		js, pending := s.jxtaConns[req.key], s.jxtaPending[req.key]
+		queued := false
+		if js == nil && !pending {
+			if _, queued = l.reserve(b.who); queued {
+				s.jxtaPending[req.key] = true
+			}
+		}
 		s.mu.Unlock()
-		if js != nil {
+		switch {
+		case js != nil:
 			s.jxtaRepeated.Add(1)
-			// One answer at a time: a peer that repeats its request
-			// while it does not read would otherwise get a goroutine
-			// per repeat, each waiting to write for handshakeTimeout.
-			if js.resp != nil && js.reanswering.CompareAndSwap(false, true) {
-				s.wg.Add(1)
-				go func() {
-					defer s.wg.Done()
-					defer js.reanswering.Store(false)
-					ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
-					defer cancel()
-					js.x.Send(ctx, js.resp)
-				}()
-			}
-			return
+			s.reanswer(js)
+		case pending:
+			s.jxtaRepeated.Add(1) // Accept answers the one queued
+		case !queued:
+			s.jxtaRefused.Add(1) // backlog or the peer's share full: the JXSE client times out
+		case !l.enqueue(b):
+			l.unreserve(b.who)
+			s.forgetRequest(req)
+			s.jxtaRefused.Add(1)
 		}
-		select {
-		case l.slots <- struct{}{}:
-		default:
-			s.jxtaRefused.Add(1) // backlog full: the JXSE client times out
-			return
-		}
-		// Off the reader: binding a pipe and answering.
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if c := s.acceptJXTA(l, h); c == nil || !l.enqueue(c) {
-				<-l.slots
-				if c != nil {
-					c.st.Reset()
-				}
-			}
-		}()
 	})
 }
 
-// acceptJXTA answers a connect request and returns the connection.
-func (s *Service) acceptJXTA(l *Listener, h pipe.JXTAHandshake) *Conn {
-	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock, h.Reliable, s.opts.jxtaProbe)
-	if err != nil {
-		return nil
+// reanswer sends js's connect response again: JXSE may send a request
+// twice (two resolutions of the server pipe racing), and the first answer
+// may have been lost. One answer at a time: a peer that repeats its
+// request while it does not read would otherwise get a goroutine per
+// repeat, each waiting to write for handshakeTimeout.
+func (s *Service) reanswer(js *jxtaStream) {
+	if js.resp == nil || !js.reanswering.CompareAndSwap(false, true) {
+		return
 	}
-	js.x.SetRemote(h.Peer, h.Pipe.ID)
-	resp, err := s.pipes.JXTAHandshakeMessage(sockNS, sockRemPipe, js.x,
-		message.Text(sockNS, sockStream, strconv.FormatBool(h.Reliable)), message.Text(sockNS, sockEncrypt, "false"))
-	key := h.Peer.String() + " " + h.Pipe.ID.String()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer js.reanswering.Store(false)
+		ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
+		defer cancel()
+		js.x.Send(ctx, js.resp)
+	}()
+}
+
+// forgetRequest removes a request that leaves the backlog unanswered.
+func (s *Service) forgetRequest(req *jxtaRequest) {
 	s.mu.Lock()
-	if s.jxtaConns[key] != nil || s.closed {
+	delete(s.jxtaPending, req.key)
+	s.mu.Unlock()
+}
+
+// dropRequest lets go of a request from the backlog without answering it.
+func (s *Service) dropRequest(req *jxtaRequest) {
+	s.forgetRequest(req)
+	s.jxtaUnanswered.Add(1)
+}
+
+// errExpired reports a connect request whose client stopped waiting.
+var errExpired = errors.New("socket: JXTA connect request expired")
+
+// answerJXTA answers a connect request taken from l's backlog and returns
+// the connection. The answer is bounded by what the client waits for it,
+// by ctx and by l's Close; a request it cannot answer is dropped and
+// counted (Unanswered).
+func (s *Service) answerJXTA(ctx context.Context, l *Listener, req *jxtaRequest) (*Conn, error) {
+	if !time.Now().Before(req.deadline) {
+		s.dropRequest(req)
+		return nil, errExpired
+	}
+	js, err := newJXTAStream(s.pipes, l.adv.Name, s.opts.jxtaBlock, req.reliable, s.opts.jxtaProbe)
+	if err != nil {
+		s.dropRequest(req)
+		return nil, err
+	}
+	js.x.SetRemote(req.peer, req.pipe)
+	resp, err := s.pipes.JXTAHandshakeMessage(sockNS, sockRemPipe, js.x,
+		message.Text(sockNS, sockStream, strconv.FormatBool(req.reliable)), message.Text(sockNS, sockEncrypt, "false"))
+	if err != nil {
+		js.teardown()
+		s.dropRequest(req)
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.jxtaPending, req.key)
+	if s.closed {
 		s.mu.Unlock()
 		js.teardown()
-		return nil
+		s.jxtaUnanswered.Add(1)
+		return nil, ErrClosed
 	}
 	js.resp = resp
-	s.jxtaConns[key] = js
+	s.jxtaConns[req.key] = js
 	s.mu.Unlock()
 	js.forget = func() {
 		s.mu.Lock()
-		if s.jxtaConns[key] == js {
-			delete(s.jxtaConns, key)
+		if s.jxtaConns[req.key] == js {
+			delete(s.jxtaConns, req.key)
 		}
 		s.mu.Unlock()
 	}
-	if err == nil {
-		ctx, cancel := context.WithTimeout(js.ctx, handshakeTimeout)
-		err = js.x.Send(ctx, resp)
-		cancel()
-	}
-	if err != nil {
+	actx, cancel := context.WithDeadline(ctx, req.deadline)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	if err := js.x.Send(actx, resp); err != nil {
 		js.teardown()
-		return nil
+		s.jxtaUnanswered.Add(1)
+		return nil, err
 	}
 	self, _ := pipe.ParseJXTAPeerAdv(s.pipes.JXTAPeerAdv())
-	return s.jxtaConn(js, l.adv, self)
+	return s.jxtaConn(js, l.adv, self), nil
 }
 
 // dialJXTA connects to a JXSE JxtaServerSocket on a among the JXTA peers

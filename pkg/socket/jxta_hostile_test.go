@@ -30,6 +30,7 @@ type hostileJXTA struct {
 	ident   *jxtatcp.Identity
 	pipe    *adv.PipeAdvertisement // its ephemeral pipe
 	resp    chan *message.Message
+	answers atomic.Int64 // connect responses it received
 	blocks  atomic.Int64 // reliable blocks it received
 	ackRecv atomic.Int64
 }
@@ -46,6 +47,7 @@ func newHostileJXTA(t *testing.T) *hostileJXTA {
 	}
 	h.t, err = jxtatcp.New(h.ident, func(in *jxtatcp.Incoming) {
 		if _, ok := in.Message.Get("JXTASOC", "remPipe"); ok {
+			h.answers.Add(1)
 			select {
 			case h.resp <- in.Message:
 			default:
@@ -66,29 +68,34 @@ func newHostileJXTA(t *testing.T) *hostileJXTA {
 	return h
 }
 
-// connect sends a connect request for a reliable socket on server pipe a
-// at addr and waits for the answer; it returns the server's ephemeral pipe
-// ID.
-func (h *hostileJXTA) connect(t *testing.T, ctx context.Context, addr string, a *adv.PipeAdvertisement) string {
+// connectRequest is JxtaSocket's connect request from client pipe from,
+// for a reliable (stream) or unreliable socket.
+func (h *hostileJXTA) connectRequest(t *testing.T, from *adv.PipeAdvertisement, stream bool) *message.Message {
 	t.Helper()
-	return h.connectStream(t, ctx, addr, a, true)
-}
-
-// connectStream is connect for a reliable (stream) or unreliable socket.
-func (h *hostileJXTA) connectStream(t *testing.T, ctx context.Context, addr string, a *adv.PipeAdvertisement, stream bool) string {
-	t.Helper()
-	advXML, err := h.pipe.Marshal()
+	advXML, err := from.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pa := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>%s</PID></jxta:PA>`, h.ident.ID())
-	req := message.New(
+	return message.New(
 		message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: advXML},
 		message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)},
 		message.Text("JXTASOC", "stream", strconv.FormatBool(stream)))
-	if err := h.t.Send(ctx, addr, "PipeService", a.ID.String(), req); err != nil {
+}
+
+// request sends a connect request from its own pipe for a socket on
+// server pipe a at addr.
+func (h *hostileJXTA) request(t *testing.T, addr string, a *adv.PipeAdvertisement, stream bool) {
+	t.Helper()
+	if err := h.t.Send(ctx(t), addr, "PipeService", a.ID.String(), h.connectRequest(t, h.pipe, stream)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// answer waits for a connect response and returns the server's ephemeral
+// pipe ID.
+func (h *hostileJXTA) answer(t *testing.T) string {
+	t.Helper()
 	select {
 	case m := <-h.resp:
 		e, _ := m.Get("JXTASOC", "remPipe")
@@ -97,10 +104,24 @@ func (h *hostileJXTA) connectStream(t *testing.T, ctx context.Context, addr stri
 			t.Fatal(err)
 		}
 		return rp.ID.String()
-	case <-ctx.Done():
+	case <-ctx(t).Done():
 		t.Fatal("no connect response")
 	}
 	return ""
+}
+
+// connect opens a reliable (stream) or unreliable socket to listener l of
+// pipe a at addr: it returns the server's ephemeral pipe ID and the socket
+// Accept answered.
+func (h *hostileJXTA) connect(t *testing.T, l *socket.Listener, addr string, a *adv.PipeAdvertisement, stream bool) (string, *socket.Conn) {
+	t.Helper()
+	h.request(t, addr, a, stream)
+	c, err := l.AcceptContext(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return h.answer(t), c
 }
 
 // hostileAccepted is a JXTA socket accepted from a hostile peer on the
@@ -116,11 +137,7 @@ func hostileAccepted(t *testing.T, seed string) (*hostileJXTA, string, string, *
 	}
 	t.Cleanup(func() { l.Close() })
 	h := newHostileJXTA(t)
-	serverPipe := h.connect(t, ctx(t), addr, a)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	serverPipe, c := h.connect(t, l, addr, a, true)
 	return h, serverPipe, addr, c
 }
 
@@ -194,12 +211,7 @@ func TestJXTAUnreliableFlood(t *testing.T) {
 	}
 	defer l.Close()
 	h := newHostileJXTA(t)
-	serverPipe := h.connectStream(t, ctx(t), addr, a, false)
-	c, err := l.AcceptContext(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	serverPipe, c := h.connect(t, l, addr, a, false)
 	var sent uint64
 	flood := func(n, size int) {
 		for range n {
@@ -252,8 +264,9 @@ func TestJXTAUnreliableFlood(t *testing.T) {
 }
 
 // A JXTA peer's connect requests that are malformed, or that name
-// another peer than the sender, are refused and counted, and the same
-// request sent twice makes one connection, answered twice.
+// another peer than the sender, are refused and counted; the same
+// request sent twice before Accept makes one connection, answered once,
+// and sent again after it is answered again.
 func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
 	s, _, addr := jxtaSockets(t)
 	a := seeded(t, "hostile-requests")
@@ -286,22 +299,37 @@ func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
 	if st := s.JXTAStats(); st.Refused != 3 {
 		t.Fatalf("bad connect requests not counted: %+v", st)
 	}
-	// A good request, twice: one connection, two answers.
-	h.connect(t, ctx(t), addr, a)
-	h.connect(t, ctx(t), addr, a)
+	h.request(t, addr, a, true)
+	h.request(t, addr, a, true)
+	until(t, "the repeated request counted", func() bool { return s.JXTAStats().Repeated == 1 })
 	c, err := l.AcceptContext(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	first := h.answer(t)
+	h.request(t, addr, a, true)
+	if again := h.answer(t); again != first {
+		t.Fatalf("answered again with pipe %s, want %s", again, first)
+	}
 	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
 	defer cancel()
 	if extra, err := l.AcceptContext(short); err == nil {
 		extra.Close()
 		t.Fatal("a repeated connect request made a second connection")
 	}
-	if st := s.JXTAStats(); st.Repeated != 1 {
-		t.Fatalf("repeated request not counted: %+v", st)
+	if st := s.JXTAStats(); st.Repeated != 2 || st.Unanswered != 0 || h.answers.Load() != 2 {
+		t.Fatalf("%+v, %d answers; want 2 repeats, none unanswered, 2 answers", st, h.answers.Load())
+	}
+}
+
+// until waits (20 s at most) for cond, which what describes.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
 	}
 }
 
@@ -346,16 +374,16 @@ func TestJXTARepeatedRequestsWhileNotReading(t *testing.T) {
 	if err := h.Send(ctx(t), addr, "PipeService", a.ID.String(), req); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-answered:
-	case <-ctx(t).Done():
-		t.Fatal("no connect response")
-	}
 	c, err := l.AcceptContext(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	select {
+	case <-answered:
+	case <-ctx(t).Done():
+		t.Fatal("no connect response")
+	}
 	// Enough repeats that their answers fill the connection's buffers.
 	const repeats = 4000
 	base := runtime.NumGoroutine()
@@ -409,15 +437,25 @@ func TestJXTASenderThatDies(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
+			type result struct {
+				c   *socket.Conn
+				err error
+			}
+			acc, actx := make(chan result, 1), ctx(t) // Accept answers the Dial
+			go func() {
+				c, err := l.AcceptContext(actx)
+				acc <- result{c, err}
+			}()
 			dialled, err := client.Dial(ctx(t), a, pipe.ToJXTAPeers(serverEP.JXTA().Addrs()[0]))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer dialled.Close()
-			accepted, err := l.AcceptContext(ctx(t))
-			if err != nil {
-				t.Fatal(err)
+			r0 := <-acc
+			if r0.err != nil {
+				t.Fatal(r0.err)
 			}
+			accepted := r0.c
 			defer accepted.Close()
 			w, r := dialled, accepted
 			if !senderDials {

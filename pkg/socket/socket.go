@@ -34,7 +34,11 @@
 // JxtaSockets, and Dial with pipe.ToJXTAPeers opens one to a JXSE
 // JxtaServerSocket: JXTA's own protocol, a pair of pipes carrying the
 // blocks and acknowledgements of JXTA's reliable layer (package jxtarel),
-// behind the same Conn (jxta.go).
+// behind the same Conn (jxta.go). A JXTA peer's connect request waits in
+// the listener's backlog, unanswered, until Accept answers it, as JXSE's
+// JxtaServerSocket does: until then the peer has no socket to send to,
+// so a backlog holds no receive buffers, only requests, each dropped
+// (JXTAStats.Unanswered) once its peer has stopped waiting.
 package socket
 
 import (
@@ -95,17 +99,18 @@ type options struct {
 	jxtaBlock      int
 	jxtaUnreliable bool
 	jxtaProbe      time.Duration
+	jxtaWait       time.Duration // jxtaAnswerWait; shorter in tests
 }
 
 // Option configures a Service.
 type Option func(*options) error
 
 // WithBacklog sets how many connections a listener holds before Accept
-// takes them; more are refused (default 64, 1 to 4096). One peer may hold
-// at most a quarter of them (at least one), so a peer that dials and
-// waits cannot lock every other peer out until the application accepts;
-// a client opening a pool of connections at once still gets 16 of the
-// default 64.
+// takes them, JXTA connect requests included (Accept answers those); more
+// are refused (default 64, 1 to 4096). One peer may hold at most a
+// quarter of them (at least one), so a peer that dials and waits cannot
+// lock every other peer out until the application accepts; a client
+// opening a pool of connections at once still gets 16 of the default 64.
 func WithBacklog(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
@@ -185,23 +190,26 @@ type Service struct {
 	listeners map[string]*Listener
 	closed    bool
 
-	refused      [PeerBacklog + 1]atomic.Uint64 // by answer
-	malformed    atomic.Uint64
-	jxtaRefused  atomic.Uint64
-	jxtaRepeated atomic.Uint64
-	jxtaConns    map[string]*jxtaStream // accepted, by client peer and pipe
-	wg           sync.WaitGroup         // JXTA handshakes in progress
+	refused        [PeerBacklog + 1]atomic.Uint64 // libp2p dials, by answer
+	malformed      atomic.Uint64
+	jxtaRefused    atomic.Uint64
+	jxtaRepeated   atomic.Uint64
+	jxtaUnanswered atomic.Uint64
+	jxtaPending    map[string]bool        // connect requests in a backlog, by client peer and pipe
+	jxtaConns      map[string]*jxtaStream // accepted, by client peer and pipe
+	wg             sync.WaitGroup         // repeated JXTA connect responses being sent
 }
 
 // New starts the socket service over the pipe service ps.
 func New(ps *pipe.Service, opts ...Option) (*Service, error) {
-	o := options{backlog: 64, jxtaBlock: DefaultJXTABlockSize, jxtaProbe: DefaultJXTAIdleProbe}
+	o := options{backlog: 64, jxtaBlock: DefaultJXTABlockSize, jxtaProbe: DefaultJXTAIdleProbe, jxtaWait: jxtaAnswerWait}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{}, jxtaConns: map[string]*jxtaStream{}}
+	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{},
+		jxtaPending: map[string]bool{}, jxtaConns: map[string]*jxtaStream{}}
 	s.host.SetStreamHandler(Protocol, s.handle)
 	return s, nil
 }
@@ -254,14 +262,14 @@ type Listener struct {
 	svc     *Service
 	adv     *adv.PipeAdvertisement
 	key     string
-	conns   chan *Conn
-	slots   chan struct{} // one per connection not yet accepted
+	backlog chan backlogged
+	slots   chan struct{} // one per connection or request not yet accepted
 	release func()
 
 	mu      sync.Mutex // orders enqueueing against Close
 	closed  bool
 	done    chan struct{}
-	pending map[peer.ID]int // libp2p connections not yet accepted, by peer
+	pending map[string]int // places in the backlog, by peer (backlogged.who)
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -276,7 +284,7 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), conns: make(chan *Conn, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release, pending: map[peer.ID]int{}}
+	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), backlog: make(chan backlogged, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release, pending: map[string]int{}}
 	if s.pipes.JXTAPeerAdv() != nil && a.Type == adv.Unicast {
 		// JXSE peers' JxtaSocket connect requests come to the pipe itself.
 		unbind, err := s.listenJXTA(l)
@@ -309,46 +317,57 @@ func (l *Listener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// AcceptContext is Accept bounded by ctx.
+// backlogged waits in a listener's backlog for Accept: a libp2p
+// connection, already answered, or a JXTA connect request, which Accept
+// answers.
+type backlogged struct {
+	c   *Conn
+	req *jxtaRequest
+	who string // the peer's place in the backlog: "p2p:" or "jxta:" and its ID
+}
+
+// AcceptContext is Accept bounded by ctx. JXTA connect requests are
+// answered here, each within what its peer waits for the answer; those
+// that cannot be answered are skipped and counted (JXTAStats.Unanswered).
+// A request is not taken from the backlog once ctx has ended.
 func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
-	select {
-	case c := <-l.conns:
-		l.taken(c)
-		return c, nil
-	default:
-	}
-	select {
-	case c := <-l.conns:
-		l.taken(c)
-		return c, nil
-	case <-l.done:
-		return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: ErrClosed}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var b backlogged
+		select {
+		case b = <-l.backlog:
+		default:
+			select {
+			case b = <-l.backlog:
+			case <-l.done:
+				return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: ErrClosed}
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if b.req != nil && ctx.Err() != nil {
+			l.requeue(b) // ctx ended while waiting: leave the request for the next Accept
+			return nil, ctx.Err()
+		}
+		l.unreserve(b.who)
+		if b.c != nil {
+			return b.c, nil
+		}
+		c, err := l.svc.answerJXTA(ctx, l, b.req)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 	}
 }
 
-// taken frees the backlog place of c, which Accept took.
-func (l *Listener) taken(c *Conn) {
-	if p := c.remote.Peer; p != "" {
-		l.mu.Lock()
-		l.unpend(p)
-		l.mu.Unlock()
-	}
-	<-l.slots
-}
-
-// unpend forgets one of p's connections waiting for Accept; l.mu held.
-func (l *Listener) unpend(p peer.ID) {
-	if l.pending[p]--; l.pending[p] <= 0 {
-		delete(l.pending, p)
-	}
-}
-
-// peerShare is how many connections one peer may have waiting for Accept.
-func (l *Listener) peerShare() int { return max(1, cap(l.slots)/4) }
-
-// Close stops listening; connections not yet accepted are reset.
+// Close stops listening; connections not yet accepted are reset and
+// JXTA connect requests not yet answered are dropped (counted in
+// JXTAStats.Unanswered).
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -366,49 +385,73 @@ func (l *Listener) Close() error {
 	l.svc.mu.Unlock()
 	for {
 		select {
-		case c := <-l.conns:
-			c.st.Reset()
+		case b := <-l.backlog:
+			l.discard(b)
 		default:
 			return nil
 		}
 	}
 }
 
-// enqueue hands an accepted connection to Accept; false if the listener
-// closed meanwhile.
-func (l *Listener) enqueue(c *Conn) bool {
+// discard lets go of what Accept will not take.
+func (l *Listener) discard(b backlogged) {
+	if b.c != nil {
+		b.c.st.Reset()
+	} else {
+		l.svc.dropRequest(b.req)
+	}
+}
+
+// enqueue hands a connection or request to Accept, whose place in the
+// backlog (slots) the caller holds; false if the listener closed
+// meanwhile.
+func (l *Listener) enqueue(b backlogged) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
-	l.conns <- c // never blocks: a place is reserved
+	l.backlog <- b // never blocks: a place is reserved
 	return true
 }
 
-// pend reserves one of p's places in the backlog; false if p holds its
-// share already.
-func (l *Listener) pend(p peer.ID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending[p] >= l.peerShare() {
-		return false
+// requeue puts back what Accept took but will not return, keeping its
+// place; it is discarded if the listener closed meanwhile.
+func (l *Listener) requeue(b backlogged) {
+	if !l.enqueue(b) {
+		l.unreserve(b.who)
+		l.discard(b)
 	}
-	l.pending[p]++
-	return true
 }
 
-// enqueueFrom is enqueue for a connection pend reserved; it gives the
-// reservation back when the listener closed.
-func (l *Listener) enqueueFrom(p peer.ID, c *Conn) bool {
+// peerShare is how many places in the backlog one peer may hold.
+func (l *Listener) peerShare() int { return max(1, cap(l.slots)/4) }
+
+// reserve takes a place in the backlog for who, within who's share; else
+// why says which bound refused it.
+func (l *Listener) reserve(who string) (why byte, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		l.unpend(p)
-		return false
+	if l.pending[who] >= l.peerShare() {
+		return PeerBacklog, false
 	}
-	l.conns <- c // never blocks: a place is reserved
-	return true
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		return Backlog, false
+	}
+	l.pending[who]++
+	return Accepted, true
+}
+
+// unreserve gives back a place reserve took.
+func (l *Listener) unreserve(who string) {
+	l.mu.Lock()
+	if l.pending[who]--; l.pending[who] <= 0 {
+		delete(l.pending, who)
+	}
+	l.mu.Unlock()
+	<-l.slots
 }
 
 // Addr returns the listener's address: this peer and the pipe.
@@ -441,36 +484,20 @@ func (s *Service) handle(st network.Stream) {
 		return
 	}
 	// Reserve a place in the backlog before saying yes, so that two
-	// handshakes cannot both be promised the last one; the peer's share
-	// first, so that a peer beyond it takes no place from others.
-	p := st.Conn().RemotePeer()
-	if !l.pend(p) {
-		refuse(PeerBacklog)
+	// handshakes cannot both be promised the last one.
+	who := "p2p:" + st.Conn().RemotePeer().String()
+	if why, ok := l.reserve(who); !ok {
+		refuse(why)
 		return
-	}
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		l.mu.Lock()
-		l.unpend(p)
-		l.mu.Unlock()
-		refuse(Backlog)
-		return
-	}
-	giveBack := func() {
-		l.mu.Lock()
-		l.unpend(p)
-		l.mu.Unlock()
-		<-l.slots
-		st.Reset()
 	}
 	if _, err := st.Write([]byte{Accepted}); err != nil {
-		giveBack()
+		l.unreserve(who)
+		st.Reset()
 		return
 	}
 	st.SetDeadline(time.Time{})
-	if !l.enqueueFrom(p, newConn(st, l.adv, br)) {
-		<-l.slots
+	if !l.enqueue(backlogged{c: newConn(st, l.adv, br), who: who}) {
+		l.unreserve(who)
 		st.Reset()
 	}
 }
