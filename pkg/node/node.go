@@ -242,6 +242,8 @@ type Node struct {
 	group  id.ID
 	mdns   mdns.Service
 	dht    *dht.IpfsDHT
+	// providers holds the DHT's records (see DHTStats).
+	providers *providerStore
 }
 
 // New starts a node.
@@ -308,7 +310,8 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	if c.dht {
-		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap); err != nil {
+		n.providers = newProviderStore()
+		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap, n.providers); err != nil {
 			n.Close()
 			return nil, err
 		}
