@@ -28,4 +28,13 @@
 // signature does not verify, or whose source address is not its signer's,
 // is dropped and counted (Stats), as JXSE does; so is an unsigned message
 // when signatures are required. Malformed framing closes the connection.
+//
+// Connections are bounded (WithMaxConns) and shared out by remote host,
+// as welcomes name peer IDs nothing authenticates: one host opens at
+// most a quarter of the slots, peers' connections at most three quarters,
+// so this peer's own dials always have room. JXTA has no keep-alives, so
+// a new connection that finds no slot gets one that carried no frame for
+// 30 s, closed for it (Stats.Evicted); that peer dials again when it next
+// sends, and so does this transport, at the address the evicted
+// connection was dialled at or its welcome announced.
 package jxtatcp

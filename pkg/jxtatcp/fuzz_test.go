@@ -80,7 +80,7 @@ func FuzzStream(f *testing.F) {
 		a, z := net.Pipe()
 		defer z.Close()
 		go func() { io.Copy(io.Discard, z) }()
-		c := newConn(tr, a)
+		c := newConn(tr, a, true)
 		c.br = bufio.NewReader(bytes.NewReader(b))
 		if _, err := readWelcome(c.br); err != nil {
 			c.close(err)
@@ -117,7 +117,7 @@ func FuzzHandle(f *testing.F) {
 		defer tr.Close()
 		a, z := net.Pipe()
 		defer z.Close()
-		c := newConn(tr, a)
+		c := newConn(tr, a, true)
 		c.handle(body)
 		c.close(nil)
 	})

@@ -292,11 +292,11 @@ func TestSignatures(t *testing.T) {
 
 func TestTooManyConnections(t *testing.T) {
 	tg := newTarget(t, WithMaxConns(2))
-	for range 2 {
-		p := dialRaw(t, tg)
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} { // a host has 1 slot of 2
+		p := dialRawFrom(t, tg, ip)
 		p.welcome(t, otherIdent)
 	}
-	p := dialRaw(t, tg)
+	p := dialRawFrom(t, tg, "127.0.0.4")
 	p.closed(t)
 	if tg.Stats().Refused != 1 {
 		t.Fatalf("%+v", tg.Stats())

@@ -56,10 +56,14 @@ type Stats struct {
 	// NotForUs counts routed messages whose destination is another peer
 	// (this transport does not forward) or another peer group.
 	NotForUs uint64
-	// Refused counts connections refused because too many were open, or
-	// closed for a bad welcome, a stalled or slow frame or a frame over
-	// the limit.
+	// Refused counts connections refused because their host's share or
+	// every slot was taken and none was idle long enough to close for
+	// them (WithMaxConns), or closed for a bad welcome, a stalled or slow
+	// frame or a frame over the limit.
 	Refused uint64
+	// Evicted counts idle connections closed to make room for a new one
+	// (WithMaxConns).
+	Evicted uint64
 	// SlowFrames counts connections closed because a frame's body came
 	// slower than MinFrameRate (also counted in Refused).
 	SlowFrames uint64
@@ -83,6 +87,8 @@ type options struct {
 	welcomeTimeout time.Duration
 	writeTimeout   time.Duration
 	maxConns       int
+	evictIdle      time.Duration
+	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a Transport.
@@ -113,7 +119,11 @@ const (
 	// WelcomeTimeout is how long a peer has to send its welcome, as in
 	// JXSE.
 	WelcomeTimeout = 5 * time.Second
-	// DefaultMaxConns bounds the open connections.
+	// DefaultMaxConns bounds the open connections: a JXTA peer keeps one
+	// or two connections with each peer it talks to (JXSE sends on the
+	// one it dialled and on the one it accepted), so 256 serve a hundred
+	// peers or more, while the goroutines, buffers and sockets they cost
+	// stay small.
 	DefaultMaxConns = 256
 	// MaxSignersPerConn bounds the peers one connection may carry signed
 	// messages of, and so the peers jxta:// sends are routed to it for.
@@ -203,13 +213,35 @@ func WithFrameTimeout(d time.Duration) Option {
 }
 
 // WithMaxConns bounds the open connections, both directions (default
-// DefaultMaxConns).
+// DefaultMaxConns; 1 to 65536). One remote host (an IPv4 address, an
+// IPv6 /64) opens at most a quarter of them, and peers' connections take
+// at most three quarters: a quarter is left for this peer's own dials.
+// When a new connection finds no slot, an idle connection — one that
+// carried no frame for 30 s — is closed for it (Stats.Evicted): of its
+// own host's when the host is at its share, else of the host holding the
+// most; without one, a peer's connection is refused (Stats.Refused) and a
+// dial fails (ErrTooManyConns). The evicted peer's next send dials again.
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1<<16 {
 			return fmt.Errorf("jxtatcp: max connections %d out of [1, 65536]", n)
 		}
 		o.maxConns = n
+		return nil
+	}
+}
+
+// WithDialer makes the transport dial with dial, which must return a
+// connection to addr or fail by the time ctx ends (default: net.Dialer's
+// DialContext): to dial from a chosen source address of a multi-homed
+// host, through a proxy, or over an emulated link. A connection's remote
+// address is what its slots and memory budget are counted under.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return errors.New("jxtatcp: nil dialer")
+		}
+		o.dial = dial
 		return nil
 	}
 }
@@ -234,12 +266,18 @@ type Transport struct {
 	byAddr    map[string]*conn
 	dialing   map[string]*dialCall
 	routes    map[id.ID]string
+	// Slots (slots.go): accepted connections open, in all and by host,
+	// and dials started whose connection is not in conns yet.
+	inbound      int
+	hostConns    map[string]int
+	pendingDials int
 
 	budget budget
 	stats  struct {
 		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
 		slowFrames                                                                              atomic.Uint64
 		shed                                                                                    atomic.Uint64
+		evicted                                                                                 atomic.Uint64
 	}
 }
 
@@ -250,7 +288,8 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 		return nil, errors.New("jxtatcp: New needs an identity and a handler")
 	}
 	o := options{sign: true, requireS: true, maxMessage: DefaultMaxMessageSize, budget: DefaultMemoryBudget,
-		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, maxConns: DefaultMaxConns}
+		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, maxConns: DefaultMaxConns,
+		evictIdle: evictIdle, dial: (&net.Dialer{}).DialContext}
 	for _, f := range opts {
 		if err := f(&o); err != nil {
 			return nil, err
@@ -262,7 +301,7 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{ident: ident, opts: o, handler: h, ctx: ctx, cancel: cancel,
 		conns: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
-		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}}
+		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}, hostConns: map[string]int{}}
 	t.budget.limit = o.budget
 	t.budget.timeout = o.frameTimeout
 	t.budget.freed = make(chan struct{})
@@ -278,7 +317,8 @@ func (t *Transport) Stats() Stats {
 	s := &t.stats
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
-		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load()}
+		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
+		Evicted: s.evicted.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -382,20 +422,30 @@ func (t *Transport) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
+		host := hostOf(nc.RemoteAddr())
 		t.mu.Lock()
-		full := len(t.conns) >= t.opts.maxConns
-		if t.closed || full {
+		if t.closed {
 			t.mu.Unlock()
-			if full {
-				t.stats.refused.Add(1)
-			}
 			nc.Close()
 			continue
 		}
-		c := newConn(t, nc)
-		t.conns[c] = struct{}{}
+		victim, ok := t.roomFor(true, host)
+		if !ok {
+			t.mu.Unlock()
+			t.stats.refused.Add(1)
+			nc.Close()
+			continue
+		}
+		if victim != nil {
+			t.evictLocked(victim)
+		}
+		c := newConn(t, nc, true)
+		t.add(c)
 		t.wg.Add(1)
 		t.mu.Unlock()
+		if victim != nil {
+			victim.close(errEvicted)
+		}
 		go func() {
 			defer t.wg.Done()
 			if err := c.handshake("tcp://" + nc.RemoteAddr().String()); err != nil {
@@ -430,17 +480,27 @@ func (t *Transport) connTo(ctx context.Context, hostport string) (*conn, error) 
 		return c, nil
 	}
 	call := t.dialing[hostport]
+	var victim *conn
 	if call == nil {
-		if len(t.conns) >= t.opts.maxConns {
+		var ok bool
+		if victim, ok = t.roomFor(false, ""); !ok {
+			n := len(t.conns)
 			t.mu.Unlock()
-			return nil, fmt.Errorf("jxtatcp: %d connections open (WithMaxConns)", len(t.conns))
+			return nil, fmt.Errorf("%w: %d open (WithMaxConns), none idle for %v", ErrTooManyConns, n, t.opts.evictIdle)
+		}
+		if victim != nil {
+			t.evictLocked(victim)
 		}
 		call = &dialCall{done: make(chan struct{})}
 		t.dialing[hostport] = call
+		t.pendingDials++
 		t.wg.Add(1)
 		go t.dial(hostport, call)
 	}
 	t.mu.Unlock()
+	if victim != nil {
+		victim.close(errEvicted)
+	}
 	select {
 	case <-call.done:
 		return call.c, call.err
@@ -457,7 +517,7 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		t.mu.Lock()
 		delete(t.dialing, hostport)
 		if err == nil {
-			if t.closed {
+			if _, open := t.conns[c]; t.closed || !open {
 				err = ErrClosed
 			} else {
 				t.byAddr[hostport] = c
@@ -468,21 +528,24 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		call.c, call.err = c, err
 		close(call.done)
 	}
-	d := net.Dialer{Timeout: WelcomeTimeout}
-	nc, err := d.DialContext(t.ctx, "tcp", hostport)
+	ctx, cancel := context.WithTimeout(t.ctx, WelcomeTimeout)
+	nc, err := t.opts.dial(ctx, "tcp", hostport)
+	cancel()
+	t.mu.Lock()
+	t.pendingDials--
 	if err != nil {
+		t.mu.Unlock()
 		finish(nil, fmt.Errorf("jxtatcp: dialling %s: %w", hostport, err))
 		return
 	}
-	c := newConn(t, nc)
-	t.mu.Lock()
+	c := newConn(t, nc, false)
 	if t.closed {
 		t.mu.Unlock()
 		nc.Close()
 		finish(nil, ErrClosed)
 		return
 	}
-	t.conns[c] = struct{}{}
+	t.add(c)
 	t.mu.Unlock()
 	if err := c.handshake("tcp://" + hostport); err != nil {
 		c.close(err)
@@ -535,7 +598,23 @@ func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 func (t *Transport) forget(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.forgetLocked(c, false)
+}
+
+// forgetLocked is forget under t.mu. For a connection evicted, the peers
+// no other connection serves get a route to where they can be dialled
+// again, unless they have one: the eviction was this end's doing.
+func (t *Transport) forgetLocked(c *conn, byEviction bool) {
+	if _, open := t.conns[c]; !open {
+		return
+	}
 	delete(t.conns, c)
+	if c.inbound {
+		t.inbound--
+		if t.hostConns[c.host]--; t.hostConns[c.host] == 0 {
+			delete(t.hostConns, c.host)
+		}
+	}
 	for _, p := range c.peers {
 		if t.byPeer[p] != c {
 			continue
@@ -544,6 +623,11 @@ func (t *Transport) forget(c *conn) {
 		for o := range t.conns {
 			if slices.Contains(o.peers, p) && (t.byPeer[p] == nil || o.claimed == p) {
 				t.byPeer[p] = o
+			}
+		}
+		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed {
+			if addr := c.redialAddr(); addr != "" && len(t.routes) < maxRoutes {
+				t.routes[p] = addr
 			}
 		}
 	}
@@ -564,14 +648,39 @@ func (t *Transport) Send(ctx context.Context, to, service, param string, m *mess
 	if service == "" {
 		return fmt.Errorf("%w: no service", ErrAddress)
 	}
+	for retried := false; ; retried = true {
+		c, err := t.connFor(ctx, proto, addr, to)
+		if err != nil {
+			return err
+		}
+		frame, err := t.frame(c, service, param, m)
+		if err != nil {
+			return err
+		}
+		err = c.write(ctx, frame)
+		if errors.Is(err, errEvicted) && !retried {
+			continue // nothing of it was written: once more, on another connection
+		}
+		if err != nil {
+			return err
+		}
+		t.stats.sent.Add(1)
+		return nil
+	}
+}
+
+// connFor returns the connection to send to, dialling if needed: to is
+// the address Send was given, proto and addr its parts.
+func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn, error) {
 	var c *conn
+	var err error
 	switch proto {
 	case "tcp":
 		c, err = t.connTo(ctx, addr)
 	case "jxta":
 		var p id.ID
 		if p, err = parsePeerAddress(to); err != nil {
-			return err
+			return nil, err
 		}
 		t.mu.Lock()
 		c = t.byPeer[p]
@@ -582,23 +691,12 @@ func (t *Transport) Send(ctx context.Context, to, service, param string, m *mess
 		case ok:
 			c, err = t.connTo(ctx, route)
 		default:
-			return fmt.Errorf("%w: %s", ErrNoRoute, to)
+			return nil, fmt.Errorf("%w: %s", ErrNoRoute, to)
 		}
 	default:
-		return fmt.Errorf("%w: %q: want tcp:// or jxta://", ErrAddress, to)
+		return nil, fmt.Errorf("%w: %q: want tcp:// or jxta://", ErrAddress, to)
 	}
-	if err != nil {
-		return err
-	}
-	frame, err := t.frame(c, service, param, m)
-	if err != nil {
-		return err
-	}
-	if err := c.write(ctx, frame); err != nil {
-		return err
-	}
-	t.stats.sent.Add(1)
-	return nil
+	return c, err
 }
 
 // frame builds the frame carrying m to service/param on c's peer.
@@ -646,6 +744,15 @@ type conn struct {
 	// MaxSignersPerConn (under t.mu).
 	peers []id.ID
 	ver   verifier
+	// host is what its slots and budget are counted under (hostOf);
+	// inbound is true for a connection accepted.
+	host    string
+	inbound bool
+	// frames counts the frames under way on it (read and handled, or
+	// written), 1 during the welcome, evicted once it is closed to make
+	// room; last is when the last one ended (UnixNano). See slots.go.
+	frames atomic.Int32
+	last   atomic.Int64
 
 	// wlock (capacity 1) is the writer's token: whoever holds it writes a
 	// frame. Unlike a mutex, waiting for it honours the Send's ctx: behind
@@ -655,8 +762,11 @@ type conn struct {
 	once  sync.Once
 }
 
-func newConn(t *Transport, nc net.Conn) *conn {
-	return &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10), wlock: make(chan struct{}, 1)}
+func newConn(t *Transport, nc net.Conn, inbound bool) *conn {
+	c := &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10), wlock: make(chan struct{}, 1),
+		host: hostOf(nc.RemoteAddr()), inbound: inbound}
+	c.frames.Store(1) // the welcome
+	return c
 }
 
 // handshake sends this end's welcome and reads the other's; dest is what
@@ -676,6 +786,7 @@ func (c *conn) handshake(dest string) error {
 	if p, err := id.Parse(rw.Peer); err == nil && p.Kind() == id.KindPeer {
 		c.claimed = p
 	}
+	c.end() // the welcome
 	return nil
 }
 
@@ -703,6 +814,10 @@ func (c *conn) write(ctx context.Context, frame []byte) error {
 		}
 	}
 	defer func() { <-c.wlock }()
+	if !c.begin() {
+		return fmt.Errorf("jxtatcp: writing to %s: %w (not sent)", c.nc.RemoteAddr(), errEvicted)
+	}
+	defer c.end()
 	// The write timeout, plus the frame's length at MinFrameRate: the
 	// pace a receiver of ours allows a frame's body, so that a large
 	// message to a slow but steady reader is not cut (30 s alone failed
@@ -738,6 +853,10 @@ func (c *conn) read() {
 			c.close(err)
 			return
 		}
+		if !c.begin() {
+			c.close(errEvicted)
+			return
+		}
 		c.nc.SetReadDeadline(time.Now().Add(t.opts.frameTimeout))
 		n, err := readFrameHeader(c.br, t.opts.maxMessage)
 		if err != nil {
@@ -766,6 +885,7 @@ func (c *conn) read() {
 		}
 		keep := c.handle(body)
 		t.budget.release(cl)
+		c.end()
 		if !keep {
 			return
 		}

@@ -26,6 +26,9 @@ var (
 	ErrAddress = errors.New("jxtatcp: bad address")
 	// ErrClosed: the transport or the connection is closed.
 	ErrClosed = errors.New("jxtatcp: closed")
+	// ErrTooManyConns: a dial found every connection slot taken and none
+	// idle long enough to close for it (WithMaxConns).
+	ErrTooManyConns = errors.New("jxtatcp: too many connections")
 )
 
 // Welcome is the line each end of a connection sends first:

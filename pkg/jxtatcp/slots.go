@@ -1,0 +1,193 @@
+package jxtatcp
+
+import (
+	"cmp"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Connection slots.
+//
+// WithMaxConns bounds the connections open in both directions. A peer's
+// welcome names a peer ID nothing authenticates, so connections are
+// shared out by the remote host they come from (hostOf): one host opens
+// at most a quarter of the slots, and connections accepted take at most
+// three quarters, so a quarter is always left for this peer's own
+// dials. JXTA has no keep-alives and JXSE never closes an idle
+// connection, so slots taken once would be taken for ever: when a new
+// connection finds none free, the connection idle longest among those
+// that carried no frame for evictIdle is closed for it (Stats.Evicted) —
+// one of its own host's when that host is at its share, else one of the
+// host holding the most accepted connections. A connection in a frame
+// (read, handled or written) or in its welcome is never closed for
+// another. An evicted peer's next send dials again, as JXSE's does; this
+// transport remembers where to dial the peers an evicted connection
+// carried (the address it dialled, or the one the peer's welcome
+// announced).
+
+// evictIdle is how long a connection must have carried no frame before
+// it may be closed to make room for another: twice the idle probe of
+// this module's JXTA sockets (socket.DefaultJXTAIdleProbe), so that a
+// connection under an open socket whose reader waits is never taken for
+// idle; a peer whose connection was closed after half a minute of silence
+// is between exchanges, and its next message costs it one dial.
+const evictIdle = 30 * time.Second
+
+// evicted is conn.frames once a connection is being closed to make room:
+// no frame begins on it after that.
+const evicted = -1
+
+// errEvicted: a frame could not begin on a connection that was closed to
+// make room for another; nothing of it was written.
+var errEvicted = errors.New("jxtatcp: connection closed to make room for another")
+
+// hostOf returns the host a connection's remote address is counted
+// under: its IPv4 address, or its IPv6 /64, since a host is given a whole
+// /64 and picks addresses in it at will (RFC 4291's interface
+// identifiers).
+func hostOf(a net.Addr) string {
+	var ap netip.AddrPort
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ap = ta.AddrPort()
+	} else if p, err := netip.ParseAddrPort(a.String()); err == nil {
+		ap = p
+	} else {
+		return a.String()
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
+}
+
+// hostShare is the connections one host may open: a quarter of the
+// slots, at least one.
+func hostShare(maxConns int) int { return max(1, maxConns/4) }
+
+// inboundShare is the connections all peers together may open: all the
+// slots but the quarter kept for this peer's dials.
+func inboundShare(maxConns int) int { return maxConns - maxConns/4 }
+
+// roomFor reports whether a new connection, accepted from host or (when
+// not inbound) dialled, may open, and the connection to close for it, if
+// one must be; that one is already marked evicted. Under t.mu.
+func (t *Transport) roomFor(inbound bool, host string) (victim *conn, ok bool) {
+	n := t.opts.maxConns
+	switch {
+	case inbound && t.hostConns[host] >= hostShare(n):
+		victim = t.idlest(host, true)
+	case inbound && t.inbound >= inboundShare(n):
+		victim = t.idlest("", true)
+	case len(t.conns)+t.pendingDials >= n:
+		victim = t.idlest("", false)
+	default:
+		return nil, true
+	}
+	return victim, victim != nil
+}
+
+// idlest marks evicted, and returns, the connection to close for a new
+// one: of host's connections ("": any host's), accepted ones only if
+// inboundOnly, one idle for evictIdle at least, of the host holding the
+// most accepted connections, idle longest. Nil if there is none. Under
+// t.mu.
+func (t *Transport) idlest(host string, inboundOnly bool) *conn {
+	now := time.Now().UnixNano()
+	var cands []*conn
+	for c := range t.conns {
+		if (host == "" || c.host == host) && (c.inbound || !inboundOnly) && c.idle(now) >= t.opts.evictIdle {
+			cands = append(cands, c)
+		}
+	}
+	holds := func(c *conn) int {
+		if c.inbound {
+			return t.hostConns[c.host]
+		}
+		return 0
+	}
+	slices.SortFunc(cands, func(a, b *conn) int {
+		return cmp.Or(cmp.Compare(holds(b), holds(a)), cmp.Compare(a.last.Load(), b.last.Load()))
+	})
+	for _, c := range cands {
+		// A frame may have begun since idle looked.
+		if c.frames.CompareAndSwap(0, evicted) {
+			return c
+		}
+	}
+	return nil
+}
+
+// add counts c as open. Under t.mu.
+func (t *Transport) add(c *conn) {
+	t.conns[c] = struct{}{}
+	if c.inbound {
+		t.inbound++
+		t.hostConns[c.host]++
+	}
+}
+
+// evictLocked takes c, which idlest marked, out of the tables and counts
+// it; the caller closes it once t.mu is released. Under t.mu.
+func (t *Transport) evictLocked(c *conn) {
+	t.stats.evicted.Add(1)
+	t.forgetLocked(c, true)
+}
+
+// idle returns how long c has carried no frame, at now (UnixNano);
+// negative while a frame or the welcome is under way.
+func (c *conn) idle(now int64) time.Duration {
+	if c.frames.Load() != 0 {
+		return -1
+	}
+	return time.Duration(now - c.last.Load())
+}
+
+// begin notes that a frame begins on c; false when c was evicted.
+func (c *conn) begin() bool {
+	for {
+		n := c.frames.Load()
+		if n < 0 {
+			return false
+		}
+		if c.frames.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// end notes that a frame (or the welcome) ended on c.
+func (c *conn) end() {
+	c.last.Store(time.Now().UnixNano())
+	c.frames.Add(-1)
+}
+
+// redialAddr is the host:port to dial c's peers at once c is gone: the
+// address c was dialled at, or the public address the peer's welcome
+// announced (its host, when unspecified, the one c came from); "" when
+// there is none.
+func (c *conn) redialAddr() string {
+	if c.hostport != "" {
+		return c.hostport
+	}
+	proto, hostport, _, _, err := splitAddress(c.remote.Public)
+	if err != nil || proto != "tcp" {
+		return ""
+	}
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil || h == "" || port == "0" {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(h); err == nil && ip.IsUnspecified() {
+		rh, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
+		if err != nil {
+			return ""
+		}
+		return net.JoinHostPort(rh, port)
+	}
+	return hostport
+}
