@@ -3,6 +3,7 @@ package jxtatcp
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -410,6 +411,100 @@ func TestMemoryBudgetStallsReaders(t *testing.T) {
 	}
 }
 
+// TestParkedFramesHoldOnlyTheirHostsShare: one host's frames wait in a
+// handler (a queue the application does not read), one per connection.
+// They held the whole budget, and no other peer's frame was read; now
+// they hold their host's share, another host's frame is handled, and once
+// the handler returns every parked frame is handled: nothing is dropped.
+func TestParkedFramesHoldOnlyTheirHostsShare(t *testing.T) {
+	release := make(chan struct{})
+	var parked, got atomic.Int64
+	tr, err := New(testIdent, func(in *Incoming) {
+		if in.Param == "park" {
+			parked.Add(1)
+			<-release
+		}
+		got.Add(1)
+	}, WithMaxMessageSize(64<<10), WithMemoryBudget(256<<10)) // a host's share: 128 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before Close, which waits for the handlers
+	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{Transport: tr}
+	frame := signedFrame(t, otherIdent, "StudySvc/park", message.Bytes("", "pad", make([]byte, 60<<10)))
+	const sent = 5
+	for range sent {
+		p := dialRawFrom(t, tg, "127.0.0.2")
+		p.welcome(t, otherIdent)
+		p.Write(frame)
+	}
+	waitFor := func(what string, n *atomic.Int64, want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); n.Load() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d %s after 30 s, want %d (%+v)", n.Load(), what, want, tg.Stats())
+			}
+		}
+	}
+	waitFor("frames in the handler", &parked, 2) // two of about 62 KiB fill 128 KiB
+	other := dialRawFrom(t, tg, "127.0.0.3")
+	other.welcome(t, otherIdent)
+	// Larger than what four parked frames would leave of the budget.
+	other.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Bytes("", "pad", make([]byte, 30<<10))))
+	waitFor("frames handled from another host", &got, 1)
+	if n := parked.Load(); n != 2 {
+		t.Fatalf("%d of one host's frames in the handler, over its share", n)
+	}
+	free()
+	waitFor("frames handled", &got, sent+1)
+	if s := tg.Stats(); s.Refused != 0 || s.Shed != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestHostMemoryBudget: a host's share defaults to a quarter of the
+// budget, at least two maximum messages, at most the budget; one that
+// cannot hold a maximum message, or exceeds the budget, fails New.
+func TestHostMemoryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		want    int64
+		wantErr bool
+	}{
+		{"default", nil, DefaultMemoryBudget / 4, false},
+		{"two messages", []Option{WithMaxMessageSize(64 << 10), WithMemoryBudget(256 << 10)}, 128 << 10, false},
+		{"at most the budget", []Option{WithMaxMessageSize(64 << 10), WithMemoryBudget(100 << 10)}, 100 << 10, false},
+		{"set", []Option{WithHostMemoryBudget(300 << 20)}, 300 << 20, false},
+		{"below a message", []Option{WithHostMemoryBudget(32 << 20)}, 0, true},
+		{"over the budget", []Option{WithMemoryBudget(128 << 20), WithHostMemoryBudget(256 << 20)}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := New(testIdent, func(*Incoming) {}, tc.opts...)
+			if tc.wantErr {
+				if err == nil {
+					tr.Close()
+					t.Fatal("accepted")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			if tr.budget.hostLimit != tc.want {
+				t.Fatalf("host share %d, want %d", tr.budget.hostLimit, tc.want)
+			}
+		})
+	}
+}
+
 // TestOversizedParts: a router element over 64 KiB is dropped and
 // counted; a trailer whose certificate length claims 1 MiB more than the
 // frame holds closes the connection, costing nothing near that.
@@ -737,46 +832,64 @@ func TestShedFor(t *testing.T) {
 		n, got int64
 		age    time.Duration
 		shed   bool
+		host   string // "" for "a"
 	}
 	for _, tc := range []struct {
 		name  string
 		limit int64
 		held  []hold
 		n     int64
-		want  []int // indexes into held, in shedding order
+		host  string // the share the frame waits for; "" for the budget's
+		want  []int  // indexes into held, in shedding order
 	}{
-		{"young claims are spared", 100, []hold{{n: 100, got: 1, age: 19 * time.Second}}, 10, nil},
-		{"a slow old claim goes", 100, []hold{{n: 100, got: 1, age: 21 * time.Second}}, 10, []int{0}},
-		{"a claim that ends within a frame timeout stays", 100, []hold{{n: 100, got: 60, age: 21 * time.Second}}, 10, nil},
-		{"a claim with nothing read goes", 100, []hold{{n: 100, age: 30 * time.Second}}, 10, []int{0}},
+		{"young claims are spared", 100, []hold{{n: 100, got: 1, age: 19 * time.Second}}, 10, "", nil},
+		{"a slow old claim goes", 100, []hold{{n: 100, got: 1, age: 21 * time.Second}}, 10, "", []int{0}},
+		{"a claim that ends within a frame timeout stays", 100, []hold{{n: 100, got: 60, age: 21 * time.Second}}, 10, "", nil},
+		{"a claim with nothing read goes", 100, []hold{{n: 100, age: 30 * time.Second}}, 10, "", []int{0}},
 		{"slowest first, only as many as needed", 100, []hold{
 			{n: 50, got: 10, age: 30 * time.Second},
 			{n: 50, got: 2, age: 30 * time.Second},
-		}, 40, []int{1}},
+		}, 40, "", []int{1}},
 		{"both when one is not room enough", 100, []hold{
 			{n: 50, got: 10, age: 30 * time.Second},
 			{n: 50, got: 2, age: 30 * time.Second},
-		}, 60, []int{1, 0}},
+		}, 60, "", []int{1, 0}},
 		{"none when all of them would not make room", 100, []hold{
 			{n: 50, got: 2, age: 30 * time.Second},
 			{n: 50, got: 45, age: 30 * time.Second},
-		}, 60, nil},
+		}, 60, "", nil},
 		{"room on its way: nothing more", 100, []hold{
 			{n: 50, got: 2, age: 30 * time.Second, shed: true},
 			{n: 50, got: 3, age: 30 * time.Second},
-		}, 40, nil},
+		}, 40, "", nil},
+		{"a host's wait sheds its own claims only", 200, []hold{
+			{n: 50, got: 1, age: 30 * time.Second, host: "b"},
+			{n: 50, got: 10, age: 30 * time.Second},
+			{n: 50, got: 20, age: 30 * time.Second},
+		}, 10, "a", []int{1}},
+		{"nor another host's for room in its share", 200, []hold{
+			{n: 50, got: 1, age: 30 * time.Second, host: "b"},
+			{n: 50, got: 45, age: 30 * time.Second},
+			{n: 50, got: 45, age: 30 * time.Second},
+		}, 10, "a", nil},
+		{"the budget's wait sheds any host's", 100, []hold{
+			{n: 50, got: 1, age: 30 * time.Second, host: "b"},
+			{n: 50, got: 10, age: 30 * time.Second},
+		}, 10, "", []int{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &budget{limit: tc.limit, timeout: timeout, held: make(map[*claim]struct{})}
+			// Each host's share is 100.
+			b := &budget{limit: tc.limit, hostLimit: 100, hosts: map[string]int64{}, timeout: timeout, held: make(map[*claim]struct{})}
 			claims := make([]*claim, len(tc.held))
 			for i, h := range tc.held {
-				cl := &claim{n: h.n, start: now.Add(-h.age), shed: h.shed}
+				cl := &claim{host: cmp.Or(h.host, "a"), n: h.n, start: now.Add(-h.age), shed: h.shed}
 				cl.got.Store(h.got)
 				claims[i] = cl
 				b.held[cl] = struct{}{}
 				b.used += h.n
+				b.hosts[cl.host] += h.n
 			}
-			got := b.shedFor(tc.n, now)
+			got := b.shedFor(tc.n, tc.host, now)
 			if len(got) != len(tc.want) {
 				t.Fatalf("shed %d claims, want %d", len(got), len(tc.want))
 			}

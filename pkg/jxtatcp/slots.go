@@ -54,8 +54,10 @@ func hostOf(a net.Addr) string {
 		ap = ta.AddrPort()
 	} else if p, err := netip.ParseAddrPort(a.String()); err == nil {
 		ap = p
+	} else if s := a.String(); s != "" {
+		return s
 	} else {
-		return a.String()
+		return "?" // never "": budget.shedFor's "any host"
 	}
 	ip := ap.Addr().Unmap()
 	if ip.Is4() {

@@ -35,7 +35,9 @@ type Incoming struct {
 }
 
 // Handler receives messages. It runs on the connection's reader: while
-// it runs, that connection is not read (backpressure on the sender).
+// it runs, that connection is not read (backpressure on the sender), and
+// the frame holds its length of the memory budget and of its host's
+// share (WithMemoryBudget, WithHostMemoryBudget).
 type Handler func(*Incoming)
 
 // Stats counts what the transport refused or dropped.
@@ -83,6 +85,7 @@ type options struct {
 	sign, requireS bool
 	maxMessage     int64
 	budget         int64
+	hostBudget     int64
 	frameTimeout   time.Duration
 	welcomeTimeout time.Duration
 	writeTimeout   time.Duration
@@ -183,18 +186,41 @@ func WithMaxMessageSize(n int64) Option {
 // WithMemoryBudget bounds the bytes of the frames being read and handled
 // on all connections together (default DefaultMemoryBudget; at least the
 // maximum message size). A frame claims its length before its body is
-// read; when the budget is full, connections wait before reading more and
-// their senders stall. While a frame waits, a claim older than the frame
+// read, until its handler returns, on this budget and on its remote
+// host's share of it (WithHostMemoryBudget); when either is full, the
+// connection waits before reading more and its sender stalls, so a host
+// whose frames wait in handlers (a queue the application does not read)
+// stalls only itself. While a frame waits, a claim older than the frame
 // timeout that at its rate so far would not end within another frame
-// timeout is cut, slowest first, until the waiting frame fits: its
-// connection is closed and counted (Stats.Shed), so a peer holds budget
-// others need only by sending fast. Nothing already read is dropped.
+// timeout is cut, slowest first, until the waiting frame fits — any
+// host's claim for a wait on this budget, only its own host's for a wait
+// on a host's share: its connection is closed and counted (Stats.Shed),
+// so a peer holds budget others need only by sending fast. Nothing
+// already read is dropped.
 func WithMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
 			return fmt.Errorf("jxtatcp: memory budget %d out of [4 KiB, 64 GiB]", n)
 		}
 		o.budget = n
+		return nil
+	}
+}
+
+// WithHostMemoryBudget bounds the bytes of the frames being read and
+// handled on the connections with one remote host (an IPv4 address, an
+// IPv6 /64), as WithMemoryBudget does for all of them: by default a
+// quarter of the memory budget, and at least twice the maximum message
+// size — a JXTA peer has at most two connections with this one (JXSE
+// sends on the one it dialled and on the one it accepted), each reading
+// one frame at a time. At least the maximum message size, at most the
+// memory budget.
+func WithHostMemoryBudget(n int64) Option {
+	return func(o *options) error {
+		if n < 4<<10 || n > 64<<30 {
+			return fmt.Errorf("jxtatcp: host memory budget %d out of [4 KiB, 64 GiB]", n)
+		}
+		o.hostBudget = n
 		return nil
 	}
 }
@@ -298,11 +324,20 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 	if o.budget < o.maxMessage {
 		return nil, fmt.Errorf("jxtatcp: memory budget %d below the max message size %d", o.budget, o.maxMessage)
 	}
+	if o.hostBudget == 0 {
+		o.hostBudget = min(o.budget, max(2*o.maxMessage, o.budget/4))
+	}
+	if o.hostBudget < o.maxMessage || o.hostBudget > o.budget {
+		return nil, fmt.Errorf("jxtatcp: host memory budget %d out of [max message size %d, memory budget %d]",
+			o.hostBudget, o.maxMessage, o.budget)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{ident: ident, opts: o, handler: h, ctx: ctx, cancel: cancel,
 		conns: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
 		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}, hostConns: map[string]int{}}
 	t.budget.limit = o.budget
+	t.budget.hostLimit = o.hostBudget
+	t.budget.hosts = make(map[string]int64)
 	t.budget.timeout = o.frameTimeout
 	t.budget.freed = make(chan struct{})
 	t.budget.held = make(map[*claim]struct{})
@@ -864,7 +899,7 @@ func (c *conn) read() {
 			c.close(err)
 			return
 		}
-		cl := &claim{c: c, n: n}
+		cl := &claim{c: c, host: c.host, n: n}
 		if err := t.budget.acquire(t.ctx, cl); err != nil {
 			c.close(err)
 			return
@@ -1032,31 +1067,39 @@ func (c *conn) handle(body []byte) bool {
 	return true
 }
 
-// budget bounds the bytes of frames being read and handled. A frame
-// claims its whole length before its body is read, so that frames never
-// wait for one another half-read (claims taken as bytes arrive could
-// fill the budget with frames that each need more to finish). A claim is
+// budget bounds the bytes of frames being read and handled, in all and
+// by remote host. A frame claims its whole length before its body is
+// read, so that frames never wait for one another half-read (claims
+// taken as bytes arrive could fill the budget with frames that each need
+// more to finish). A claim lasts until the frame's handler returns, and a
+// handler may wait on the application (a full pipe queue), so without a
+// host's share one host's frames parked in handlers, one per connection,
+// held the whole budget and no other peer's frame was read. A claim is
 // held at the peer's pace, so, when a frame waits, the budget sheds
 // claims that hold it cheaply: a frame older than the frame timeout that,
 // at its rate so far, would not finish within another frame timeout is
-// cut, slowest first, until the waiting frame fits. Holding the budget
-// then costs a peer as much bandwidth as filling it twice per frame
-// timeout (1 GiB per 40 s by default), where MinFrameRate alone let 16
+// cut, slowest first, until the waiting frame fits — among its own host's
+// claims when it waits for its host's share. Holding the budget then
+// costs a peer as much bandwidth as filling it twice per frame timeout
+// (1 GiB per 40 s by default), where MinFrameRate alone let 16
 // connections at 64 KiB/s hold 1 GiB for 17 minutes; a frame that ends
 // within two frame timeouts, or any frame while no one waits, is never
-// cut.
+// cut. A frame in its handler has been read whole, so it is never cut.
 type budget struct {
-	mu      sync.Mutex
-	limit   int64
-	used    int64
-	timeout time.Duration // the frame timeout
-	freed   chan struct{}
-	held    map[*claim]struct{}
+	mu        sync.Mutex
+	limit     int64
+	hostLimit int64
+	used      int64
+	hosts     map[string]int64 // bytes claimed, by host (hostOf)
+	timeout   time.Duration    // the frame timeout
+	freed     chan struct{}
+	held      map[*claim]struct{}
 }
 
 // claim is one frame's hold on the budget.
 type claim struct {
 	c     *conn
+	host  string // its connection's
 	n     int64
 	start time.Time    // when the claim was granted (under budget.mu)
 	got   atomic.Int64 // body bytes read so far
@@ -1077,14 +1120,22 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 	}()
 	for {
 		b.mu.Lock()
-		if b.used == 0 || b.used+cl.n <= b.limit {
+		hostUsed := b.hosts[cl.host]
+		hostFits := hostUsed == 0 || hostUsed+cl.n <= b.hostLimit
+		if hostFits && (b.used == 0 || b.used+cl.n <= b.limit) {
 			b.used += cl.n
+			b.hosts[cl.host] = hostUsed + cl.n
 			cl.start = time.Now()
 			b.held[cl] = struct{}{}
 			b.mu.Unlock()
 			return nil
 		}
-		victims := b.shedFor(cl.n, time.Now())
+		// A wait for the host's share is freed only by its own claims.
+		host := ""
+		if !hostFits {
+			host = cl.host
+		}
+		victims := b.shedFor(cl.n, host, time.Now())
 		freed := b.freed
 		b.mu.Unlock()
 		for _, v := range victims {
@@ -1106,15 +1157,23 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 
 // shedFor marks, slowest first, the claims to cut so that n fits once
 // they are released, and returns them; none when cutting every eligible
-// claim would not make room. Under b.mu.
-func (b *budget) shedFor(n int64, now time.Time) []*claim {
+// claim would not make room. With host, it makes room in that host's
+// share among its claims; with "", in the budget among all. Under b.mu.
+func (b *budget) shedFor(n int64, host string, now time.Time) []*claim {
 	type cand struct {
 		cl   *claim
 		rate float64 // bytes/s so far
 	}
+	limit, used := b.limit, b.used
+	if host != "" {
+		limit, used = b.hostLimit, b.hosts[host]
+	}
 	var cands []cand
 	pending := int64(0) // already shed, not yet released
 	for cl := range b.held {
+		if host != "" && cl.host != host {
+			continue
+		}
 		if cl.shed {
 			pending += cl.n
 			continue
@@ -1130,7 +1189,7 @@ func (b *budget) shedFor(n int64, now time.Time) []*claim {
 		}
 		cands = append(cands, cand{cl, rate})
 	}
-	need := b.used - pending + n - b.limit
+	need := used - pending + n - limit
 	if need <= 0 {
 		return nil // room is on its way
 	}
@@ -1161,6 +1220,9 @@ func (b *budget) wasShed(cl *claim) bool {
 func (b *budget) release(cl *claim) {
 	b.mu.Lock()
 	b.used -= cl.n
+	if b.hosts[cl.host] -= cl.n; b.hosts[cl.host] == 0 {
+		delete(b.hosts, cl.host)
+	}
 	delete(b.held, cl)
 	close(b.freed)
 	b.freed = make(chan struct{})

@@ -3,8 +3,10 @@ package pipe_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,5 +222,87 @@ func TestJXTABidiAcknowledgedMessageKept(t *testing.T) {
 	}
 	if int(hb.acked.Load()) > len(got) {
 		t.Fatalf("the peer was acknowledged %d messages, the application received %v", hb.acked.Load(), got)
+	}
+}
+
+// One JXTA host sends to a pipe nobody reads over several connections:
+// its frames wait in the pipe's handler for queue room and held the JXTA
+// transport's whole memory budget, so another host's message to a pipe
+// that is read never arrived. They hold that host's share; the other
+// host's message arrives, and the first host's messages are all there
+// once the application reads them: it was stalled, nothing was dropped.
+func TestJXTAOneHostHoldsOnlyItsShareOfTheBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A host's share of the transport's 256 KiB: 128 KiB, two messages.
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithMaxMessageSize(64<<10), jxtatcp.WithMemoryBudget(256<<10))
+	s, err := pipe.New(ep, pipe.WithQueueLen(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := ep.JXTA().Addrs()[0]
+	slow, _ := adv.New(adv.Unicast, "not-read-now", "")
+	read, _ := adv.New(adv.Unicast, "read", "")
+	inSlow, err := s.NewInputPipe(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inSlow.Close()
+	inRead, err := s.NewInputPipe(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inRead.Close()
+
+	newPeer := func(ident *jxtatcp.Identity, opts ...jxtatcp.Option) *jxtatcp.Transport {
+		tr, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, append(opts, jxtatcp.WithMaxMessageSize(64<<10))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	newIdent := func() *jxtatcp.Identity {
+		ident, err := jxtatcp.NewIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ident
+	}
+	big := message.New(message.Bytes("x", "pad", make([]byte, 62<<10)))
+	hostile := newIdent()
+	if err := newPeer(hostile).Send(ctx, addr, pipe.JXTAPipeService, slow.ID.String(), big); err != nil {
+		t.Fatal(err) // queued
+	}
+	const more = 4 // two wait in the handler, two for the budget
+	var sends sync.WaitGroup
+	errs := make(chan error, more)
+	for range more {
+		c := newPeer(hostile)
+		sends.Go(func() { errs <- c.Send(ctx, addr, pipe.JXTAPipeService, slow.ID.String(), big) })
+	}
+	sends.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}} // another host
+	honest := newPeer(newIdent(), jxtatcp.WithDialer(d.DialContext))
+	if err := honest.Send(ctx, addr, pipe.JXTAPipeService, read.ID.String(), message.New(message.Bytes("x", "hello", make([]byte, 16<<10)))); err != nil {
+		t.Fatal(err)
+	}
+	short, c := context.WithTimeout(ctx, 30*time.Second)
+	defer c()
+	if _, err := inRead.Receive(short); err != nil {
+		t.Fatalf("another host's message to a pipe that is read did not arrive in 30 s (%v): one host holds the JXTA transport's whole budget (%+v)", err, ep.JXTA().Stats())
+	}
+	for i := range 1 + more {
+		if _, err := inSlow.Receive(ctx); err != nil {
+			t.Fatalf("the stalled host's message %d of %d: %v", i+1, 1+more, err)
+		}
 	}
 }
