@@ -231,7 +231,8 @@ func (d *Delivery) Unhold() {
 
 // Size returns the bytes the message is charged for against its sender's
 // memory budget: its encoded length plus the service's estimate of the
-// structures decoding it made.
+// structures decoding it made. A JXTA peer's message (TransportJXTA) is
+// reckoned the same way, though JXTA's transport budgets it itself.
 func (d *Delivery) Size() int64 { return d.size }
 
 // watchFrames resets streams whose current frame stopped advancing. It

@@ -74,10 +74,14 @@ func (s *Service) sendJXTA(ctx context.Context, addr Address, m *message.Message
 	return err
 }
 
-// deliverJXTA hands a JXTA peer's message to its listener.
+// deliverJXTA hands a JXTA peer's message to its listener. Its size is
+// reckoned as a libp2p frame's (Delivery.Size), so that a queue bounded
+// in bytes (a pipe's) counts it; the transport's memory budget, not this
+// service's, holds it until the listener returns, so Hold keeps nothing.
 func (s *Service) deliverJXTA(in *jxtatcp.Incoming) {
 	d := &Delivery{Message: in.Message, SourceJXTA: in.Source, Service: in.Service, Param: in.Param,
-		Transport: TransportJXTA, Unverified: !in.Signed, svc: s}
+		Transport: TransportJXTA, Unverified: !in.Signed, svc: s,
+		size: in.Size + frameOverhead + int64(in.Message.Len())*elementOverhead}
 	l := s.listenerFor(in.Service, in.Param)
 	if l == nil {
 		s.stats.noListener.Add(1)

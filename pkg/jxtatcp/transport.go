@@ -32,6 +32,9 @@ type Incoming struct {
 	Service, Param string
 	// Remote is the connection's remote TCP address.
 	Remote string
+	// Size is the length of the frame's body: what the message took on
+	// the wire, signature included.
+	Size int64
 }
 
 // Handler receives messages. It runs on the connection's reader: while
@@ -1063,7 +1066,8 @@ func (c *conn) handle(body []byte) bool {
 		return true
 	}
 	t.stats.received.Add(1)
-	t.handler(&Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param, Remote: c.nc.RemoteAddr().String()})
+	t.handler(&Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param,
+		Remote: c.nc.RemoteAddr().String(), Size: int64(len(body))})
 	return true
 }
 

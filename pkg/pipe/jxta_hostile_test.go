@@ -306,3 +306,54 @@ func TestJXTAOneHostHoldsOnlyItsShareOfTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// A JXTA peer's messages count their bytes in a pipe's queue: they
+// counted none, so the queue's byte bound never held them back (ten 1 MiB
+// messages queued under a 1 MiB bound; with the defaults, 64 of 64 MiB).
+func TestJXTAMessagesCountTheirBytesInTheQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ep, _ := jxtatest.NewEndpoint(t)
+	s, err := pipe.New(ep, pipe.WithQueueBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := adv.New(adv.Unicast, "unread", "")
+	in, err := s.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	const sent = 3
+	for range sent {
+		// Sends return once written: the socket buffers take what the
+		// stalled reader does not.
+		if err := tr.Send(ctx, ep.JXTA().Addrs()[0], pipe.JXTAPipeService, a.ID.String(), message.New(message.Bytes("x", "pad", make([]byte, 1<<20)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ep.JXTA().Stats().Received < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v after 30 s, want 2 received", ep.JXTA().Stats())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // room for more, were they let in
+	if n, got := pipe.QueueLen(in), ep.JXTA().Stats().Received; n != 1 || got != 2 {
+		t.Fatalf("%d of 1 MiB queued under a 1 MiB bound, %d received; want 1 queued and the second waiting", n, got)
+	}
+	for i := range sent {
+		if _, err := in.Receive(ctx); err != nil {
+			t.Fatalf("message %d of %d: %v", i+1, sent, err)
+		}
+	}
+}

@@ -14,7 +14,9 @@ import (
 // gate. A message from the endpoint also stays on its sender's endpoint
 // memory budget (endpoint.Delivery.Hold) until it is received or its
 // pipe is closed, so what one peer can make a node hold across all its
-// pipes is that budget, whatever the queues' sizes.
+// pipes is that budget, whatever the queues' sizes. A JXTA peer's message
+// is budgeted by JXTA's transport only until the listener returns: once
+// queued, the queue's bounds are what hold it.
 
 // gate bounds the messages and bytes in a queue. A message that does not
 // fit waits, which stalls its sender, until Receive takes enough out; an
