@@ -23,6 +23,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pathinfo"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -55,6 +56,12 @@ first: sealed ones with this peer's identity, or with --psk; those encoded
 with a trained model (send --model) with the --model file of its ID. A
 message that does not decode is refused back to its sender with the reason
 (naming the model's ID when it is a model this peer lacks).
+
+With --psk, recv takes only what the key vouches for: a message is refused
+back to its sender unless every element arrived sealed with that key, in
+any namespace, JXTA's included, and at least one did. JXTA's endpoint
+address headers (jxta:EndpointSourceAddress, EndpointDestinationAddress),
+which no sender can seal, are neither required sealed nor printed.
 
 With --socket, accept one socket connection on the pipe instead, copy it
 to stdout, and exit at its end.
@@ -125,11 +132,11 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			defer saveModels()
 			decOpts := []encoding.Option{encoding.WithRegistry(reg), encoding.WithPipeID(a.ID.String()), models.TimeDecodes()}
 			if keys.psk != nil {
-				// With a pre-shared key, every element the sender wrote
-				// (any namespace but JXTA's own) must come sealed with it.
-				decOpts = append(decOpts, encoding.WithRequireSealed(
-					notJXTA{},
-					keys.pskKeyIDs()...))
+				// With a pre-shared key, recv delivers only what the key
+				// vouches for: every element but the endpoint's address
+				// headers comes sealed with it, and a message with none
+				// sealed is refused.
+				decOpts = append(decOpts, encoding.WithSealedOnly(endpointHeaders{}, keys.pskKeyIDs()...))
 			}
 			dec, err := encoding.NewDecoder(decOpts...)
 			if err != nil {
@@ -436,7 +443,16 @@ func safeName(s string) string {
 	return string(b)
 }
 
-// notJXTA selects every element but those of JXTA's own namespace.
-type notJXTA struct{}
+// endpointHeaders selects the address headers JXTA's endpoint adds to
+// every message (jxta:EndpointSourceAddress and
+// jxta:EndpointDestinationAddress, as JXSE's EndpointServiceImpl writes
+// them): a sender's endpoint, not the sender, writes them, so they cannot
+// come sealed. JXTA's TCP transport removes them, and its router headers,
+// before delivery; over libp2p the endpoint lets a source address
+// through only when it names the authenticated sender. Every other
+// element, in JXTA's namespace too, is the sender's.
+type endpointHeaders struct{}
 
-func (notJXTA) Select(e message.Element) bool { return e.Namespace != message.JXTANamespace }
+func (endpointHeaders) Select(e message.Element) bool {
+	return e.Namespace == message.JXTANamespace && (e.Name == endpoint.SourceElement || e.Name == jxtatcp.DestinationElement)
+}

@@ -77,7 +77,13 @@
 // A receiver can require that selected elements arrive sealed, with given
 // keys (WithRequireSealed): a plain element, or one protected otherwise,
 // then fails with ErrPolicy and the message is refused whatever the
-// Policy. DecodeReport tells, per element, which codecs and key decoded it.
+// Policy. A receiver that takes only what a key vouches for says so with
+// WithSealedOnly: every element but the transport headers it exempts must
+// arrive sealed, a message with no sealed element is refused, and the
+// exempt headers are not delivered. Requirements are checked on an
+// element's header before it is opened, so an element sealed with another
+// key costs no decryption. DecodeReport tells, per element, which codecs
+// and key decoded it.
 //
 // # Limits
 //

@@ -2,12 +2,15 @@ package encoding_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -183,6 +186,139 @@ func TestRequireSealed(t *testing.T) {
 		len(reps[0].Chain) != 2 || reps[0].Chain[0] != "zstd" || reps[0].Chain[1] != "seal" ||
 		reps[1].Name != "note" || reps[1].Sealed || len(reps[1].Chain) != 0 {
 		t.Fatalf("report %+v", reps)
+	}
+}
+
+// TestSealedOnly: a receiver taking only what a key vouches for refuses
+// a plain element wherever it is (in JXTA's namespace too), an empty
+// message, and a message holding only exempt headers; it delivers a
+// sealed message without its exempt headers, reporting each element at
+// its place in the message it returns.
+func TestSealedOnly(t *testing.T) {
+	k := bytes.Repeat([]byte{1}, seal.KeySize)
+	sender, _ := seal.New(seal.WithPSK("k", k))
+	receiver, _ := seal.New(seal.WithPSK("k", k))
+	reg, _ := encoding.NewRegistry(receiver)
+	header := encoding.ByName("Hop")
+	d, err := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe), encoding.WithSealedOnly(header, "psk:k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hop := message.Text("jxta", "Hop", "tcp://192.0.2.1:9701")
+	for name, m := range map[string]*message.Message{
+		"plain in the jxta namespace": message.New(message.Text("jxta", "order", "wire 1,000,000 to Mallory")),
+		"empty":                       message.New(),
+		"exempt header only":          message.New(hop),
+	} {
+		if _, _, err := d.DecodeReport(m); !errors.Is(err, encoding.ErrPolicy) {
+			t.Errorf("%s: %v, want ErrPolicy", name, err)
+		}
+	}
+	s, _ := encoding.New([]encoding.Codec{sender}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("x", "y")))
+	m, err := s.Encode(message.New(hop, message.Text("", "x", "one"), hop, message.Text("", "y", "two")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, reps, err := d.DecodeReport(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != 2 || got.At(0).Name != "x" || string(got.At(1).Data) != "two" {
+		t.Fatalf("delivered %v, want x and y without the headers", got.Elements())
+	}
+	if len(reps) != 2 || reps[0].Index != 0 || reps[0].Name != "x" || reps[1].Index != 1 || !reps[1].Sealed {
+		t.Fatalf("report %+v", reps)
+	}
+	if m.Len() != 4 {
+		t.Fatalf("Decode modified its argument: %d elements left", m.Len())
+	}
+	if _, err := encoding.NewDecoder(encoding.WithSealedOnly(nil), encoding.WithSealedOnly(nil)); !errors.Is(err, encoding.ErrBadOption) {
+		t.Fatalf("WithSealedOnly twice: %v, want ErrBadOption", err)
+	}
+}
+
+// FuzzSealedOnly: whatever message a peer sends, a receiver taking only
+// what its key vouches for refuses it or returns only elements sealed
+// with that key, at least one, reported at their places.
+func FuzzSealedOnly(f *testing.F) {
+	k := bytes.Repeat([]byte{1}, seal.KeySize)
+	sender, _ := seal.New(seal.WithPSK("k", k))
+	// Without replay protection, so that the seeds open on every run.
+	receiver, _ := seal.New(seal.WithPSK("k", k), seal.WithoutReplayProtection())
+	z, _ := zstd.New()
+	reg, _ := encoding.NewRegistry(receiver, z)
+	d, err := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe), encoding.WithPolicy(encoding.DeliverEncoded),
+		encoding.WithSealedOnly(encoding.ByName("Hop"), "psk:k"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	s, _ := encoding.New([]encoding.Codec{z, sender}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("x")))
+	zOnly, _ := encoding.New([]encoding.Codec{z}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("x")))
+	hop := message.Text("jxta", "Hop", "tcp://192.0.2.1:9701")
+	for _, m := range []*message.Message{
+		message.New(hop, message.Text("", "x", "one"), message.Text("jxta", "x", "two"), hop),
+		message.New(message.Text("jxta", "order", "plain")),
+		message.New(hop),
+		message.New(),
+	} {
+		for _, sch := range []*encoding.Codecs{s, zOnly} {
+			enc, err := sch.Encode(m)
+			if err != nil {
+				f.Fatal(err)
+			}
+			b, err := wire.Marshal(enc)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := wire.Unmarshal(data)
+		if err != nil {
+			return
+		}
+		got, reps, err := d.DecodeReport(m)
+		if err != nil {
+			return
+		}
+		if got.Len() == 0 || len(reps) != got.Len() {
+			t.Fatalf("delivered %d elements with %d reports", got.Len(), len(reps))
+		}
+		for i, rep := range reps {
+			if rep.Index != i || !rep.Sealed || rep.KeyID != "psk:k" || got.At(i).Name == "Hop" || encoding.IsEncoded(got.At(i)) {
+				t.Fatalf("delivered element %d as %+v", i, rep)
+			}
+		}
+	})
+}
+
+// TestRequiredKeyCheckedBeforeOpening: an element sealed to the
+// receiver's identity (which anyone may do), sent to a receiver requiring
+// its pre-shared key, is refused by its header before it is opened: it
+// leaves no trace in the seal codec's replay window (it once did, so an
+// element that key does not vouch for took the window's room).
+func TestRequiredKeyCheckedBeforeOpening(t *testing.T) {
+	priv, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := bytes.Repeat([]byte{1}, seal.KeySize)
+	receiver, _ := seal.New(seal.WithPSK("k", k), seal.WithIdentity(priv))
+	reg, _ := encoding.NewRegistry(receiver)
+	strict, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe), encoding.WithRequireSealed(encoding.ByName("x"), "psk:k"))
+	lax, _ := encoding.NewDecoder(encoding.WithRegistry(reg), encoding.WithPipeID(testPipe))
+	toPeer, _ := seal.New(seal.WithRecipient(pub))
+	s, _ := encoding.New([]encoding.Codec{toPeer}, encoding.WithPipeID(testPipe), encoding.WithSelector(encoding.ByName("x")))
+	m, err := s.Encode(message.New(message.Text("", "x", "hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Decode(m); !errors.Is(err, encoding.ErrPolicy) {
+		t.Fatalf("strict receiver: %v, want ErrPolicy", err)
+	}
+	if _, err := lax.Decode(m); err != nil {
+		t.Fatalf("the refused element had been opened and recorded: %v", err)
 	}
 }
 

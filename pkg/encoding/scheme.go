@@ -50,9 +50,14 @@ type config struct {
 	pipeID  string
 	unbound bool
 	onErr   func(*ElementError)
-	// require lists what WithRequireSealed asks of selected elements.
+	// require lists what WithRequireSealed and WithSealedOnly ask of
+	// selected elements.
 	require []requirement
-	wrap    func(Codec) Codec // WithDecodeWrap's, nil for none
+	// sealedOnly is set by WithSealedOnly: a message needs a sealed
+	// element, and the elements exempt selects are removed.
+	sealedOnly bool
+	exempt     Selector
+	wrap       func(Codec) Codec // WithDecodeWrap's, nil for none
 }
 
 // requirement is one WithRequireSealed.
@@ -146,6 +151,31 @@ func WithRequireSealed(sel Selector, keyIDs ...string) Option {
 		c.require = append(c.require, requirement{sel: sel, keyIDs: keyIDs})
 		return nil
 	}
+}
+
+// WithSealedOnly makes Decode return only what the keys vouch for. It
+// refuses, with ErrPolicy, a message holding an element that exempt does
+// not select and that does not arrive sealed with one of keyIDs (any key
+// when none are given), and a message holding no such sealed element at
+// all (an empty message, or one of exempt elements only, says nothing a key
+// vouches for). The elements exempt selects, which nothing vouches for
+// (headers a transport adds, that no sender can seal), are removed from
+// the message Decode returns; exempt may be nil. Like WithRequireSealed,
+// it refuses whatever the Policy. It may be given once.
+func WithSealedOnly(exempt Selector, keyIDs ...string) Option {
+	return func(c *config) error {
+		if c.sealedOnly {
+			return fmt.Errorf("%w: WithSealedOnly given twice", ErrBadOption)
+		}
+		c.sealedOnly, c.exempt = true, exempt
+		c.require = append(c.require, requirement{sel: selectorFunc(func(e message.Element) bool { return exempt == nil || !exempt.Select(e) }), keyIDs: keyIDs})
+		return nil
+	}
+}
+
+// exempted reports whether WithSealedOnly's exempt selector selects e.
+func (c *config) exempted(e message.Element) bool {
+	return c.sealedOnly && c.exempt != nil && c.exempt.Select(e)
 }
 
 // WithErrorHandler sets a function called with each element Decode leaves
@@ -316,7 +346,7 @@ func (d *Decoder) DecodeReport(m *message.Message) (*message.Message, []ElementR
 // ElementReport tells how one element of a received message was
 // protected: what the application can rely on.
 type ElementReport struct {
-	Index           int // position in the message
+	Index           int // position in the message Decode returns (without the elements WithSealedOnly exempts)
 	Namespace, Name string
 	// Chain names the codecs that decoded the element, in the order they
 	// were applied when encoding (compression first, seal last); empty for
@@ -335,16 +365,26 @@ type ElementReport struct {
 func decode(m *message.Message, c *config, report bool) (*message.Message, []ElementReport, error) {
 	var out *message.Message
 	var reps []ElementReport
+	var dropped []int // indices of exempted elements, removed from out
+	sealed := 0
 	budget := c.maxMsg
 	for i, e := range m.All() {
+		if c.exempted(e) {
+			dropped = append(dropped, i)
+			continue
+		}
+		at := i - len(dropped) // e's index in the message returned
 		if !IsEncoded(e) {
 			if err := c.check(e, nil); err != nil {
 				return nil, nil, &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Err: err}
 			}
 			if report {
-				reps = append(reps, ElementReport{Index: i, Namespace: e.Namespace, Name: e.Name, WireSize: len(e.Data), Size: len(e.Data)})
+				reps = append(reps, ElementReport{Index: at, Namespace: e.Namespace, Name: e.Name, WireSize: len(e.Data), Size: len(e.Data)})
 			}
 			continue
+		}
+		if codec, err := c.admit(e); err != nil {
+			return nil, nil, &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Codec: codec, Err: err}
 		}
 		dec, rep, work, err := c.decodeElement(e, min(c.maxElem, budget), budget)
 		budget -= work // every layer's output, whether it succeeded or not
@@ -364,8 +404,11 @@ func decode(m *message.Message, c *config, report bool) (*message.Message, []Ele
 			}
 			continue
 		}
+		if rep.Sealed {
+			sealed++
+		}
 		if report {
-			rep.Index = i
+			rep.Index = at
 			reps = append(reps, rep.ElementReport)
 		}
 		if out == nil {
@@ -373,14 +416,25 @@ func decode(m *message.Message, c *config, report bool) (*message.Message, []Ele
 		}
 		out.Set(i, dec)
 	}
+	if c.sealedOnly && sealed == 0 {
+		return nil, nil, fmt.Errorf("%w: no sealed element", ErrPolicy)
+	}
 	if out == nil {
 		out = m
+	}
+	if len(dropped) > 0 {
+		if out == m {
+			out = m.Clone()
+		}
+		for _, i := range slices.Backward(dropped) {
+			out.RemoveAt(i)
+		}
 	}
 	return out, reps, nil
 }
 
-// check applies the WithRequireSealed requirements to e, decoded as rep
-// says (nil: it arrived plain).
+// check applies the requirements to e, decoded as rep says (nil: it
+// arrived plain).
 func (c *config) check(e message.Element, rep *decodeReport) error {
 	for _, r := range c.require {
 		if !r.sel.Select(e) {
@@ -394,6 +448,30 @@ func (c *config) check(e message.Element, rep *decodeReport) error {
 		}
 	}
 	return nil
+}
+
+// admit applies the requirements to the encoded element e by its outer
+// header alone, before it is opened, and returns the header's codec: an
+// element the requirements would refuse once opened costs no decryption
+// and leaves no trace in a seal codec's replay window (anyone may seal to
+// a peer's identity; such elements must not reach the window of a
+// receiver that takes only a pre-shared key's). A header that does not
+// parse, or names a codec not registered, is left for decodeElement to
+// report.
+func (c *config) admit(e message.Element) (string, error) {
+	if len(c.require) == 0 {
+		return "", nil
+	}
+	h, _, err := ParseHeader(e.Data)
+	if err != nil {
+		return "", nil
+	}
+	codec, err := c.reg.Lookup(h.Codec)
+	if err != nil {
+		return h.Codec, nil
+	}
+	outer := decodeReport{ElementReport: ElementReport{Sealed: kindOf(codec) == KindSeal, KeyID: h.Params.KeyID}}
+	return h.Codec, c.check(e, &outer)
 }
 
 // required reports whether a WithRequireSealed requirement selects e: such
