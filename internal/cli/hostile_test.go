@@ -1,17 +1,27 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdh"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"math/big"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -117,5 +127,137 @@ func TestRecvPSKDeliversOnlySealed(t *testing.T) {
 	if got := recv.stdout.String(); !strings.HasPrefix(got, "message 1 from ") || !strings.Contains(got, "(1 elements)") ||
 		!strings.Contains(got, ": sealed\n") || strings.Contains(got, "Mallory") || strings.Contains(got, "jxta:") {
 		t.Fatalf("recv printed %q, want only the sealed message", got)
+	}
+}
+
+// x25519Of maps an Ed25519 libp2p public key to its X25519 form, as
+// package seal documents (u = (1+y)/(1-y) mod 2^255-19).
+func x25519Of(t *testing.T, pub crypto.PubKey) *ecdh.PublicKey {
+	t.Helper()
+	raw, err := pub.Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := new(big.Int).SetString("7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffed", 16)
+	le := bytes.Clone(raw)
+	le[31] &= 0x7f
+	for i, j := 0, 31; i < j; i, j = i+1, j-1 {
+		le[i], le[j] = le[j], le[i]
+	}
+	y := new(big.Int).SetBytes(le)
+	num := new(big.Int).Add(big.NewInt(1), y)
+	den := new(big.Int).Sub(big.NewInt(1), y)
+	den.Mod(den, p)
+	u := num.Mul(num, den.ModInverse(den, p))
+	u.Mod(u, p)
+	out := u.FillBytes(make([]byte, 32))
+	for i, j := 0, 31; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	k, err := ecdh.X25519().NewPublicKey(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func appendLP(dst, s []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// sealToPeer seals plain to the peer whose X25519 key is to, as package
+// seal's per-recipient mode does (anyone may seal to a public key), with a
+// stream, counter and seal time of the sender's choosing.
+func sealToPeer(t *testing.T, to *ecdh.PublicKey, keyID string, e message.Element, pipeID string, stream [8]byte, ctr, sealedAt uint64) []byte {
+	t.Helper()
+	// The encoded element's header: magic, codec, level, dictionary ID,
+	// key ID, original MIME type and size.
+	h := appendLP([]byte("P2E\x01"), []byte("seal"))
+	h = binary.AppendVarint(h, 0)
+	h = binary.AppendUvarint(h, 0)
+	h = appendLP(h, []byte(keyID))
+	h = appendLP(h, []byte(e.MIME))
+	h = binary.AppendUvarint(h, uint64(len(e.Data)))
+	eph, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := eph.ECDH(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := eph.PublicKey().Bytes()
+	key, err := hkdf.Key(sha256.New, shared, append(bytes.Clone(pub), to.Bytes()...), "p2pmsg-seal-x25519-v1", chacha20poly1305.KeySize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := binary.BigEndian.AppendUint64(stream[:], ctr)
+	seq = binary.BigEndian.AppendUint64(seq, sealedAt)
+	ad := appendLP([]byte("p2pmsg-seal-v2"), []byte(e.Namespace))
+	ad = appendLP(ad, []byte(e.Name))
+	ad = appendLP(ad, []byte(pipeID))
+	ad = append(appendLP(ad, h), seq...)
+	aead, err := chacha20poly1305.NewX(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, chacha20poly1305.NonceSizeX)
+	rand.Read(nonce)
+	out := append(append(append(h, pub...), seq...), nonce...)
+	return aead.Seal(out, nonce, e.Data, ad)
+}
+
+// TestRecvPSKNotLockedOutBySealedFlood: a peer holding no key seals
+// elements to recv's identity (anyone may), 4,200 of them in one message,
+// each from a made-up stream and dated a year ahead. The opener's replay
+// table held 4,096 streams for all keys with one floor: forgetting the
+// attacker's streams raised the floor to next year, and every honest
+// `send --encode zstd,seal --psk` was refused as a replay until recv
+// restarted. Now recv --psk refuses the attacker's elements by their key
+// before opening them, seal refuses seal times more than ReplayMaxSkew
+// ahead, and each key has its own streams and floor.
+func TestRecvPSKNotLockedOutBySealedFlood(t *testing.T) {
+	advFile := newPipeAdv(t, "unicast")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	recv := start(t, nil, "recv", "--pipe", advFile, "--listen", loopback, "--psk", psk)
+	honest := func() result {
+		return run(t, nil, "send", "--pipe", advFile, "--peer", recv.addrs[0], "--elem", "x=hello", "--encode", "zstd,seal", "--psk", psk)
+	}
+	if r := honest(); r.code != 0 {
+		t.Fatalf("before the attack: honest send: %s", r.stderr)
+	}
+
+	info, err := peer.AddrInfoFromString(recv.addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := info.ID.ExtractPublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, pipeID := x25519Of(t, pub), readAdv(t, advFile).ID.String()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := newHostilePeer(t).outputTo(ctx, t, advFile, recv.addrs[0])
+	nextYear := uint64(time.Now().Add(365 * 24 * time.Hour).Unix())
+	const streams = 4200 // more than seal.ReplayStreams (4,096)
+	m := message.New()
+	for range streams {
+		var stream [8]byte
+		rand.Read(stream[:])
+		plain := message.Text(message.JXTANamespace, "z", "x")
+		m.Add(message.Element{Namespace: plain.Namespace, Name: plain.Name, MIME: encoding.MIME,
+			Data: sealToPeer(t, to, "peer:"+info.ID.String(), plain, pipeID, stream, 1, nextYear)})
+	}
+	if err := out.Send(ctx, m); err != nil {
+		t.Fatalf("attacker's send: %v", err)
+	}
+	if err := out.Flush(ctx); !errors.Is(err, endpoint.ErrRefused) {
+		t.Errorf("attacker's flush: %v, want its message refused", err)
+	}
+	for i := range 3 {
+		if r := honest(); r.code != 0 {
+			t.Fatalf("after the attack, honest send %d was refused: %s", i+1, bytes.TrimSpace(r.stderr))
+		}
 	}
 }

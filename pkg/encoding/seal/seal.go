@@ -25,13 +25,17 @@
 // it increments per element. The opener keeps, per key and stream, the
 // highest counter seen and a window of the ReplayWindow counters below it
 // (IPsec's and WireGuard's sliding bitmap), and refuses with
-// encoding.ErrReplay a counter seen before or below the window, and an
-// element sealed more than ReplayMaxAge ago. It tracks ReplayStreams
-// streams per Codec; beyond that the least recently used is forgotten, and
-// elements of streams it does not know are then refused unless sealed
-// after the newest element of any forgotten stream. The counters are
-// checked only once the element has authenticated, so a peer without the
-// key cannot move the window.
+// encoding.ErrReplay a counter seen before or below the window, an
+// element sealed more than ReplayMaxAge ago, and one sealed more than
+// ReplayMaxSkew ahead of its clock. It tracks ReplayStreams streams per
+// key; beyond that the key's least recently used stream is forgotten, and
+// elements of that key's streams it does not know are then refused unless
+// sealed after the newest element of any of the key's forgotten streams.
+// The counters are checked only once the element has authenticated, so a
+// peer without the key cannot move the window; and each key has its own
+// streams, so a peer sealing to this peer's identity (which anyone may
+// do) from many streams cannot make it forget, or refuse, the streams of
+// a pre-shared key.
 //
 // Pre-shared key (key ID "psk:<id>"): k = HKDF-SHA256(ikm = PSK, salt =
 // none, info = "p2pmsg-seal-psk-v1" || pipe ID); payload = seq(24) ||
@@ -209,7 +213,8 @@ func init() { _ = encoding.RegisterFactory(Name, Factory()) }
 // Kind returns encoding.KindSeal.
 func (c *Codec) Kind() encoding.Kind { return encoding.KindSeal }
 
-// Replays counts elements Decode refused as replayed (or too old).
+// Replays counts elements Decode refused as replayed (or sealed outside
+// the time window: too old, or too far ahead).
 func (c *Codec) Replays() uint64 { return c.replays.refused.Load() }
 
 // Name returns "seal".
