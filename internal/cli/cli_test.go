@@ -115,7 +115,10 @@ func TestHelpEverywhere(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"nonsense"}, {"msg", "encode", "--bogus"}, {"msg", "decode", "extra"}} {
+	for _, args := range [][]string{
+		{"nonsense"}, {"sned"}, {"msg", "encode", "--bogus"}, {"msg", "decode", "extra"},
+		{"msg", "bogus"}, {"lab", "bogus"}, {"adv", "new"}, {"adv", "show", "a", "b"}, {"send", "--count", "x"},
+	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)
 		if r.code != 2 {

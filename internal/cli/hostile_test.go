@@ -261,3 +261,27 @@ func TestRecvPSKNotLockedOutBySealedFlood(t *testing.T) {
 		}
 	}
 }
+
+// TestSendExitStatusNotChosenByPeer: a receiving peer refuses send's
+// message with a reason of its choosing, which reaches send's error line.
+// Main once took any error whose text held "flag" or "arg(s)" for a usage
+// error, so the reason "I raise a red flag" made send exit 2 ("the
+// command line was wrong", not worth retrying) instead of 1. The exit
+// status goes by the error's type alone.
+func TestSendExitStatusNotChosenByPeer(t *testing.T) {
+	advFile := newPipeAdv(t, "unicast")
+	h := newHostilePeer(t)
+	in, err := h.pipes.NewInputPipe(readAdv(t, advFile), pipe.WithHandler(func(r *pipe.Received) {
+		r.Refuse("I raise a red flag: accepts 1 arg(s), unknown command")
+		r.Release()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r := run(t, nil, "send", "--pipe", advFile, "--peer", h.node.Addrs()[0].String(), "--elem", "x=hello")
+	failsCleanly(t, r)
+	if r.code != 1 || !strings.Contains(string(r.stderr), "red flag") {
+		t.Fatalf("send to a peer refusing its message exited %d (%q), want 1 with the peer's reason", r.code, r.stderr)
+	}
+}

@@ -77,7 +77,10 @@ func interrupted(ctx context.Context, what error) error {
 	return nil
 }
 
-// usageError marks errors in how the command was invoked.
+// usageError marks errors in how the command was invoked: Main exits with
+// ExitUsage for them, and for no other error. It decides by this type
+// alone, never by an error's text, which may quote a peer (a refusal's
+// reason) or a file.
 type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
@@ -87,7 +90,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	quietLibp2p()
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
+	if err != nil && cmd == root {
+		// The root runs nothing itself: an error of its own is cobra's,
+		// finding no such subcommand.
+		err = usageError{err}
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -97,11 +105,59 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ee.code
 	}
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+	if errors.As(err, &ue) {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// checkCommandLine makes cobra's own checks of the command line, for cmd
+// and every command below it, fail with a usageError: its positional
+// arguments (Args), its required flags and flag groups (checked before
+// cobra checks them), and, for a command below the root that only groups
+// others, an unknown subcommand, for which cobra printed the group's help
+// and exited 0. Errors parsing flags are the root's FlagErrorFunc's; an
+// unknown command at the root is Main's to mark, since cobra finds it
+// before running anything.
+func checkCommandLine(cmd *cobra.Command) {
+	if cmd.HasParent() && cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			err := fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+			if c.SuggestionsMinimumDistance <= 0 {
+				c.SuggestionsMinimumDistance = 2 // cobra's default
+			}
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s", err, strings.Join(s, "\n\t")) // as cobra says it at the root
+			}
+			return usageError{err}
+		}
+	}
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	if cmd.Runnable() && cmd.PreRunE == nil && cmd.PreRun == nil {
+		cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+			if err := c.ValidateRequiredFlags(); err != nil {
+				return usageError{err}
+			}
+			if err := c.ValidateFlagGroups(); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		checkCommandLine(sub)
+	}
 }
 
 // maxErrorLine bounds the error line after its cause: the cause comes
@@ -181,5 +237,6 @@ tcp://…), and bridges a pipe between JXSE peers and libp2p peers (bridge).`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newBridgeCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
+	checkCommandLine(root)
 	return root
 }
