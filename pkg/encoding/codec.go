@@ -67,5 +67,8 @@ type Codec interface {
 	// Decode appends the decoding of src to dst and returns it. It must
 	// fail with an error wrapping ErrTooLarge, without allocating for it,
 	// if the decoded size would exceed max bytes. p is from the header.
+	// It must make room for no more output than src can decode to (what
+	// its format lets those bytes hold), growing as output appears: max
+	// and any size src records are claims a hostile peer makes freely.
 	Decode(dst, src []byte, p Params, b Binding, max int) ([]byte, error)
 }

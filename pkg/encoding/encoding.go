@@ -88,15 +88,20 @@
 // # Limits
 //
 // Decoding enforces a maximum decoded size per element and per message.
-// Every layer's output counts against the message's budget, not only the
-// element's final bytes: the decode work of a message is bounded by its
-// budget (WithLimits), whatever its elements nest. The header's recorded
-// size is checked before any allocation, and codecs are given the
-// remaining budget and must stop as soon as output would exceed it, so a
-// decompression bomb fails fast with bounded memory. Codecs refuse input
-// that would make them work without output: zstd accepts exactly one
-// ordinary frame (no skippable frames, no trailing data), gzip one member,
-// deflate and s2 nothing after their stream.
+// Every layer counts against the message's budget, not only the element's
+// final bytes: the decode work of a message is bounded by its budget
+// (WithLimits), whatever its elements nest. The header's recorded size is
+// checked before any allocation and charged to the budget as soon as a
+// codec is asked to decode the layer, whether it then decodes or fails, so
+// a size the payload cannot back spends the budget as an honest one does.
+// Codecs are given the recorded size and must stop as soon as output would
+// exceed it, so a decompression bomb fails fast with bounded memory, and
+// make room only for what their input can hold: a zstd frame no more than
+// its blocks can decode to, an s2 block only once its tags add up to its
+// length. Codecs refuse input that would make them work without output:
+// zstd accepts exactly one ordinary frame (no skippable frames, no
+// trailing data), gzip one member, deflate and s2 nothing after their
+// stream.
 package encoding
 
 import (

@@ -5,17 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"math"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/gzip"
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/s2"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
+	_ "github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
@@ -93,6 +97,116 @@ func TestNestedBombBounded(t *testing.T) {
 	trailing := message.New(message.Element{Name: "s", MIME: encoding.MIME, Data: encodedBy("zstd", z.Params(), "text/plain", 1, append(bytes.Clone(one), one...))})
 	if _, err := d.Decode(trailing); !errors.Is(err, encoding.ErrCorrupt) {
 		t.Errorf("a second frame after the content: %v", err)
+	}
+}
+
+// streamedFrame is a zstd frame of data as a streaming encoder writes it:
+// without its content size.
+func streamedFrame(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := kzstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// lyingMessage is a message of n encoded elements of 32 to 45 bytes whose
+// headers claim just under 16 MiB each, in turn: a zstd frame that does
+// not record its content size and holds one byte; an s2 block that claims
+// 16 MiB and holds three bytes of garbage; an xml element in its
+// plain-zstd mode whose frame claims 16 MiB and holds one byte.
+func lyingMessage(t *testing.T, n int) *message.Message {
+	const claim = 16<<20 - 1
+	zel := encodedBy("zstd", encoding.Params{Level: 1}, "text/plain", claim, streamedFrame(t, []byte("x")))
+	s2el := encodedBy("s2", encoding.Params{Level: 1}, "text/plain", claim, append(binary.AppendUvarint(nil, claim), 0xff, 0xff, 0xff))
+	// xml's plain-zstd mode: mode 1, then a frame without its magic number,
+	// single segment, its 8-byte content size, one raw block of 1 byte.
+	xframe := append([]byte{1, 0xE0}, binary.LittleEndian.AppendUint64(nil, claim)...)
+	xel := encodedBy("xml", encoding.Params{Level: 3}, "text/xml", claim, append(xframe, 9, 0, 0, 'x'))
+	m := message.New()
+	for i := range n {
+		m.Add(message.Element{Name: "e", MIME: encoding.MIME, Data: [][]byte{zel, s2el, xel}[i%3]})
+	}
+	return m
+}
+
+// TestLyingSizesCostOnlyWhatArrives: encoded elements whose headers and
+// payloads claim far more than they hold cost what they hold. Codecs made
+// room for the claims before decoding (zstd for its header's claim when
+// the frame records no size, s2 for its block's, xml for its frame's), and
+// only the byte or nothing they produced was charged to the message's
+// budget: one message of 200 such elements (16 KB on the wire) allocated
+// 3 GiB. Now codecs make room for what their input can hold (a frame's
+// blocks, a block's tags), and every layer a codec decodes costs its
+// recorded size: with the default budget only four elements reach a
+// codec, and with a budget that covers every claim, all 200 cost little.
+func TestLyingSizesCostOnlyWhatArrives(t *testing.T) {
+	const elems = 200
+	m := lyingMessage(t, elems)
+	wireBytes, _ := wire.Marshal(m)
+	for _, tc := range []struct {
+		name string
+		opts []encoding.Option
+	}{
+		{"default budget", nil},
+		{"budget for every claim", []encoding.Option{encoding.WithLimits(encoding.DefaultMaxElementSize, math.MaxInt)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refused := 0
+			d, err := encoding.NewDecoder(append(tc.opts, encoding.WithPolicy(encoding.DeliverEncoded),
+				encoding.WithErrorHandler(func(*encoding.ElementError) { refused++ }))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			cpu := cpuTime()
+			_, err = d.Decode(m)
+			cpu = cpuTime() - cpu
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d wire bytes, %d lying elements: %d refused, %d KiB allocated, %v CPU", len(wireBytes), elems, refused, alloc>>10, cpu)
+			if err != nil || refused != elems {
+				t.Fatalf("Decode: %v, %d elements refused; want the message delivered with all %d left encoded", err, refused, elems)
+			}
+			// What arrives is 16 KB; what the claims add up to, 3 GiB.
+			if alloc > 64<<20 {
+				t.Fatalf("decoding %d lying elements (%d bytes on the wire) allocated %d MiB; want what they hold, not what they claim",
+					elems, len(wireBytes), alloc>>20)
+			}
+		})
+	}
+}
+
+// TestFailedLayersSpendTheBudget: a layer a codec was asked to decode
+// costs the message's budget its recorded size whether it decodes or not,
+// so elements that claim 1 MiB and hold a byte stop reaching the codec
+// once the claims spend the budget (64 MiB: 64 of them), and the message
+// is refused, as one whose elements held what they claim would be.
+func TestFailedLayersSpendTheBudget(t *testing.T) {
+	el := encodedBy("zstd", encoding.Params{Level: 1}, "text/plain", 1<<20, streamedFrame(t, []byte("x")))
+	m := message.New()
+	for range 100 {
+		m.Add(message.Element{Name: "e", MIME: encoding.MIME, Data: el})
+	}
+	n := 0
+	d, err := encoding.NewDecoder(encoding.WithPolicy(encoding.DeliverEncoded),
+		encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec { return countingCodec{c, &n} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Decode(m)
+	if want := encoding.DefaultMaxMessageSize / (1 << 20); n != want || !errors.Is(err, encoding.ErrCorrupt) {
+		t.Fatalf("%d elements reached the codec, Decode: %v; want %d, then the message refused", n, err, want)
 	}
 }
 

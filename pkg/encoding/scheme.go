@@ -387,7 +387,7 @@ func decode(m *message.Message, c *config, report bool) (*message.Message, []Ele
 			return nil, nil, &ElementError{Namespace: e.Namespace, Name: e.Name, Index: i, Codec: codec, Err: err}
 		}
 		dec, rep, work, err := c.decodeElement(e, min(c.maxElem, budget), budget)
-		budget -= work // every layer's output, whether it succeeded or not
+		budget -= work // every layer a codec decoded, whether it succeeded or not
 		if err == nil {
 			err = c.check(e, &rep)
 			if err != nil {
@@ -515,7 +515,8 @@ func (r *decodeReport) outer() string {
 }
 
 // decodeElement restores e, each layer's output within max bytes and all
-// layers' together within work; it returns the bytes its layers produced.
+// layers' together within budget; it returns what its layers cost: the
+// sizes their headers record, for every layer a codec was asked to decode.
 func (c *config) decodeElement(e message.Element, max, budget int) (message.Element, decodeReport, int, error) {
 	rep := decodeReport{ElementReport: ElementReport{Namespace: e.Namespace, Name: e.Name, WireSize: len(e.Data)}}
 	data, mime := e.Data, e.MIME
@@ -549,11 +550,18 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		}
 		outerKind = kind
 		b := Binding{Namespace: e.Namespace, Name: e.Name, PipeID: c.pipeID, Header: data[:hl:hl], Unbound: c.unbound}
+		// The layer costs the size its header records, decoded or not: a
+		// codec may make room for up to that much before it finds the
+		// payload holds less, so a lying size spends the budget as an
+		// honest one does. (A layer that decodes produces exactly that.)
+		work += int(h.Size)
 		// Preallocate what an honest payload needs, but not all a lying
-		// header claims: codecs grow dst themselves within the limit.
+		// header claims: 16 times the payload covers what text and XML
+		// usually compress to, and 64 KiB a small element whatever its
+		// ratio; codecs grow dst themselves, within the limit, as output
+		// appears.
 		prealloc := min(int(h.Size), 64<<10+16*len(data[hl:]))
 		out, err := codec.Decode(make([]byte, 0, prealloc), data[hl:], h.Params, b, int(h.Size))
-		work += len(out)
 		if err != nil {
 			if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrAuth) && !errors.Is(err, ErrNoKey) &&
 				!errors.Is(err, ErrNoDictionary) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrReplay) &&

@@ -4,6 +4,7 @@
 package s2
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -69,8 +70,10 @@ func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
 	return dst[:start+len(out)], nil
 }
 
-// Decode appends the decoded block to dst; the block's recorded length is
-// checked against max before allocating.
+// Decode appends the decoded block to dst. The block's recorded length is
+// checked against max before anything is allocated; room beyond what dst
+// has is made only for a block whose tags add up to its length
+// (checkTags), as the decoder needs all of it before it starts.
 func (c *Codec) Decode(dst, src []byte, _ encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
 	n, err := ks2.DecodedLen(src)
 	if err != nil {
@@ -78,6 +81,12 @@ func (c *Codec) Decode(dst, src []byte, _ encoding.Params, _ encoding.Binding, m
 	}
 	if n > max {
 		return dst, fmt.Errorf("%w: %d > %d", encoding.ErrTooLarge, n, max)
+	}
+	if n > cap(dst)-len(dst) {
+		_, hl := binary.Uvarint(src) // DecodedLen read it
+		if err := checkTags(src[hl:], n); err != nil {
+			return dst, err
+		}
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, n)...)

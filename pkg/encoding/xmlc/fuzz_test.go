@@ -19,6 +19,12 @@ func FuzzDecode(f *testing.F) {
 		enc, _ := raw.Encode(nil, s, bind)
 		f.Add(enc)
 	}
+	// Lying sizes, within the fuzz target's limit: the plain-zstd mode,
+	// and an XML payload of 60,000 bytes whose main stream is, with a
+	// frame recording 60,000 bytes of content and holding one byte.
+	lying := []byte{0xE0, 0x60, 0xea, 0, 0, 0, 0, 0, 0, 9, 0, 0, 'x'}
+	f.Add(append([]byte{1}, lying...))
+	f.Add(append([]byte{2, 0xe0, 0xd4, 0x03, 0, 0, 0, 0, byte(len(lying))}, lying...))
 	codectest.Fuzz(f, c)
 }
 

@@ -72,3 +72,46 @@ func TestCountsBounded(t *testing.T) {
 		t.Fatalf("got %v, want ErrCorrupt", err)
 	}
 }
+
+// lyingFrame is a zstd frame without its magic number, as xml stores
+// them: single segment, recording claim bytes of content, and holding one
+// raw block of one byte.
+func lyingFrame(claim uint64) []byte {
+	f := append([]byte{0xE0}, binary.LittleEndian.AppendUint64(nil, claim)...)
+	return append(f, 9, 0, 0, 'x')
+}
+
+// Zstd frames whose content size claims more than their blocks hold are
+// refused before any room is made for the claim: in the plain-zstd mode,
+// where the frame's claim is the document's size, and as an XML payload's
+// main stream.
+func TestLyingFrameSizesRefused(t *testing.T) {
+	const claim = 16<<20 - 1
+	c, _ := New()
+	for name, payload := range map[string][]byte{
+		"plain zstd":  append([]byte{modeGeneric}, lyingFrame(claim)...),
+		"main stream": craftZ(claim, lyingFrame(claim)),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := c.Decode(nil, payload, c.Params(), encoding.Binding{}, claim)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, encoding.ErrCorrupt) {
+			t.Fatalf("%s: got %v, want ErrCorrupt", name, err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("%s: refusing a %d-byte payload claiming %d bytes allocated %d KiB", name, len(payload), claim, alloc>>10)
+		}
+	}
+}
+
+// craftZ builds an XML payload whose main stream is the zstd frame z,
+// recording size.
+func craftZ(size int, z []byte) []byte {
+	p := []byte{modeXMLZ}
+	p = binary.AppendUvarint(p, uint64(size))
+	p = append(p, 0, 0, 0, 0) // checksum: never reached
+	p = binary.AppendUvarint(p, uint64(len(z)))
+	return append(p, z...)
+}

@@ -517,44 +517,37 @@ func (c *Codec) mainStream(d *decoder, h header) (main, packed []byte, err error
 	return main, packed, err
 }
 
-// zstdDecode decodes a magic-less zstd frame that must record its content
-// size, at most limit bytes, into buf; zin is scratch for the frame with
-// its magic number restored, returned for reuse.
-func zstdDecode(zd *kzstd.Decoder, buf, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
+// zstdDecode appends to dst what a magic-less zstd frame holds. The frame
+// must record its content size, at most limit and no more than its blocks
+// can hold (zstdframe), and decode to exactly that: dst grows by no more
+// than the frame can decode to, whatever it claims. zin is scratch for the
+// frame with its magic number restored, returned for reuse.
+func zstdDecode(zd *kzstd.Decoder, dst, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
 	full := append(append(zin[:0], zstdMagic...), frame...)
-	zh, err := zstdframe.Check(full) // one frame, nothing after it
+	f, err := zstdframe.Check(full) // one frame, nothing after it
 	if err != nil {
-		return buf, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
+		return dst, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
 	}
-	if !zh.HasFCS || zh.FrameContentSize > uint64(limit) {
-		return buf, full, corrupt(what + " size")
+	if !f.HasFCS || f.FrameContentSize > uint64(limit) {
+		return dst, full, corrupt(what + " size")
 	}
-	fcs := int(zh.FrameContentSize)
-	if cap(buf) < fcs {
-		buf = make([]byte, 0, fcs)
-	}
-	out, err = zd.DecodeAll(full, buf[:0:fcs])
+	start, fcs := len(dst), int(f.FrameContentSize)
+	dst = slices.Grow(dst, fcs)
+	out, err = zd.DecodeAll(full, dst[:start:start+fcs])
 	if err != nil {
-		return buf, full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
+		return dst[:start], full, fmt.Errorf("%w: %s: %w", errCorrupt, what, err)
 	}
-	if len(out) != fcs {
-		return buf, full, corrupt(what + " size")
+	if len(out)-start != fcs {
+		return dst[:start], full, corrupt(what + " size")
 	}
 	return out, full, nil
 }
 
+// decodeGeneric appends to dst the document a plain zstd payload holds.
 func (c *Codec) decodeGeneric(dst []byte, h header) ([]byte, error) {
-	start := len(dst)
-	dst = slices.Grow(dst, h.size)
 	d := c.decoders.Get().(*decoder)
-	out, zin, err := zstdDecode(c.dec, dst[start:start], d.zin, h.body, h.size, "zstd")
+	out, zin, err := zstdDecode(c.dec, dst, d.zin, h.body, h.size, "zstd")
 	d.zin = zin
 	c.decoders.Put(d)
-	if err != nil {
-		return dst[:start], err
-	}
-	if len(out) != h.size {
-		return dst[:start], corrupt("zstd size")
-	}
-	return dst[:start+h.size], nil
+	return out, err
 }

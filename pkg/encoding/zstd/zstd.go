@@ -196,7 +196,9 @@ func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
 // exactly one ordinary frame (skippable frames, further frames and
 // trailing bytes are refused with ErrCorrupt). The frame's content size
 // is checked against max before decoding, and a dictionary the header names
-// but this codec lacks fails with ErrNoDictionary.
+// but this codec lacks fails with ErrNoDictionary. It makes room for no
+// more than the frame's blocks can hold (zstdframe), whatever the frame or
+// the caller's header claims.
 func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
 	if p.DictID != 0 && !c.dictIDs[p.DictID] {
 		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, p.DictID)
@@ -204,24 +206,28 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, m
 	// Exactly one ordinary frame: a skippable frame, another frame or
 	// trailing bytes would make the decoder work for output nobody
 	// budgeted.
-	h, err := zstdframe.Check(src)
+	f, err := zstdframe.Check(src)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w", encoding.ErrCorrupt, err)
 	}
-	if h.DictionaryID != 0 && !c.dictIDs[h.DictionaryID] {
-		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, h.DictionaryID)
+	if f.DictionaryID != 0 && !c.dictIDs[f.DictionaryID] {
+		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, f.DictionaryID)
 	}
-	if h.HasFCS && h.FrameContentSize > uint64(max) {
-		return dst, fmt.Errorf("%w: frame holds %d bytes, limit %d", encoding.ErrTooLarge, h.FrameContentSize, max)
+	if f.HasFCS && f.FrameContentSize > uint64(max) {
+		return dst, fmt.Errorf("%w: frame holds %d bytes, limit %d", encoding.ErrTooLarge, f.FrameContentSize, max)
 	}
 	if uint64(max) > c.maxDec {
 		max = int(c.maxDec)
 	}
-	// Room for exactly the frame's content size, or max when the frame
-	// does not record it; the decoder fails (within one block) past it.
+	// Room for exactly the frame's content size (which Check found its
+	// blocks can hold), or, when the frame does not record it, for what
+	// its blocks can hold within max; the decoder stops at the room
+	// (WithDecodeAllCapLimit), within one block.
 	room := max
-	if h.HasFCS {
-		room = int(h.FrameContentSize)
+	if f.HasFCS {
+		room = int(f.FrameContentSize)
+	} else if f.MaxSize < uint64(max) {
+		room = int(f.MaxSize)
 	}
 	if cap(dst)-len(dst) >= room {
 		dst = dst[: len(dst) : len(dst)+room]
@@ -233,7 +239,7 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, m
 	start := len(dst)
 	out, err := c.dec.DecodeAll(src, dst)
 	if err != nil {
-		if len(out)-start > max || err == kzstd.ErrDecoderSizeExceeded {
+		if room == max && (len(out)-start > max || err == kzstd.ErrDecoderSizeExceeded) {
 			return dst[:start], fmt.Errorf("%w: %w", encoding.ErrTooLarge, err)
 		}
 		return dst[:start], fmt.Errorf("%w: %w", encoding.ErrCorrupt, err)

@@ -2,6 +2,7 @@ package zstd_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"runtime"
 	"testing"
@@ -27,6 +28,11 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// Lying sizes, within the fuzz target's limit: a frame recording 60,000
+	// bytes of content and holding one raw block of a byte; one recording
+	// nothing and holding two compressed blocks of two bytes.
+	f.Add(append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xE0, 0x60, 0xea, 0, 0, 0, 0, 0, 0}, 9, 0, 0, 'x'))
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 0x14, 0, 0, 0, 0, 0x15, 0, 0, 0, 0})
 	codectest.Fuzz(f, c)
 }
 
@@ -64,4 +70,39 @@ func TestBombWithoutContentSize(t *testing.T) {
 		t.Errorf("decoding the bomb allocated %d bytes", alloc)
 	}
 	t.Logf("%d-byte bomb of 256 MiB refused at 1 MiB", buf.Len())
+}
+
+// A frame makes room for what its blocks can hold, not for what the
+// caller's limit or its own header claims: one that records no content
+// size and holds a byte decodes to that byte, one that records 16 MiB and
+// holds a byte is refused.
+func TestLyingSizesCostWhatTheFrameHolds(t *testing.T) {
+	const claim = 16<<20 - 1
+	var buf bytes.Buffer
+	w, _ := kzstd.NewWriter(&buf)
+	w.Write([]byte("x"))
+	w.Close()
+	lying := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xE0}, binary.LittleEndian.AppendUint64(nil, claim)...)
+	lying = append(lying, 9, 0, 0, 'x') // one raw block of 1 byte
+	c, _ := zstd.New()
+	for _, tc := range []struct {
+		name    string
+		frame   []byte
+		wantErr error
+	}{
+		{"no content size", buf.Bytes(), nil},
+		{"content size beyond the blocks", lying, encoding.ErrCorrupt},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		out, err := c.Decode(nil, tc.frame, c.Params(), encoding.Binding{}, claim)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, tc.wantErr) || (err == nil && string(out) != "x") {
+			t.Fatalf("%s: decoded %q, %v; want %v", tc.name, out, err, tc.wantErr)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("%s: decoding a %d-byte frame with a limit of %d bytes allocated %d KiB", tc.name, len(tc.frame), claim, alloc>>10)
+		}
+	}
 }
