@@ -187,8 +187,10 @@ func WithErrorHandler(f func(*ElementError)) Option {
 // WithDecodeWrap makes Decode use f(c) in place of each codec c it finds
 // in the registry, to observe decodes (package adaptive times them so:
 // adaptive.Models.TimeDecodes). f must return a codec that decodes as c
-// does, with its name; nesting rules go by c's kind. Default: the codecs
-// as registered.
+// does, with its name; nesting rules go by c's kind. f is called for each
+// layer of each element, and the codec it returns decodes that layer
+// only, so it may keep what it observed until it learns (DecodeAccepter)
+// whether the element was accepted. Default: the codecs as registered.
 func WithDecodeWrap(f func(Codec) Codec) Option {
 	return func(c *config) error {
 		if f == nil {
@@ -198,6 +200,14 @@ func WithDecodeWrap(f func(Codec) Codec) Option {
 		return nil
 	}
 }
+
+// DecodeAccepter is implemented by a codec WithDecodeWrap returns that
+// must tell the decodes the encoding layer keeps from those it refuses.
+// Accepted is called, after Decode, once every layer of the element
+// decoded to the size its header records; a Decode no Accepted follows was
+// refused, for its own output or another layer's: what an observer would
+// learn from it, a hostile peer chose.
+type DecodeAccepter interface{ Accepted() }
 
 // Codecs is a Scheme that encodes each selected element with its codecs in
 // order (compress, then encrypt), each encoding wrapping the previous one.
@@ -522,6 +532,7 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 	data, mime := e.Data, e.MIME
 	work := 0
 	var outerKind Kind
+	var wrapped [MaxDepth]Codec // told once the element is accepted
 	for depth := 0; mime == MIME; depth++ {
 		if depth == MaxDepth {
 			return e, rep, work, ErrNestedTooDeep
@@ -544,6 +555,7 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		kind := kindOf(codec)
 		if c.wrap != nil {
 			codec = c.wrap(codec)
+			wrapped[depth] = codec
 		}
 		if depth == 1 && (outerKind != KindSeal || kind != KindCompression) {
 			return e, rep, work, fmt.Errorf("%w: %s inside %s", ErrNesting, h.Codec, rep.outer())
@@ -563,12 +575,7 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		prealloc := min(int(h.Size), 64<<10+16*len(data[hl:]))
 		out, err := codec.Decode(make([]byte, 0, prealloc), data[hl:], h.Params, b, int(h.Size))
 		if err != nil {
-			if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrAuth) && !errors.Is(err, ErrNoKey) &&
-				!errors.Is(err, ErrNoDictionary) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrReplay) &&
-				!errors.Is(err, ErrUnbound) {
-				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-			}
-			return e, rep, work, err
+			return e, rep, work, codecError(err)
 		}
 		if uint64(len(out)) != h.Size {
 			return e, rep, work, fmt.Errorf("%w: decoded %d bytes, header says %d", ErrCorrupt, len(out), h.Size)
@@ -579,7 +586,26 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		rep.Chain = append([]string{h.Codec}, rep.Chain...)
 		data, mime = out, h.MIME
 	}
+	for _, w := range wrapped {
+		if a, ok := w.(DecodeAccepter); ok {
+			a.Accepted()
+		}
+	}
 	rep.failed = ""
 	rep.Size = len(data)
 	return message.Element{Namespace: e.Namespace, Name: e.Name, MIME: mime, Data: data, Signature: e.Signature}, rep, work, nil
+}
+
+// decodeErrors are the sentinels a codec's Decode may report as they are.
+var decodeErrors = []error{ErrTooLarge, ErrAuth, ErrNoKey, ErrNoDictionary, ErrCorrupt, ErrReplay, ErrUnbound}
+
+// codecError is err, from a codec's Decode, wrapped in ErrCorrupt unless
+// it wraps one of decodeErrors.
+func codecError(err error) error {
+	for _, s := range decodeErrors {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }

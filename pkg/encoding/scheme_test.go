@@ -370,3 +370,34 @@ func TestWithDecodeWrap(t *testing.T) {
 		t.Fatalf("nil wrapper: %v", err)
 	}
 }
+
+// acceptingCodec counts the decodes of the codec it wraps that the
+// encoding layer accepted.
+type acceptingCodec struct {
+	encoding.Codec
+	accepted *int
+}
+
+func (c acceptingCodec) Accepted() { *c.accepted++ }
+
+// A wrapped codec that is a DecodeAccepter learns which of its decodes
+// were kept: those of accepted elements, not one whose output differs
+// from the size its header records.
+func TestDecodeAccepter(t *testing.T) {
+	g := gzip.New()
+	s, _ := encoding.New([]encoding.Codec{g})
+	enc, err := s.Encode(message.New(s.Producer().Text("", "a", "hello"), s.Producer().Text("", "b", "world")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	d, _ := encoding.NewDecoder(encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec { return acceptingCodec{c, &n} }))
+	if _, err := d.Decode(enc); err != nil || n != 2 {
+		t.Fatalf("%d decodes accepted, %v; want 2", n, err)
+	}
+	payload, _ := g.Encode(nil, []byte("hello"), encoding.Binding{})
+	lying := encodedBy("gzip", g.Params(), "text/plain", 6, payload)
+	if _, err := d.Decode(message.New(message.Element{Name: "a", MIME: encoding.MIME, Data: lying})); !errors.Is(err, encoding.ErrCorrupt) || n != 2 {
+		t.Fatalf("%d decodes accepted after a refused one, %v; want still 2", n, err)
+	}
+}

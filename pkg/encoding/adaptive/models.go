@@ -194,8 +194,10 @@ func (m *Models) firstTry(spec string, k kind, n int) bool {
 }
 
 // TimeDecodes is the option of encoding.NewDecoder (and DecodeElement)
-// that times every decode into m: what a receiver learns the decode
-// Profile it serves its senders from.
+// that times every decode of an element the decoder accepts into m: what
+// a receiver learns the decode Profile it serves its senders from. A
+// refused element teaches it nothing: a hostile peer chose its decode's
+// cost (a payload that decodes to other than its header records).
 func (m *Models) TimeDecodes() encoding.Option { return m.timeDecodes(systemClock{}) }
 
 func (m *Models) timeDecodes(clock clock) encoding.Option {
@@ -204,20 +206,30 @@ func (m *Models) timeDecodes(clock clock) encoding.Option {
 	})
 }
 
-// timedCodec times its codec's decodes into the models.
+// timedCodec times its codec's decode of one layer, and records it into
+// the models once the encoding layer accepts the element.
 type timedCodec struct {
 	encoding.Codec
 	models *Models
 	clock  clock
+	n      int           // bytes the decode gave, 0 until one succeeds
+	took   time.Duration // how long it took
 }
+
+var _ encoding.DecodeAccepter = (*timedCodec)(nil)
 
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
 	t0 := t.clock.Now()
 	out, err := t.Codec.Decode(dst, src, p, b, max)
 	if err == nil {
-		t.models.recordDecode(t.Codec.Name(), len(out)-len(dst), t.clock.Now().Sub(t0))
+		t.n, t.took = len(out)-len(dst), t.clock.Now().Sub(t0)
 	}
 	return out, err
+}
+
+// Accepted records the decode: the element it was a layer of was accepted.
+func (t *timedCodec) Accepted() {
+	t.models.recordDecode(t.Codec.Name(), t.n, t.took)
 }
 
 // calibrationSizes are the sizes of the built-in sample documents: one
