@@ -47,14 +47,7 @@ func closeAll(cs []*socket.Conn) {
 // requests beyond that are refused. Accept answers each it takes; Close
 // drops the rest, counted, and forgets them.
 func TestJXTABacklogHoldsNoSockets(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-backlog")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
+	s, l, a, addr, h := hostileListener(t, "hostile-backlog")
 	const socks = 64 / 4
 	from := sendRequests(t, h, addr, a, socks+1)
 	until(t, "the requests in the backlog", func() bool { return s.JXTAStats().Refused == 1 })
@@ -106,14 +99,7 @@ func TestJXTABacklogHoldsNoSockets(t *testing.T) {
 // request sent again is a new one.
 func TestJXTAExpiredConnectRequestUnanswered(t *testing.T) {
 	const wait = 300 * time.Millisecond
-	s, _, addr := jxtaSocketsWith(t, nil, socket.WithJXTAAnswerWait(wait))
-	a := seeded(t, "hostile-expired")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
+	s, l, a, addr, h := hostileListener(t, "hostile-expired", socket.WithJXTAAnswerWait(wait))
 	h.request(t, addr, a, true)
 	until(t, "the request in the backlog", func() bool { return socket.BacklogLen(l) == 1 })
 	time.Sleep(2 * wait)
@@ -141,14 +127,7 @@ func TestJXTAExpiredConnectRequestUnanswered(t *testing.T) {
 // Accept with a context that has ended takes no connect request from the
 // backlog: the next Accept answers it.
 func TestJXTACancelledAcceptKeepsRequest(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-cancelled")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
+	s, l, a, addr, h := hostileListener(t, "hostile-cancelled")
 	h.request(t, addr, a, true)
 	until(t, "the request in the backlog", func() bool { return socket.BacklogLen(l) == 1 })
 	cancelled, cancel := context.WithCancel(ctx(t))

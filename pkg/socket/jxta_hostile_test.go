@@ -129,16 +129,24 @@ func (h *hostileJXTA) connect(t *testing.T, l *socket.Listener, addr string, a *
 // peer sends), this end's JXTA address and the socket.
 func hostileAccepted(t *testing.T, seed string) (*hostileJXTA, string, string, *socket.Conn) {
 	t.Helper()
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, seed)
+	_, l, a, addr, h := hostileListener(t, seed)
+	serverPipe, c := h.connect(t, l, addr, a, true)
+	return h, serverPipe, addr, c
+}
+
+// hostileListener listens on the pipe seeded by seed, on a JXTA socket
+// service of its own at addr, and returns a hostile JXTA peer to attack
+// it. The listener closes at the end of the test.
+func hostileListener(t *testing.T, seed string, opts ...socket.Option) (s *socket.Service, l *socket.Listener, a *adv.PipeAdvertisement, addr string, h *hostileJXTA) {
+	t.Helper()
+	s, _, addr = jxtaSocketsWith(t, nil, opts...)
+	a = seeded(t, seed)
 	l, err := s.Listen(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h := newHostileJXTA(t)
-	serverPipe, c := h.connect(t, l, addr, a, true)
-	return h, serverPipe, addr, c
+	return s, l, a, addr, newHostileJXTA(t)
 }
 
 // A JXTA peer that never acknowledges holds a writer to the socket's
@@ -203,14 +211,7 @@ func TestJXTABlockFlood(t *testing.T) {
 // sends is refused, blocks beyond the queue's bytes or count are dropped,
 // each counted, and the reader gets exactly the blocks kept.
 func TestJXTAUnreliableFlood(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-unreliable-flood")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
+	_, l, a, addr, h := hostileListener(t, "hostile-unreliable-flood")
 	serverPipe, c := h.connect(t, l, addr, a, false)
 	var sent uint64
 	flood := func(n, size int) {
@@ -268,14 +269,7 @@ func TestJXTAUnreliableFlood(t *testing.T) {
 // request sent twice before Accept makes one connection, answered once,
 // and sent again after it is answered again.
 func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
-	s, _, addr := jxtaSockets(t)
-	a := seeded(t, "hostile-requests")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	h := newHostileJXTA(t)
+	s, l, a, addr, h := hostileListener(t, "hostile-requests")
 	advXML, _ := h.pipe.Marshal()
 	other, _ := jxtatcp.NewIdentity()
 	pa := func(p string) []byte {
