@@ -21,12 +21,15 @@ import (
 // connection finds none free, the connection idle longest among those
 // that carried no frame for evictIdle is closed for it (Stats.Evicted) —
 // one of its own host's when that host is at its share, else one of the
-// host holding the most accepted connections. A connection in a frame
+// host holding the most accepted connections, if it holds at least as
+// many as the new connection's host then will. A connection in a frame
 // (read, handled or written) or in its welcome is never closed for
 // another. An evicted peer's next send dials again, as JXSE's does; this
-// transport remembers where to dial the peers an evicted connection
-// carried (the address it dialled, or the one the peer's welcome
-// announced).
+// transport remembers where to dial the peers of an evicted connection it
+// had dialled (the address it dialled). It does not for an accepted one:
+// the address a welcome announces is the peer's word, and a peer that
+// replayed another's signed frame (CBJX has no nonce) would have that
+// peer's messages routed to itself for good.
 
 // evictIdle is how long a connection must have carried no frame before
 // it may be closed to make room for another: twice the idle probe of
@@ -82,11 +85,15 @@ func (t *Transport) roomFor(inbound bool, host string) (victim *conn, ok bool) {
 	n := t.opts.maxConns
 	switch {
 	case inbound && t.hostConns[host] >= hostShare(n):
-		victim = t.idlest(host, true)
+		victim = t.idlest(host, true, 0)
 	case inbound && t.inbound >= inboundShare(n):
-		victim = t.idlest("", true)
+		// Only from a host holding at least as many as host will: else
+		// an attacker keeping its own connections busy, from a few
+		// hosts, would have every other host's idle one closed, one
+		// after another.
+		victim = t.idlest("", true, t.hostConns[host]+1)
 	case len(t.conns)+t.pendingDials >= n:
-		victim = t.idlest("", false)
+		victim = t.idlest("", false, 0)
 	default:
 		return nil, true
 	}
@@ -95,14 +102,15 @@ func (t *Transport) roomFor(inbound bool, host string) (victim *conn, ok bool) {
 
 // idlest marks evicted, and returns, the connection to close for a new
 // one: of host's connections ("": any host's), accepted ones only if
-// inboundOnly, one idle for evictIdle at least, of the host holding the
-// most accepted connections, idle longest. Nil if there is none. Under
-// t.mu.
-func (t *Transport) idlest(host string, inboundOnly bool) *conn {
+// inboundOnly, of a host holding minHold accepted connections at least,
+// one idle for evictIdle at least, of the host holding the most accepted
+// connections, idle longest. Nil if there is none. Under t.mu.
+func (t *Transport) idlest(host string, inboundOnly bool, minHold int) *conn {
 	now := time.Now().UnixNano()
 	var cands []*conn
 	for c := range t.conns {
-		if (host == "" || c.host == host) && (c.inbound || !inboundOnly) && c.idle(now) >= t.opts.evictIdle {
+		if (host == "" || c.host == host) && (c.inbound || !inboundOnly) && (!c.inbound || t.hostConns[c.host] >= minHold) &&
+			c.idle(now) >= t.opts.evictIdle {
 			cands = append(cands, c)
 		}
 	}
@@ -166,30 +174,4 @@ func (c *conn) begin() bool {
 func (c *conn) end() {
 	c.last.Store(time.Now().UnixNano())
 	c.frames.Add(-1)
-}
-
-// redialAddr is the host:port to dial c's peers at once c is gone: the
-// address c was dialled at, or the public address the peer's welcome
-// announced (its host, when unspecified, the one c came from); "" when
-// there is none.
-func (c *conn) redialAddr() string {
-	if c.hostport != "" {
-		return c.hostport
-	}
-	proto, hostport, _, _, err := splitAddress(c.remote.Public)
-	if err != nil || proto != "tcp" {
-		return ""
-	}
-	h, port, err := net.SplitHostPort(hostport)
-	if err != nil || h == "" || port == "0" {
-		return ""
-	}
-	if ip, err := netip.ParseAddr(h); err == nil && ip.IsUnspecified() {
-		rh, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
-		if err != nil {
-			return ""
-		}
-		return net.JoinHostPort(rh, port)
-	}
-	return hostport
 }

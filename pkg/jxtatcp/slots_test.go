@@ -233,9 +233,9 @@ func TestIdleConnectionsEvicted(t *testing.T) {
 	}
 }
 
-// A peer whose idle connection was closed for another is reached again:
-// this end dials it at the address its welcome announced, and it dials
-// this end on its next send.
+// A peer whose idle accepted connection was closed for another is
+// reached again once it dials this end, on its next send; until then a
+// send to it fails with ErrNoRoute.
 func TestEvictedPeerReachedAgain(t *testing.T) {
 	const idle = 200 * time.Millisecond
 	// 4 slots: 1 a host, 3 inbound, 1 for our dials.
@@ -267,11 +267,11 @@ func TestEvictedPeerReachedAgain(t *testing.T) {
 		t.Fatalf("%+v, want H's connection evicted", s)
 	}
 
-	send(tg.Transport, peerAddress(otherIdent.ID()))
-	select {
-	case <-hGot:
-	case <-ctx.Done():
-		t.Fatal("H never got the message sent to it after its connection was evicted")
+	// H's connection was accepted: no route to it is kept (the address a
+	// welcome announces is the peer's word), so a send to it fails, and
+	// says so, until H dials again.
+	if err := tg.Send(ctx, peerAddress(otherIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "hi"))); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("send to H after its accepted connection was evicted: %v, want ErrNoRoute", err)
 	}
 	// Once H has seen its connection closed, its next send dials again.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -289,5 +289,11 @@ func TestEvictedPeerReachedAgain(t *testing.T) {
 	tg.next(t)
 	if s := tg.Stats(); s.Evicted != 2 || s.Refused != 0 {
 		t.Fatalf("%+v, want H's new connection to take an idle one's place", s)
+	}
+	send(tg.Transport, peerAddress(otherIdent.ID()))
+	select {
+	case <-hGot:
+	case <-ctx.Done():
+		t.Fatal("H never got the message sent to it over its new connection")
 	}
 }

@@ -664,8 +664,8 @@ func (t *Transport) forgetLocked(c *conn, byEviction bool) {
 			}
 		}
 		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed {
-			if addr := c.redialAddr(); addr != "" && len(t.routes) < maxRoutes {
-				t.routes[p] = addr
+			if c.hostport != "" && len(t.routes) < maxRoutes {
+				t.routes[p] = c.hostport
 			}
 		}
 	}
