@@ -70,5 +70,8 @@ type Codec interface {
 	// It must make room for no more output than src can decode to (what
 	// its format lets those bytes hold), growing as output appears: max
 	// and any size src records are claims a hostile peer makes freely.
+	// ErrNoKey, ErrNoDictionary and ErrUnbound are for refusals before
+	// any room is made: such a layer costs its message's budget only its
+	// payload's length.
 	Decode(dst, src []byte, p Params, b Binding, max int) ([]byte, error)
 }

@@ -575,6 +575,9 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 		prealloc := min(int(h.Size), 64<<10+16*len(data[hl:]))
 		out, err := codec.Decode(make([]byte, 0, prealloc), data[hl:], h.Params, b, int(h.Size))
 		if err != nil {
+			if refusedUnopened(err) {
+				work -= int(h.Size) - len(data[hl:])
+			}
 			return e, rep, work, codecError(err)
 		}
 		if uint64(len(out)) != h.Size {
@@ -594,6 +597,16 @@ func (c *config) decodeElement(e message.Element, max, budget int) (message.Elem
 	rep.failed = ""
 	rep.Size = len(data)
 	return message.Element{Namespace: e.Namespace, Name: e.Name, MIME: mime, Data: data, Signature: e.Signature}, rep, work, nil
+}
+
+// refusedUnopened reports whether a codec's Decode refused its payload
+// before making room for any output: a key or dictionary this end lacks,
+// a binding missing. Such a layer costs its payload's length, not its
+// claimed size, so that, under DeliverEncoded, elements this receiver
+// cannot open (sealed to another peer, compressed with a dictionary it
+// lacks) do not use up the budget of the rest of their message.
+func refusedUnopened(err error) bool {
+	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrNoDictionary) || errors.Is(err, ErrUnbound)
 }
 
 // decodeErrors are the sentinels a codec's Decode may report as they are.
