@@ -89,3 +89,63 @@ func TestDHTProviderFloodBounded(t *testing.T) {
 		t.Fatalf("the honest peer's record beside the flood: %v %v", provs, err)
 	}
 }
+
+// TestProviderSybilsCannotFillTheStore: the store's total bound (256 Ki
+// records) is 64 times the per-peer bound (4,096), and a libp2p peer ID
+// costs one Ed25519 key: 64 identities announcing 4,096 made-up keys each
+// fill it. An honest peer's announcement then takes the place of one of
+// theirs (it was refused, for the 48 h the records live, and pipe
+// resolution through this server found no honest provider).
+func TestProviderSybilsCannotFillTheStore(t *testing.T) {
+	victim := testutil.NewNode(t, node.WithDHT(node.DHTServer))
+	honest := testutil.NewNode(t, node.WithDHT(node.DHTClient), node.WithBootstrapPeers(victim.AddrInfo()))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const sybils, each = 64, 4096
+	for i := range sybils {
+		a := testutil.NewNode(t)
+		if err := a.Connect(ctx, victim.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		floodProviders(t, ctx, a, victim, each)
+		for victim.DHTStats().ProviderRecords+int(victim.DHTStats().ProvidersRefused) < (i+1)*each && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("sybil %d: %+v", i, victim.DHTStats())
+		}
+	}
+	st := victim.DHTStats()
+	mh, err := multihash.Sum([]byte("an honest pipe"), multihash.SHA2_256, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := honest.Routing().Provide(ctx, cid.NewCidV1(cid.Raw, mh), true); err != nil {
+		t.Fatal(err)
+	}
+	ps := victim.Routing().(*dht.IpfsDHT).ProviderStore()
+	// Not asked for here: a GetProviders now would put it in kad-dht's
+	// cache of provider sets, served from there whatever the store kept.
+	time.Sleep(time.Second) // Provide returns once it has sent
+	// kad-dht holds writes in a buffer of 256, served from there, and
+	// writes them to the store when it fills: the attacker's next
+	// announcements flush the honest one into the full store.
+	a := testutil.NewNode(t)
+	if err := a.Connect(ctx, victim.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	floodProviders(t, ctx, a, victim, 256)
+	for victim.DHTStats().ProvidersReplaced < st.ProvidersReplaced+256 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	provs, err := ps.GetProviders(ctx, mh)
+	if after := victim.DHTStats(); len(provs) == 0 {
+		t.Fatalf("after %d peer IDs announced %d made-up keys each (store %+v), the honest peer's one announcement was "+
+			"refused (now %+v; providers of its key: %v %v); want room kept for peers holding few records (e.g. a total "+
+			"bound shared out among providers, or the newest records of the largest holders dropped first)",
+			sybils, each, st, after, provs, err)
+	}
+	if after := victim.DHTStats(); st.ProviderRecords != 64*4096 || after.ProviderRecords != st.ProviderRecords {
+		t.Fatalf("store after the flood %+v, after the honest provide %+v: want it full, and kept so", st, after)
+	}
+}
