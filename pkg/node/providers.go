@@ -15,7 +15,7 @@ import (
 // hours, and ADD_PROVIDER has no answer: without bounds one peer writing
 // announcements for made-up keys grows a server's memory by ~250 bytes a
 // record, without end. The bounds below are far above what pipes need (a
-// node announces one record per pipe it binds) and keep the store within
+// node announces one record per pipe it binds) and keep the store
 // of the order of 64 MiB.
 const (
 	// maxProvidersPerPeer bounds the records a DHT server keeps for one
