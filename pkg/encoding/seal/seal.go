@@ -35,7 +35,10 @@
 // peer without the key cannot move the window; and each key has its own
 // streams, so a peer sealing to this peer's identity (which anyone may
 // do) from many streams cannot make it forget, or refuse, the streams of
-// a pre-shared key.
+// a pre-shared key. Such a flood does make this peer forget, and refuse,
+// the other streams sealed to its identity, while it goes on and for up
+// to ReplayMaxSkew after: senders to an identity share one table, as the
+// codec does not see who sent an element.
 //
 // Pre-shared key (key ID "psk:<id>"): k = HKDF-SHA256(ikm = PSK, salt =
 // none, info = "p2pmsg-seal-psk-v1" || pipe ID); payload = seq(24) ||
