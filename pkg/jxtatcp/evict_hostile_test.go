@@ -132,24 +132,7 @@ func TestEvictionRoutesNoReplayer(t *testing.T) {
 	defer h.Close()
 
 	// Z asks H something and captures H's signed answer.
-	zc, err := net.Dial("tcp", strings.TrimPrefix(h.Addrs()[0], "tcp://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.Close()
-	zr := &rawPeer{Conn: zc, br: bufio.NewReader(zc)}
-	zr.welcome(t, otherIdent)
-	zr.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "q", "what?")))
-	zc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := readFrameHeader(zr.br, DefaultMaxMessageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	captured := make([]byte, n)
-	if _, err := io.ReadFull(zr.br, captured); err != nil {
-		t.Fatal(err)
-	}
-	zc.Close()
+	captured := captureAnswer(t, h)
 
 	// Z's listener: what A sends there is stolen.
 	stolen := make(chan *message.Message, 4)

@@ -944,23 +944,7 @@ func TestReplayedSignedFrameKeepsTheRoute(t *testing.T) {
 		t.Fatal("H did not get A's first message")
 	}
 
-	zc, err := net.Dial("tcp", strings.TrimPrefix(h.Addrs()[0], "tcp://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.Close()
-	zr := &rawPeer{Conn: zc, br: bufio.NewReader(zc)}
-	zr.welcome(t, otherIdent)
-	zr.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "q", "what?")))
-	zc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := readFrameHeader(zr.br, DefaultMaxMessageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	captured := make([]byte, n)
-	if _, err := io.ReadFull(zr.br, captured); err != nil {
-		t.Fatal(err)
-	}
+	captured := captureAnswer(t, h)
 
 	z := dialRaw(t, a)
 	z.welcome(t, otherIdent)
@@ -1059,4 +1043,29 @@ func TestLargeFrameToASteadySlowReader(t *testing.T) {
 	if err := tr.Send(sctx, addr, "Svc", "", message.New(message.Bytes("", "big", make([]byte, 24<<20)))); err != nil {
 		t.Fatalf("a 24 MiB message to a peer reading steadily at ~3.3 MB/s: %v", err)
 	}
+}
+
+// captureAnswer asks h a question ("study:q") from a hand-made peer and
+// returns the body of the frame h answers with, signed by h: what a peer
+// h talked to can replay.
+func captureAnswer(t *testing.T, h *Transport) []byte {
+	t.Helper()
+	zc, err := net.Dial("tcp", strings.TrimPrefix(h.Addrs()[0], "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	zr := &rawPeer{Conn: zc, br: bufio.NewReader(zc)}
+	zr.welcome(t, otherIdent)
+	zr.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "q", "what?")))
+	zc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	n, err := readFrameHeader(zr.br, DefaultMaxMessageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured := make([]byte, n)
+	if _, err := io.ReadFull(zr.br, captured); err != nil {
+		t.Fatal(err)
+	}
+	return captured
 }
