@@ -113,23 +113,7 @@ func TestEvictionRoutesNoReplayer(t *testing.T) {
 	a := newTarget(t, WithMaxConns(4), withEvictIdle(idle))
 
 	// H, an honest peer that answers questions.
-	hIdent := mustIdentity()
-	hGot := make(chan *Incoming, 16)
-	var h *Transport
-	h, err := New(hIdent, func(in *Incoming) {
-		if e, ok := in.Message.Get("study", "q"); ok {
-			go h.Send(ctx, peerAddress(in.Source), "StudySvc", "ep", message.New(message.Text("study", "answer", string(e.Data))))
-			return
-		}
-		hGot <- in
-	}, dialFrom("127.0.0.3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Listen("tcp://127.0.0.3:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h, hIdent, _ := answeringPeer(t, ctx, "127.0.0.3")
 
 	// Z asks H something and captures H's signed answer.
 	captured := captureAnswer(t, h)
@@ -186,7 +170,7 @@ func TestEvictionRoutesNoReplayer(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	// A sends to H by its peer ID.
-	err = a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "secret", "for H only")))
+	err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "secret", "for H only")))
 	select {
 	case m := <-stolen:
 		e, _ := m.Get("study", "secret")

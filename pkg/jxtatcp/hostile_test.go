@@ -902,7 +902,6 @@ func TestShedFor(t *testing.T) {
 	}
 }
 
-// Z replays H's signed frame to A: A routes H to Z, and after Z leaves has no route to H.
 // A peer replays, on its own connection, a frame another peer H signed
 // (here H's answer to it): the signature verifies, but H's traffic stays
 // on H's own connection, and when the replayer leaves, H is still
@@ -913,23 +912,7 @@ func TestReplayedSignedFrameKeepsTheRoute(t *testing.T) {
 	defer cancel()
 	a := newTarget(t)
 
-	hIdent := mustIdentity()
-	hGot := make(chan *Incoming, 16)
-	var h *Transport
-	h, err := New(hIdent, func(in *Incoming) {
-		if e, ok := in.Message.Get("study", "q"); ok {
-			go h.Send(ctx, peerAddress(in.Source), "StudySvc", "ep", message.New(message.Text("study", "answer", string(e.Data))))
-			return
-		}
-		hGot <- in
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h, hIdent, hGot := answeringPeer(t, ctx, "127.0.0.1")
 
 	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
 		t.Fatal(err)
@@ -1068,4 +1051,30 @@ func captureAnswer(t *testing.T, h *Transport) []byte {
 		t.Fatal(err)
 	}
 	return captured
+}
+
+// answeringPeer starts H, a peer listening (and dialling) at ip, that
+// answers each "study:q" question to the peer that asked it and hands
+// every other message to the channel it returns. It closes at the end of
+// the test.
+func answeringPeer(t *testing.T, ctx context.Context, ip string) (*Transport, *Identity, chan *Incoming) {
+	t.Helper()
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	var h *Transport
+	h, err := New(hIdent, func(in *Incoming) {
+		if e, ok := in.Message.Get("study", "q"); ok {
+			go h.Send(ctx, peerAddress(in.Source), "StudySvc", "ep", message.New(message.Text("study", "answer", string(e.Data))))
+			return
+		}
+		hGot <- in
+	}, dialFrom(ip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if err := h.Listen("tcp://" + ip + ":0"); err != nil {
+		t.Fatal(err)
+	}
+	return h, hIdent, hGot
 }
