@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"net"
-	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 )
 
 // Connection slots.
@@ -48,26 +49,19 @@ const evicted = -1
 var errEvicted = errors.New("jxtatcp: connection closed to make room for another")
 
 // hostOf returns the host a connection's remote address is counted
-// under: its IPv4 address, or its IPv6 /64, since a host is given a whole
-// /64 and picks addresses in it at will (RFC 4291's interface
-// identifiers).
+// under (internal/hostkey: its IPv4 address, or its IPv6 /64), or for an
+// address with no IP, the address itself.
 func hostOf(a net.Addr) string {
-	var ap netip.AddrPort
-	if ta, ok := a.(*net.TCPAddr); ok {
-		ap = ta.AddrPort()
-	} else if p, err := netip.ParseAddrPort(a.String()); err == nil {
-		ap = p
-	} else if s := a.String(); s != "" {
-		return s
-	} else {
-		return "?" // never "": budget.shedFor's "any host"
+	if p, ok := hostkey.FromNetAddr(a); ok {
+		if p.Addr().Is4() {
+			return p.Addr().String() // an IPv4 host is named by its address alone
+		}
+		return p.String()
 	}
-	ip := ap.Addr().Unmap()
-	if ip.Is4() {
-		return ip.String()
+	if a != nil && a.String() != "" {
+		return a.String()
 	}
-	p, _ := ip.Prefix(64)
-	return p.String()
+	return "?" // never "": budget.shedFor's "any host"
 }
 
 // hostShare is the connections one host may open: a quarter of the
