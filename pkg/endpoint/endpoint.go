@@ -77,6 +77,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -137,6 +139,14 @@ type Delivery struct {
 	// peer's message that was not signed (WithJXTA with unsigned
 	// messages accepted). libp2p messages are always authenticated.
 	Unverified bool
+	// RemoteHost is the remote host of the connection the message came
+	// on, as bounds shared out by host count it: the IPv4 address as a
+	// /32, or the IPv6 /64 (a host picks addresses in its /64 at will).
+	// For a relayed message it is the relay's host: the peer behind the
+	// relay shows no address of its own. Unlike Source, it costs a
+	// hostile peer a machine, not a key pair, to change. The zero Prefix
+	// when the connection's address has no IP.
+	RemoteHost netip.Prefix
 
 	// bufs are the service's buffers holding the message's larger
 	// elements, for Release.
@@ -678,6 +688,7 @@ func (s *Service) handleStream(st network.Stream) {
 	defer s.closeIn(in)
 	defer in.wake()
 	security, relayed := ConnSecurity(st.Conn()), st.Conn().Stat().Limited || isCircuit(st.Conn())
+	remoteHost, _ := hostkey.FromMultiaddr(st.Conn().RemoteMultiaddr())
 	srcJXTA, err := s.jxtaIDOf(src)
 	if err != nil {
 		st.Reset()
@@ -732,7 +743,7 @@ func (s *Service) handleStream(st network.Stream) {
 		extra := int64(d.Message.Len()) * elementOverhead
 		s.forceCharge(in.peer, extra)
 		d.Source, d.SourceJXTA, d.Service, d.Param = src, srcJXTA, service, param
-		d.Security, d.Relayed = security, relayed
+		d.Security, d.Relayed, d.RemoteHost = security, relayed, remoteHost
 		d.svc, d.peer, d.charged, d.size = s, in.peer, charge+extra, charge+extra
 		d.in = in
 		s.deliver(d, in)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -79,7 +80,8 @@ func TestSendReceiveInOrder(t *testing.T) {
 		if string(e.Data) != fmt.Sprint(i) {
 			t.Fatalf("message %d arrived as %s", i, e.Data)
 		}
-		if d.Source != nodes[0].ID() || d.SourceJXTA != nodes[0].JXTAPeerID() || d.Service != "chat" || d.Param != "room1" {
+		if d.Source != nodes[0].ID() || d.SourceJXTA != nodes[0].JXTAPeerID() || d.Service != "chat" || d.Param != "room1" ||
+			d.RemoteHost != netip.MustParsePrefix("127.0.0.1/32") {
 			t.Fatalf("delivery %+v", d)
 		}
 	}
@@ -189,7 +191,9 @@ func TestDeadPeerThenReconnect(t *testing.T) {
 // listener through R, and B's reply reaches A.
 func TestRelay(t *testing.T) {
 	// A relay serves others only once it believes it is publicly reachable.
-	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	// It is a host of its own, 127.0.0.3: relayed messages come from it.
+	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()),
+		node.WithListenAddrs("/ip4/127.0.0.3/tcp/0"))
 	a := testutil.NewNode(t)
 	b := testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
 	if len(b.Host().Addrs()) != 0 {
@@ -214,8 +218,8 @@ func TestRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := recv(t, chB)
-	if d.Source != a.ID() {
-		t.Fatalf("B sees source %v", d.Source)
+	if d.Source != a.ID() || !d.Relayed || d.RemoteHost != netip.MustParsePrefix("127.0.0.3/32") {
+		t.Fatalf("B sees source %v, relayed %v, from host %v; want A through the relay's host", d.Source, d.Relayed, d.RemoteHost)
 	}
 	if err := sb.Send(ctx(t), endpoint.PeerAddress(a.ID(), "pong", ""), message.New(message.Text("", "a", "world"))); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -79,8 +80,9 @@ func (s *Service) sendJXTA(ctx context.Context, addr Address, m *message.Message
 // in bytes (a pipe's) counts it; the transport's memory budget, not this
 // service's, holds it until the listener returns, so Hold keeps nothing.
 func (s *Service) deliverJXTA(in *jxtatcp.Incoming) {
+	host, _ := hostkey.FromString(in.Remote)
 	d := &Delivery{Message: in.Message, SourceJXTA: in.Source, Service: in.Service, Param: in.Param,
-		Transport: TransportJXTA, Unverified: !in.Signed, svc: s,
+		Transport: TransportJXTA, Unverified: !in.Signed, RemoteHost: host, svc: s,
 		size: in.Size + frameOverhead + int64(in.Message.Len())*elementOverhead}
 	l := s.listenerFor(in.Service, in.Param)
 	if l == nil {

@@ -433,7 +433,7 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 		}
 		r := receivedPool.Get().(*Received)
 		r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, b.adv.ID
-		r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
+		r.Security, r.Relayed, r.RemoteHost, r.delivery = d.Security, d.Relayed, d.RemoteHost, d
 		if ok, _ := b.box.put(ctx, b.done, r, d); !ok {
 			r.recycle() // nobody saw it
 			d.Refuse("bidirectional pipe connection closed")

@@ -191,7 +191,7 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 	p.svc.tagSender(d.Source)
 	r := receivedPool.Get().(*Received)
 	r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, p.adv.ID
-	r.Security, r.Relayed, r.delivery = d.Security, d.Relayed, d
+	r.Security, r.Relayed, r.RemoteHost, r.delivery = d.Security, d.Relayed, d.RemoteHost, d
 	if err := p.deliver(ctx, r, d); err != nil {
 		r.recycle() // nobody saw it
 		d.Refuse("pipe not bound here")

@@ -120,6 +120,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,10 @@ type Received struct {
 	Security string
 	// Relayed is true when it came through a circuit relay.
 	Relayed bool
+	// RemoteHost is the remote host of the connection it came on
+	// (endpoint.Delivery.RemoteHost): the zero Prefix for propagate
+	// messages, which travel hop by hop, and for this peer's own.
+	RemoteHost netip.Prefix
 
 	delivery *endpoint.Delivery // what Release releases
 	queued   queued             // what it holds while queued (queue.go)
