@@ -52,9 +52,15 @@ const (
 // connection.
 type JXTAStats struct {
 	// Refused counts connect requests dropped on arrival: malformed,
-	// naming another peer than the sender, beyond the listener's backlog,
-	// or for a listener closing.
+	// naming another peer than the sender, beyond the listener's backlog
+	// or its peer's or host's share of it (see WithBacklog), or for a
+	// listener closing. JXTA has no refusal to send: the client's connect
+	// times out.
 	Refused uint64
+	// HostBacklog counts those of Refused whose host already held its
+	// share of the backlog: however many JXTA peer IDs its requests
+	// claimed, they came on connections from one host.
+	HostBacklog uint64
 	// Repeated counts connect requests a client sent again (JXSE may send
 	// two): one still in the backlog is answered once, by Accept; one for
 	// a connection already made is answered again, with the same
@@ -70,7 +76,8 @@ type JXTAStats struct {
 
 // JXTAStats returns the service's JXTA socket counters.
 func (s *Service) JXTAStats() JXTAStats {
-	return JXTAStats{Refused: s.jxtaRefused.Load(), Repeated: s.jxtaRepeated.Load(), Unanswered: s.jxtaUnanswered.Load()}
+	return JXTAStats{Refused: s.jxtaRefused.Load(), HostBacklog: s.jxtaHostFull.Load(), Repeated: s.jxtaRepeated.Load(),
+		Unanswered: s.jxtaUnanswered.Load()}
 }
 
 // jxtaAnswerWait is how long a JXTA connect request waits in the backlog
@@ -655,12 +662,14 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 		}
 		req := &jxtaRequest{peer: h.Peer, pipe: h.Pipe.ID, reliable: h.Reliable,
 			key: h.Peer.String() + " " + h.Pipe.ID.String(), deadline: time.Now().Add(s.opts.jxtaWait)}
-		b := backlogged{req: req, who: "jxta:" + h.Peer.String()}
+		// The peer ID is the request's claim, the host that of the
+		// connection that carried it: only the host costs a machine.
+		b := backlogged{req: req, at: place{who: "jxta:" + h.Peer.String(), host: r.RemoteHost}}
 		s.mu.Lock()
 		js, pending := s.jxtaConns[req.key], s.jxtaPending[req.key]
-		queued := false
+		queued, why := false, Accepted
 		if js == nil && !pending {
-			if _, queued = l.reserve(b.who); queued {
+			if why, queued = l.reserve(b.at); queued {
 				s.jxtaPending[req.key] = true
 			}
 		}
@@ -672,9 +681,12 @@ func (s *Service) listenJXTA(l *Listener) (func(), error) {
 		case pending:
 			s.jxtaRepeated.Add(1) // Accept answers the one queued
 		case !queued:
-			s.jxtaRefused.Add(1) // backlog or the peer's share full: the JXSE client times out
+			if why == HostBacklog {
+				s.jxtaHostFull.Add(1)
+			}
+			s.jxtaRefused.Add(1) // backlog or the peer's or host's share full: the JXSE client times out
 		case !l.enqueue(b):
-			l.unreserve(b.who)
+			l.unreserve(b.at)
 			s.forgetRequest(req)
 			s.jxtaRefused.Add(1)
 		}

@@ -35,7 +35,7 @@ type hostileJXTA struct {
 	ackRecv atomic.Int64
 }
 
-func newHostileJXTA(t *testing.T) *hostileJXTA {
+func newHostileJXTA(t *testing.T, opts ...jxtatcp.Option) *hostileJXTA {
 	t.Helper()
 	h := &hostileJXTA{resp: make(chan *message.Message, 4)}
 	var err error
@@ -60,7 +60,7 @@ func newHostileJXTA(t *testing.T) *hostileJXTA {
 				h.blocks.Add(1)
 			}
 		}
-	})
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

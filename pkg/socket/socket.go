@@ -22,6 +22,12 @@
 // is the stream's half-close: the other side reads io.EOF after the last
 // byte. Deadlines are the stream's.
 //
+// Until Accept takes them, connections wait in the listener's backlog
+// (WithBacklog), where one peer and one remote host (an IPv4 address or
+// IPv6 /64, whatever identities it dials as) each hold at most a quarter
+// of the places; a dialler beyond them is answered why (PeerBacklog,
+// HostBacklog, Backlog) and counted (Stats).
+//
 // Connections are secured by the node's libp2p connection (TLS 1.3 or
 // Noise, or QUIC), end to end even through a circuit relay; for a
 // JxtaUnicastSecure pipe both sides also refuse any connection that is
@@ -36,9 +42,12 @@
 // blocks and acknowledgements of JXTA's reliable layer (package jxtarel),
 // behind the same Conn (jxta.go). A JXTA peer's connect request waits in
 // the listener's backlog, unanswered, until Accept answers it, as JXSE's
-// JxtaServerSocket does: until then the peer has no socket to send to,
-// so a backlog holds no receive buffers, only requests, each dropped
-// (JXTAStats.Unanswered) once its peer has stopped waiting.
+// JxtaServerSocket does, counted under the peer ID it claims and the
+// host of the connection that carried it (endpoint.Delivery.RemoteHost),
+// which, unlike the claim, costs a machine to change. Until then the
+// peer has no socket to send to, so a backlog holds no receive buffers,
+// only requests, each dropped (JXTAStats.Unanswered) once its peer has
+// stopped waiting.
 package socket
 
 import (
@@ -49,6 +58,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +69,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
@@ -80,6 +91,11 @@ const (
 	// PeerBacklog: the dialling peer already holds its share of the
 	// listener's backlog (see WithBacklog).
 	PeerBacklog byte = 4
+	// HostBacklog: the host the dialling peer connects from already holds
+	// its share of the listener's backlog (see WithBacklog). A dialler
+	// that predates it reads it, as any answer but Accepted, as a
+	// refusal.
+	HostBacklog byte = 5
 )
 
 // Errors. Errors from this package wrap one of these; use errors.Is.
@@ -108,9 +124,24 @@ type Option func(*options) error
 // WithBacklog sets how many connections a listener holds before Accept
 // takes them, JXTA connect requests included (Accept answers those); more
 // are refused (default 64, 1 to 4096). One peer may hold at most a
-// quarter of them (at least one), so a peer that dials and waits cannot
-// lock every other peer out until the application accepts; a client
-// opening a pool of connections at once still gets 16 of the default 64.
+// quarter of them (at least one), and so may one remote host, however
+// many peers it speaks for, so that a peer that dials and waits cannot
+// lock every other peer out until the application accepts, nor can four
+// identities made for the purpose (a libp2p key or a claimed JXTA peer
+// ID costs nothing) on one machine; it takes four hosts. A client
+// opening a pool of connections at once still gets 16 of the default
+// 64.
+//
+// A host is the remote IPv4 address, or IPv6 /64, of the connection a
+// dial or JXTA connect request came on (the rule JXTA's TCP transport
+// shares its connections by; see endpoint.Delivery.RemoteHost); for a
+// connection through a circuit relay, the relay's, whose bytes are the
+// ones that arrive. Peers behind one NAT so share a quarter, and so do
+// peers reached through one relay: keying a relayed connection by relay
+// and peer would let identities made behind one relay take the whole
+// backlog again, and one share for all relayed connections would let one
+// relay's peers lock out every other relay's. Connections whose address
+// shows no IP share one quarter between them.
 func WithBacklog(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
@@ -190,9 +221,10 @@ type Service struct {
 	listeners map[string]*Listener
 	closed    bool
 
-	refused        [PeerBacklog + 1]atomic.Uint64 // libp2p dials, by answer
+	refused        [HostBacklog + 1]atomic.Uint64 // libp2p dials, by answer
 	malformed      atomic.Uint64
 	jxtaRefused    atomic.Uint64
+	jxtaHostFull   atomic.Uint64
 	jxtaRepeated   atomic.Uint64
 	jxtaUnanswered atomic.Uint64
 	jxtaPending    map[string]bool        // connect requests in a backlog, by client peer and pipe
@@ -222,6 +254,7 @@ type Stats struct {
 	Insecure    uint64 // for a secure pipe over an unencrypted connection
 	BacklogFull uint64 // the listener's backlog was full
 	PeerBacklog uint64 // the peer already held its share of the backlog
+	HostBacklog uint64 // the peer's host already held its share of the backlog
 }
 
 // Stats returns the service's counters.
@@ -232,6 +265,7 @@ func (s *Service) Stats() Stats {
 		Insecure:    s.refused[Insecure].Load(),
 		BacklogFull: s.refused[Backlog].Load(),
 		PeerBacklog: s.refused[PeerBacklog].Load(),
+		HostBacklog: s.refused[HostBacklog].Load(),
 	}
 }
 
@@ -269,7 +303,8 @@ type Listener struct {
 	mu      sync.Mutex // orders enqueueing against Close
 	closed  bool
 	done    chan struct{}
-	pending map[string]int // places in the backlog, by peer (backlogged.who)
+	pending map[string]int       // places in the backlog, by peer (place.who)
+	hosts   map[netip.Prefix]int // places in the backlog, by host (place.host)
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -284,7 +319,7 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), backlog: make(chan backlogged, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release, pending: map[string]int{}}
+	l := &Listener{svc: s, adv: a, key: pipe.Key(a.ID), backlog: make(chan backlogged, s.opts.backlog), slots: make(chan struct{}, s.opts.backlog), done: make(chan struct{}), release: release, pending: map[string]int{}, hosts: map[netip.Prefix]int{}}
 	if s.pipes.JXTAPeerAdv() != nil && a.Type == adv.Unicast {
 		// JXSE peers' JxtaSocket connect requests come to the pipe itself.
 		unbind, err := s.listenJXTA(l)
@@ -323,7 +358,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 type backlogged struct {
 	c   *Conn
 	req *jxtaRequest
-	who string // the peer's place in the backlog: "p2p:" or "jxta:" and its ID
+	at  place
+}
+
+// place is whose place in the backlog a connection or request takes.
+type place struct {
+	who  string       // the peer: "p2p:" or "jxta:" and its ID
+	host netip.Prefix // the remote host it came from (hostkey); zero when unknown
 }
 
 // AcceptContext is Accept bounded by ctx. JXTA connect requests are
@@ -351,7 +392,7 @@ func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 			l.requeue(b) // ctx ended while waiting: leave the request for the next Accept
 			return nil, ctx.Err()
 		}
-		l.unreserve(b.who)
+		l.unreserve(b.at)
 		if b.c != nil {
 			return b.c, nil
 		}
@@ -419,36 +460,44 @@ func (l *Listener) enqueue(b backlogged) bool {
 // place; it is discarded if the listener closed meanwhile.
 func (l *Listener) requeue(b backlogged) {
 	if !l.enqueue(b) {
-		l.unreserve(b.who)
+		l.unreserve(b.at)
 		l.discard(b)
 	}
 }
 
-// peerShare is how many places in the backlog one peer may hold.
-func (l *Listener) peerShare() int { return max(1, cap(l.slots)/4) }
+// share is how many places in the backlog one peer, or one host, may
+// hold.
+func (l *Listener) share() int { return max(1, cap(l.slots)/4) }
 
-// reserve takes a place in the backlog for who, within who's share; else
-// why says which bound refused it.
-func (l *Listener) reserve(who string) (why byte, ok bool) {
+// reserve takes a place in the backlog for at, within its peer's share
+// and its host's; else why says which bound refused it.
+func (l *Listener) reserve(at place) (why byte, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pending[who] >= l.peerShare() {
+	switch {
+	case l.pending[at.who] >= l.share():
 		return PeerBacklog, false
+	case l.hosts[at.host] >= l.share():
+		return HostBacklog, false
 	}
 	select {
 	case l.slots <- struct{}{}:
 	default:
 		return Backlog, false
 	}
-	l.pending[who]++
+	l.pending[at.who]++
+	l.hosts[at.host]++
 	return Accepted, true
 }
 
 // unreserve gives back a place reserve took.
-func (l *Listener) unreserve(who string) {
+func (l *Listener) unreserve(at place) {
 	l.mu.Lock()
-	if l.pending[who]--; l.pending[who] <= 0 {
-		delete(l.pending, who)
+	if l.pending[at.who]--; l.pending[at.who] <= 0 {
+		delete(l.pending, at.who)
+	}
+	if l.hosts[at.host]--; l.hosts[at.host] <= 0 {
+		delete(l.hosts, at.host)
 	}
 	l.mu.Unlock()
 	<-l.slots
@@ -485,19 +534,20 @@ func (s *Service) handle(st network.Stream) {
 	}
 	// Reserve a place in the backlog before saying yes, so that two
 	// handshakes cannot both be promised the last one.
-	who := "p2p:" + st.Conn().RemotePeer().String()
-	if why, ok := l.reserve(who); !ok {
+	at := place{who: "p2p:" + st.Conn().RemotePeer().String()}
+	at.host, _ = hostkey.FromMultiaddr(st.Conn().RemoteMultiaddr())
+	if why, ok := l.reserve(at); !ok {
 		refuse(why)
 		return
 	}
 	if _, err := st.Write([]byte{Accepted}); err != nil {
-		l.unreserve(who)
+		l.unreserve(at)
 		st.Reset()
 		return
 	}
 	st.SetDeadline(time.Time{})
-	if !l.enqueue(backlogged{c: newConn(st, l.adv, br), who: who}) {
-		l.unreserve(who)
+	if !l.enqueue(backlogged{c: newConn(st, l.adv, br), at: at}) {
+		l.unreserve(at)
 		st.Reset()
 	}
 }
@@ -579,7 +629,7 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	if ans[0] != Accepted {
 		st.Reset()
 		why := map[byte]string{NoListener: "no listener", Backlog: "backlog full", Insecure: "insecure connection",
-			PeerBacklog: "this peer's share of the backlog is full"}[ans[0]]
+			PeerBacklog: "this peer's share of the backlog is full", HostBacklog: "this host's share of the backlog is full"}[ans[0]]
 		return nil, fmt.Errorf("%w by %s: %s", ErrRefused, p, why)
 	}
 	st.SetDeadline(time.Time{})

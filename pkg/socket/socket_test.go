@@ -292,8 +292,10 @@ func TestClosedConnDoesNotWaitForThePeer(t *testing.T) {
 // still gets in, the refusals are counted, and a place Accept frees is
 // the peer's again.
 func TestOnePeerCannotTakeTheBacklog(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 3)
-	victim, attacker, honest := newSockets(t, nodes[0]), newSockets(t, nodes[1]), newSockets(t, nodes[2])
+	nodes := testutil.NewConnectedNodes(t, 2)
+	// The honest peer is on another host: this one's share is the
+	// attacker's (TestOneHostsIdentitiesCannotTakeTheBacklog).
+	victim, attacker, honest := newSockets(t, nodes[0]), newSockets(t, nodes[1]), newSockets(t, nodeOnHost(t, "127.0.0.2", nodes[0]))
 	a := newAdv(t, adv.Unicast)
 	l, err := victim.Listen(a)
 	if err != nil {
