@@ -213,8 +213,15 @@ func (s *Service) discharge(pi *peerIn, n int64) {
 // it. Without Hold, the charge ends when the listener returns. Unhold or
 // Release ends a held charge; forgetting both keeps the bytes charged,
 // which eventually stalls the peer. Call Hold only from the listener,
-// before it returns; later calls do nothing.
+// before it returns; later calls do nothing. A JXTA peer's message
+// (TransportJXTA) stays charged to the JXTA transport's memory budget
+// and its host's share (jxtatcp.Incoming.Hold).
 func (d *Delivery) Hold() {
+	if d.jxta != nil {
+		d.unholdJXTA = d.jxta.Hold()
+		d.held.Store(d.size)
+		return
+	}
 	if d.charged > 0 {
 		d.held.Store(d.charged)
 		d.charged = 0
@@ -225,6 +232,10 @@ func (d *Delivery) Hold() {
 // and more than once: only the first call counts.
 func (d *Delivery) Unhold() {
 	if n := d.held.Swap(0); n > 0 {
+		if d.unholdJXTA != nil {
+			d.unholdJXTA()
+			return
+		}
 		d.svc.discharge(d.peer, n)
 	}
 }
@@ -232,7 +243,8 @@ func (d *Delivery) Unhold() {
 // Size returns the bytes the message is charged for against its sender's
 // memory budget: its encoded length plus the service's estimate of the
 // structures decoding it made. A JXTA peer's message (TransportJXTA) is
-// reckoned the same way, though JXTA's transport budgets it itself.
+// reckoned the same way, though JXTA's transport charges its budget the
+// frame's length.
 func (d *Delivery) Size() int64 { return d.size }
 
 // watchFrames resets streams whose current frame stopped advancing. It

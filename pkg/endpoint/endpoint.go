@@ -160,6 +160,13 @@ type Delivery struct {
 	size    int64
 	refused byte
 	reason  string
+
+	// jxta is a JXTA peer's message as its transport handed it over,
+	// whose Hold keeps the frame charged to the transport's budget;
+	// unholdJXTA ends that hold (set before held).
+	jxta       *jxtatcp.Incoming
+	unholdJXTA func()
+
 	// blk is the block d lives in when it is recycled; state says who
 	// recycles it.
 	blk   *deliveryBlock

@@ -78,11 +78,13 @@ func (s *Service) sendJXTA(ctx context.Context, addr Address, m *message.Message
 // deliverJXTA hands a JXTA peer's message to its listener. Its size is
 // reckoned as a libp2p frame's (Delivery.Size), so that a queue bounded
 // in bytes (a pipe's) counts it; the transport's memory budget, not this
-// service's, holds it until the listener returns, so Hold keeps nothing.
+// service's, holds it until the listener returns, or, if the listener
+// calls Hold, until Unhold or Release, so that what one JXTA host's
+// queued messages hold is bounded by its share of that budget.
 func (s *Service) deliverJXTA(in *jxtatcp.Incoming) {
 	host, _ := hostkey.FromString(in.Remote)
 	d := &Delivery{Message: in.Message, SourceJXTA: in.Source, Service: in.Service, Param: in.Param,
-		Transport: TransportJXTA, Unverified: !in.Signed, RemoteHost: host, svc: s,
+		Transport: TransportJXTA, Unverified: !in.Signed, RemoteHost: host, svc: s, jxta: in,
 		size: in.Size + frameOverhead + int64(in.Message.Len())*elementOverhead}
 	l := s.listenerFor(in.Service, in.Param)
 	if l == nil {

@@ -13,20 +13,23 @@ import (
 // by remote host. A frame claims its whole length before its body is
 // read, so that frames never wait for one another half-read (claims
 // taken as bytes arrive could fill the budget with frames that each need
-// more to finish). A claim lasts until the frame's handler returns, and a
+// more to finish). A claim lasts until the frame's handler returns, or,
+// if the handler held it (Incoming.Hold), until it is released, and a
 // handler may wait on the application (a full pipe queue), so without a
 // host's share one host's frames parked in handlers, one per connection,
-// held the whole budget and no other peer's frame was read. A claim is
-// held at the peer's pace, so, when a frame waits, the budget sheds
-// claims that hold it cheaply: a frame older than the frame timeout that,
-// at its rate so far, would not finish within another frame timeout is
-// cut, slowest first, until the waiting frame fits — among its own host's
-// claims when it waits for its host's share. Holding the budget then
-// costs a peer as much bandwidth as filling it twice per frame timeout
-// (1 GiB per 40 s by default), where MinFrameRate alone let 16
-// connections at 64 KiB/s hold 1 GiB for 17 minutes; a frame that ends
-// within two frame timeouts, or any frame while no one waits, is never
-// cut. A frame in its handler has been read whole, so it is never cut.
+// held the whole budget and no other peer's frame was read.
+//
+// A claim is held at the peer's pace, so, when a frame waits, the budget
+// sheds claims that hold it cheaply: a frame older than the frame
+// timeout that, at its rate so far, would not finish within another
+// frame timeout is cut, slowest first, until the waiting frame fits —
+// among its own host's claims when it waits for its host's share.
+// Holding the budget then costs a peer as much
+// bandwidth as filling it twice per frame timeout (1 GiB per 40 s by
+// default), where MinFrameRate alone let 16 connections at 64 KiB/s hold
+// 1 GiB for 17 minutes; a frame that ends within two frame timeouts, or
+// any frame while no one waits, is never cut. A frame in its handler or
+// held has been read whole, so it is never cut.
 type budget struct {
 	mu        sync.Mutex
 	limit     int64
@@ -36,6 +39,11 @@ type budget struct {
 	timeout   time.Duration    // the frame timeout
 	freed     chan struct{}
 	held      map[*claim]struct{}
+	waiting   int // frames waiting in acquire (for tests)
+
+	// waits counts frames that waited before being read
+	// (Stats.BudgetWaits).
+	waits atomic.Uint64
 }
 
 // claim is one frame's hold on the budget.
@@ -46,12 +54,39 @@ type claim struct {
 	start time.Time    // when the claim was granted (under budget.mu)
 	got   atomic.Int64 // body bytes read so far
 	shed  bool         // cut to make room (under budget.mu)
+	// kept is set once the frame's handler returned having held the
+	// claim (Incoming.Hold): it is released by whoever held it, not by
+	// the reader.
+	kept atomic.Bool
 }
 
 // shedCheck is how often a frame waiting for the budget looks again for
 // claims to shed: the rule judges rates averaged over a frame timeout,
 // so a second's delay in applying it changes nothing.
 const shedCheck = time.Second
+
+// wait is what a frame's claim waits for.
+type wait int
+
+const (
+	granted   wait = iota
+	forShare       // its host's share is full
+	forBudget      // the budget is full
+)
+
+// check says whether cl may be granted now, or what it waits for. A
+// host holding nothing always fits its share, and anything fits an empty
+// budget: the options keep both at least a frame's maximum. Under b.mu.
+func (b *budget) check(cl *claim) wait {
+	h := b.hosts[cl.host]
+	switch {
+	case h > 0 && h+cl.n > b.hostLimit:
+		return forShare
+	case b.used > 0 && b.used+cl.n > b.limit:
+		return forBudget
+	}
+	return granted
+}
 
 func (b *budget) acquire(ctx context.Context, cl *claim) error {
 	var tick *time.Timer
@@ -60,24 +95,27 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 			tick.Stop()
 		}
 	}()
+	waited := false
 	for {
 		b.mu.Lock()
-		hostUsed := b.hosts[cl.host]
-		hostFits := hostUsed == 0 || hostUsed+cl.n <= b.hostLimit
-		if hostFits && (b.used == 0 || b.used+cl.n <= b.limit) {
+		w := b.check(cl)
+		if w == granted {
 			b.used += cl.n
-			b.hosts[cl.host] = hostUsed + cl.n
+			b.hosts[cl.host] += cl.n
 			cl.start = time.Now()
 			b.held[cl] = struct{}{}
+			if waited {
+				b.waiting--
+			}
 			b.mu.Unlock()
 			return nil
 		}
-		// A wait for the host's share is freed only by its own claims.
-		host := ""
-		if !hostFits {
-			host = cl.host
+		if !waited {
+			waited = true
+			b.waiting++
+			b.waits.Add(1)
 		}
-		victims := b.shedFor(cl.n, host, time.Now())
+		victims := b.shedFor(cl, w, time.Now())
 		freed := b.freed
 		b.mu.Unlock()
 		for _, v := range victims {
@@ -92,32 +130,48 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 		case <-freed:
 		case <-tick.C:
 		case <-ctx.Done():
+			b.mu.Lock()
+			b.waiting--
+			b.mu.Unlock()
 			return ErrClosed
 		}
 	}
 }
 
-// shedFor marks, slowest first, the claims to cut so that n fits once
-// they are released, and returns them; none when cutting every eligible
-// claim would not make room. With host, it makes room in that host's
-// share among its claims; with "", in the budget among all. Under b.mu.
-func (b *budget) shedFor(n int64, host string, now time.Time) []*claim {
+// shedFor marks, slowest first, the claims to cut so that cl, waiting
+// for w, fits once they are released, and returns them; none when
+// cutting every eligible claim would not make room. A wait for its
+// host's share is freed only by that host's claims; a wait for the
+// budget, by any. Under b.mu.
+func (b *budget) shedFor(cl *claim, w wait, now time.Time) []*claim {
+	host, h := cl.host, b.hosts[cl.host]
+	switch w {
+	case forShare:
+		return b.shed(h+cl.n-b.hostLimit, func(o *claim) bool { return o.host == host }, nil, now)
+	default:
+		return b.shed(b.used+cl.n-b.limit, nil, nil, now)
+	}
+}
+
+// shed marks, slowest first, eligible claims (nil: any) to cut until
+// need bytes are freed, counting the claims of scope (nil: all) already
+// cut and not yet released, and returns them; none when cutting every
+// eligible claim would not free need. Under b.mu.
+func (b *budget) shed(need int64, scope, eligible func(*claim) bool, now time.Time) []*claim {
 	type cand struct {
 		cl   *claim
 		rate float64 // bytes/s so far
 	}
-	limit, used := b.limit, b.used
-	if host != "" {
-		limit, used = b.hostLimit, b.hosts[host]
-	}
 	var cands []cand
-	pending := int64(0) // already shed, not yet released
 	for cl := range b.held {
-		if host != "" && cl.host != host {
+		if scope != nil && !scope(cl) {
 			continue
 		}
 		if cl.shed {
-			pending += cl.n
+			need -= cl.n // room on its way
+			continue
+		}
+		if eligible != nil && !eligible(cl) {
 			continue
 		}
 		age := now.Sub(cl.start)
@@ -125,15 +179,17 @@ func (b *budget) shedFor(n int64, host string, now time.Time) []*claim {
 			continue
 		}
 		got := cl.got.Load()
+		if got == cl.n {
+			continue // read: handled or held, nothing to cut
+		}
 		rate := float64(got) / age.Seconds()
 		if rate > 0 && float64(cl.n-got)/rate <= b.timeout.Seconds() {
 			continue // ends within another frame timeout
 		}
 		cands = append(cands, cand{cl, rate})
 	}
-	need := used - pending + n - limit
 	if need <= 0 {
-		return nil // room is on its way
+		return nil
 	}
 	slices.SortFunc(cands, func(x, y cand) int { return cmp.Compare(x.rate, y.rate) })
 	var out []*claim

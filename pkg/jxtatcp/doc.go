@@ -22,9 +22,10 @@
 // come within 5 s; frame headers are bounded; a frame's body is read as
 // its bytes arrive (a lying length costs only what was sent), within the
 // maximum message size and a transport-wide memory budget, of which the
-// frames from one remote host, read or in their handlers, hold at most a
-// share (WithHostMemoryBudget): a host whose frames wait in a handler
-// stalls only itself. Each 64 KiB of a body must come within the frame
+// frames from one remote host, read, in their handlers or held queued
+// (Incoming.Hold), hold at most a share (WithHostMemoryBudget): a host
+// whose messages wait in a handler or a queue stalls only itself. Each
+// 64 KiB of a body must come within the frame
 // timeout and the whole at MinFrameRate; a slow frame that holds budget
 // another frame waits for is cut (see WithMemoryBudget). A signed message whose
 // signature does not verify, or whose source address is not its signer's,

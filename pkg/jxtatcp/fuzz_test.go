@@ -118,7 +118,7 @@ func FuzzHandle(f *testing.F) {
 		a, z := net.Pipe()
 		defer z.Close()
 		c := newConn(tr, a, true)
-		c.handle(body)
+		c.handle(body, nil)
 		c.close(nil)
 	})
 }

@@ -889,7 +889,15 @@ func TestShedFor(t *testing.T) {
 				b.used += h.n
 				b.hosts[cl.host] += h.n
 			}
-			got := b.shedFor(tc.n, tc.host, now)
+			w, waiter := forBudget, &claim{host: "w", n: tc.n}
+			switch {
+			case tc.host != "":
+				w, waiter.host = forShare, tc.host
+			}
+			if c := b.check(waiter); c != w {
+				t.Fatalf("the frame waits for %v, want %v", c, w)
+			}
+			got := b.shedFor(waiter, w, now)
 			if len(got) != len(tc.want) {
 				t.Fatalf("shed %d claims, want %d", len(got), len(tc.want))
 			}

@@ -34,12 +34,46 @@ type Incoming struct {
 	// Size is the length of the frame's body: what the message took on
 	// the wire, signature included.
 	Size int64
+
+	cl   *claim // the frame's hold on the memory budget
+	hold atomic.Uint32
+}
+
+// An Incoming's hold on its frame's claim.
+const (
+	handling = iota // the handler runs
+	kept            // Hold was called while it ran
+	ended           // the handler returned, or the held claim was released
+)
+
+// Hold keeps the frame's length charged to the memory budget and to its
+// host's share after the handler returns, until release is called: for
+// a handler that queues the message for later (a pipe's queue) rather
+// than consuming it, so that what one host's queued messages hold is
+// bounded by its share, as its frames being read and handled are, and a
+// host whose messages the application does not read stalls when its
+// share is full. Call Hold only from the handler, before it returns; a
+// later call holds nothing and returns a release that does nothing.
+// release may be called from any goroutine, more than once; only the
+// first call counts. A message held and never released keeps its bytes
+// charged, which stalls its host.
+func (in *Incoming) Hold() (release func()) {
+	if in.cl == nil || !in.hold.CompareAndSwap(handling, kept) {
+		return func() {}
+	}
+	b := &in.cl.c.t.budget
+	return func() {
+		if in.hold.CompareAndSwap(kept, ended) {
+			b.release(in.cl)
+		}
+	}
 }
 
 // Handler receives messages. It runs on the connection's reader: while
 // it runs, that connection is not read (backpressure on the sender), and
 // the frame holds its length of the memory budget and of its host's
-// share (WithMemoryBudget, WithHostMemoryBudget).
+// share (WithMemoryBudget, WithHostMemoryBudget), beyond the handler's
+// return if it calls Incoming.Hold.
 type Handler func(*Incoming)
 
 // Stats counts what the transport refused or dropped.
@@ -80,6 +114,9 @@ type Stats struct {
 	// connection already carried messages of MaxSignersPerConn other
 	// signers.
 	TooManySigners uint64
+	// BudgetWaits counts frames that waited for the memory budget or
+	// their host's share before their body was read.
+	BudgetWaits uint64
 }
 
 type options struct {
@@ -188,17 +225,20 @@ func WithMaxMessageSize(n int64) Option {
 // WithMemoryBudget bounds the bytes of the frames being read and handled
 // on all connections together (default DefaultMemoryBudget; at least the
 // maximum message size). A frame claims its length before its body is
-// read, until its handler returns, on this budget and on its remote
-// host's share of it (WithHostMemoryBudget); when either is full, the
-// connection waits before reading more and its sender stalls, so a host
-// whose frames wait in handlers (a queue the application does not read)
-// stalls only itself. While a frame waits, a claim older than the frame
-// timeout that at its rate so far would not end within another frame
-// timeout is cut, slowest first, until the waiting frame fits — any
-// host's claim for a wait on this budget, only its own host's for a wait
-// on a host's share: its connection is closed and counted (Stats.Shed),
-// so a peer holds budget others need only by sending fast. Nothing
-// already read is dropped.
+// read, until its handler returns (or, if the handler holds the message
+// with Incoming.Hold, until it is released), on this budget and on its
+// remote host's share of it (WithHostMemoryBudget); when either is full,
+// the connection waits before reading more and its sender stalls
+// (Stats.BudgetWaits), so a host whose messages wait in handlers or
+// queues the application does not read stalls only itself.
+//
+// While a frame waits, a claim older than the frame timeout that at its
+// rate so far would not end within another frame timeout is cut, slowest
+// first, until the waiting frame fits — any host's claim for a wait on
+// this budget, only its own host's for a wait on a host's share: its
+// connection is closed and counted
+// (Stats.Shed), so a peer holds budget others need only by sending fast.
+// Nothing already read is dropped.
 func WithMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
@@ -211,12 +251,12 @@ func WithMemoryBudget(n int64) Option {
 
 // WithHostMemoryBudget bounds the bytes of the frames being read and
 // handled on the connections with one remote host (an IPv4 address, an
-// IPv6 /64), as WithMemoryBudget does for all of them: by default a
-// quarter of the memory budget, and at least twice the maximum message
-// size — a JXTA peer has at most two connections with this one (JXSE
-// sends on the one it dialled and on the one it accepted), each reading
-// one frame at a time. At least the maximum message size, at most the
-// memory budget.
+// IPv6 /64), as WithMemoryBudget does for all of them, messages its
+// handler holds (Incoming.Hold) included: by default a quarter of the
+// memory budget, and at least twice the maximum message size — a JXTA
+// peer has at most two connections with this one (JXSE sends on the one
+// it dialled and on the one it accepted), each reading one frame at a
+// time. At least the maximum message size, at most the memory budget.
 func WithHostMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
@@ -355,7 +395,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
 		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
-		Evicted: s.evicted.Load()}
+		Evicted: s.evicted.Load(), BudgetWaits: t.budget.waits.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -920,8 +960,10 @@ func (c *conn) read() {
 			c.close(err)
 			return
 		}
-		keep := c.handle(body)
-		t.budget.release(cl)
+		keep := c.handle(body, cl)
+		if !cl.kept.Load() {
+			t.budget.release(cl)
+		}
 		c.end()
 		if !keep {
 			return
@@ -967,7 +1009,7 @@ func (c *conn) readBody(cl *claim) ([]byte, error) {
 
 // handle decodes, checks and delivers one frame's body; false when the
 // connection was closed for it.
-func (c *conn) handle(body []byte) bool {
+func (c *conn) handle(body []byte, cl *claim) bool {
 	t := c.t
 	r := bytes.NewReader(body)
 	m, err := wire.Decode(r, wire.WithMaxMessageSize(t.opts.maxMessage))
@@ -1065,8 +1107,12 @@ func (c *conn) handle(body []byte) bool {
 		return true
 	}
 	t.stats.received.Add(1)
-	t.handler(&Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param,
-		Remote: c.nc.RemoteAddr().String(), Size: int64(len(body))})
+	in := &Incoming{Message: m, Source: source, Signed: signed, Service: service, Param: param,
+		Remote: c.nc.RemoteAddr().String(), Size: int64(len(body)), cl: cl}
+	t.handler(in)
+	if !in.hold.CompareAndSwap(handling, ended) && cl != nil { // else a later Hold holds nothing
+		cl.kept.Store(true)
+	}
 	return true
 }
 

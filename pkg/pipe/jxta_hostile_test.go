@@ -357,3 +357,88 @@ func TestJXTAMessagesCountTheirBytesInTheQueue(t *testing.T) {
 		}
 	}
 }
+
+// A JXTA host sends to a pipe nobody reads, whose queue has room for all
+// it sends: its queued messages are held against the host's share of the
+// JXTA transport's memory budget, as a libp2p peer's are against its
+// endpoint budget. They were held by nothing once queued (all 20 queued,
+// and with as many pipes as it likes, as much as their queues take); now
+// the host stalls once its queued messages fill its share (256 KiB here),
+// another host's message still arrives, and all of the first host's
+// messages are there once the pipe is read.
+func TestJXTAQueuedMessagesHoldTheirHostsShare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const share = 256 << 10 // a quarter of the 1 MiB budget
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithMaxMessageSize(64<<10), jxtatcp.WithMemoryBudget(4*share))
+	s, err := pipe.New(ep, pipe.WithQueueLen(64), pipe.WithQueueBytes(16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	unread, _ := adv.New(adv.Unicast, "queued", "")
+	read, _ := adv.New(adv.Unicast, "read", "")
+	inUnread, err := s.NewInputPipe(unread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inUnread.Close()
+	inRead, err := s.NewInputPipe(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inRead.Close()
+	addr := ep.JXTA().Addrs()[0]
+	peerFrom := func(ip string) *jxtatcp.Transport {
+		ident, err := jxtatcp.NewIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		tr, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, jxtatcp.WithMaxMessageSize(64<<10), jxtatcp.WithDialer(d.DialContext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+
+	const sent, size = 20, 30 << 10
+	hostile := peerFrom("127.0.0.2")
+	sendErr := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < sent && err == nil; i++ {
+			err = hostile.Send(ctx, addr, pipe.JXTAPipeService, unread.ID.String(), message.New(message.Bytes("x", "pad", make([]byte, size))))
+		}
+		sendErr <- err
+	}()
+	jx := ep.JXTA()
+	for deadline := time.Now().Add(30 * time.Second); jx.Stats().BudgetWaits == 0 && jx.Stats().Received < sent; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v after 30 s: neither all received nor one waiting", jx.Stats())
+		}
+	}
+	n := pipe.QueueLen(inUnread)
+	t.Logf("%d queued", n)
+	if n*size > share {
+		t.Fatalf("%d messages of %d KiB queued from one host, over its %d KiB share (%+v)", n, size>>10, share>>10, jx.Stats())
+	}
+
+	if err := peerFrom("127.0.0.3").Send(ctx, addr, pipe.JXTAPipeService, read.ID.String(), message.New(message.Text("x", "n", "hello"))); err != nil {
+		t.Fatal(err)
+	}
+	short, c := context.WithTimeout(ctx, 30*time.Second)
+	defer c()
+	if _, err := inRead.Receive(short); err != nil {
+		t.Fatalf("another host's message did not arrive in 30 s (%v): %+v", err, jx.Stats())
+	}
+	for i := range sent {
+		if _, err := inUnread.Receive(ctx); err != nil {
+			t.Fatalf("the stalled host's message %d of %d: %v", i+1, sent, err)
+		}
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -315,9 +315,10 @@ const DefaultQueueBytes = 16 << 20
 // or a Bidi holds before the sender is slowed down (default
 // DefaultQueueBytes, 1 KiB to 64 GiB). An empty queue takes a message of
 // any size (up to the endpoint's limit). Queued messages also stay on
-// their sender's endpoint memory budget (endpoint.WithMemoryBudget) until
-// received, which bounds what one peer can make all of a node's queues
-// hold.
+// their sender's endpoint memory budget (endpoint.WithMemoryBudget), a
+// JXTA peer's on its host's share of the JXTA transport's
+// (jxtatcp.WithHostMemoryBudget), until received, which bounds what one
+// peer can make all of a node's queues hold.
 func WithQueueBytes(n int64) Option {
 	return func(o *options) error {
 		if n < 1<<10 || n > 64<<30 {
