@@ -19,12 +19,25 @@ import (
 // host's share one host's frames parked in handlers, one per connection,
 // held the whole budget and no other peer's frame was read.
 //
+// Shares alone still let four hosts at a quarter each hold it all, and
+// hosts are cheap (127.0.0.1 to .4, four IPv6 /64s), so room is kept for
+// hosts holding little: while another host holds part of the budget, a
+// host's claim is granted only if the host then holds no more than the
+// budget then leaves free. Each host that fills what it may leaves at
+// least as much to the others, so free room only halves with each
+// further host: by default, three hosts at their quarter and a fourth
+// at what it may then take leave 128 MiB, room for a largest frame, and
+// keeping out a frame of a few KiB takes some twenty hosts each holding
+// its claims. A host that is the only one holding anything claims up to
+// its share, so a lone peer is not held back by the rule.
+//
 // A claim is held at the peer's pace, so, when a frame waits, the budget
 // sheds claims that hold it cheaply: a frame older than the frame
 // timeout that, at its rate so far, would not finish within another
 // frame timeout is cut, slowest first, until the waiting frame fits —
-// among its own host's claims when it waits for its host's share.
-// Holding the budget then costs a peer as much
+// among its own host's claims when it waits for its host's share, among
+// its own host's and those of hosts holding more than it would when it
+// waits for the room kept. Holding the budget then costs a peer as much
 // bandwidth as filling it twice per frame timeout (1 GiB per 40 s by
 // default), where MinFrameRate alone let 16 connections at 64 KiB/s hold
 // 1 GiB for 17 minutes; a frame that ends within two frame timeouts, or
@@ -41,9 +54,10 @@ type budget struct {
 	held      map[*claim]struct{}
 	waiting   int // frames waiting in acquire (for tests)
 
-	// waits counts frames that waited before being read
-	// (Stats.BudgetWaits).
-	waits atomic.Uint64
+	// waits counts frames that waited before being read; roomWaits,
+	// those of them that waited for the room kept for hosts holding
+	// little (Stats.BudgetWaits, Stats.RoomKept).
+	waits, roomWaits atomic.Uint64
 }
 
 // claim is one frame's hold on the budget.
@@ -72,6 +86,7 @@ const (
 	granted   wait = iota
 	forShare       // its host's share is full
 	forBudget      // the budget is full
+	forRoom        // its host would hold more than the budget then leaves free
 )
 
 // check says whether cl may be granted now, or what it waits for. A
@@ -84,6 +99,8 @@ func (b *budget) check(cl *claim) wait {
 		return forShare
 	case b.used > 0 && b.used+cl.n > b.limit:
 		return forBudget
+	case b.used > h && h+cl.n > b.limit-b.used-cl.n:
+		return forRoom
 	}
 	return granted
 }
@@ -95,7 +112,7 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 			tick.Stop()
 		}
 	}()
-	waited := false
+	waited, forRoomCounted := false, false
 	for {
 		b.mu.Lock()
 		w := b.check(cl)
@@ -114,6 +131,10 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 			waited = true
 			b.waiting++
 			b.waits.Add(1)
+		}
+		if w == forRoom && !forRoomCounted {
+			forRoomCounted = true
+			b.roomWaits.Add(1)
 		}
 		victims := b.shedFor(cl, w, time.Now())
 		freed := b.freed
@@ -141,13 +162,19 @@ func (b *budget) acquire(ctx context.Context, cl *claim) error {
 // shedFor marks, slowest first, the claims to cut so that cl, waiting
 // for w, fits once they are released, and returns them; none when
 // cutting every eligible claim would not make room. A wait for its
-// host's share is freed only by that host's claims; a wait for the
-// budget, by any. Under b.mu.
+// host's share is freed only by that host's claims; a wait for the room
+// kept, by its host's and those of hosts holding more than it then
+// would; a wait for the budget, by any. Under b.mu.
 func (b *budget) shedFor(cl *claim, w wait, now time.Time) []*claim {
 	host, h := cl.host, b.hosts[cl.host]
 	switch w {
 	case forShare:
 		return b.shed(h+cl.n-b.hostLimit, func(o *claim) bool { return o.host == host }, nil, now)
+	case forRoom:
+		// Granted once used + n <= limit - (h + n).
+		return b.shed(b.used+cl.n+h+cl.n-b.limit, nil, func(o *claim) bool {
+			return o.host == host || b.hosts[o.host] > h+cl.n
+		}, now)
 	default:
 		return b.shed(b.used+cl.n-b.limit, nil, nil, now)
 	}

@@ -10,6 +10,38 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
+// parkingTarget is a transport whose handler parks messages to
+// StudySvc/park until free is called, and counts the others in got.
+type parkingTarget struct {
+	*target
+	parked atomic.Int64
+	free   func()
+}
+
+func newParkingTarget(t *testing.T, opts ...Option) *parkingTarget {
+	t.Helper()
+	release := make(chan struct{})
+	var once sync.Once
+	pt := &parkingTarget{free: func() { once.Do(func() { close(release) }) }}
+	tr, err := New(testIdent, func(in *Incoming) {
+		if in.Param == "park" {
+			pt.parked.Add(1)
+			<-release
+		}
+		pt.got.Add(1)
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	t.Cleanup(pt.free) // before Close, which waits for the handlers
+	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	pt.target = &target{Transport: tr}
+	return pt
+}
+
 // waitFor waits until cond holds, failing after 30 s with what.
 func (tg *target) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -32,6 +64,58 @@ func (tg *target) waiting() int {
 
 // bodyLen is a frame's body length.
 func bodyLen(frame []byte) int64 { return int64(len(frame) - frameHeaderSize) }
+
+// Six hosts park frames in a handler (a queue the application does not
+// read) over five connections each, every host trying for its share, a
+// quarter of the budget. Four of them held the whole budget, and another
+// host's frame was never read; now room is kept for hosts holding little:
+// that host's frame, half as large as theirs, is read and handled, the
+// frames kept out wait (Stats.RoomKept), and once the handler returns all
+// of them are handled: nothing is dropped.
+func TestHostsAtTheirShareLeaveRoom(t *testing.T) {
+	frame := signedFrame(t, otherIdent, "StudySvc/park", message.Bytes("", "pad", make([]byte, 56<<10)))
+	small := signedFrame(t, otherIdent, "StudySvc/ep", message.Bytes("", "pad", make([]byte, 24<<10)))
+	f := bodyLen(frame)
+	if 2*bodyLen(small) > f {
+		t.Fatalf("the honest frame (%d bytes) is over half a parked one (%d)", bodyLen(small), f)
+	}
+	// Four parked frames fill a host's share, four shares the budget.
+	tg := newParkingTarget(t, WithMaxMessageSize(64<<10), WithMemoryBudget(16*f), WithHostMemoryBudget(4*f))
+	const hosts, conns = 6, 5
+	for h := range hosts {
+		for range conns {
+			p := dialRawFrom(t, tg.target, fmt.Sprintf("127.0.0.%d", 2+h))
+			p.welcome(t, otherIdent)
+			if _, err := p.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tg.waitFor(t, "every parked frame in the handler or waiting for the budget", func() bool {
+		return tg.parked.Load()+int64(tg.waiting()) == hosts*conns
+	})
+	tg.budget.mu.Lock()
+	free, claimed := tg.budget.limit-tg.budget.used, fmt.Sprint(tg.budget.hosts)
+	tg.budget.mu.Unlock()
+	t.Logf("%d bytes free, claimed by host %s", free, claimed)
+	if free < f {
+		t.Errorf("%d bytes of the budget left free, less than the frame each host claimed (%d)", free, f)
+	}
+	honest := dialRawFrom(t, tg.target, "127.0.0.9")
+	honest.welcome(t, otherIdent)
+	if _, err := honest.Write(small); err != nil {
+		t.Fatal(err)
+	}
+	tg.waitFor(t, "the honest host's frame handled", func() bool { return tg.got.Load() == 1 })
+	if s := tg.Stats(); s.RoomKept == 0 || s.BudgetWaits < s.RoomKept {
+		t.Errorf("no frame counted waiting for the room kept: %+v", s)
+	}
+	tg.free()
+	tg.waitFor(t, "every frame handled", func() bool { return tg.got.Load() == hosts*conns+1 })
+	if s := tg.Stats(); s.Refused != 0 || s.Shed != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
 
 // A handler that keeps messages for later (Incoming.Hold) keeps their
 // frames charged to their host's share: a host whose held messages fill

@@ -24,8 +24,11 @@
 // maximum message size and a transport-wide memory budget, of which the
 // frames from one remote host, read, in their handlers or held queued
 // (Incoming.Hold), hold at most a share (WithHostMemoryBudget): a host
-// whose messages wait in a handler or a queue stalls only itself. Each
-// 64 KiB of a body must come within the frame
+// whose messages wait in a handler or a queue stalls only itself. Room
+// is kept for hosts holding little: while other hosts hold part of the
+// budget, a host may hold no more than the budget leaves free, so hosts
+// at their share do not keep other hosts' frames unread (see
+// WithMemoryBudget). Each 64 KiB of a body must come within the frame
 // timeout and the whole at MinFrameRate; a slow frame that holds budget
 // another frame waits for is cut (see WithMemoryBudget). A signed message whose
 // signature does not verify, or whose source address is not its signer's,

@@ -839,7 +839,7 @@ func TestShedFor(t *testing.T) {
 		limit int64
 		held  []hold
 		n     int64
-		host  string // the share the frame waits for; "" for the budget's
+		host  string // the share the frame waits for; "" for the budget's; "c+": from host c, for the room kept
 		want  []int  // indexes into held, in shedding order
 	}{
 		{"young claims are spared", 100, []hold{{n: 100, got: 1, age: 19 * time.Second}}, 10, "", nil},
@@ -876,6 +876,12 @@ func TestShedFor(t *testing.T) {
 			{n: 50, got: 1, age: 30 * time.Second, host: "b"},
 			{n: 50, got: 10, age: 30 * time.Second},
 		}, 10, "", []int{0}},
+		{"the room kept sheds hosts holding more than the waiter would", 250, []hold{
+			{n: 50, got: 1, age: 30 * time.Second, host: "b"},
+			{n: 50, got: 10, age: 30 * time.Second},
+			{n: 50, got: 20, age: 30 * time.Second},
+			{n: 40, got: 1, age: time.Second, host: "c"},
+		}, 30, "c+", []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each host's share is 100.
@@ -891,6 +897,8 @@ func TestShedFor(t *testing.T) {
 			}
 			w, waiter := forBudget, &claim{host: "w", n: tc.n}
 			switch {
+			case strings.HasSuffix(tc.host, "+"):
+				w, waiter.host = forRoom, strings.TrimSuffix(tc.host, "+")
 			case tc.host != "":
 				w, waiter.host = forShare, tc.host
 			}

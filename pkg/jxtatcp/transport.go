@@ -115,8 +115,10 @@ type Stats struct {
 	// signers.
 	TooManySigners uint64
 	// BudgetWaits counts frames that waited for the memory budget or
-	// their host's share before their body was read.
-	BudgetWaits uint64
+	// their host's share before their body was read; RoomKept, those of
+	// them that waited because their host would have held more than the
+	// budget then left free (see WithMemoryBudget).
+	BudgetWaits, RoomKept uint64
 }
 
 type options struct {
@@ -232,11 +234,24 @@ func WithMaxMessageSize(n int64) Option {
 // (Stats.BudgetWaits), so a host whose messages wait in handlers or
 // queues the application does not read stalls only itself.
 //
+// Room is kept for hosts holding little: while other hosts hold part of
+// the budget, a host's claim is granted only if the host then holds no
+// more than the budget then leaves free, else it waits (Stats.RoomKept).
+// Shares alone let four hosts at their quarter hold the whole budget and
+// keep every other host's frames unread, and hosts are cheap (four IPv4
+// addresses, four IPv6 /64s); with the rule, each host that takes what
+// it may leaves as much free, so the room left only halves with each
+// further host: by default a host with a largest frame is still read
+// beside four hosts at what they may hold, and keeping out a frame of a
+// few KiB takes some twenty hosts holding their claims. A host alone in
+// holding anything claims up to its share.
+//
 // While a frame waits, a claim older than the frame timeout that at its
 // rate so far would not end within another frame timeout is cut, slowest
 // first, until the waiting frame fits — any host's claim for a wait on
-// this budget, only its own host's for a wait on a host's share: its
-// connection is closed and counted
+// this budget, only its own host's for a wait on a host's share, its
+// own host's or those of hosts holding more than its host would for a
+// wait on the room kept: its connection is closed and counted
 // (Stats.Shed), so a peer holds budget others need only by sending fast.
 // Nothing already read is dropped.
 func WithMemoryBudget(n int64) Option {
@@ -257,6 +272,9 @@ func WithMemoryBudget(n int64) Option {
 // peer has at most two connections with this one (JXSE sends on the one
 // it dialled and on the one it accepted), each reading one frame at a
 // time. At least the maximum message size, at most the memory budget.
+// While other hosts hold part of the budget, a host holds no more than
+// the budget leaves free (see WithMemoryBudget), so a share above half
+// the budget is reached only by a host alone in holding anything.
 func WithHostMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
@@ -395,7 +413,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
 		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
-		Evicted: s.evicted.Load(), BudgetWaits: t.budget.waits.Load()}
+		Evicted: s.evicted.Load(), BudgetWaits: t.budget.waits.Load(), RoomKept: t.budget.roomWaits.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
