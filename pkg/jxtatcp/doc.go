@@ -40,8 +40,9 @@
 // most a quarter of the slots, peers' connections at most three quarters,
 // so this peer's own dials always have room. JXTA has no keep-alives, so
 // a new connection that finds no slot gets one that carried no frame for
-// 30 s, closed for it (Stats.Evicted) — never from a host holding fewer
-// connections than the newcomer's then will; that peer dials again when
+// 30 s, closed for it (Stats.Evicted; a frame arriving on it as it is
+// closed is still read) — never from a host holding fewer connections
+// than the newcomer's then will; that peer dials again when
 // it next sends, and so does this transport for a connection it had
 // dialled, at the same address.
 package jxtatcp

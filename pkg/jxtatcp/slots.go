@@ -25,7 +25,12 @@ import (
 // host holding the most accepted connections, if it holds at least as
 // many as the new connection's host then will. A connection in a frame
 // (read, handled or written) or in its welcome is never closed for
-// another. An evicted peer's next send dials again, as JXSE's does; this
+// another. A connection closed for another is told so (its write side
+// is shut) and its reader woken: a frame whose first byte had arrived,
+// sent before the peer could know, is read and handled before the
+// connection closes, as JXTA unicast has no acknowledgement; bytes
+// arriving behind it are counted lost (Stats.EvictedUnread). An evicted
+// peer's next send dials again, as JXSE's does; this
 // transport remembers where to dial the peers of an evicted connection it
 // had dialled (the address it dialled). It does not for an accepted one:
 // the address a welcome announces is the peer's word, and a peer that
@@ -136,10 +141,40 @@ func (t *Transport) add(c *conn) {
 }
 
 // evictLocked takes c, which idlest marked, out of the tables and counts
-// it; the caller closes it once t.mu is released. Under t.mu.
+// it; the caller evicts it once t.mu is released. Until its reader closes
+// it, Close finds it in t.evicted. Under t.mu.
 func (t *Transport) evictLocked(c *conn) {
 	t.stats.evicted.Add(1)
 	t.forgetLocked(c, true)
+	t.evicted[c] = struct{}{}
+}
+
+// evict ends c, which idlest marked (no frame begins on it after that):
+// it tells the peer, which closes its end and dials again when it next
+// sends, and wakes c's reader, which reads a frame that had begun to
+// arrive, then closes c (conn.next). Not under t.mu.
+func (c *conn) evict() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// closeEvicted closes c, evicted, after its last frame, counting bytes
+// that arrived after it unread (Stats.EvictedUnread). On c's reader.
+func (c *conn) closeEvicted() {
+	if c.br.Buffered() > 0 || unreadBytes(c.nc) {
+		c.lostToEviction()
+	}
+	c.close(errEvicted)
+}
+
+// lostToEviction counts, once, that c was closed to make room with bytes
+// of a frame unread.
+func (c *conn) lostToEviction() {
+	if c.lost.CompareAndSwap(false, true) {
+		c.t.stats.evictedUnread.Add(1)
+	}
 }
 
 // idle returns how long c has carried no frame, at now (UnixNano);

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +297,65 @@ func TestEvictedPeerReachedAgain(t *testing.T) {
 	case <-hGot:
 	case <-ctx.Done():
 		t.Fatal("H never got the message sent to it over its new connection")
+	}
+}
+
+// A JXTA peer's frame arrives on its idle connection at the instant the
+// connection is closed to make room for another. It was lost without a
+// count (JXTA unicast has no acknowledgement); now the frame is read and
+// handled before the connection closes, and a second frame behind it,
+// which the peer sent before it could see the close, is counted lost
+// (Stats.EvictedUnread). The hook holds the reader between a frame's
+// first byte and its beginning, where the eviction can take it.
+func TestEvictionReadsTheFrameArriving(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		frames     int
+		wantUnread uint64
+	}{
+		{"one frame", 1, 0},
+		{"a second one behind it", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const idle = 100 * time.Millisecond
+			peeked, proceed := make(chan struct{}), make(chan struct{})
+			var once atomic.Bool
+			hook := func(o *options) error {
+				o.afterPeek = func(*conn) {
+					if once.CompareAndSwap(false, true) {
+						close(peeked)
+						<-proceed
+					}
+				}
+				return nil
+			}
+			tg := newTarget(t, WithMaxConns(4), withEvictIdle(idle), hook) // a host's share: 1 connection
+			victim := dialRawFrom(t, tg, "127.0.0.2")
+			victim.welcome(t, otherIdent)
+			tg.waitQuiet(t, 0, idle)
+			var b []byte
+			for i := range tc.frames {
+				b = append(b, signedFrame(t, otherIdent, "StudySvc/ep", message.Text("", "n", strconv.Itoa(i)))...)
+			}
+			if _, err := victim.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			<-peeked
+			// The host is at its share: its new connection closes the idle one.
+			dialRawFrom(t, tg, "127.0.0.2").welcome(t, otherIdent)
+			close(proceed)
+			if in := tg.next(t); in.Service != "StudySvc" {
+				t.Fatalf("%+v", in)
+			}
+			victim.closed(t)
+			tg.waitFor(t, "the victim's reader done", func() bool {
+				tg.mu.Lock()
+				defer tg.mu.Unlock()
+				return len(tg.evicted) == 0
+			})
+			if s := tg.Stats(); s.Evicted != 1 || s.Received != 1 || s.EvictedUnread != tc.wantUnread {
+				t.Fatalf("%+v, want one eviction, one frame received and %d lost", s, tc.wantUnread)
+			}
+		})
 	}
 }

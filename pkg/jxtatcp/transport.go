@@ -100,8 +100,11 @@ type Stats struct {
 	// frame or a frame over the limit.
 	Refused uint64
 	// Evicted counts idle connections closed to make room for a new one
-	// (WithMaxConns).
-	Evicted uint64
+	// (WithMaxConns); EvictedUnread, those of them closed with bytes of
+	// a frame unread: a frame the peer sent as its connection was closed,
+	// behind one that had begun to arrive (that one is read). It is lost,
+	// as JXTA unicast has no acknowledgement.
+	Evicted, EvictedUnread uint64
 	// SlowFrames counts connections closed because a frame's body came
 	// slower than MinFrameRate (also counted in Refused).
 	SlowFrames uint64
@@ -132,6 +135,7 @@ type options struct {
 	writeTimeout   time.Duration
 	maxConns       int
 	evictIdle      time.Duration
+	afterPeek      func(*conn) // tests: called when a frame's first byte has arrived, before it begins
 	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -306,7 +310,9 @@ func WithFrameTimeout(d time.Duration) Option {
 // carried no frame for 30 s — is closed for it (Stats.Evicted): of its
 // own host's when the host is at its share, else of the host holding the
 // most; without one, a peer's connection is refused (Stats.Refused) and a
-// dial fails (ErrTooManyConns). The evicted peer's next send dials again.
+// dial fails (ErrTooManyConns). A frame arriving on the evicted
+// connection as it is closed is still read. The evicted peer's next send
+// dials again.
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1<<16 {
@@ -348,6 +354,7 @@ type Transport struct {
 	closed    bool
 	listeners []net.Listener
 	conns     map[*conn]struct{}
+	evicted   map[*conn]struct{} // closed to make room, their reader not done (slots.go)
 	byPeer    map[id.ID]*conn
 	byAddr    map[string]*conn
 	dialing   map[string]*dialCall
@@ -363,7 +370,7 @@ type Transport struct {
 		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
 		slowFrames                                                                              atomic.Uint64
 		shed                                                                                    atomic.Uint64
-		evicted                                                                                 atomic.Uint64
+		evicted, evictedUnread                                                                  atomic.Uint64
 	}
 }
 
@@ -393,7 +400,7 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{ident: ident, opts: o, handler: h, ctx: ctx, cancel: cancel,
-		conns: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
+		conns: map[*conn]struct{}{}, evicted: map[*conn]struct{}{}, byPeer: map[id.ID]*conn{}, byAddr: map[string]*conn{},
 		dialing: map[string]*dialCall{}, routes: map[id.ID]string{}, hostConns: map[string]int{}}
 	t.budget.limit = o.budget
 	t.budget.hostLimit = o.hostBudget
@@ -413,7 +420,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
 		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
-		Evicted: s.evicted.Load(), BudgetWaits: t.budget.waits.Load(), RoomKept: t.budget.roomWaits.Load()}
+		Evicted: s.evicted.Load(), EvictedUnread: s.evictedUnread.Load(), BudgetWaits: t.budget.waits.Load(), RoomKept: t.budget.roomWaits.Load()}
 }
 
 // Listen accepts connections at addr, tcp://host:port (port 0: any).
@@ -494,8 +501,11 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	lns := t.listeners
-	conns := make([]*conn, 0, len(t.conns))
+	conns := make([]*conn, 0, len(t.conns)+len(t.evicted))
 	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	for c := range t.evicted {
 		conns = append(conns, c)
 	}
 	t.mu.Unlock()
@@ -539,7 +549,7 @@ func (t *Transport) accept(ln net.Listener) {
 		t.wg.Add(1)
 		t.mu.Unlock()
 		if victim != nil {
-			victim.close(errEvicted)
+			victim.evict()
 		}
 		go func() {
 			defer t.wg.Done()
@@ -594,7 +604,7 @@ func (t *Transport) connTo(ctx context.Context, hostport string) (*conn, error) 
 	}
 	t.mu.Unlock()
 	if victim != nil {
-		victim.close(errEvicted)
+		victim.evict()
 	}
 	select {
 	case <-call.done:
@@ -693,6 +703,7 @@ func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 func (t *Transport) forget(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.evicted, c)
 	t.forgetLocked(c, false)
 }
 
@@ -848,6 +859,7 @@ type conn struct {
 	// room; last is when the last one ended (UnixNano). See slots.go.
 	frames atomic.Int32
 	last   atomic.Int64
+	lost   atomic.Bool // an unread frame lost to its eviction was counted
 
 	// wlock (capacity 1) is the writer's token: whoever holds it writes a
 	// frame. Unlike a mutex, waiting for it honours the Send's ctx: behind
@@ -941,15 +953,9 @@ func (c *conn) write(ctx context.Context, frame []byte) error {
 func (c *conn) read() {
 	t := c.t
 	for {
-		// Idle between frames: JXSE sends no keep-alives, so no deadline
-		// until a frame begins.
-		c.nc.SetReadDeadline(time.Time{})
-		if _, err := c.br.Peek(1); err != nil {
+		last, err := c.next()
+		if err != nil {
 			c.close(err)
-			return
-		}
-		if !c.begin() {
-			c.close(errEvicted)
 			return
 		}
 		c.nc.SetReadDeadline(time.Now().Add(t.opts.frameTimeout))
@@ -982,11 +988,55 @@ func (c *conn) read() {
 		if !cl.kept.Load() {
 			t.budget.release(cl)
 		}
+		if last {
+			if keep {
+				c.closeEvicted()
+			}
+			return
+		}
 		c.end()
 		if !keep {
 			return
 		}
 	}
+}
+
+// next waits for a frame's first byte and begins the frame. On a
+// connection closed to make room meanwhile (evict), it reports last: a
+// frame whose first byte is there was sent before the peer could learn
+// of the close, and JXTA unicast has no acknowledgement, so it is read,
+// and the connection closed after it. err when there is no frame to read
+// (errEvicted on a connection evicted while idle).
+func (c *conn) next() (last bool, err error) {
+	// Idle between frames: JXSE sends no keep-alives, so no deadline
+	// until a frame begins; but evict's wake-up may have come before the
+	// deadline was cleared.
+	c.nc.SetReadDeadline(time.Time{})
+	if c.frames.Load() == evicted {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	_, err = c.br.Peek(1)
+	if err == nil {
+		if c.t.opts.afterPeek != nil {
+			c.t.opts.afterPeek(c)
+		}
+		if c.begin() {
+			return false, nil
+		}
+		return true, nil // evicted as the frame arrived
+	}
+	if c.frames.Load() != evicted {
+		return false, err
+	}
+	if !unreadBytes(c.nc) {
+		return false, errEvicted
+	}
+	// Arrived as evict woke the reader: its deadline kept it unread.
+	c.nc.SetReadDeadline(time.Now().Add(c.t.opts.frameTimeout))
+	if _, err := c.br.Peek(1); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // readBody reads n bytes, as they arrive: a length that lies costs only
