@@ -12,12 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/swarm"
+	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 )
 
 func newLabSwarmCmd() *cobra.Command {
 	var (
-		cfg    lab.SwarmConfig
+		cfg    swarm.Config
 		cases  string
 		asJSON bool
 		check  bool
@@ -64,8 +65,8 @@ goroutines and connections over its start, divided by the peers.`,
 			defer stop()
 			errw := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(errw, "lab "+s) }
-			res, err := lab.RunSwarm(ctx, cfg)
-			if errors.Is(err, lab.ErrUnknownCase) || errors.Is(err, lab.ErrSwarmConfig) {
+			res, err := swarm.Run(ctx, cfg)
+			if errors.Is(err, swarm.ErrUnknownCase) || errors.Is(err, swarm.ErrConfig) {
 				return usageError{err}
 			}
 			if len(res) == 0 {
@@ -87,10 +88,10 @@ goroutines and connections over its start, divided by the peers.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if werr := lab.WriteSwarmJSON(w, res); werr != nil {
+				if werr := swarm.WriteJSON(w, res); werr != nil {
 					return werr
 				}
-			} else if werr := lab.WriteSwarmMarkdown(w, res); werr != nil {
+			} else if werr := swarm.WriteMarkdown(w, res); werr != nil {
 				return werr
 			}
 			return err
@@ -98,7 +99,7 @@ goroutines and connections over its start, divided by the peers.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Peers, "peers", 20, "peers in the swarm")
-	f.StringVar(&cases, "case", strings.Join(lab.SwarmCases, ","), "comma-separated cases: "+strings.Join(lab.SwarmCases, ", "))
+	f.StringVar(&cases, "case", strings.Join(swarm.Cases, ","), "comma-separated cases: "+strings.Join(swarm.Cases, ", "))
 	f.IntVar(&cfg.Publishers, "publishers", 4, "propagate, churn: publishing peers")
 	f.Float64Var(&cfg.Rate, "rate", 100, "propagate, churn: messages a second, all publishers together")
 	f.DurationVar(&cfg.Duration, "duration", 5*time.Second, "propagate, churn: how long the publishers send")
@@ -108,21 +109,21 @@ goroutines and connections over its start, divided by the peers.`,
 	f.Float64Var(&cfg.RelayFraction, "relay-fraction", 0.2, "relay: the fraction of peers with no address")
 	f.IntVar(&cfg.Relays, "relays", 2, "relay: relay peers")
 	f.Float64Var(&cfg.ChurnFraction, "churn", 0.2, "churn: the fraction of peers replaced")
-	f.DurationVar(&cfg.Settle, "settle", lab.SwarmSettle, "idle: how long the swarm settles before it is measured (connections trimmed, idle streams timed out)")
+	f.DurationVar(&cfg.Settle, "settle", swarm.Settle, "idle: how long the swarm settles before it is measured (connections trimmed, idle streams timed out)")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
-	f.StringVar(&out, "out", "", "also write "+lab.SwarmJSONFile+", "+lab.SwarmMarkdownFile+" and "+lab.SwarmChartFile+" (delivery latency CDF per case) into this directory")
+	f.StringVar(&out, "out", "", "also write "+swarm.JSONFile+", "+swarm.MarkdownFile+" and "+chart.File+" (delivery latency CDF per case) into this directory")
 	f.BoolVar(&check, "check", false, "exit non-zero unless every case delivered everything, with no failure and nothing lost")
 	return cmd
 }
 
 // writeSwarmFiles writes the results, their Markdown tables and their
 // latency chart into dir.
-func writeSwarmFiles(dir string, res []lab.SwarmResult) error {
+func writeSwarmFiles(dir string, res []swarm.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	files, err := lab.SwarmFiles(res)
+	files, err := chart.Files(res)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -56,44 +55,19 @@ func FuzzParseSizes(f *testing.F) {
 	})
 }
 
-// FuzzSwarmMsgJSON: the swarm's message lists come from other Testground
-// instances; what UnmarshalJSON takes marshals and reads back as itself.
-func FuzzSwarmMsgJSON(f *testing.F) {
-	for _, s := range []string{"[0,1,2]", "[2,40,7]", "[]", "[1,2,3,4]", "null", `{"kind":1}`, "[1e3,0,0]", "[-1,-2,-3]", "[9223372036854775807,0,0]"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var m swarmMsg
-		if err := json.Unmarshal(b, &m); err != nil {
-			return
-		}
-		out, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var again swarmMsg
-		if err := json.Unmarshal(out, &again); err != nil || again != m {
-			t.Fatalf("%s: re-read %+v as %+v (%v)", out, m, again, err)
-		}
-	})
-}
-
-// FuzzReadResultsJSON: the results files (JSON lines) that ReadAMTTJSON,
-// ReadGridJSON and ReadSwarmJSON read, the swarm's from other Testground
-// instances, never panic the readers, and what they read writes out as
+// FuzzReadResultsJSON: the results files (JSON lines) that ReadAMTTJSON
+// and ReadGridJSON read never panic the readers, and what they read writes out as
 // lines that read back to the same lines.
 func FuzzReadResultsJSON(f *testing.F) {
-	var amtt, grid, swarm bytes.Buffer
+	var amtt, grid bytes.Buffer
 	WriteAMTTJSON(&amtt, []AMTTResult{{}})
 	WriteGridJSON(&grid, []GridResult{{}})
-	WriteSwarmJSON(&swarm, []SwarmResult{{}})
-	for _, b := range [][]byte{amtt.Bytes(), grid.Bytes(), swarm.Bytes(), []byte("\n\n{}\n"), []byte("{\n"), []byte("[1,2]\n"), []byte(`{"Peers":-1}`)} {
+	for _, b := range [][]byte{amtt.Bytes(), grid.Bytes(), []byte("\n\n{}\n"), []byte("{\n"), []byte("[1,2]\n"), []byte(`{"Peers":-1}`)} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkIdempotent(t, b, ReadAMTTJSON, WriteAMTTJSON)
 		checkIdempotent(t, b, ReadGridJSON, WriteGridJSON)
-		checkIdempotent(t, b, ReadSwarmJSON, WriteSwarmJSON)
 	})
 }
 

@@ -1,8 +1,8 @@
 // Package lab holds the experiment engines behind `p2pmsg lab` and the
 // Testground plans: the per-layer round-trip study of the JXTA layer paper
-// (Jan & Noblet, INRIA RR-5350), the AMTT and codec experiments, message
-// rate under load, and swarms of many peers (RunSwarm in one process,
-// RunSwarmPeer one peer per process).
+// (Jan & Noblet, INRIA RR-5350), the AMTT and codec experiments, and message
+// rate under load. The swarm engine is package swarm's, which links none
+// of this package's dependencies.
 //
 // It sits above every layer: each layer under test is a Layer that knows how
 // to set up a sender and an echoing receiver on loopback. Raw TCP and raw

@@ -61,7 +61,11 @@ func TestLayering(t *testing.T) {
 		{"pkg", []string{"cmd", "internal/cli", "testplans"}, "nothing imports the CLI or the plans"},
 		{"pkg", []string{"internal/lab", "internal/codecbench"}, "the experiment engines are no part of the library users import"},
 		{"internal", []string{"cmd", "testplans"}, "nothing imports the CLI or the plans"},
+		{"internal/swarm", []string{"internal/lab", "internal/codecbench", "internal/datasets"}, "a swarm plan instance is one peer and links only what a peer runs"},
 	}
+	// External modules a peer does not run, which the swarm engine must not
+	// link (its chart, in internal/swarm/chart, may plot).
+	peerless := []string{"github.com/nats-io/", "gonum.org/v1/plot"}
 	pkgs := listPackages(t)
 	if len(pkgs) == 0 {
 		t.Fatal("no packages listed")
@@ -75,6 +79,13 @@ func TestLayering(t *testing.T) {
 				for _, f := range r.forbidden {
 					if under(dep, f) {
 						t.Errorf("%s depends on %s: %s", p.ImportPath, dep, r.why)
+					}
+				}
+			}
+			if under(p.ImportPath, "internal/swarm") && !under(p.ImportPath, "internal/swarm/chart") {
+				for _, f := range peerless {
+					if strings.HasPrefix(dep, f) {
+						t.Errorf("%s depends on %s: a swarm plan instance is one peer and links only what a peer runs", p.ImportPath, dep)
 					}
 				}
 			}

@@ -1,5 +1,5 @@
 // Command swarm is the Testground plan of p2pmsg's swarm cases: one
-// instance per peer, each running internal/lab's RunSwarmPeer, meeting the
+// instance per peer, each running internal/swarm's RunPeer, meeting the
 // others through the sync service. Instance 1 writes the case's results.
 package main
 

@@ -11,7 +11,8 @@ import (
 	"github.com/testground/sdk-go/runtime"
 	"github.com/testground/sdk-go/sync"
 
-	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/swarm"
+	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 )
 
@@ -33,8 +34,8 @@ func number(re *runtime.RunEnv, name, def string) (float64, error) {
 }
 
 // config reads the case's parameters.
-func config(re *runtime.RunEnv) (lab.SwarmConfig, time.Duration, error) {
-	cfg := lab.SwarmConfig{Peers: re.TestInstanceCount, Cases: []string{re.TestCase}, Progress: func(s string) { re.RecordMessage("%s", s) }}
+func config(re *runtime.RunEnv) (swarm.Config, time.Duration, error) {
+	cfg := swarm.Config{Peers: re.TestInstanceCount, Cases: []string{re.TestCase}, Progress: func(s string) { re.RecordMessage("%s", s) }}
 	var err error
 	get := func(name, def string) float64 {
 		if err != nil {
@@ -70,7 +71,7 @@ func runCase(re *runtime.RunEnv, ic *run.InitContext) error {
 		return err
 	}
 	c := &coordinator{re: re, ic: ic}
-	r, err := lab.RunSwarmPeer(ctx, cfg, c, listen)
+	r, err := swarm.RunPeer(ctx, cfg, c, listen)
 	if err != nil {
 		return err
 	}
@@ -78,8 +79,8 @@ func runCase(re *runtime.RunEnv, ic *run.InitContext) error {
 		return nil
 	}
 	re.R().RecordPoint("swarm,case="+r.Case+",kind=p99_ns", float64(r.P99))
-	res := []lab.SwarmResult{*r}
-	files, err := lab.SwarmFiles(res)
+	res := []swarm.Result{*r}
+	files, err := chart.Files(res)
 	if err != nil {
 		return err
 	}
@@ -88,12 +89,12 @@ func runCase(re *runtime.RunEnv, ic *run.InitContext) error {
 			return err
 		}
 	}
-	re.RecordMessage("results:\n%s", files[lab.SwarmMarkdownFile])
-	os.Stderr.Write(files[lab.SwarmMarkdownFile])
+	re.RecordMessage("results:\n%s", files[swarm.MarkdownFile])
+	os.Stderr.Write(files[swarm.MarkdownFile])
 	return nil
 }
 
-// coordinator is lab.SwarmCoordinator on Testground's sync service.
+// coordinator is swarm.Coordinator on Testground's sync service.
 type coordinator struct {
 	re *runtime.RunEnv
 	ic *run.InitContext

@@ -1,5 +1,5 @@
 // Command swarmcheck checks the results of a swarm plan's run: every row
-// of swarm.jsonl must show complete delivery (lab.SwarmResult.Complete),
+// of swarm.jsonl must show complete delivery (swarm.Result.Complete),
 // the cases given must all be there, each with the peers expected.
 package main
 
@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/swarm"
 )
 
 func main() {
@@ -42,7 +42,7 @@ func run(args []string) error {
 		if err := r.Complete(); err != nil {
 			errs = append(errs, err)
 		}
-		if r.Case != lab.SwarmIdle && (r.Expected == 0 || r.P50 <= 0) {
+		if r.Case != swarm.Idle && (r.Expected == 0 || r.P50 <= 0) {
 			errs = append(errs, fmt.Errorf("%s: nothing measured", r.Case))
 		}
 	}
@@ -58,11 +58,11 @@ func run(args []string) error {
 	return nil
 }
 
-func read(path string) ([]lab.SwarmResult, error) {
+func read(path string) ([]swarm.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return lab.ReadSwarmJSON(f)
+	return swarm.ReadJSON(f)
 }

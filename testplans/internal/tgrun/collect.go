@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/swarm"
+	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 )
 
 // Files the plans write and Collect gathers.
@@ -19,9 +21,9 @@ const (
 	AMTTChart     = "amtt.svg"
 	RTTFile       = "rtt.jsonl"
 	RTTMarkdown   = "rtt.md"
-	SwarmFile     = lab.SwarmJSONFile
-	SwarmMarkdown = lab.SwarmMarkdownFile
-	SwarmChart    = lab.SwarmChartFile
+	SwarmFile     = swarm.JSONFile
+	SwarmMarkdown = swarm.MarkdownFile
+	SwarmChart    = chart.File
 )
 
 // Collect gathers what the instances wrote under runDir into runDir

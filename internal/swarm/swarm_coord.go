@@ -1,4 +1,4 @@
-package lab
+package swarm
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// memHub is a SwarmCoordinator's rendezvous for peers that run in one
+// memHub is a Coordinator's rendezvous for peers that run in one
 // process: what Testground's sync service is to peers in processes of
 // their own.
 type memHub struct {
@@ -35,8 +35,8 @@ func (h *memHub) point(name string) *memPoint {
 	return p
 }
 
-// coordinator returns peer seq's SwarmCoordinator.
-func (h *memHub) coordinator(seq int) SwarmCoordinator { return &memCoord{hub: h, seq: seq} }
+// coordinator returns peer seq's Coordinator.
+func (h *memHub) coordinator(seq int) Coordinator { return &memCoord{hub: h, seq: seq} }
 
 type memCoord struct {
 	hub *memHub
@@ -50,7 +50,7 @@ func (c *memCoord) Share(ctx context.Context, name string, b []byte) ([][]byte, 
 	c.hub.mu.Lock()
 	if p.data[c.seq-1] != nil {
 		c.hub.mu.Unlock()
-		return nil, fmt.Errorf("lab: peer %d shared %s twice", c.seq, name)
+		return nil, fmt.Errorf("swarm: peer %d shared %s twice", c.seq, name)
 	}
 	p.data[c.seq-1] = append([]byte{}, b...)
 	if p.got++; p.got == c.hub.n {
@@ -61,7 +61,7 @@ func (c *memCoord) Share(ctx context.Context, name string, b []byte) ([][]byte, 
 	case <-p.done:
 		return p.data, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("lab: share %s: %w", name, ctx.Err())
+		return nil, fmt.Errorf("swarm: share %s: %w", name, ctx.Err())
 	}
 }
 

@@ -1,4 +1,4 @@
-package lab
+package swarm
 
 import (
 	"context"
@@ -26,41 +26,41 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
-// Swarm cases (SwarmConfig.Cases).
+// Swarm cases (Config.Cases).
 const (
-	// SwarmIdle builds the swarm, lets it settle and measures what each
+	// Idle builds the swarm, lets it settle and measures what each
 	// idle peer costs.
-	SwarmIdle = "idle"
-	// SwarmPropagate: Publishers peers send at Rate to a propagate pipe
+	Idle = "idle"
+	// Propagate: Publishers peers send at Rate to a propagate pipe
 	// whose members are all the peers.
-	SwarmPropagate = "propagate"
-	// SwarmResolve: every peer binds a unicast input pipe; each resolves
+	Propagate = "propagate"
+	// Resolve: every peer binds a unicast input pipe; each resolves
 	// Targets others' pipes with no hint (the DHT and the resolver
 	// protocol) and sends to them.
-	SwarmResolve = "resolve"
-	// SwarmRelay: RelayFraction of the peers have no address of their
+	Resolve = "resolve"
+	// Relay: RelayFraction of the peers have no address of their
 	// own and reserve on Relays relay peers; every other peer sends to
 	// Targets of them by pipe, through the relays.
-	SwarmRelay = "relay"
-	// SwarmChurn: ChurnFraction of the peers leave abruptly, one by one,
+	Relay = "relay"
+	// Churn: ChurnFraction of the peers leave abruptly, one by one,
 	// and new peers take their place, during a propagate run and while
 	// every stable peer keeps sending to Targets unicast pipes.
-	SwarmChurn = "churn"
+	Churn = "churn"
 )
 
-// SwarmCases lists the cases in the order RunSwarm runs them.
-var SwarmCases = []string{SwarmIdle, SwarmPropagate, SwarmResolve, SwarmRelay, SwarmChurn}
+// Cases lists the cases in the order Run runs them.
+var Cases = []string{Idle, Propagate, Resolve, Relay, Churn}
 
-// ErrUnknownCase reports a swarm case RunSwarm does not know.
-var ErrUnknownCase = errors.New("lab: unknown swarm case")
+// ErrUnknownCase reports a swarm case Run does not know.
+var ErrUnknownCase = errors.New("swarm: unknown case")
 
-// ErrSwarmConfig reports a SwarmConfig RunSwarm cannot run.
-var ErrSwarmConfig = errors.New("lab: swarm configuration")
+// ErrConfig reports a Config Run cannot run.
+var ErrConfig = errors.New("swarm: configuration")
 
-// SwarmConfig configures RunSwarm. Zero fields take the defaults given.
-type SwarmConfig struct {
+// Config configures Run. Zero fields take the defaults given.
+type Config struct {
 	Peers         int           // peers, each a node with its own host, endpoint, pipe service and DHT (default 20)
-	Cases         []string      // default all of SwarmCases
+	Cases         []string      // default all of Cases
 	Publishers    int           // propagate and churn: publishing peers (default 4)
 	Rate          float64       // propagate and churn: messages a second, all publishers together (default 100)
 	Duration      time.Duration // propagate and churn: how long the publishers send (default 5 s)
@@ -70,19 +70,19 @@ type SwarmConfig struct {
 	RelayFraction float64       // relay: the fraction of peers without an address (default 0.2)
 	Relays        int           // relay: relay peers (default 2)
 	ChurnFraction float64       // churn: the fraction of peers replaced (default 0.2)
-	Settle        time.Duration // idle: how long the swarm settles before it is measured (default SwarmSettle)
+	Settle        time.Duration // idle: how long the swarm settles before it is measured (default Settle)
 	Seed          uint64        // picks of peers; 0 picks one
 	Progress      func(string)  // called with a line of progress, or nil
 
 	// base is the process before the swarm, when all its peers run in
-	// this process (RunSwarm): peer 1 then measures the process's cost
+	// this process (Run): peer 1 then measures the process's cost
 	// for all of them.
 	base *usage
 }
 
-// SwarmResult is one case's figures. Latencies run from the sending call
+// Result is one case's figures. Latencies run from the sending call
 // to the receiving peer's Receive, both timed by this process's clock.
-type SwarmResult struct {
+type Result struct {
 	Case       string `json:"case"`
 	Peers      int    `json:"peers"`
 	Expected   int    `json:"expected"`   // deliveries expected
@@ -143,12 +143,12 @@ type SwarmResult struct {
 	Latencies []time.Duration `json:"-"` // every delivery's, for a CDF
 }
 
-func (c SwarmConfig) withDefaults() SwarmConfig {
+func (c Config) withDefaults() Config {
 	if c.Peers == 0 {
 		c.Peers = 20
 	}
 	if len(c.Cases) == 0 {
-		c.Cases = SwarmCases
+		c.Cases = Cases
 	}
 	if c.Publishers == 0 {
 		c.Publishers = 4
@@ -178,7 +178,7 @@ func (c SwarmConfig) withDefaults() SwarmConfig {
 		c.ChurnFraction = 0.2
 	}
 	if c.Settle == 0 {
-		c.Settle = SwarmSettle
+		c.Settle = Settle
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
@@ -186,59 +186,59 @@ func (c SwarmConfig) withDefaults() SwarmConfig {
 	return c
 }
 
-func (c SwarmConfig) check() error {
+func (c Config) check() error {
 	for _, name := range c.Cases {
-		if !slices.Contains(SwarmCases, name) {
-			return fmt.Errorf("%w: %q (cases: %s)", ErrUnknownCase, name, strings.Join(SwarmCases, ", "))
+		if !slices.Contains(Cases, name) {
+			return fmt.Errorf("%w: %q (cases: %s)", ErrUnknownCase, name, strings.Join(Cases, ", "))
 		}
 	}
 	switch {
 	case c.Peers < 4:
-		return fmt.Errorf("%w: a swarm of %d peers: use 4 or more", ErrSwarmConfig, c.Peers)
+		return fmt.Errorf("%w: a swarm of %d peers: use 4 or more", ErrConfig, c.Peers)
 	case c.Publishers < 1 || c.Publishers > c.Peers:
-		return fmt.Errorf("%w: %d publishers among %d peers", ErrSwarmConfig, c.Publishers, c.Peers)
+		return fmt.Errorf("%w: %d publishers among %d peers", ErrConfig, c.Publishers, c.Peers)
 	case c.Rate <= 0 || c.Duration <= 0:
-		return fmt.Errorf("%w: rate %g for %v", ErrSwarmConfig, c.Rate, c.Duration)
+		return fmt.Errorf("%w: rate %g for %v", ErrConfig, c.Rate, c.Duration)
 	case c.Targets < 1 || c.Targets >= c.Peers:
-		return fmt.Errorf("%w: %d targets among %d peers", ErrSwarmConfig, c.Targets, c.Peers)
+		return fmt.Errorf("%w: %d targets among %d peers", ErrConfig, c.Targets, c.Peers)
 	case c.Size < swarmHeader || c.Size > 64<<10:
-		return fmt.Errorf("%w: payload of %d bytes: swarm messages carry a %d-byte header and are at most 64 KiB", ErrSwarmConfig, c.Size, swarmHeader)
+		return fmt.Errorf("%w: payload of %d bytes: swarm messages carry a %d-byte header and are at most 64 KiB", ErrConfig, c.Size, swarmHeader)
 	case c.Degree < 1:
-		return fmt.Errorf("%w: degree %d", ErrSwarmConfig, c.Degree)
+		return fmt.Errorf("%w: degree %d", ErrConfig, c.Degree)
 	case c.RelayFraction <= 0 || c.RelayFraction >= 1 || c.ChurnFraction <= 0 || c.ChurnFraction >= 1:
-		return fmt.Errorf("%w: fractions must be in (0, 1)", ErrSwarmConfig)
+		return fmt.Errorf("%w: fractions must be in (0, 1)", ErrConfig)
 	case c.Relays < 1 || c.Relays+2 > c.Peers:
-		return fmt.Errorf("%w: %d relays among %d peers", ErrSwarmConfig, c.Relays, c.Peers)
+		return fmt.Errorf("%w: %d relays among %d peers", ErrConfig, c.Relays, c.Peers)
 	}
 	return nil
 }
 
-// RunSwarm runs the cases, each on a swarm of its own built for it, and
-// returns a result per case. Its peers are RunSwarmPeer's, as in the
+// Run runs the cases, each on a swarm of its own built for it, and
+// returns a result per case. Its peers are RunPeer's, as in the
 // swarm Testground plan, all in this process and meeting through an
 // in-memory coordinator; for churn, cfg.Peers are present at any time
 // (ChurnFraction more peers join as others leave).
-func RunSwarm(ctx context.Context, cfg SwarmConfig) ([]SwarmResult, error) {
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	var out []SwarmResult
+	var out []Result
 	for i, name := range cfg.Cases {
 		c := cfg
 		c.Seed = cfg.Seed + uint64(i)
 		var (
-			r   SwarmResult
+			r   Result
 			err error
 		)
 		c.Cases = []string{name}
-		if name == SwarmIdle {
+		if name == Idle {
 			r, err = runSwarmIdle(ctx, c)
 		} else {
 			r, err = runInProcess(ctx, c)
 		}
 		if err != nil {
-			return out, fmt.Errorf("lab: swarm %s: %w", name, err)
+			return out, fmt.Errorf("swarm: %s: %w", name, err)
 		}
 		r.Case, r.Peers = name, cfg.Peers
 		out = append(out, r)
@@ -267,7 +267,7 @@ func (p *swarmPeer) close() {
 
 // swarm is a set of peers in this process and what is measured of them.
 type swarm struct {
-	cfg  SwarmConfig
+	cfg  Config
 	rng  *rand.Rand
 	base usage // the process before the swarm
 
@@ -316,7 +316,7 @@ func procKB(path, key string) int64 {
 	return 0
 }
 
-func newSwarm(cfg SwarmConfig) *swarm {
+func newSwarm(cfg Config) *swarm {
 	return &swarm{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5741524d)), base: measureUsage(), rec: newSwarmRecorder()}
 }
 
@@ -465,7 +465,7 @@ func bytesOut(ctx context.Context, peers []*swarmPeer) int64 {
 }
 
 // cost fills r's per-peer cost from the process now.
-func (s *swarm) cost(r *SwarmResult) {
+func (s *swarm) cost(r *Result) {
 	peers := s.alive()
 	if len(peers) == 0 {
 		return
@@ -507,7 +507,7 @@ type swarmMsg struct {
 }
 
 // MarshalJSON writes m as [kind, from, seq], for peers that share lists
-// of messages (RunSwarmPeer).
+// of messages (RunPeer).
 func (m swarmMsg) MarshalJSON() ([]byte, error) { return json.Marshal([3]int{m.kind, m.from, m.seq}) }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -608,7 +608,7 @@ func (r *swarmRecorder) has(to int, m swarmMsg) bool {
 
 // tally counts, over the receivers, the deliveries of msgs, all of one
 // kind (every receiver expects each of them), and fills r.
-func (r *swarmRecorder) tally(res *SwarmResult, receivers []int, kind int, msgs []swarmMsg) {
+func (r *swarmRecorder) tally(res *Result, receivers []int, kind int, msgs []swarmMsg) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.Expected += len(receivers) * len(msgs)
@@ -631,7 +631,7 @@ func (r *swarmRecorder) tally(res *SwarmResult, receivers []int, kind int, msgs 
 	fillLatency(res)
 }
 
-func fillLatency(res *SwarmResult) {
+func fillLatency(res *Result) {
 	if len(res.Latencies) == 0 {
 		return
 	}
@@ -676,11 +676,11 @@ func waitFor(ctx context.Context, cond func() bool) error {
 }
 
 // ErrIncomplete is what Complete's errors unwrap to.
-var ErrIncomplete = errors.New("lab: swarm case incomplete")
+var ErrIncomplete = errors.New("swarm: case incomplete")
 
 // Complete returns nil if the case delivered everything it expected with
 // no failure and lost nothing without an error, else what fell short.
-func (r SwarmResult) Complete() error {
+func (r Result) Complete() error {
 	var short []string
 	if r.Delivered < r.Expected {
 		short = append(short, fmt.Sprintf("%d of %d delivered", r.Delivered, r.Expected))
@@ -701,11 +701,11 @@ func (r SwarmResult) Complete() error {
 	return fmt.Errorf("%w: %s with %d peers: %s", ErrIncomplete, r.Case, r.Peers, strings.Join(short, ", "))
 }
 
-// runInProcess runs one case with every peer a RunSwarmPeer in this
+// runInProcess runs one case with every peer a RunPeer in this
 // process, and measures the process's cost per peer.
-func runInProcess(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
+func runInProcess(ctx context.Context, cfg Config) (Result, error) {
 	present := cfg.Peers
-	if cfg.Cases[0] == SwarmChurn {
+	if cfg.Cases[0] == Churn {
 		cfg.Peers += max(1, int(math.Round(cfg.ChurnFraction*float64(present)))) // the joiners
 	}
 	debug.FreeOSMemory() // what earlier swarms left is not this one's
@@ -716,7 +716,7 @@ func runInProcess(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 	hub := newMemHub(cfg.Peers)
 	var (
 		mu    sync.Mutex
-		first *SwarmResult
+		first *Result
 		errs  []error
 		wg    sync.WaitGroup
 	)
@@ -724,7 +724,7 @@ func runInProcess(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := RunSwarmPeer(ctx, cfg, hub.coordinator(seq), "/ip4/127.0.0.1/tcp/0")
+			r, err := RunPeer(ctx, cfg, hub.coordinator(seq), "/ip4/127.0.0.1/tcp/0")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -738,10 +738,10 @@ func runInProcess(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return SwarmResult{}, err
+		return Result{}, err
 	}
 	if first == nil {
-		return SwarmResult{}, errors.New("lab: peer 1 returned no result")
+		return Result{}, errors.New("swarm: peer 1 returned no result")
 	}
 	first.Peers = present
 	return *first, nil

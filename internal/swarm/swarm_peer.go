@@ -1,4 +1,4 @@
-package lab
+package swarm
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
-// SwarmCoordinator is what one peer of a swarm spread over processes
+// Coordinator is what one peer of a swarm spread over processes
 // needs from its run: its number and rendezvous with the others.
 // Testground's sync service provides it (testplans/swarm).
-type SwarmCoordinator interface {
-	// Seq is this peer's number, 1 to SwarmConfig.Peers.
+type Coordinator interface {
+	// Seq is this peer's number, 1 to Config.Peers.
 	Seq() int
 	// Share publishes b under name and returns every peer's, indexed by
 	// Seq-1, once all have shared theirs.
@@ -56,10 +56,10 @@ func (t *peerTally) fail(msg string) {
 	}
 }
 
-// SwarmPeerCases are the cases RunSwarmPeer runs.
-var SwarmPeerCases = []string{SwarmPropagate, SwarmResolve, SwarmRelay, SwarmChurn}
+// PeerCases are the cases RunPeer runs.
+var PeerCases = []string{Propagate, Resolve, Relay, Churn}
 
-// Roles of a peer in RunSwarmPeer's relay case; every peer is a sender
+// Roles of a peer in RunPeer's relay case; every peer is a sender
 // in the others.
 const (
 	roleSender = iota
@@ -73,8 +73,8 @@ const (
 // last RelayFraction of them private; in the churn case, the churnCount
 // peers after the publishers leave and the last churnCount join, each
 // joiner taking its leaver's place.
-func peerRole(cfg SwarmConfig, seq int) int {
-	if cfg.Cases[0] == SwarmChurn {
+func peerRole(cfg Config, seq int) int {
+	if cfg.Cases[0] == Churn {
 		n := churnCount(cfg)
 		switch {
 		case seq > cfg.Publishers && seq <= cfg.Publishers+n:
@@ -84,7 +84,7 @@ func peerRole(cfg SwarmConfig, seq int) int {
 		}
 		return roleSender
 	}
-	if cfg.Cases[0] != SwarmRelay {
+	if cfg.Cases[0] != Relay {
 		return roleSender
 	}
 	switch {
@@ -97,28 +97,28 @@ func peerRole(cfg SwarmConfig, seq int) int {
 }
 
 // privateCount is how many peers the relay case makes private.
-func privateCount(cfg SwarmConfig) int {
+func privateCount(cfg Config) int {
 	return max(1, int(math.Round(cfg.RelayFraction*float64(cfg.Peers))))
 }
 
 // relayOf is the relay private peer seq reserves on, its k-th private
 // peer on relay k modulo Relays.
-func relayOf(cfg SwarmConfig, seq int) int {
+func relayOf(cfg Config, seq int) int {
 	return 1 + (seq-(cfg.Peers-privateCount(cfg))-1)%cfg.Relays
 }
 
-// RunSwarmPeer runs this process's peer in one case (SwarmPeerCases) of a
+// RunPeer runs this process's peer in one case (PeerCases) of a
 // swarm whose other cfg.Peers-1 peers run the same function elsewhere,
 // listening on listen (the relay case's private peers listen nowhere). The peer with Seq 1 returns
 // the case's result, the others nil. Per-peer cost is each process's
 // whole RSS, goroutines and connections, averaged over the peers.
-func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, listen string) (*SwarmResult, error) {
+func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Result, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Cases) != 1 || !slices.Contains(SwarmPeerCases, cfg.Cases[0]) {
-		return nil, fmt.Errorf("%w: a peer runs one case of %v", ErrSwarmConfig, SwarmPeerCases)
+	if len(cfg.Cases) != 1 || !slices.Contains(PeerCases, cfg.Cases[0]) {
+		return nil, fmt.Errorf("%w: a peer runs one case of %v", ErrConfig, PeerCases)
 	}
 	seq := c.Seq()
 	role := peerRole(cfg, seq)
@@ -182,13 +182,13 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	}
 	var t peerTally
 	switch cfg.Cases[0] {
-	case SwarmPropagate:
+	case Propagate:
 		err = propagatePeer(ctx, s, p, c, &t)
-	case SwarmResolve:
+	case Resolve:
 		err = resolvePeer(ctx, s, p, c, &t)
-	case SwarmRelay:
+	case Relay:
 		err = relayPeer(ctx, s, p, c, infos, &t)
-	case SwarmChurn:
+	case Churn:
 		p, err = churnPeer(ctx, s, p, c, infos, listen, &t)
 	}
 	if err != nil {
@@ -216,7 +216,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 	if seq != 1 {
 		return nil, nil
 	}
-	r := &SwarmResult{Case: cfg.Cases[0], Peers: cfg.Peers, MinMemberShare: 1}
+	r := &Result{Case: cfg.Cases[0], Peers: cfg.Peers, MinMemberShare: 1}
 	var bytesOut int64
 	var resolves []time.Duration
 	perRelay := map[int]int{}
@@ -276,7 +276,7 @@ func RunSwarmPeer(ctx context.Context, cfg SwarmConfig, c SwarmCoordinator, list
 
 // propagatePeer is one peer's propagate case: peer 1's advertisement,
 // every peer a member, the first Publishers peers publishing.
-func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, t *peerTally) error {
+func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, t *peerTally) error {
 	cfg := s.cfg
 	var mine []byte
 	if c.Seq() == 1 {
@@ -339,7 +339,7 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinat
 		want = append(want, m...)
 	}
 	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one SwarmResult
+	var one Result
 	s.rec.tally(&one, []int{p.idx}, kindData, want)
 	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
 	t.BytesOut = bytesOut(ctx, []*swarmPeer{p}) - before
@@ -348,7 +348,7 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinat
 
 // resolvePeer is one peer's resolve case: it binds its own pipe, then
 // resolves Targets others' with no hint and sends to each.
-func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, t *peerTally) error {
+func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, t *peerTally) error {
 	cfg := s.cfg
 	a, err := s.bindUnicast(p, nil)
 	if err != nil {
@@ -414,7 +414,7 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 		return err
 	}
 	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one SwarmResult
+	var one Result
 	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
 	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
 	t.BytesOut = bytesOut(ctx, []*swarmPeer{p}) - before
@@ -422,9 +422,9 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator
 }
 
 // relayPeer is one peer's relay case: private peers bind a pipe each;
-// senders send to Targets of them, dealt round-robin (as RunSwarm does),
+// senders send to Targets of them, dealt round-robin (as Run does),
 // through the private peer's relay.
-func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, infos []peer.AddrInfo, t *peerTally) error {
+func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, infos []peer.AddrInfo, t *peerTally) error {
 	cfg := s.cfg
 	seq := c.Seq()
 	role := peerRole(cfg, seq)
@@ -452,7 +452,7 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		}
 	}
 	if len(senders) == 0 {
-		return fmt.Errorf("%w: %d peers leave no sender beside %d relays and %d private peers", ErrSwarmConfig, cfg.Peers, cfg.Relays, len(privs))
+		return fmt.Errorf("%w: %d peers leave no sender beside %d relays and %d private peers", ErrConfig, cfg.Peers, cfg.Relays, len(privs))
 	}
 	k := min(cfg.Targets, len(privs))
 	targets := func(q int) []int { // private seqs sender q sends to
@@ -506,7 +506,7 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 		}
 	}
 	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one SwarmResult
+	var one Result
 	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
 	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
 	for _, conn := range p.n.Host().Network().Conns() {
@@ -520,7 +520,7 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 // meshReady returns once every peer present has heard a probe from every
 // publisher (pubs, by index): publishers (out not nil) probe until then.
 // A peer not present (p nil) only meets the others at the barrier.
-func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, out *pipe.OutputPipe, pubs []int) error {
+func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, out *pipe.OutputPipe, pubs []int) error {
 	heard := make(chan struct{})
 	var probing sync.WaitGroup
 	if out != nil {
@@ -560,7 +560,7 @@ func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 
 // connectSome connects p to Degree random peers of infos that have an
 // address, best effort: the DHT finds the rest.
-func connectSome(ctx context.Context, cfg SwarmConfig, p *swarmPeer, seq int, infos []peer.AddrInfo) {
+func connectSome(ctx context.Context, cfg Config, p *swarmPeer, seq int, infos []peer.AddrInfo) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(seq)))
 	for _, i := range rng.Perm(len(infos)) {
 		if i == seq-1 || len(infos[i].Addrs) == 0 || len(p.n.Host().Network().Peers()) >= cfg.Degree {
@@ -573,8 +573,8 @@ func connectSome(ctx context.Context, cfg SwarmConfig, p *swarmPeer, seq int, in
 }
 
 // churnCount is how many peers leave (and join) in the churn case of
-// RunSwarmPeer: ChurnFraction of the peers present at any time.
-func churnCount(cfg SwarmConfig) int {
+// RunPeer: ChurnFraction of the peers present at any time.
+func churnCount(cfg Config) int {
 	f := cfg.ChurnFraction
 	return max(1, int(math.Round(f*float64(cfg.Peers)/(1+f))))
 }
@@ -589,13 +589,13 @@ type churnReport struct {
 	Sent     []swarmMsg        `json:"sent,omitempty"` // a publisher's propagate messages
 }
 
-// churnPeer is one peer's churn case (see SwarmChurn and peerRole): the
+// churnPeer is one peer's churn case (see Churn and peerRole): the
 // present peers are members of a propagate pipe and bind a unicast pipe
 // each; the publishers publish; every stable peer sends flushed messages
 // to Targets pipes; leavers leave abruptly at their time, and joiners
 // join then, binding their leaver's pipe. It returns this process's peer
 // (a joiner's is new).
-func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, infos []peer.AddrInfo, listen string, t *peerTally) (*swarmPeer, error) {
+func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, infos []peer.AddrInfo, listen string, t *peerTally) (*swarmPeer, error) {
 	cfg := s.cfg
 	seq := c.Seq()
 	role := peerRole(cfg, seq)
@@ -761,7 +761,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c SwarmCoordinator, 
 	}
 	if rep.Stable {
 		s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-		var one SwarmResult
+		var one Result
 		s.rec.tally(&one, []int{p.idx}, kindData, want)
 		t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
 	}

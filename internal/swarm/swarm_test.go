@@ -1,4 +1,4 @@
-package lab
+package swarm
 
 import (
 	"context"
@@ -19,26 +19,23 @@ func TestSwarm(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := RunSwarm(ctx, SwarmConfig{Peers: 8, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.25, Settle: time.Second, Seed: 1})
+	res, err := Run(ctx, Config{Peers: 8, Publishers: 2, Rate: 40, Duration: 1500 * time.Millisecond, Targets: 2, Relays: 1, RelayFraction: 0.25, ChurnFraction: 0.25, Settle: time.Second, Seed: 1})
 	// 60 messages (40 a second for 1.5 s) to every member: all 8, or in
 	// churn the 6 peers present throughout (2 of the 8 leave; 2 join).
 	for _, r := range res {
-		if want := map[string]int{SwarmPropagate: 480, SwarmChurn: 360}[r.Case]; want > 0 && r.Expected != want {
+		if want := map[string]int{Propagate: 480, Churn: 360}[r.Case]; want > 0 && r.Expected != want {
 			t.Errorf("%s: %d deliveries expected, want %d", r.Case, r.Expected, want)
 		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != len(SwarmCases) {
-		t.Fatalf("%d results, want %d", len(res), len(SwarmCases))
+	if len(res) != len(Cases) {
+		t.Fatalf("%d results, want %d", len(res), len(Cases))
 	}
-	var md, svg strings.Builder
-	if err := WriteSwarmMarkdown(&md, res); err != nil || strings.Count(md.String(), "\n| ") < 2*len(res)-1 {
+	var md strings.Builder
+	if err := WriteMarkdown(&md, res); err != nil || strings.Count(md.String(), "\n| ") < 2*len(res)-1 {
 		t.Errorf("Markdown (%v):\n%s", err, md.String())
-	}
-	if err := WriteSwarmChart(&svg, res); err != nil || !strings.Contains(svg.String(), "<svg") || !strings.Contains(svg.String(), "churn (8 peers)") {
-		t.Errorf("chart: %v", err)
 	}
 	for _, r := range res {
 		if err := r.Complete(); err != nil {
@@ -47,22 +44,22 @@ func TestSwarm(t *testing.T) {
 		if r.Peers != 8 || r.GoroutinesPerPeer <= 0 || r.ConnsPerPeer <= 0 {
 			t.Errorf("%s: cost not measured: %s", r.Case, brief(r))
 		}
-		if r.Case == SwarmIdle {
+		if r.Case == Idle {
 			continue
 		}
 		if r.Expected == 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 || len(r.Latencies) != r.Delivered {
 			t.Errorf("%s: figures: %s (%d latencies)", r.Case, brief(r), len(r.Latencies))
 		}
 		switch r.Case {
-		case SwarmResolve:
+		case Resolve:
 			if r.ResolveP50 <= 0 {
 				t.Errorf("resolve: resolution not timed")
 			}
-		case SwarmRelay:
+		case Relay:
 			if r.RelayCircuits == 0 {
 				t.Errorf("relay: no relayed connection")
 			}
-		case SwarmChurn:
+		case Churn:
 			if r.Accepted == 0 || r.UnicastDelivered+r.Reported < r.Accepted || r.ResolveP50 <= 0 {
 				t.Errorf("churn: unicast accounting %s", brief(r))
 			}
@@ -71,7 +68,7 @@ func TestSwarm(t *testing.T) {
 }
 
 func TestSwarmConfigRefused(t *testing.T) {
-	for _, c := range []SwarmConfig{
+	for _, c := range []Config{
 		{Cases: []string{"stampede"}},
 		{Peers: 2},
 		{Peers: 5, Publishers: 6},
@@ -79,11 +76,11 @@ func TestSwarmConfigRefused(t *testing.T) {
 		{Size: 4},
 		{Peers: 4, Relays: 3},
 	} {
-		if _, err := RunSwarm(context.Background(), c); err == nil {
+		if _, err := Run(context.Background(), c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if _, err := RunSwarm(context.Background(), SwarmConfig{Cases: []string{"stampede"}}); !errors.Is(err, ErrUnknownCase) {
+	if _, err := Run(context.Background(), Config{Cases: []string{"stampede"}}); !errors.Is(err, ErrUnknownCase) {
 		t.Errorf("unknown case: %v", err)
 	}
 }
@@ -103,7 +100,7 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-func brief(r SwarmResult) string {
+func brief(r Result) string {
 	r.Latencies = nil
 	return fmt.Sprintf("%+v", r)
 }

@@ -1,4 +1,4 @@
-package lab
+package swarm
 
 import (
 	"context"
@@ -23,13 +23,13 @@ const (
 	swarmMeshWait  = 60 * time.Second // every member hears every publisher's probe
 	swarmDrainWait = 10 * time.Second // after the last send, for deliveries still on their way
 	swarmSendWait  = 10 * time.Second // one resolution, Send or Flush
-	// SwarmSettle is how long an idle swarm settles before it is
-	// measured (SwarmConfig.Settle's default): what an idle peer costs is
+	// Settle is how long an idle swarm settles before it is
+	// measured (Config.Settle's default): what an idle peer costs is
 	// what it keeps once the connections and streams the swarm's build
 	// opened have been trimmed or have timed out. Its connection manager
 	// trims those ConnGrace old, looking every connMgrPeriod, and the DHT
 	// closes an inbound stream after dhtStreamIdle without a query.
-	SwarmSettle = max(node.ConnGrace+connMgrPeriod, dhtStreamIdle) + 2*time.Second
+	Settle = max(node.ConnGrace+connMgrPeriod, dhtStreamIdle) + 2*time.Second
 	// dhtStreamIdle is how long go-libp2p-kad-dht keeps an idle inbound
 	// stream, with a goroutine reading it.
 	dhtStreamIdle = time.Minute
@@ -54,11 +54,11 @@ func swarmMessage(payload []byte) *message.Message {
 	return message.New(message.Element{Name: "lab-swarm", Data: payload})
 }
 
-func runSwarmIdle(ctx context.Context, cfg SwarmConfig) (SwarmResult, error) {
+func runSwarmIdle(ctx context.Context, cfg Config) (Result, error) {
 	debug.FreeOSMemory() // what earlier swarms left is not this one's
 	s := newSwarm(cfg)
 	defer s.close()
-	var r SwarmResult
+	var r Result
 	if err := s.build(ctx, cfg.Peers); err != nil {
 		return r, err
 	}
@@ -208,10 +208,10 @@ func sendOne(ctx context.Context, p *swarmPeer, a *adv.PipeAdvertisement, size, 
 }
 
 // tallyEach is tally for receivers that each expect their own messages.
-func tallyEach(r *SwarmResult, rec *swarmRecorder, want map[int][]swarmMsg) {
+func tallyEach(r *Result, rec *swarmRecorder, want map[int][]swarmMsg) {
 	var lat []time.Duration
 	for to, msgs := range want {
-		var one SwarmResult
+		var one Result
 		rec.tally(&one, []int{to}, kindUnicast, msgs)
 		r.Expected += one.Expected
 		r.Delivered += one.Delivered

@@ -1,0 +1,115 @@
+package swarm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// WriteJSON writes one JSON object per result per line.
+func WriteJSON(w io.Writer, results []Result) error {
+	enc := json.NewEncoder(w)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the results as Markdown tables: delivery and
+// latency per case, then what each peer cost.
+func WriteMarkdown(w io.Writer, results []Result) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "| case | peers | delivered / expected | duplicates | p50 | p99 | max | failures | resolution p50 / p99 | bytes per delivery |")
+	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		if r.Case == Idle {
+			continue
+		}
+		res := "—"
+		if r.ResolveP50 > 0 {
+			res = fmt.Sprintf("%v / %v", roundDur(r.ResolveP50), roundDur(r.ResolveP99))
+		}
+		bpd := "—"
+		if r.BytesPerDelivery > 0 {
+			bpd = fmt.Sprintf("%.0f", r.BytesPerDelivery)
+		}
+		fmt.Fprintf(bw, "| %s | %d | %d / %d | %d | %v | %v | %v | %d | %s | %s |\n", r.Case, r.Peers, r.Delivered, r.Expected,
+			r.Duplicates, roundDur(r.P50), roundDur(r.P99), roundDur(r.Max), r.Failures, res, bpd)
+	}
+	for _, r := range results {
+		if r.GossipDropped > 0 {
+			fmt.Fprintf(bw, "\n%s: gossipsub dropped and counted %d message copies (pipe.Stats).\n", r.Case, r.GossipDropped)
+		}
+		switch r.Case {
+		case Relay:
+			fmt.Fprintf(bw, "\nrelay: %d relayed connections to the private peers, %d through the busiest relay.\n", r.RelayCircuits, r.RelayMaxCircuits)
+		case Churn:
+			fmt.Fprintf(bw, "\nchurn, unicast: %d messages accepted, %d delivered, %d reported (by Send or Flush), %d lost without an error.\n",
+				r.Accepted, r.UnicastDelivered, r.Reported, r.Lost)
+		}
+	}
+	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | PSS per peer | goroutines per peer | connections per peer |")
+	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		fmt.Fprintf(bw, "| %s | %d | %.1f MB | %.1f MB | %.0f | %.1f |\n", r.Case, r.Peers, float64(r.RSSPerPeer)/1e6, float64(r.PSSPerPeer)/1e6, r.GoroutinesPerPeer, r.ConnsPerPeer)
+	}
+	return bw.Flush()
+}
+
+// roundDur rounds ns to three significant figures or so, for tables.
+func roundDur(ns int64) time.Duration {
+	d := time.Duration(ns)
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	default:
+		return d.Round(time.Microsecond)
+	}
+}
+
+// ReadJSON reads what WriteJSON wrote (without latencies).
+func ReadJSON(r io.Reader) ([]Result, error) {
+	var out []Result
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := sc.Bytes()
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var v Result
+		if err := json.Unmarshal(b, &v); err != nil {
+			return out, fmt.Errorf("swarm: results line %d: %w", line, err)
+		}
+		out = append(out, v)
+	}
+	return out, sc.Err()
+}
+
+// The names Files gives the files.
+const (
+	JSONFile     = "swarm.jsonl"
+	MarkdownFile = "swarm.md"
+)
+
+// Files renders the results as the files `lab swarm --out` and the
+// swarm plan write, by name: the JSON lines and the Markdown tables.
+// The latency chart is package chart's, which links a plotting library a
+// peer does not need.
+func Files(res []Result) (map[string][]byte, error) {
+	var j, md bytes.Buffer
+	if err := WriteJSON(&j, res); err != nil {
+		return nil, err
+	}
+	if err := WriteMarkdown(&md, res); err != nil {
+		return nil, err
+	}
+	return map[string][]byte{JSONFile: j.Bytes(), MarkdownFile: md.Bytes()}, nil
+}
