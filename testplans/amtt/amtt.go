@@ -17,6 +17,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
 )
 
 func init() { plan.LoopbackHTTP() }
@@ -59,7 +60,7 @@ func runAMTT(re *runtime.RunEnv, ic *run.InitContext) error {
 	if role != roleSender && role != roleReceiver {
 		return fmt.Errorf("group %q: the amtt plan has groups %q and %q", role, roleSender, roleReceiver)
 	}
-	label, link, err := plan.Link(re)
+	label, link, err := planlink.Link(re)
 	if err != nil {
 		return err
 	}

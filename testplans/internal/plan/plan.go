@@ -1,8 +1,10 @@
-// Package plan holds what p2pmsg's Testground plans share: reading link
-// parameters, shaping the link (through the sidecar's network.Config when
-// the run has one, in process with pkg/linkemu when it does not), listen
-// addresses and output files. The experiments themselves are internal/lab's,
-// the same engines `p2pmsg lab` runs.
+// Package plan holds what p2pmsg's Testground plans share: the link
+// parameters' names, shaping the link (through the sidecar's
+// network.Config when the run has one, in process with pkg/linkemu when it
+// does not), listen addresses and output files. The experiments themselves
+// are internal/lab's and internal/swarm's, the same engines `p2pmsg lab`
+// runs; this package imports neither, so a plan links only the engine it
+// runs (reading a link profile, which needs internal/lab, is planlink's).
 package plan
 
 import (
@@ -14,14 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/testground/sdk-go/network"
 	"github.com/testground/sdk-go/run"
 	"github.com/testground/sdk-go/runtime"
 	"github.com/testground/sdk-go/sync"
 
-	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 
@@ -51,58 +51,6 @@ func LoopbackHTTP() {
 	}
 	run.HTTPListenAddr = l.Addr().String()
 	go http.Serve(l, nil) // the default mux holds net/http/pprof's handlers
-}
-
-// Link reads the link parameters: the profile, then the overrides that
-// are not negative. It returns the profile's label and the link as the
-// sender sees it (Up is what the sender sends).
-func Link(re *runtime.RunEnv) (string, linkemu.Link, error) {
-	o := lab.NoOverrides
-	var err error
-	if o.Up, err = intParam(re, ParamUp); err != nil {
-		return "", linkemu.Link{}, err
-	}
-	if o.Down, err = intParam(re, ParamDown); err != nil {
-		return "", linkemu.Link{}, err
-	}
-	if o.RTT, err = msParam(re, ParamRTT); err != nil {
-		return "", linkemu.Link{}, err
-	}
-	if o.Jitter, err = msParam(re, ParamJitter); err != nil {
-		return "", linkemu.Link{}, err
-	}
-	profile := re.TestInstanceParams[ParamProfile]
-	if profile == "" {
-		profile = lab.CustomProfile
-	}
-	return lab.ResolveLink(profile, o)
-}
-
-func intParam(re *runtime.RunEnv, name string) (int64, error) {
-	s, ok := re.TestInstanceParams[name]
-	if !ok || s == "" {
-		return -1, nil
-	}
-	v, err := strconv.ParseFloat(s, 64) // Testground writes numbers as JSON
-	if err != nil {
-		return 0, fmt.Errorf("parameter %s: %q is not a number", name, s)
-	}
-	return int64(v), nil
-}
-
-func msParam(re *runtime.RunEnv, name string) (time.Duration, error) {
-	s, ok := re.TestInstanceParams[name]
-	if !ok || s == "" {
-		return -1, nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parameter %s: %q is not a number of milliseconds", name, s)
-	}
-	if v < 0 {
-		return -1, nil
-	}
-	return time.Duration(v * float64(time.Millisecond)), nil
 }
 
 // Shapes returns the egress shapes of the two ends of link: the sender

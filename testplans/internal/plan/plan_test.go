@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/testground/sdk-go/network"
 	"github.com/testground/sdk-go/runtime"
@@ -36,30 +35,6 @@ func TestShapesRoundTrip(t *testing.T) {
 	}
 	if _, err := plan.Emulated(network.LinkShape{Loss: 1}, network.LinkShape{}); !errors.Is(err, plan.ErrUnsupportedShape) {
 		t.Errorf("loss accepted: %v", err)
-	}
-}
-
-func TestLinkParams(t *testing.T) {
-	for _, c := range []struct {
-		params map[string]string
-		label  string
-		up     int64
-		rtt    time.Duration
-	}{
-		{map[string]string{"profile": "dsl", "up": "-1", "down": "-1", "rtt_ms": "-1", "jitter_ms": "-1"}, "dsl", 80_000, 60 * time.Millisecond},
-		{map[string]string{"profile": "dsl", "up": "1000000"}, "dsl*", 125_000, 60 * time.Millisecond},
-		{map[string]string{"profile": "lan", "rtt_ms": "2.5"}, "lan*", 12_500_000, 2500 * time.Microsecond},
-		{map[string]string{"profile": "custom", "up": "8000", "rtt_ms": "10"}, "custom", 1000, 10 * time.Millisecond},
-	} {
-		label, link, err := plan.Link(runEnv(c.params))
-		if err != nil || label != c.label || link.Up.Bandwidth != c.up || link.RTT() != c.rtt {
-			t.Errorf("%v: %s %+v %v", c.params, label, link, err)
-		}
-	}
-	for _, bad := range []map[string]string{{"profile": "moon"}, {"profile": "dsl", "up": "fast"}, {"profile": "dsl", "rtt_ms": "x"}} {
-		if _, _, err := plan.Link(runEnv(bad)); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
 	}
 }
 

@@ -1,0 +1,69 @@
+// Package planlink reads a plan's link parameters (plan.ParamProfile and
+// the overrides) into a pkg/linkemu link, as `p2pmsg lab amtt` resolves
+// its flags. It is apart from package plan because it needs internal/lab,
+// which a plan that shapes no link (the swarm plan) should not link.
+package planlink
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/testground/sdk-go/runtime"
+
+	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
+)
+
+// Link reads the link parameters: the profile, then the overrides that
+// are not negative. It returns the profile's label and the link as the
+// sender sees it (Up is what the sender sends).
+func Link(re *runtime.RunEnv) (string, linkemu.Link, error) {
+	o := lab.NoOverrides
+	var err error
+	if o.Up, err = intParam(re, plan.ParamUp); err != nil {
+		return "", linkemu.Link{}, err
+	}
+	if o.Down, err = intParam(re, plan.ParamDown); err != nil {
+		return "", linkemu.Link{}, err
+	}
+	if o.RTT, err = msParam(re, plan.ParamRTT); err != nil {
+		return "", linkemu.Link{}, err
+	}
+	if o.Jitter, err = msParam(re, plan.ParamJitter); err != nil {
+		return "", linkemu.Link{}, err
+	}
+	profile := re.TestInstanceParams[plan.ParamProfile]
+	if profile == "" {
+		profile = lab.CustomProfile
+	}
+	return lab.ResolveLink(profile, o)
+}
+
+func intParam(re *runtime.RunEnv, name string) (int64, error) {
+	s, ok := re.TestInstanceParams[name]
+	if !ok || s == "" {
+		return -1, nil
+	}
+	v, err := strconv.ParseFloat(s, 64) // Testground writes numbers as JSON
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s: %q is not a number", name, s)
+	}
+	return int64(v), nil
+}
+
+func msParam(re *runtime.RunEnv, name string) (time.Duration, error) {
+	s, ok := re.TestInstanceParams[name]
+	if !ok || s == "" {
+		return -1, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s: %q is not a number of milliseconds", name, s)
+	}
+	if v < 0 {
+		return -1, nil
+	}
+	return time.Duration(v * float64(time.Millisecond)), nil
+}
