@@ -56,6 +56,8 @@
 // younger than ConnGrace (20 s) and those the DHT, gossipsub and open
 // pipes protect (see the constants for why). The endpoint layer adds its own per-message and
 // per-peer limits (package endpoint).
+// Peerstore: MaxAddrsPerPeer addresses per peer, and the addresses of
+// the last MaxDepartedPeers peers to disconnect (see PeerstoreStats).
 //
 // Circuit relay v2 client and hole punching are on; acting as a relay for
 // others is off unless WithRelayService is given.
@@ -293,7 +295,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		lopts = append(lopts, libp2p.EnableRelayService(relay.WithLimit(&relay.RelayLimit{Duration: RelayMaxDuration, Data: RelayMaxData})))
 	}
 	lopts = append(lopts, c.extra...)
-	lopts = append(lopts, defaultTransports(c.tcpReuse))
+	lopts = append(lopts, defaultTransports(c.tcpReuse), peerstoreOption())
 	h, err := libp2p.New(lopts...)
 	if err != nil {
 		rm.Close()
