@@ -207,7 +207,9 @@ const (
 )
 
 // WithRelayService makes the node a circuit relay v2 for other peers,
-// within RelayMaxDuration and RelayMaxData per relayed connection.
+// within RelayMaxDuration and RelayMaxData per relayed connection, and
+// RelayMaxReservationsPerIP reservations per IP address; in all, as
+// many reservations as the resource manager admits inbound connections.
 func WithRelayService() Option { return func(c *config) error { c.relayService = true; return nil } }
 
 // WithGroup sets the peer group of the node's JXTA peer ID (default the Net
@@ -292,7 +294,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	}
 	lopts = append(lopts, securityOptions(c.security)...)
 	if c.relayService {
-		lopts = append(lopts, libp2p.EnableRelayService(relay.WithLimit(&relay.RelayLimit{Duration: RelayMaxDuration, Data: RelayMaxData})))
+		lopts = append(lopts, libp2p.EnableRelayService(relay.WithResources(relayResources(limiter))))
 	}
 	lopts = append(lopts, c.extra...)
 	lopts = append(lopts, defaultTransports(c.tcpReuse), peerstoreOption())

@@ -1,0 +1,59 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+)
+
+// TestRelayReservationsNotExhausted: a relay node; a hostile process
+// reserves from 16 loopback addresses with RelayMaxReservationsPerIP
+// identities each (128, go-libp2p's total: honest peers were refused
+// every reservation, for the hour each lasts). A ninth identity from one
+// of them is refused; an honest peer from another address, and one from
+// the first, get a reservation.
+func TestRelayReservationsNotExhausted(t *testing.T) {
+	relay := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reserve := func(h host.Host) error {
+		if err := h.Connect(ctx, relay.AddrInfo()); err != nil {
+			return err
+		}
+		_, err := client.Reserve(ctx, h, relay.AddrInfo())
+		return err
+	}
+	// The relay service starts once the host sees itself reachable.
+	if !waitFor(ctx, func() bool { return slices.Contains(relay.Host().Mux().Protocols(), proto.ProtoIDv2Hop) }) {
+		t.Fatal("the relay service never started")
+	}
+	const ips = 16
+	for ip := 2; ip < 2+ips; ip++ {
+		for range node.RelayMaxReservationsPerIP {
+			if err := reserve(rawHost(t, fmt.Sprintf("/ip4/127.0.0.%d/tcp/0", ip), nil)); err != nil {
+				t.Fatalf("hostile reservation from 127.0.0.%d: %v", ip, err)
+			}
+		}
+	}
+	var refused client.ReservationError
+	if err := reserve(rawHost(t, "/ip4/127.0.0.2/tcp/0", nil)); !errors.As(err, &refused) {
+		t.Fatalf("reservation %d from one address: %v, want it refused", node.RelayMaxReservationsPerIP+1, err)
+	}
+	for _, src := range []string{"/ip4/127.0.0.99/tcp/0", "/ip4/127.0.0.1/tcp/0"} {
+		if err := reserve(rawHost(t, src, nil)); err != nil {
+			t.Fatalf("after %d hostile reservations from %d addresses, an honest one from %s: %v",
+				ips*node.RelayMaxReservationsPerIP, ips, src, err)
+		}
+	}
+}
