@@ -58,6 +58,7 @@
 // per-peer limits (package endpoint).
 // Peerstore: MaxAddrsPerPeer addresses per peer, and the addresses of
 // the last MaxDepartedPeers peers to disconnect (see PeerstoreStats).
+// DHT answers name DHTMaxAddrsPerPeer addresses per peer.
 //
 // Circuit relay v2 client and hole punching are on; acting as a relay for
 // others is off unless WithRelayService is given.
