@@ -2,7 +2,6 @@ package node
 
 import (
 	"container/list"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -46,10 +45,6 @@ const (
 
 // departedBound is MaxDepartedPeers, lowered by tests.
 var departedBound = MaxDepartedPeers
-
-// errPeerRecordTooLarge refuses a signed peer record naming more
-// addresses than MaxAddrsPerPeer.
-var errPeerRecordTooLarge = errors.New("node: signed peer record names too many addresses")
 
 // PeerstoreStats counts what the node's peerstore did not keep.
 type PeerstoreStats struct {
@@ -150,6 +145,10 @@ func (ps *boundedPeerstore) SetAddrs(p peer.ID, addrs []ma.Multiaddr, ttl time.D
 // room returns the addresses of addrs the peer has room for: those it
 // already has (their TTL is updated), then new ones in their order up to
 // MaxAddrsPerPeer. A TTL of zero or less removes addresses: all pass.
+// Identify replaces a peer's addresses by adding the new ones before it
+// drops the old, so a peer that changes more of its addresses than
+// MaxAddrsPerPeer leaves room for has only those the room took stored
+// until identify runs again; honest peers hold far fewer than the bound.
 func (ps *boundedPeerstore) room(p peer.ID, addrs []ma.Multiaddr, ttl time.Duration) []ma.Multiaddr {
 	if ttl <= 0 {
 		return addrs
@@ -207,19 +206,12 @@ func (ps *boundedPeerstore) noteDeparted(p peer.ID, ttl time.Duration) {
 	}
 }
 
-// ConsumePeerRecord stores a signed peer record naming at most
-// MaxAddrsPerPeer addresses. Identify does not store other peers'
-// records (only their addresses, through AddAddrs); the host stores its
-// own here.
+// ConsumePeerRecord stores a signed peer record and its addresses, past
+// MaxAddrsPerPeer: the host stores its own record here, and no peer can
+// have one stored (identify keeps other peers' addresses, through
+// AddAddrs, not their records; gossipsub's peer exchange, which would,
+// is off).
 func (ps *boundedPeerstore) ConsumePeerRecord(e *record.Envelope, ttl time.Duration) (bool, error) {
-	r, err := e.Record()
-	if err != nil {
-		return false, err
-	}
-	if rec, ok := r.(*peer.PeerRecord); ok && len(rec.Addrs) > MaxAddrsPerPeer {
-		ps.refused.Add(uint64(len(rec.Addrs)))
-		return false, fmt.Errorf("%w: %d", errPeerRecordTooLarge, len(rec.Addrs))
-	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return ps.cab.ConsumePeerRecord(e, ttl)
