@@ -13,7 +13,6 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -158,7 +157,7 @@ func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Re
 		// Only to its relay, where it reserves a slot.
 		rl := infos[relayOf(cfg, seq)-1]
 		cctx, cancel := context.WithTimeout(ctx, swarmSendWait)
-		_, err := client.Reserve(cctx, p.n.Host(), rl)
+		_, err := p.n.Reserve(cctx, rl)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("reserving on relay %s: %w", rl.ID, err)

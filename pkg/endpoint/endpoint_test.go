@@ -11,7 +11,6 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
 
@@ -202,7 +201,7 @@ func TestRelay(t *testing.T) {
 	if err := b.Connect(ctx(t), r.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Reserve(ctx(t), b.Host(), r.AddrInfo()); err != nil {
+	if _, err := b.Reserve(ctx(t), r.AddrInfo()); err != nil {
 		t.Fatalf("reservation on the relay: %v", err)
 	}
 	circuit, _ := ma.NewMultiaddr(r.Addrs()[0].String() + "/p2p-circuit")

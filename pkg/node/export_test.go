@@ -1,9 +1,22 @@
 package node
 
+import "github.com/libp2p/go-libp2p/core/protocol"
+
 // SetDepartedBound sets the bound on departed peers of the nodes started
 // next, for a test that cannot wait for MaxDepartedPeers identities; it
 // returns a function restoring MaxDepartedPeers.
 func SetDepartedBound(n int) (restore func()) {
 	departedBound = n
 	return func() { departedBound = MaxDepartedPeers }
+}
+
+// WithLoopbackHandshakeLimit applies MaxHandshakesPerHost to loopback
+// hosts as well, so that tests on 127.0.0.0/8 can show the bound.
+func WithLoopbackHandshakeLimit() Option {
+	return func(c *config) error { c.limitLoopback = true; return nil }
+}
+
+// LimitedProtocols lists the layers' protocols the node sizes limits for.
+func LimitedProtocols() []protocol.ID {
+	return []protocol.ID{endpointProtocol, socketProtocol, resolverProtocol, bindingProtocol}
 }

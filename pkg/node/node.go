@@ -45,12 +45,19 @@
 //
 // Resource manager: go-libp2p's default limits scaled to the machine
 // (rcmgr.DefaultLimits.AutoScale, from an eighth of its memory and half
-// its file descriptors). On a 24 GiB machine that is, for the whole node,
-// 504 connections (252 inbound), 8,074 streams (4,037 inbound) and
-// 3.1 GiB; per peer, 8 connections, 1,265 streams (632 inbound) and
-// 441 MiB; per connection 32 MiB, which bounds the flow-control windows
-// yamux grows on it (each stream's up to 16 MiB); per peer and protocol
-// (the endpoint's, say), 75 inbound streams.
+// its file descriptors), with go-libp2p's default service limits, as its
+// own default setup has them, and a share of streams for every peer
+// (limits.go). On a 24 GiB machine that is, for the whole node, 504
+// connections (252 inbound, all of which may be handshaking), 20,165
+// streams (16,128 inbound: MaxInboundStreamsPerPeer for each inbound
+// connection, so that inbound peers cannot take one another's) and
+// 3.1 GiB; per peer, 8 connections, 64 inbound streams and 441 MiB; per
+// connection 32 MiB, which bounds the flow-control windows yamux grows
+// on it (each stream's up to 16 MiB); per peer and protocol, the
+// Max…StreamsPerPeer constants.
+// A remote host has at most MaxHandshakesPerHost connections handshaking
+// at once; relayed connections come only through relays the node holds
+// a reservation with (Reserve). GateStats counts what is refused.
 // Connection manager: once ConnHighWater (40) connections are open, close
 // all but ConnLowWater (10) of the unprotected ones, sparing connections
 // younger than ConnGrace (20 s) and those the DHT, gossipsub and open
@@ -60,8 +67,9 @@
 // the last MaxDepartedPeers peers to disconnect (see PeerstoreStats).
 // DHT answers name DHTMaxAddrsPerPeer addresses per peer.
 //
-// Circuit relay v2 client and hole punching are on; acting as a relay for
-// others is off unless WithRelayService is given.
+// Circuit relay v2 client and hole punching are on: connections are
+// relayed to the node by the relays it reserves a slot on with Reserve;
+// acting as a relay for others is off unless WithRelayService is given.
 package node
 
 import (
@@ -71,6 +79,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -153,6 +162,9 @@ type config struct {
 	dhtMode      DHTMode
 	group        id.ID
 	extra        []libp2p.Option
+	// limitLoopback applies MaxHandshakesPerHost to loopback hosts too
+	// (tests only).
+	limitLoopback bool
 }
 
 // Option configures a Node.
@@ -234,8 +246,10 @@ func WithTCPPortReuse() Option { return func(c *config) error { c.tcpReuse = tru
 
 // WithLibp2pOptions appends raw go-libp2p options, applied after the
 // node's own (for example a transport that emulates a link, or a
-// connection gater). Transports given here replace the node's default
-// ones.
+// force-reachability option). Transports given here replace the node's
+// default ones. The node has a connection gater and a resource manager
+// of its own (see Limits in the package doc), so libp2p.ConnectionGater
+// or libp2p.ResourceManager here fails New.
 func WithLibp2pOptions(opts ...libp2p.Option) Option {
 	return func(c *config) error { c.extra = append(c.extra, opts...); return nil }
 }
@@ -249,6 +263,9 @@ type Node struct {
 	dht    *dht.IpfsDHT
 	// providers holds the DHT's records (see DHTStats).
 	providers *providerStore
+	// gate refuses relayed connections from strangers and counts what
+	// the node refuses (see GateStats).
+	gate *gate
 }
 
 // New starts a node.
@@ -275,11 +292,13 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale())
-	rm, err := rcmgr.NewResourceManager(limiter)
+	g := newGate()
+	inner, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits()), rcmgr.WithMetrics(&g.refusals))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
+	rm := &handshakeLimiter{ResourceManager: inner, max: MaxHandshakesPerHost, limitLoopback: c.limitLoopback,
+		refused: &g.handshakesRefused, inProgress: map[netip.Prefix]int{}}
 	cm, err := connmgr.NewConnManager(ConnLowWater, ConnHighWater, connmgr.WithGracePeriod(ConnGrace))
 	if err != nil {
 		rm.Close()
@@ -289,6 +308,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(c.listen...),
 		libp2p.ResourceManager(rm),
+		libp2p.ConnectionGater(g),
 		libp2p.ConnectionManager(cm),
 		libp2p.EnableRelay(),
 		libp2p.EnableHolePunching(),
@@ -309,7 +329,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		h.Close()
 		return nil, err
 	}
-	n := &Node{host: h, jxtaID: jid, group: c.group}
+	n := &Node{host: h, jxtaID: jid, group: c.group, gate: g}
 	if err := connectAll(ctx, h, c.bootstrap); err != nil {
 		n.Close()
 		return nil, err

@@ -16,7 +16,6 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
 	"golang.org/x/net/nettest"
@@ -221,7 +220,7 @@ func TestSocketThroughRelay(t *testing.T) {
 	if err := b.Connect(ctx(t), r.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Reserve(ctx(t), b.Host(), r.AddrInfo()); err != nil {
+	if _, err := b.Reserve(ctx(t), r.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
 	circuit, _ := ma.NewMultiaddr(r.Addrs()[0].String() + "/p2p-circuit")

@@ -1,0 +1,236 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/p2pmsg/p2pmsg/internal/hostkey"
+)
+
+// MaxHandshakesPerHost bounds the inbound connections one remote host
+// (an IPv4 address, an IPv6 /64) may have between accept and the end of
+// their security handshake; more are closed at once, counted
+// (GateStats.HandshakesRefused). It is go-libp2p's own per-IP connection
+// limit, itself the number of dials a go-libp2p host makes to one peer at
+// once, so an honest host never has more in progress. Without it a host's
+// silent sockets (no handshake, no identity) held every slot of the
+// resource manager's transient scope until their handshakes timed out.
+//
+// Loopback (127.0.0.0/8, ::1) is exempt, as from go-libp2p's per-IP
+// limit: processes on the machine itself are not strangers (a lab swarm
+// runs dozens of nodes on 127.0.0.1 that dial one another at once, and
+// would trip it), and they could do worse than hold sockets.
+const MaxHandshakesPerHost = 8
+
+// ErrHandshakesPerHost is the resource manager's refusal of a connection
+// from a host with MaxHandshakesPerHost handshakes in progress.
+var ErrHandshakesPerHost = errors.New("node: too many handshakes in progress from one host")
+
+// GateStats counts connections and streams the node refused to strangers.
+type GateStats struct {
+	// RelayedRefused: connections relayed to this node (circuit relay
+	// STOP) by a peer it holds no reservation with (see Reserve).
+	RelayedRefused uint64
+	// HandshakesRefused: inbound connections from a host with
+	// MaxHandshakesPerHost handshakes in progress.
+	HandshakesRefused uint64
+	// ConnsRefused: connections the resource manager refused over its
+	// limits (system, transient, per peer).
+	ConnsRefused uint64
+	// StreamsRefused: streams the resource manager refused over its
+	// limits (per peer, per protocol, per service; see limits).
+	StreamsRefused uint64
+}
+
+// GateStats returns what the node has refused so far.
+func (n *Node) GateStats() GateStats {
+	return GateStats{
+		RelayedRefused:    n.gate.relayedRefused.Load(),
+		HandshakesRefused: n.gate.handshakesRefused.Load(),
+		ConnsRefused:      n.gate.refusals.conns.Load(),
+		StreamsRefused:    n.gate.refusals.streams.Load(),
+	}
+}
+
+// Reserve reserves a slot on a circuit relay v2 for this node
+// (client.Reserve) and from then on, until the reservation expires,
+// accepts connections the relay relays to it. A relayed connection from
+// any other peer is refused (GateStats.RelayedRefused): a relay sends
+// STOP only for a peer holding a reservation with it, so only a stranger
+// sends one otherwise. Call it again before the reservation's Expiration
+// to keep it.
+func (n *Node) Reserve(ctx context.Context, relay peer.AddrInfo) (*client.Reservation, error) {
+	r, err := client.Reserve(ctx, n.host, relay)
+	if err != nil {
+		return nil, fmt.Errorf("node: reserving on relay %s: %w", relay.ID, err)
+	}
+	n.gate.reserved(relay.ID, r.Expiration)
+	return r, nil
+}
+
+// gate is the node's connection gater and counts its refusals.
+type gate struct {
+	mu     sync.Mutex
+	relays map[peer.ID]time.Time // relay → when our reservation on it expires
+	now    func() time.Time
+
+	relayedRefused    atomic.Uint64
+	handshakesRefused atomic.Uint64
+	refusals          refusals
+}
+
+func newGate() *gate { return &gate{relays: map[peer.ID]time.Time{}, now: time.Now} }
+
+func (g *gate) reserved(relay peer.ID, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	for p, t := range g.relays { // drop expired ones: the map holds live reservations only
+		if !t.After(now) {
+			delete(g.relays, p)
+		}
+	}
+	g.relays[relay] = until
+}
+
+func (g *gate) holdsReservation(relay peer.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.relays[relay]
+	return ok && t.After(g.now())
+}
+
+// relayOf returns the relay of a relayed address (…/p2p/<relay>/p2p-circuit).
+func relayOf(a ma.Multiaddr) (peer.ID, bool) {
+	var relay peer.ID
+	for _, c := range a {
+		switch c.Code() {
+		case ma.P_P2P:
+			id, err := peer.IDFromBytes(c.RawValue())
+			if err != nil {
+				return "", false
+			}
+			relay = id
+		case ma.P_CIRCUIT:
+			return relay, relay != ""
+		}
+	}
+	return "", false
+}
+
+func isRelayed(a ma.Multiaddr) bool {
+	for _, c := range a {
+		if c.Code() == ma.P_CIRCUIT {
+			return true
+		}
+	}
+	return false
+}
+
+// InterceptAccept refuses a relayed connection unless its relay is one
+// this node holds a reservation with. The relay client hands the
+// connection a STOP made to the listener, which asks the gater before
+// the resource manager opens its transient scope.
+func (g *gate) InterceptAccept(c network.ConnMultiaddrs) bool {
+	a := c.RemoteMultiaddr()
+	if !isRelayed(a) {
+		return true
+	}
+	if relay, ok := relayOf(a); ok && g.holdsReservation(relay) {
+		return true
+	}
+	g.relayedRefused.Add(1)
+	return false
+}
+
+func (g *gate) InterceptPeerDial(peer.ID) bool               { return true }
+func (g *gate) InterceptAddrDial(peer.ID, ma.Multiaddr) bool { return true }
+func (g *gate) InterceptSecured(network.Direction, peer.ID, network.ConnMultiaddrs) bool {
+	return true
+}
+func (g *gate) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// handshakeLimiter wraps the resource manager to count the inbound
+// connections of each remote host from the moment the resource manager
+// sees them (right after accept) until the security handshake names
+// their peer or they close, and refuses those beyond
+// MaxHandshakesPerHost. Relayed connections are not counted: only
+// relays this node holds a reservation with get them past the gater.
+type handshakeLimiter struct {
+	network.ResourceManager
+	max           int
+	limitLoopback bool // tests only: loopback is exempt otherwise
+	refused       *atomic.Uint64
+
+	mu         sync.Mutex
+	inProgress map[netip.Prefix]int
+}
+
+// GetConnLimit passes go-libp2p's check of the connection manager's
+// limits against the resource manager's through.
+func (l *handshakeLimiter) GetConnLimit() int {
+	if g, ok := l.ResourceManager.(interface{ GetConnLimit() int }); ok {
+		return g.GetConnLimit()
+	}
+	return 0
+}
+
+func (l *handshakeLimiter) OpenConnection(dir network.Direction, usefd bool, endpoint ma.Multiaddr) (network.ConnManagementScope, error) {
+	if dir != network.DirInbound || isRelayed(endpoint) {
+		return l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+	}
+	h, ok := hostkey.FromMultiaddr(endpoint)
+	if !ok || (h.Addr().IsLoopback() && !l.limitLoopback) {
+		return l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+	}
+	l.mu.Lock()
+	if l.inProgress[h] >= l.max {
+		l.mu.Unlock()
+		l.refused.Add(1)
+		return nil, fmt.Errorf("%w: %v", ErrHandshakesPerHost, h)
+	}
+	l.inProgress[h]++
+	l.mu.Unlock()
+	s, err := l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+	if err != nil {
+		l.release(h)
+		return nil, err
+	}
+	return &handshakeScope{ConnManagementScope: s, release: sync.OnceFunc(func() { l.release(h) })}, nil
+}
+
+func (l *handshakeLimiter) release(h netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inProgress[h]--; l.inProgress[h] <= 0 {
+		delete(l.inProgress, h)
+	}
+}
+
+// handshakeScope ends its host's handshake at SetPeer (the handshake
+// named the peer) or Done (the connection closed).
+type handshakeScope struct {
+	network.ConnManagementScope
+	release func()
+}
+
+func (s *handshakeScope) SetPeer(p peer.ID) error {
+	defer s.release()
+	return s.ConnManagementScope.SetPeer(p)
+}
+
+func (s *handshakeScope) Done() {
+	s.ConnManagementScope.Done()
+	s.release()
+}

@@ -1,0 +1,237 @@
+package node_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/util"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// rawHost is a lean go-libp2p host a misbehaving peer drives by hand:
+// TCP only, no limits of its own, no relay, not listening.
+func rawHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.Transport(tcp.NewTCPTransport), libp2p.ResourceManager(&network.NullResourceManager{}),
+		libp2p.DisableRelay(), libp2p.DisableMetrics(), libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// waitFor polls cond until it holds or a generous deadline passes; it
+// waits for the node to act on what a peer sent, and times nothing.
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+func transientInbound(n *node.Node) int {
+	var c int
+	n.Host().Network().ResourceManager().ViewTransient(func(s network.ResourceScope) error {
+		c = s.Stat().NumConnsInbound
+		return nil
+	})
+	return c
+}
+
+// sendStop plays a relay on one stream: it asks n to accept a connection
+// from a made-up peer (circuit relay v2 STOP CONNECT) and waits for n's
+// answer: OK, or (once the node refuses the connection) a reset. The
+// stream stays open, as a relay's does for the connection it carries.
+func sendStop(t *testing.T, h host.Host, n *node.Node) {
+	t.Helper()
+	s, err := h.NewStream(context.Background(), n.ID(), proto.ProtoIDv2Stop)
+	if err != nil {
+		t.Fatalf("STOP stream: %v", err)
+	}
+	t.Cleanup(func() { s.Reset() })
+	_, pub, _ := crypto.GenerateEd25519Key(nil)
+	fake, _ := peer.IDFromPublicKey(pub)
+	msg := &pbv2.StopMessage{Type: pbv2.StopMessage_CONNECT.Enum(), Peer: util.PeerInfoToPeerV2(peer.AddrInfo{ID: fake})}
+	if err := util.NewDelimitedWriter(s).WriteMsg(msg); err != nil {
+		t.Fatalf("STOP: %v", err)
+	}
+	var resp pbv2.StopMessage
+	util.NewDelimitedReader(s, 4096).ReadMsg(&resp)
+}
+
+// TestRelayStopFromStranger: a peer with no reservation relation plays a
+// relay and asks the node to accept connections from made-up peers, then
+// says nothing on them. The node refuses each one as the relay client
+// hands it over, before the resource manager counts it as a handshake in
+// progress; a relay the node reserved a slot on still relays to it.
+func TestRelayStopFromStranger(t *testing.T) {
+	n := testutil.NewNode(t)
+	h := rawHost(t)
+	if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	const stops = 20
+	for range stops {
+		sendStop(t, h, n)
+	}
+	// Each relayed connection is refused or waits in the transient scope
+	// for a handshake that never comes.
+	waitFor(func() bool { return n.GateStats().RelayedRefused+uint64(transientInbound(n)) >= stops })
+	if got, c := n.GateStats().RelayedRefused, transientInbound(n); got != stops || c != 0 {
+		t.Fatalf("%d STOPs from a stranger: %d refused, the transient scope holds %d inbound connections", stops, got, c)
+	}
+
+	t.Run("reserved relay", func(t *testing.T) {
+		r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+		b := testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+		a := testutil.NewNode(t)
+		if err := b.Connect(context.Background(), r.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Reserve(context.Background(), r.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p-circuit")
+		if err := a.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+			t.Fatalf("through the reserved relay: %v", err)
+		}
+		if got := b.GateStats().RelayedRefused; got != 0 {
+			t.Fatalf("%d relayed connections refused", got)
+		}
+	})
+}
+
+// TestStreamsPerPeer: a connected peer opens more idle streams than its
+// share on each protocol and holds them. The node keeps each protocol's
+// per-peer bound (and the peer's share of all its inbound streams), so
+// that a few identities cannot hold every stream of the node, and counts
+// the streams it resets.
+func TestStreamsPerPeer(t *testing.T) {
+	n := testutil.NewNode(t)
+	hold := func(s network.Stream) { io.Copy(io.Discard, s); s.Reset() }
+	for _, p := range []protocol.ID{"/p2pmsg/endpoint/1.1.0", "/p2pmsg/socket/1.0.0", "/p2pmsg/pipe-resolver/1.0.0",
+		"/p2pmsg/pipe-binding/1.0.0", "/test/other/1.0.0"} {
+		n.Host().SetStreamHandler(p, hold)
+	}
+	const share = node.MaxInboundStreamsPerPeer
+	for _, tc := range []struct {
+		proto protocol.ID
+		want  int
+	}{
+		{ping.ID, 2}, // go-libp2p's default service limits
+		{proto.ProtoIDv2Stop, node.MaxRelayStopStreamsPerPeer},
+		{"/p2pmsg/endpoint/1.1.0", node.MaxEndpointStreamsPerPeer},
+		{"/p2pmsg/socket/1.0.0", node.MaxSocketStreamsPerPeer},
+		{"/p2pmsg/pipe-resolver/1.0.0", node.MaxPipeQueryStreamsPerPeer},
+		{"/p2pmsg/pipe-binding/1.0.0", node.MaxPipeQueryStreamsPerPeer},
+		{"/test/other/1.0.0", share},
+	} {
+		t.Run(string(tc.proto), func(t *testing.T) {
+			h := rawHost(t)
+			if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			const opened = share + 8
+			refused := n.GateStats().StreamsRefused
+			for range opened {
+				s, err := h.NewStream(context.Background(), n.ID(), tc.proto)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Write(nil) // sends the protocol header, then nothing
+			}
+			held := func() int {
+				var c int
+				n.Host().Network().ResourceManager().ViewPeer(h.ID(), func(s network.PeerScope) error {
+					c = s.Stat().NumStreamsInbound
+					return nil
+				})
+				return c
+			}
+			// Each stream ends refused or held; one being refused is
+			// held until it is reset.
+			most := 0
+			if !waitFor(func() bool {
+				h := held()
+				most = max(most, h)
+				return n.GateStats().StreamsRefused-refused+uint64(h) >= opened && h <= tc.want
+			}) {
+				t.Fatalf("%d streams opened: the peer held up to %d at once (want at most %d), %d refused",
+					opened, most, tc.want, n.GateStats().StreamsRefused-refused)
+			}
+		})
+	}
+}
+
+// TestProtocolIDs checks that the protocol IDs the node sizes limits
+// for are the layers' own.
+func TestProtocolIDs(t *testing.T) {
+	for _, id := range []protocol.ID{endpoint.ProtocolID, socket.Protocol, pipe.ResolverProtocol, pipe.BindingProtocol} {
+		if !slices.Contains(node.LimitedProtocols(), id) {
+			t.Errorf("%s has no limits of its own in package node", id)
+		}
+	}
+}
+
+// TestHandshakesPerHost: one host opens raw TCP connections to the node
+// and sends nothing on them (no identity, no handshake). Past
+// MaxHandshakesPerHost in progress the node closes them at once,
+// counted; other hosts still connect, and finished handshakes free their
+// host's slots.
+func TestHandshakesPerHost(t *testing.T) {
+	n := testutil.NewNode(t, node.WithLoopbackHandshakeLimit())
+	na, err := manet.ToNetAddr(n.Host().Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	const dialled = 5 * node.MaxHandshakesPerHost
+	for range dialled {
+		c, err := d.Dial("tcp", na.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	want := uint64(dialled - node.MaxHandshakesPerHost)
+	// Each socket is refused or waits in the transient scope.
+	waitFor(func() bool { return n.GateStats().HandshakesRefused+uint64(transientInbound(n)) >= dialled })
+	if n.GateStats().HandshakesRefused != want || transientInbound(n) > node.MaxHandshakesPerHost {
+		t.Fatalf("%d silent sockets from one host: %d refused (want %d), the transient scope holds %d inbound connections",
+			dialled, n.GateStats().HandshakesRefused, want, transientInbound(n))
+	}
+	// Honest peers from another host (127.0.0.1), more of them one after
+	// another than the bound: each finished handshake frees its slot.
+	for i := range node.MaxHandshakesPerHost + 2 {
+		if err := rawHost(t).Connect(context.Background(), n.AddrInfo()); err != nil {
+			t.Fatalf("honest peer %d: %v", i, err)
+		}
+	}
+	if got := n.GateStats().HandshakesRefused; got != want {
+		t.Fatalf("%d refused after honest peers connected, want %d", got, want)
+	}
+}

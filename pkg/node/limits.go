@@ -1,0 +1,167 @@
+package node
+
+import (
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+)
+
+// Protocol IDs of the layers above, named here to size their stream
+// limits; the node imports none of those layers (the layering test
+// forbids it). A test checks they match the layers' own constants.
+const (
+	endpointProtocol protocol.ID = "/p2pmsg/endpoint/1.1.0"
+	socketProtocol   protocol.ID = "/p2pmsg/socket/1.0.0"
+	resolverProtocol protocol.ID = "/p2pmsg/pipe-resolver/1.0.0"
+	bindingProtocol  protocol.ID = "/p2pmsg/pipe-binding/1.0.0"
+)
+
+// MaxInboundStreamsPerPeer bounds the inbound streams one peer holds
+// open on the node, all protocols together: what one peer of p2pmsg's
+// protocols needs at once, the socket's 32, the endpoint's 8 (its own
+// default limit), the pipe resolver's and binding's 8 each, and 8 for the
+// rest (identify, ping, the DHT, gossipsub, hole punching), rounded to 64.
+// The node's inbound streams are raised, if need be, to this share for
+// each of its inbound connections, so that the peers it lets in cannot
+// take one another's share (go-libp2p's defaults let 7 identities take
+// them all).
+const MaxInboundStreamsPerPeer = 64
+
+// Inbound streams one peer may hold open on one protocol at once. Beyond
+// them a new stream is reset when its protocol is negotiated, and counted
+// (GateStats.StreamsRefused). They count against the peer's share too
+// (MaxInboundStreamsPerPeer): a peer spends its share as it likes, but
+// cannot take another peer's. Every inbound connection's peer may hold
+// them all: a protocol's streams on the node are raised to match.
+const (
+	// MaxSocketStreamsPerPeer: an established socket connection is one
+	// stream for its lifetime. A socket listener lets one peer have 16
+	// connections waiting for Accept (a quarter of socket.WithBacklog's
+	// default 64); this lets it have as many accepted besides, a client
+	// pool as large as the backlog lets it dial at once.
+	MaxSocketStreamsPerPeer = 32
+	// MaxEndpointStreamsPerPeer is twice the endpoint layer's own
+	// per-peer limit (endpoint.WithMaxStreamsPerPeer, default 8), which
+	// acts first and counts what it resets
+	// (endpoint.Stats.StreamsRefused); this bound keeps a larger setting
+	// from taking more than a quarter of the peer's share.
+	MaxEndpointStreamsPerPeer = 16
+	// MaxPipeQueryStreamsPerPeer bounds pipe-resolver and pipe-binding
+	// streams, each: one stream carries one query or one push of at most
+	// 4 KiB and lives for one round trip, so a peer needs as many as the
+	// pipes it resolves or binds at the same moment.
+	MaxPipeQueryStreamsPerPeer = 8
+	// MaxRelayStopStreamsPerPeer bounds circuit relay STOP streams from
+	// one relay: each is one connection relayed to this node for as long
+	// as it lasts, and a go-libp2p relay carries at most 16 connections
+	// per peer by default (relay.DefaultResources().MaxCircuits).
+	MaxRelayStopStreamsPerPeer = 16
+)
+
+// perPeerLimits are the protocols above and their bounds.
+var perPeerLimits = map[protocol.ID]int{
+	endpointProtocol: MaxEndpointStreamsPerPeer,
+	socketProtocol:   MaxSocketStreamsPerPeer,
+	resolverProtocol: MaxPipeQueryStreamsPerPeer,
+	bindingProtocol:  MaxPipeQueryStreamsPerPeer,
+}
+
+// limits builds the node's resource limits: go-libp2p's defaults scaled
+// to the machine, with go-libp2p's default service limits (which its own
+// default setup applies and a hand-built limiter must ask for: ping 2
+// inbound streams per peer, identify 16, hole punching 2, …), the
+// per-peer limits above, and these changes to the scaled result:
+//
+//   - a peer's inbound streams are MaxInboundStreamsPerPeer, and the
+//     node's inbound streams at least that for every inbound connection;
+//     likewise each protocol's and service's inbound streams are at least
+//     its per-peer limit for every inbound connection (go-libp2p's own,
+//     ping's, identify's, …, too), so that no set of inbound peers takes
+//     a protocol from the others: a stream costs the node a goroutine
+//     and its buffers, which the memory limits bound;
+//   - streams and connections being negotiated or handshaken (the
+//     transient scope) may be as many as the system's inbound ones,
+//     instead of under a third: they count against the system's limits
+//     as well, so this gives an attacker no more than the system limit
+//     already does, while with the default a few hosts' silent sockets
+//     refused everyone else's connections until their handshakes timed
+//     out (15 s); the handshakes one host keeps in progress are bounded
+//     on their own (MaxHandshakesPerHost), a peer's streams by its share.
+func limits() rcmgr.ConcreteLimitConfig {
+	cfg := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&cfg)
+	for p, n := range perPeerLimits {
+		cfg.AddProtocolPeerLimit(p, rcmgr.BaseLimit{StreamsInbound: n, StreamsOutbound: n, Streams: 2 * n,
+			Memory: cfg.ProtocolPeerBaseLimit.Memory}, rcmgr.BaseLimitIncrease{})
+	}
+	// go-libp2p's default for STOP (128 each way, 32 MiB), inbound cut.
+	cfg.AddProtocolPeerLimit(proto.ProtoIDv2Stop, rcmgr.BaseLimit{StreamsInbound: MaxRelayStopStreamsPerPeer, StreamsOutbound: 128,
+		Streams: 128 + MaxRelayStopStreamsPerPeer, Memory: 32 << 20}, rcmgr.BaseLimitIncrease{})
+	l := cfg.AutoScale().ToPartialLimitConfig()
+	connsIn := l.System.ConnsInbound
+	raiseInbound(&l.System, connsIn*MaxInboundStreamsPerPeer)
+	l.PeerDefault.StreamsInbound = MaxInboundStreamsPerPeer
+	if l.Protocol == nil {
+		l.Protocol = map[protocol.ID]rcmgr.ResourceLimits{}
+	}
+	if l.Service == nil {
+		l.Service = map[string]rcmgr.ResourceLimits{}
+	}
+	for p, pp := range l.ProtocolPeer {
+		pl, ok := l.Protocol[p]
+		if !ok {
+			pl = l.ProtocolDefault
+		}
+		raiseInbound(&pl, connsIn*pp.StreamsInbound)
+		l.Protocol[p] = pl
+	}
+	for svc, sp := range l.ServicePeer {
+		sl, ok := l.Service[svc]
+		if !ok {
+			sl = l.ServiceDefault
+		}
+		raiseInbound(&sl, connsIn*sp.StreamsInbound)
+		l.Service[svc] = sl
+	}
+	l.Transient.ConnsInbound = connsIn
+	l.Transient.Conns = max(l.Transient.Conns, connsIn+l.Transient.ConnsOutbound)
+	raiseInbound(&l.Transient, l.System.StreamsInbound)
+	return l.Build(rcmgr.ConcreteLimitConfig{})
+}
+
+// raiseInbound raises r's inbound streams to at least n, and its streams
+// in all by as much.
+func raiseInbound(r *rcmgr.ResourceLimits, n rcmgr.LimitVal) {
+	if d := n - r.StreamsInbound; d > 0 {
+		r.StreamsInbound += d
+		r.Streams += d
+	}
+}
+
+// refusals counts what the resource manager refuses (rcmgr's metrics
+// hooks); it implements rcmgr.MetricsReporter.
+type refusals struct {
+	conns, streams atomic.Uint64
+}
+
+var _ rcmgr.MetricsReporter = (*refusals)(nil)
+
+func (r *refusals) AllowConn(network.Direction, bool)      {}
+func (r *refusals) BlockConn(network.Direction, bool)      { r.conns.Add(1) }
+func (r *refusals) AllowStream(peer.ID, network.Direction) {}
+func (r *refusals) BlockStream(peer.ID, network.Direction) { r.streams.Add(1) }
+func (r *refusals) AllowPeer(peer.ID)                      {}
+func (r *refusals) BlockPeer(peer.ID)                      {}
+func (r *refusals) AllowProtocol(protocol.ID)              {}
+func (r *refusals) BlockProtocol(protocol.ID)              { r.streams.Add(1) }
+func (r *refusals) BlockProtocolPeer(protocol.ID, peer.ID) { r.streams.Add(1) }
+func (r *refusals) AllowService(string)                    {}
+func (r *refusals) BlockService(string)                    { r.streams.Add(1) }
+func (r *refusals) BlockServicePeer(string, peer.ID)       { r.streams.Add(1) }
+func (r *refusals) AllowMemory(int)                        {}
+func (r *refusals) BlockMemory(int)                        {}
