@@ -18,7 +18,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/util"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -29,28 +28,12 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
-// rawHost is a lean go-libp2p host a misbehaving peer drives by hand:
-// TCP only, no limits of its own, no relay, not listening.
-func rawHost(t *testing.T) host.Host {
-	t.Helper()
-	h, err := libp2p.New(libp2p.Transport(tcp.NewTCPTransport), libp2p.ResourceManager(&network.NullResourceManager{}),
-		libp2p.DisableRelay(), libp2p.DisableMetrics(), libp2p.NoListenAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
-// waitFor polls cond until it holds or a generous deadline passes; it
-// waits for the node to act on what a peer sent, and times nothing.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
+// within is how long a test waits for the node to act on what a peer
+// sent; it times nothing.
+func within(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func transientInbound(n *node.Node) int {
@@ -90,7 +73,7 @@ func sendStop(t *testing.T, h host.Host, n *node.Node) {
 // progress; a relay the node reserved a slot on still relays to it.
 func TestRelayStopFromStranger(t *testing.T) {
 	n := testutil.NewNode(t)
-	h := rawHost(t)
+	h := rawHost(t, "", nil)
 	if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +83,7 @@ func TestRelayStopFromStranger(t *testing.T) {
 	}
 	// Each relayed connection is refused or waits in the transient scope
 	// for a handshake that never comes.
-	waitFor(func() bool { return n.GateStats().RelayedRefused+uint64(transientInbound(n)) >= stops })
+	waitFor(within(t), func() bool { return n.GateStats().RelayedRefused+uint64(transientInbound(n)) >= stops })
 	if got, c := n.GateStats().RelayedRefused, transientInbound(n); got != stops || c != 0 {
 		t.Fatalf("%d STOPs from a stranger: %d refused, the transient scope holds %d inbound connections", stops, got, c)
 	}
@@ -151,7 +134,7 @@ func TestStreamsPerPeer(t *testing.T) {
 		{"/test/other/1.0.0", share},
 	} {
 		t.Run(string(tc.proto), func(t *testing.T) {
-			h := rawHost(t)
+			h := rawHost(t, "", nil)
 			if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +158,7 @@ func TestStreamsPerPeer(t *testing.T) {
 			// Each stream ends refused or held; one being refused is
 			// held until it is reset.
 			most := 0
-			if !waitFor(func() bool {
+			if !waitFor(within(t), func() bool {
 				h := held()
 				most = max(most, h)
 				return n.GateStats().StreamsRefused-refused+uint64(h) >= opened && h <= tc.want
@@ -219,7 +202,7 @@ func TestHandshakesPerHost(t *testing.T) {
 	}
 	want := uint64(dialled - node.MaxHandshakesPerHost)
 	// Each socket is refused or waits in the transient scope.
-	waitFor(func() bool { return n.GateStats().HandshakesRefused+uint64(transientInbound(n)) >= dialled })
+	waitFor(within(t), func() bool { return n.GateStats().HandshakesRefused+uint64(transientInbound(n)) >= dialled })
 	if n.GateStats().HandshakesRefused != want || transientInbound(n) > node.MaxHandshakesPerHost {
 		t.Fatalf("%d silent sockets from one host: %d refused (want %d), the transient scope holds %d inbound connections",
 			dialled, n.GateStats().HandshakesRefused, want, transientInbound(n))
@@ -227,7 +210,7 @@ func TestHandshakesPerHost(t *testing.T) {
 	// Honest peers from another host (127.0.0.1), more of them one after
 	// another than the bound: each finished handshake frees its slot.
 	for i := range node.MaxHandshakesPerHost + 2 {
-		if err := rawHost(t).Connect(context.Background(), n.AddrInfo()); err != nil {
+		if err := rawHost(t, "", nil).Connect(context.Background(), n.AddrInfo()); err != nil {
 			t.Fatalf("honest peer %d: %v", i, err)
 		}
 	}

@@ -293,7 +293,8 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	g := newGate()
-	inner, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits()), rcmgr.WithMetrics(&g.refusals))
+	limiter := rcmgr.NewFixedLimiter(limits())
+	inner, err := rcmgr.NewResourceManager(limiter, rcmgr.WithMetrics(&g.refusals))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
