@@ -36,7 +36,8 @@ func TestPeerstoreChurnBounded(t *testing.T) {
 	identified := func(p peer.ID) func() bool {
 		return func() bool { ps, _ := ps.GetProtocols(p); return len(ps) > 0 }
 	}
-	if !waitFor(ctx, identified(honest.ID())) {
+	// Identify stores a peer's protocols before its addresses.
+	if !waitFor(ctx, func() bool { return identified(honest.ID())() && len(ps.Addrs(honest.ID())) > 0 }) {
 		t.Fatal("honest peer not identified")
 	}
 	honestAddrs := len(ps.Addrs(honest.ID()))
@@ -86,7 +87,7 @@ func TestPeerstoreChurnBounded(t *testing.T) {
 	if max := bound + 2; withAddrs > max {
 		t.Fatalf("after %d sybils left, addresses of %d peers kept, want at most %d", churn+1, withAddrs, max)
 	}
-	if got := len(ps.Addrs(honest.ID())); got != honestAddrs {
+	if got := len(ps.Addrs(honest.ID())); got < honestAddrs {
 		t.Fatalf("honest connected peer: %d addresses, had %d", got, honestAddrs)
 	}
 	t.Logf("%d sybils came and went: addresses of %d peers kept; %+v", churn+1, withAddrs, n.PeerstoreStats())
