@@ -242,18 +242,7 @@ func TestJXTAOneHostHoldsOnlyItsShareOfTheBudget(t *testing.T) {
 	}
 	defer s.Close()
 	addr := ep.JXTA().Addrs()[0]
-	slow, _ := adv.New(adv.Unicast, "not-read-now", "")
-	read, _ := adv.New(adv.Unicast, "read", "")
-	inSlow, err := s.NewInputPipe(slow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inSlow.Close()
-	inRead, err := s.NewInputPipe(read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inRead.Close()
+	slow, read, inSlow, inRead := unreadAndReadPipes(t, s)
 
 	newPeer := func(ident *jxtatcp.Identity, opts ...jxtatcp.Option) *jxtatcp.Transport {
 		tr, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, append(opts, jxtatcp.WithMaxMessageSize(64<<10))...)
@@ -376,18 +365,7 @@ func TestJXTAQueuedMessagesHoldTheirHostsShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	unread, _ := adv.New(adv.Unicast, "queued", "")
-	read, _ := adv.New(adv.Unicast, "read", "")
-	inUnread, err := s.NewInputPipe(unread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inUnread.Close()
-	inRead, err := s.NewInputPipe(read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inRead.Close()
+	unread, read, inUnread, inRead := unreadAndReadPipes(t, s)
 	addr := ep.JXTA().Addrs()[0]
 	peerFrom := func(ip string) *jxtatcp.Transport {
 		ident, err := jxtatcp.NewIdentity()
@@ -441,4 +419,22 @@ func TestJXTAQueuedMessagesHoldTheirHostsShare(t *testing.T) {
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// unreadAndReadPipes binds two unicast input pipes on s, one the test
+// leaves unread and one it reads, closed when the test ends.
+func unreadAndReadPipes(t *testing.T, s *pipe.Service) (unread, read *adv.PipeAdvertisement, inUnread, inRead *pipe.InputPipe) {
+	t.Helper()
+	unread, _ = adv.New(adv.Unicast, "not-read-now", "")
+	read, _ = adv.New(adv.Unicast, "read", "")
+	var err error
+	if inUnread, err = s.NewInputPipe(unread); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inUnread.Close() })
+	if inRead, err = s.NewInputPipe(read); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inRead.Close() })
+	return unread, read, inUnread, inRead
 }
