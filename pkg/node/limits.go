@@ -32,7 +32,8 @@ const (
 // them all).
 const MaxInboundStreamsPerPeer = 64
 
-// Inbound streams one peer may hold open on one protocol at once. Beyond
+// Inbound streams one peer may hold open on one protocol at once (the
+// streams this node opens keep go-libp2p's default bound). Beyond
 // them a new stream is reset when its protocol is negotiated, and counted
 // (GateStats.StreamsRefused). They count against the peer's share too
 // (MaxInboundStreamsPerPeer): a peer spends its share as it likes, but
@@ -96,7 +97,10 @@ func limits() rcmgr.ConcreteLimitConfig {
 	cfg := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&cfg)
 	for p, n := range perPeerLimits {
-		cfg.AddProtocolPeerLimit(p, rcmgr.BaseLimit{StreamsInbound: n, StreamsOutbound: n, Streams: 2 * n,
+		// Outbound streams are this node's own choice: go-libp2p's
+		// default stays, so a client pool is not cut by these bounds.
+		out := cfg.ProtocolPeerBaseLimit.StreamsOutbound
+		cfg.AddProtocolPeerLimit(p, rcmgr.BaseLimit{StreamsInbound: n, StreamsOutbound: out, Streams: n + out,
 			Memory: cfg.ProtocolPeerBaseLimit.Memory}, rcmgr.BaseLimitIncrease{})
 	}
 	// go-libp2p's default for STOP (128 each way, 32 MiB), inbound cut.
