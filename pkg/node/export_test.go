@@ -20,3 +20,9 @@ func WithLoopbackHandshakeLimit() Option {
 func LimitedProtocols() []protocol.ID {
 	return []protocol.ID{endpointProtocol, socketProtocol, resolverProtocol, bindingProtocol}
 }
+
+// WithoutConnGrace sets the connection manager's grace period to 0, so
+// that a test can trim connections as soon as they are open.
+func WithoutConnGrace() Option {
+	return func(c *config) error { c.noConnGrace = true; return nil }
+}

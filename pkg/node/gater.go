@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -69,7 +70,10 @@ func (n *Node) GateStats() GateStats {
 // any other peer is refused (GateStats.RelayedRefused): a relay sends
 // STOP only for a peer holding a reservation with it, so only a stranger
 // sends one otherwise. Call it again before the reservation's Expiration
-// to keep it.
+// to keep it. Until then the connection to the relay is protected from
+// the connection manager's trims (tag RelayReservationTag): the relay
+// drops a reservation when its holder's connection closes, so a trim
+// would leave this node unreachable through it until the next Reserve.
 func (n *Node) Reserve(ctx context.Context, relay peer.AddrInfo) (*client.Reservation, error) {
 	r, err := client.Reserve(ctx, n.host, relay)
 	if err != nil {
@@ -79,22 +83,36 @@ func (n *Node) Reserve(ctx context.Context, relay peer.AddrInfo) (*client.Reserv
 	return r, nil
 }
 
+// RelayReservationTag is the connection manager's protection tag on the
+// relays this node holds a reservation with (see Reserve).
+const RelayReservationTag = "p2pmsg-relay-reservation"
+
 // gate is the node's connection gater and counts its refusals.
 type gate struct {
 	mu     sync.Mutex
 	relays map[peer.ID]time.Time // relay → when our reservation on it expires
 	now    func() time.Time
+	// cm protects the connections to relays while reservations last;
+	// expiry unprotects a relay not reserved again (its timer).
+	cm     connmgr.ConnManager
+	expiry map[peer.ID]*time.Timer
+	closed bool
 
 	relayedRefused    atomic.Uint64
 	handshakesRefused atomic.Uint64
 	refusals          refusals
 }
 
-func newGate() *gate { return &gate{relays: map[peer.ID]time.Time{}, now: time.Now} }
+func newGate() *gate {
+	return &gate{relays: map[peer.ID]time.Time{}, now: time.Now, expiry: map[peer.ID]*time.Timer{}}
+}
 
 func (g *gate) reserved(relay peer.ID, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
 	now := g.now()
 	for p, t := range g.relays { // drop expired ones: the map holds live reservations only
 		if !t.After(now) {
@@ -102,6 +120,34 @@ func (g *gate) reserved(relay peer.ID, until time.Time) {
 		}
 	}
 	g.relays[relay] = until
+	if g.cm == nil {
+		return
+	}
+	g.cm.Protect(relay, RelayReservationTag)
+	if t := g.expiry[relay]; t != nil {
+		t.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(until.Sub(now), func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.expiry[relay] == t { // not reserved again since
+			delete(g.expiry, relay)
+			g.cm.Unprotect(relay, RelayReservationTag)
+		}
+	})
+	g.expiry[relay] = t
+}
+
+// close stops the expiry timers (the node is closing).
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for p, t := range g.expiry {
+		t.Stop()
+		delete(g.expiry, p)
+	}
 }
 
 func (g *gate) holdsReservation(relay peer.ID) bool {

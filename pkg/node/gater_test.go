@@ -218,3 +218,41 @@ func TestHandshakesPerHost(t *testing.T) {
 		t.Fatalf("%d refused after honest peers connected, want %d", got, want)
 	}
 }
+
+// TestRelayReservationSurvivesTrim: a node behind a relay holds a
+// reservation, then has more connections than its connection manager
+// keeps, all valued above the relay's. A trim must not close the
+// connection to the relay: the relay would drop the reservation, and
+// peers could no longer reach the node through it.
+func TestRelayReservationSurvivesTrim(t *testing.T) {
+	r := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	b := testutil.NewNode(t, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs), node.WithoutConnGrace())
+	if err := b.Connect(context.Background(), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reserve(context.Background(), r.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	// Peers the node values more than the relay (a pipe service tags
+	// the peers sending on its pipes alike), past the high water mark.
+	cm := b.Host().ConnManager()
+	for range node.ConnHighWater {
+		h := rawHost(t, "/ip4/127.0.0.1/tcp/0", nil)
+		if err := b.Connect(context.Background(), peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		cm.TagPeer(h.ID(), "test", 10)
+	}
+	cm.TrimOpenConns(context.Background())
+	if got := len(b.Host().Network().ConnsToPeer(r.ID())); got == 0 {
+		t.Fatalf("the trim closed the connection to the relay holding the node's reservation")
+	}
+	if n := len(b.Host().Network().Peers()); n > node.ConnLowWater+1 {
+		t.Fatalf("after the trim the node is connected to %d peers, want at most %d", n, node.ConnLowWater+1)
+	}
+	a := testutil.NewNode(t)
+	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p-circuit")
+	if err := a.Connect(within(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+		t.Fatalf("through the reserved relay after the trim: %v", err)
+	}
+}

@@ -118,7 +118,8 @@ var (
 // protocols protect: the DHT's two widest buckets (kad-dht protects up to
 // twice its bucket size, 40 peers), each propagate pipe's gossipsub mesh
 // (up to 12 peers per pipe) and the peers its output pipes and
-// bidirectional pipes are open to (package pipe protects them). Every
+// bidirectional pipes are open to (package pipe protects them), and the
+// relays it holds a reservation with (Reserve). Every
 // other connection was opened for a lookup, a resolution or a dial, and
 // costs goroutines and buffers for as long as it stays open (at least
 // four goroutines in go-libp2p and yamux, seven with gossipsub). The
@@ -165,6 +166,9 @@ type config struct {
 	// limitLoopback applies MaxHandshakesPerHost to loopback hosts too
 	// (tests only).
 	limitLoopback bool
+	// noConnGrace sets the connection manager's grace period to 0, so
+	// that a test can trim at once (tests only).
+	noConnGrace bool
 }
 
 // Option configures a Node.
@@ -300,7 +304,11 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	}
 	rm := &handshakeLimiter{ResourceManager: inner, max: MaxHandshakesPerHost, limitLoopback: c.limitLoopback,
 		refused: &g.handshakesRefused, inProgress: map[netip.Prefix]int{}}
-	cm, err := connmgr.NewConnManager(ConnLowWater, ConnHighWater, connmgr.WithGracePeriod(ConnGrace))
+	grace := ConnGrace
+	if c.noConnGrace {
+		grace = 0
+	}
+	cm, err := connmgr.NewConnManager(ConnLowWater, ConnHighWater, connmgr.WithGracePeriod(grace))
 	if err != nil {
 		rm.Close()
 		return nil, fmt.Errorf("node: connection manager: %w", err)
@@ -331,6 +339,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{host: h, jxtaID: jid, group: c.group, gate: g}
+	g.mu.Lock()
+	g.cm = h.ConnManager()
+	g.mu.Unlock()
 	if err := connectAll(ctx, h, c.bootstrap); err != nil {
 		n.Close()
 		return nil, err
@@ -447,6 +458,7 @@ func (n *Node) Close() error {
 	if n.dht != nil {
 		errs = append(errs, n.dht.Close())
 	}
+	n.gate.close()
 	errs = append(errs, n.host.Close())
 	return errors.Join(errs...)
 }
