@@ -92,8 +92,9 @@ func WithJXTA(ident *jxtatcp.Identity, listen string, opts ...jxtatcp.Option) Op
 
 // WithNodeOptions passes options to node.New, in order with those the
 // shortcuts above make: for what has no shortcut here, such as
-// node.WithSecurity, node.WithRelayService, node.WithGroup and
-// node.WithLibp2pOptions.
+// node.WithSecurity, node.WithRelayService, node.WithGroup,
+// node.WithSocketStreamsPerPeer (a server for clients keeping larger
+// pools of sockets) and node.WithLibp2pOptions.
 func WithNodeOptions(opts ...node.Option) Option {
 	return func(c *config) error {
 		if err := noNil("WithNodeOptions", opts); err != nil {

@@ -117,56 +117,77 @@ func TestStreamsPerPeer(t *testing.T) {
 	n := testutil.NewNode(t)
 	hold := func(s network.Stream) { io.Copy(io.Discard, s); s.Reset() }
 	for _, p := range []protocol.ID{"/p2pmsg/endpoint/1.1.0", "/p2pmsg/socket/1.0.0", "/p2pmsg/pipe-resolver/1.0.0",
-		"/p2pmsg/pipe-binding/1.0.0", "/test/other/1.0.0"} {
+		"/p2pmsg/pipe-binding/1.0.0", "/test/other/1.0.0", "/test/other/2.0.0"} {
 		n.Host().SetStreamHandler(p, hold)
 	}
 	const share = node.MaxInboundStreamsPerPeer
 	for _, tc := range []struct {
-		proto protocol.ID
-		want  int
+		name   string
+		protos []protocol.ID // opened in turn
+		want   int
 	}{
-		{ping.ID, 2}, // go-libp2p's default service limits
-		{proto.ProtoIDv2Stop, node.MaxRelayStopStreamsPerPeer},
-		{"/p2pmsg/endpoint/1.1.0", node.MaxEndpointStreamsPerPeer},
-		{"/p2pmsg/socket/1.0.0", node.MaxSocketStreamsPerPeer},
-		{"/p2pmsg/pipe-resolver/1.0.0", node.MaxPipeQueryStreamsPerPeer},
-		{"/p2pmsg/pipe-binding/1.0.0", node.MaxPipeQueryStreamsPerPeer},
-		{"/test/other/1.0.0", share},
+		{"ping", []protocol.ID{ping.ID}, 2}, // go-libp2p's default service limits
+		{"relay STOP", []protocol.ID{proto.ProtoIDv2Stop}, node.MaxRelayStopStreamsPerPeer},
+		{"endpoint", []protocol.ID{"/p2pmsg/endpoint/1.1.0"}, node.MaxEndpointStreamsPerPeer},
+		{"socket", []protocol.ID{"/p2pmsg/socket/1.0.0"}, node.MaxSocketStreamsPerPeer},
+		{"pipe resolver", []protocol.ID{"/p2pmsg/pipe-resolver/1.0.0"}, node.MaxPipeQueryStreamsPerPeer},
+		{"pipe binding", []protocol.ID{"/p2pmsg/pipe-binding/1.0.0"}, node.MaxPipeQueryStreamsPerPeer},
+		// Each under go-libp2p's default bound of one protocol, together
+		// over the peer's share.
+		{"the share", []protocol.ID{"/test/other/1.0.0", "/test/other/2.0.0"}, share},
 	} {
-		t.Run(string(tc.proto), func(t *testing.T) {
-			h := rawHost(t, "", nil)
-			if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
-				t.Fatal(err)
-			}
-			const opened = share + 8
-			refused := n.GateStats().StreamsRefused
-			for range opened {
-				s, err := h.NewStream(context.Background(), n.ID(), tc.proto)
-				if err != nil {
-					t.Fatal(err)
-				}
-				s.Write(nil) // sends the protocol header, then nothing
-			}
-			held := func() int {
-				var c int
-				n.Host().Network().ResourceManager().ViewPeer(h.ID(), func(s network.PeerScope) error {
-					c = s.Stat().NumStreamsInbound
-					return nil
-				})
-				return c
-			}
-			// Each stream ends refused or held; one being refused is
-			// held until it is reset.
-			most := 0
-			if !waitFor(within(t), func() bool {
-				h := held()
-				most = max(most, h)
-				return n.GateStats().StreamsRefused-refused+uint64(h) >= opened && h <= tc.want
-			}) {
-				t.Fatalf("%d streams opened: the peer held up to %d at once (want at most %d), %d refused",
-					opened, most, tc.want, n.GateStats().StreamsRefused-refused)
-			}
+		t.Run(tc.name, func(t *testing.T) {
+			holdStreams(t, n, tc.protos, share+8, tc.want)
 		})
+	}
+}
+
+// TestSocketStreamsPerPeerRaised: on a node whose socket bound is
+// raised (WithSocketStreamsPerPeer) above a peer's default share of all
+// its inbound streams, a connected peer holds that many idle socket
+// streams, as the share grows with the bound; more are reset, counted.
+func TestSocketStreamsPerPeerRaised(t *testing.T) {
+	const raised = node.MaxInboundStreamsPerPeer + 8
+	n := testutil.NewNode(t, node.WithSocketStreamsPerPeer(raised))
+	n.Host().SetStreamHandler("/p2pmsg/socket/1.0.0", func(s network.Stream) { io.Copy(io.Discard, s); s.Reset() })
+	holdStreams(t, n, []protocol.ID{"/p2pmsg/socket/1.0.0"}, raised+8, raised)
+}
+
+// holdStreams has a new peer open opened idle streams on n, of protos
+// in turn, and hold them: each ends refused or held, and the peer holds
+// want of them, no more and no fewer.
+func holdStreams(t *testing.T, n *node.Node, protos []protocol.ID, opened, want int) {
+	t.Helper()
+	h := rawHost(t, "", nil)
+	if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	refused := n.GateStats().StreamsRefused
+	for i := range opened {
+		s, err := h.NewStream(context.Background(), n.ID(), protos[i%len(protos)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write(nil) // sends the protocol header, then nothing
+	}
+	held := func() int {
+		var c int
+		n.Host().Network().ResourceManager().ViewPeer(h.ID(), func(s network.PeerScope) error {
+			c = s.Stat().NumStreamsInbound
+			return nil
+		})
+		return c
+	}
+	// Each stream ends refused or held; one being refused is held until
+	// it is reset.
+	most := 0
+	if !waitFor(within(t), func() bool {
+		h := held()
+		most = max(most, h)
+		return n.GateStats().StreamsRefused-refused+uint64(h) >= uint64(opened) && h == want
+	}) {
+		t.Fatalf("%d streams opened: the peer held up to %d at once, %d at the end (want %d), %d refused",
+			opened, most, held(), want, n.GateStats().StreamsRefused-refused)
 	}
 }
 

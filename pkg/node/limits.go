@@ -26,14 +26,16 @@ const (
 // protocols needs at once, the socket's 32, the endpoint's 8 (its own
 // default limit), the pipe resolver's and binding's 8 each, and 8 for the
 // rest (identify, ping, the DHT, gossipsub, hole punching), rounded to 64.
-// The node's inbound streams are raised, if need be, to this share for
-// each of its inbound connections, so that the peers it lets in cannot
-// take one another's share (go-libp2p's defaults let 7 identities take
-// them all).
+// WithSocketStreamsPerPeer raises it by as much as it raises the
+// socket's. The node's inbound streams are raised, if need be, to this
+// share for each of its inbound connections, so that the peers it lets
+// in cannot take one another's share (go-libp2p's defaults let 7
+// identities take them all).
 const MaxInboundStreamsPerPeer = 64
 
 // Inbound streams one peer may hold open on one protocol at once (the
-// streams this node opens keep go-libp2p's default bound). Beyond
+// streams this node opens keep go-libp2p's default bound, 128 per
+// protocol and peer, or the socket's bound where it is larger). Beyond
 // them a new stream is reset when its protocol is negotiated, and counted
 // (GateStats.StreamsRefused). They count against the peer's share too
 // (MaxInboundStreamsPerPeer): a peer spends its share as it likes, but
@@ -44,7 +46,8 @@ const (
 	// stream for its lifetime. A socket listener lets one peer have 16
 	// connections waiting for Accept (a quarter of socket.WithBacklog's
 	// default 64); this lets it have as many accepted besides, a client
-	// pool as large as the backlog lets it dial at once.
+	// pool as large as the backlog lets it dial at once. A server
+	// expecting larger pools raises it (WithSocketStreamsPerPeer).
 	MaxSocketStreamsPerPeer = 32
 	// MaxEndpointStreamsPerPeer is twice the endpoint layer's own
 	// per-peer limit (endpoint.WithMaxStreamsPerPeer, default 8), which
@@ -64,21 +67,33 @@ const (
 	MaxRelayStopStreamsPerPeer = 16
 )
 
-// perPeerLimits are the protocols above and their bounds.
-var perPeerLimits = map[protocol.ID]int{
-	endpointProtocol: MaxEndpointStreamsPerPeer,
-	socketProtocol:   MaxSocketStreamsPerPeer,
-	resolverProtocol: MaxPipeQueryStreamsPerPeer,
-	bindingProtocol:  MaxPipeQueryStreamsPerPeer,
+// perPeerLimits are the protocols above and their bounds, the socket's
+// socketStreams.
+func perPeerLimits(socketStreams int) map[protocol.ID]int {
+	return map[protocol.ID]int{
+		endpointProtocol: MaxEndpointStreamsPerPeer,
+		socketProtocol:   socketStreams,
+		resolverProtocol: MaxPipeQueryStreamsPerPeer,
+		bindingProtocol:  MaxPipeQueryStreamsPerPeer,
+	}
 }
 
-// limits builds the node's resource limits: go-libp2p's defaults scaled
+// peerShare is a peer's share of the node's inbound streams when it may
+// hold socketStreams socket streams: MaxInboundStreamsPerPeer, raised
+// by as much as socketStreams exceeds MaxSocketStreamsPerPeer (never
+// lowered: the other protocols need their room whatever the socket's).
+func peerShare(socketStreams int) int {
+	return MaxInboundStreamsPerPeer + max(0, socketStreams-MaxSocketStreamsPerPeer)
+}
+
+// limits builds the node's resource limits, one peer holding at most
+// socketStreams socket streams on it: go-libp2p's defaults scaled
 // to the machine, with go-libp2p's default service limits (which its own
 // default setup applies and a hand-built limiter must ask for: ping 2
 // inbound streams per peer, identify 16, hole punching 2, …), the
 // per-peer limits above, and these changes to the scaled result:
 //
-//   - a peer's inbound streams are MaxInboundStreamsPerPeer, and the
+//   - a peer's inbound streams are its share (peerShare), and the
 //     node's inbound streams at least that for every inbound connection;
 //     likewise each protocol's and service's inbound streams are at least
 //     its per-peer limit for every inbound connection (go-libp2p's own,
@@ -93,13 +108,14 @@ var perPeerLimits = map[protocol.ID]int{
 //     refused everyone else's connections until their handshakes timed
 //     out (15 s); the handshakes one host keeps in progress are bounded
 //     on their own (MaxHandshakesPerHost), a peer's streams by its share.
-func limits() rcmgr.ConcreteLimitConfig {
+func limits(socketStreams int) rcmgr.ConcreteLimitConfig {
 	cfg := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&cfg)
-	for p, n := range perPeerLimits {
+	for p, n := range perPeerLimits(socketStreams) {
 		// Outbound streams are this node's own choice: go-libp2p's
-		// default stays, so a client pool is not cut by these bounds.
-		out := cfg.ProtocolPeerBaseLimit.StreamsOutbound
+		// default stays, so a client pool is not cut by these bounds,
+		// or, if larger, as many as the node lets a peer hold.
+		out := max(cfg.ProtocolPeerBaseLimit.StreamsOutbound, n)
 		cfg.AddProtocolPeerLimit(p, rcmgr.BaseLimit{StreamsInbound: n, StreamsOutbound: out, Streams: n + out,
 			Memory: cfg.ProtocolPeerBaseLimit.Memory}, rcmgr.BaseLimitIncrease{})
 	}
@@ -108,11 +124,14 @@ func limits() rcmgr.ConcreteLimitConfig {
 		Streams: 128 + MaxRelayStopStreamsPerPeer, Memory: 32 << 20}, rcmgr.BaseLimitIncrease{})
 	l := cfg.AutoScale().ToPartialLimitConfig()
 	connsIn := l.System.ConnsInbound
-	raiseInbound(&l.System, connsIn*MaxInboundStreamsPerPeer)
-	l.PeerDefault.StreamsInbound = MaxInboundStreamsPerPeer
+	share := rcmgr.LimitVal(peerShare(socketStreams))
+	raiseInbound(&l.System, connsIn*share)
+	l.PeerDefault.StreamsInbound = share
+	l.PeerDefault.Streams += share - MaxInboundStreamsPerPeer
 	if l.Protocol == nil {
 		l.Protocol = map[protocol.ID]rcmgr.ResourceLimits{}
 	}
+	raiseSocketOutbound(&l, socketStreams, cfg.ProtocolPeerBaseLimit.StreamsOutbound)
 	if l.Service == nil {
 		l.Service = map[string]rcmgr.ResourceLimits{}
 	}
@@ -136,6 +155,36 @@ func limits() rcmgr.ConcreteLimitConfig {
 	l.Transient.Conns = max(l.Transient.Conns, connsIn+l.Transient.ConnsOutbound)
 	raiseInbound(&l.Transient, l.System.StreamsInbound)
 	return l.Build(rcmgr.ConcreteLimitConfig{})
+}
+
+// raiseSocketOutbound makes room for the outbound socket streams a
+// peer's bound lets this node hold on one peer, socketStreams, when it
+// exceeds go-libp2p's default bound of a protocol's outbound streams to
+// one peer (defaultOut): the peer's outbound streams grow by as much,
+// and the protocol's and the node's are at least that.
+func raiseSocketOutbound(l *rcmgr.PartialLimitConfig, socketStreams, defaultOut int) {
+	d := rcmgr.LimitVal(socketStreams - defaultOut)
+	if d <= 0 {
+		return
+	}
+	l.PeerDefault.StreamsOutbound += d
+	l.PeerDefault.Streams += d
+	pl, ok := l.Protocol[socketProtocol]
+	if !ok {
+		pl = l.ProtocolDefault
+	}
+	raiseOutbound(&pl, rcmgr.LimitVal(socketStreams))
+	l.Protocol[socketProtocol] = pl
+	raiseOutbound(&l.System, l.PeerDefault.StreamsOutbound)
+}
+
+// raiseOutbound raises r's outbound streams to at least n, and its
+// streams in all by as much.
+func raiseOutbound(r *rcmgr.ResourceLimits, n rcmgr.LimitVal) {
+	if d := n - r.StreamsOutbound; d > 0 {
+		r.StreamsOutbound += d
+		r.Streams += d
+	}
 }
 
 // raiseInbound raises r's inbound streams to at least n, and its streams

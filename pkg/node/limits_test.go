@@ -6,21 +6,39 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
-// TestLimits checks the arithmetic behind the limits: every inbound
-// connection's peer holding its share of streams fits in the node's
-// inbound streams, handshakes may use every inbound connection slot, and
-// go-libp2p's service limits are applied.
+// TestLimits checks the arithmetic behind the limits, at the default
+// socket bound and at those WithSocketStreamsPerPeer may set: every
+// inbound connection's peer holding its share of streams fits in the
+// node's inbound streams, handshakes may use every inbound connection
+// slot, go-libp2p's service limits are applied, and a peer's socket
+// streams fit in its share and the node's, both ways.
 func TestLimits(t *testing.T) {
-	l := limits().ToPartialLimitConfig()
+	for _, tc := range []struct {
+		name                string
+		socketStreams, want int // the socket's per-peer bound and a peer's share
+	}{
+		{"default", MaxSocketStreamsPerPeer, MaxInboundStreamsPerPeer},
+		{"lowered", 1, MaxInboundStreamsPerPeer},
+		{"raised", 256, MaxInboundStreamsPerPeer + 256 - MaxSocketStreamsPerPeer},
+		{"largest", maxSocketStreams, MaxInboundStreamsPerPeer + maxSocketStreams - MaxSocketStreamsPerPeer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkLimits(t, tc.socketStreams, tc.want)
+		})
+	}
+}
+
+func checkLimits(t *testing.T, socketStreams, share int) {
+	l := limits(socketStreams).ToPartialLimitConfig()
 	sys, peer := l.System, l.PeerDefault
-	if peer.StreamsInbound != MaxInboundStreamsPerPeer {
-		t.Errorf("%d inbound streams per peer, want %d", peer.StreamsInbound, MaxInboundStreamsPerPeer)
+	if int(peer.StreamsInbound) != share {
+		t.Errorf("%d inbound streams per peer, want %d", peer.StreamsInbound, share)
 	}
 	if int(peer.StreamsInbound)*int(sys.ConnsInbound) > int(sys.StreamsInbound) {
 		t.Errorf("%d inbound streams per peer × %d inbound connections > %d inbound streams", peer.StreamsInbound, sys.ConnsInbound, sys.StreamsInbound)
 	}
-	for p, n := range perPeerLimits {
-		if n > MaxInboundStreamsPerPeer {
+	for p, n := range perPeerLimits(socketStreams) {
+		if n > share {
 			t.Errorf("%s: %d streams per peer, over a peer's share", p, n)
 		}
 	}
@@ -40,5 +58,20 @@ func TestLimits(t *testing.T) {
 	}
 	if got := l.ProtocolPeer[ping.ID].StreamsInbound; got != 2 {
 		t.Errorf("ping: %d inbound streams per peer, want go-libp2p's 2", got)
+	}
+	// The socket's bound, both ways, is not cut by a wider scope.
+	sock := l.ProtocolPeer[socketProtocol]
+	if int(sock.StreamsInbound) != socketStreams || int(sock.StreamsOutbound) < socketStreams ||
+		int(sock.Streams) < int(sock.StreamsInbound+sock.StreamsOutbound) {
+		t.Errorf("socket streams per peer %+v, want %d each way", sock, socketStreams)
+	}
+	for name, r := range map[string]struct{ in, out, all int }{
+		"peer":     {int(peer.StreamsInbound), int(peer.StreamsOutbound), int(peer.Streams)},
+		"protocol": {int(l.Protocol[socketProtocol].StreamsInbound), int(l.Protocol[socketProtocol].StreamsOutbound), int(l.Protocol[socketProtocol].Streams)},
+		"system":   {int(sys.StreamsInbound), int(sys.StreamsOutbound), int(sys.Streams)},
+	} {
+		if r.in < socketStreams || r.out < socketStreams || r.all < share {
+			t.Errorf("%s: %d inbound, %d outbound, %d streams: under %d socket streams, share %d", name, r.in, r.out, r.all, socketStreams, share)
+		}
 	}
 }

@@ -163,6 +163,9 @@ type config struct {
 	dhtMode      DHTMode
 	group        id.ID
 	extra        []libp2p.Option
+	// socketStreams is the socket streams one peer may hold on the node
+	// (WithSocketStreamsPerPeer).
+	socketStreams int
 	// limitLoopback applies MaxHandshakesPerHost to loopback hosts too
 	// (tests only).
 	limitLoopback bool
@@ -258,6 +261,45 @@ func WithLibp2pOptions(opts ...libp2p.Option) Option {
 	return func(c *config) error { c.extra = append(c.extra, opts...); return nil }
 }
 
+// maxSocketStreams bounds WithSocketStreamsPerPeer: 4,096 streams reserve
+// 1 GiB of yamux receive windows (256 KiB each), more than go-libp2p's
+// scaling gives one peer's memory on a machine under 64 GiB, so that
+// past it the memory limit, not this bound, would decide; a value
+// beyond it is more likely a mistake (a zero too many) than a pool.
+const maxSocketStreams = 4096
+
+// WithSocketStreamsPerPeer sets how many socket streams one peer may
+// hold open on the node, and the node on one peer (default
+// MaxSocketStreamsPerPeer; 1 to 4,096), for a server whose clients keep
+// larger pools of sockets, or a client keeping one. A socket connection
+// is one stream for its life, waiting for Accept or accepted. Beyond
+// the bound a dial is refused (socket.ErrRefused) and counted
+// (GateStats.StreamsRefused).
+//
+// A peer's share of the node's inbound streams (MaxInboundStreamsPerPeer)
+// grows by as much as n exceeds the default, and so do the node's
+// inbound streams, for each of its inbound connections, so that the
+// peers it lets in still cannot take one another's share. The trade:
+// each stream costs the node a yamux receive window, 256 KiB reserved
+// against the peer's and the node's memory limits, and whatever the
+// application spends on the connection it accepted (its goroutine and
+// buffers). At n = 256 a peer's share is 288 streams, reserving up to
+// 72 MiB, and on a 24 GiB machine (252 inbound connections, 441 MiB per
+// peer, 3.1 GiB for the node) the node's inbound streams rise to 72,576;
+// the memory limits still bound the total: a peer's admits 1,762
+// streams, the node's 12,564, so that 44 peers each holding their whole
+// share reach it (197 at the default), and every peer's new streams are
+// then refused until theirs close.
+func WithSocketStreamsPerPeer(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > maxSocketStreams {
+			return fmt.Errorf("%w: %d socket streams per peer out of [1, %d]", ErrBadOption, n, maxSocketStreams)
+		}
+		c.socketStreams = n
+		return nil
+	}
+}
+
 // Node is a running p2pmsg peer.
 type Node struct {
 	host   host.Host
@@ -274,7 +316,8 @@ type Node struct {
 
 // New starts a node.
 func New(ctx context.Context, opts ...Option) (*Node, error) {
-	c := config{listen: DefaultListenAddrs, group: id.NetPeerGroupID, security: DefaultSecurity}
+	c := config{listen: DefaultListenAddrs, group: id.NetPeerGroupID, security: DefaultSecurity,
+		socketStreams: MaxSocketStreamsPerPeer}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -297,7 +340,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	g := newGate()
-	limiter := rcmgr.NewFixedLimiter(limits())
+	limiter := rcmgr.NewFixedLimiter(limits(c.socketStreams))
 	inner, err := rcmgr.NewResourceManager(limiter, rcmgr.WithMetrics(&g.refusals))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)

@@ -101,7 +101,8 @@ func TestKeyFileNotAKey(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	for _, o := range []node.Option{node.WithListenAddrs("not-a-multiaddr"), node.WithKeyFile(""), node.WithGroup(id.NullID)} {
+	for _, o := range []node.Option{node.WithListenAddrs("not-a-multiaddr"), node.WithKeyFile(""), node.WithGroup(id.NullID),
+		node.WithSocketStreamsPerPeer(0), node.WithSocketStreamsPerPeer(4097)} {
 		if _, err := node.New(context.Background(), o); !errors.Is(err, node.ErrBadOption) {
 			t.Errorf("bad option accepted: %v", err)
 		}
