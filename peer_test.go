@@ -147,6 +147,7 @@ func TestNewFails(t *testing.T) {
 		{"listen address not a multiaddr", []p2pmsg.Option{p2pmsg.WithListenAddrs("127.0.0.1:0")}, node.ErrBadOption, true},
 		{"key file and ephemeral key", []p2pmsg.Option{p2pmsg.WithKeyFile(filepath.Join(t.TempDir(), "k")), p2pmsg.WithEphemeralKey()}, node.ErrBadOption, true},
 		{"DHT mode", []p2pmsg.Option{p2pmsg.WithDHT(node.DHTMode(7))}, node.ErrBadOption, true},
+		{"socket streams per peer", []p2pmsg.Option{p2pmsg.WithNodeOptions(node.WithSocketStreamsPerPeer(0))}, node.ErrBadOption, true},
 		{"listen address in use", []p2pmsg.Option{p2pmsg.WithListenAddrs(heldAddr)}, node.ErrAddrInUse, false},
 		// Refused after the node started: it must be closed again.
 		{"endpoint option", []p2pmsg.Option{p2pmsg.WithEndpointOptions(endpoint.WithMaxStreamsPerPeer(0))}, endpoint.ErrBadOption, true},
@@ -170,6 +171,36 @@ func TestNewFails(t *testing.T) {
 			}
 			goleak.VerifyNone(t, logRoutine)
 		})
+	}
+}
+
+// TestSocketStreamsPerPeer checks that node.WithSocketStreamsPerPeer,
+// given through WithNodeOptions, bounds the pool of sockets one client
+// keeps open on the peer, and that the client is told why.
+func TestSocketStreamsPerPeer(t *testing.T) {
+	const pool = 2
+	server := newPeer(t, p2pmsg.WithNodeOptions(node.WithSocketStreamsPerPeer(pool)))
+	client := newPeer(t, p2pmsg.WithBootstrapPeers(server.AddrInfo()))
+	a, _ := adv.New(adv.Unicast, "pool", "")
+	l, err := server.Sockets().Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range pool {
+		c, err := client.Sockets().Dial(testContext(t), a, pipe.ToPeers(server.AddrInfo()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := l.AcceptContext(testContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	if _, err := client.Sockets().Dial(testContext(t), a, pipe.ToPeers(server.AddrInfo())); !errors.Is(err, socket.ErrRefused) {
+		t.Fatalf("a socket beyond the server's bound of %d: %v, want %v", pool, err, socket.ErrRefused)
 	}
 }
 

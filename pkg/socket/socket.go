@@ -579,7 +579,11 @@ func readHandshake(r io.ByteReader) (string, error) {
 // Dial connects to the listener of a, found as output pipes find their
 // input (see pipe.ToPeers for naming the peer). It fails with
 // pipe.ErrNotResolved when no listener is found and ErrRefused when the
-// peer refuses.
+// peer refuses, which includes resetting the stream before answering:
+// the peer's stream limits did, most likely because this peer already
+// holds as many socket streams on it as it allows one peer
+// (node.MaxSocketStreamsPerPeer; node.WithSocketStreamsPerPeer raises
+// it).
 func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pipe.ResolveOption) (*Conn, error) {
 	if a != nil && a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: sockets need a unicast or secure pipe, not %s", pipe.ErrWrongType, a.Type)
@@ -595,6 +599,9 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	}
 	st, err := s.host.NewStream(network.WithAllowLimitedConn(ctx, "socket"), p, Protocol)
 	if err != nil {
+		if r := resetRefusal(p, err); r != nil {
+			return nil, r
+		}
 		return nil, fmt.Errorf("socket: connecting to %s: %w", p, err)
 	}
 	if a.Type == adv.UnicastSecure && endpoint.ConnSecurity(st.Conn()) == "" {
@@ -615,7 +622,7 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("socket: handshake with %s: %w", p, err)
+		return nil, handshakeError(p, err)
 	}
 	var ans [1]byte
 	_, err = io.ReadFull(st, ans[:])
@@ -624,7 +631,7 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	}
 	if err != nil {
 		st.Reset()
-		return nil, fmt.Errorf("socket: handshake with %s: %w", p, err)
+		return nil, handshakeError(p, err)
 	}
 	if ans[0] != Accepted {
 		st.Reset()
@@ -635,6 +642,55 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	st.SetDeadline(time.Time{})
 	return newConn(st, a, nil), nil
 }
+
+// handshakeError reports a failure to write the handshake to p or to
+// read its answer.
+func handshakeError(p peer.ID, err error) error {
+	if r := resetRefusal(p, err); r != nil {
+		return r
+	}
+	return fmt.Errorf("socket: handshake with %s: %w", p, err)
+}
+
+// resetRefusal reports p's reset of a socket stream before its answer as
+// the refusal it is, or returns nil for any other failure (a timeout, a
+// connection that closed, a protocol p does not speak). A listener
+// answers every handshake, so a stream p resets before answering was cut
+// by p's stream limits: go-libp2p's resource manager resets a stream
+// over them as its protocol is negotiated, with
+// network.StreamResourceLimitExceeded, or, in go-libp2p releases before
+// stream error codes, with none. The node bounds the socket streams one
+// peer holds (node.MaxSocketStreamsPerPeer), which a client's pool of
+// sockets meets first.
+func resetRefusal(p peer.ID, err error) error {
+	var se *network.StreamError
+	if !errors.As(err, &se) || !se.Remote {
+		return nil
+	}
+	var why string
+	switch se.ErrorCode {
+	case network.StreamResourceLimitExceeded:
+		why = "reset by its resource limits before answering: " +
+			"this peer probably holds as many socket streams there as it allows (node.MaxSocketStreamsPerPeer)"
+	case network.StreamNoError:
+		why = "reset before answering: " +
+			"perhaps this peer holds as many socket streams there as it allows (node.MaxSocketStreamsPerPeer)"
+	default:
+		return nil
+	}
+	return &refusalError{msg: fmt.Sprintf("%v by %s: %s", ErrRefused, p, why), err: err}
+}
+
+// refusalError is a refusal the peer gave by resetting the stream: it
+// matches ErrRefused and the stream's error (network.ErrReset,
+// *network.StreamError).
+type refusalError struct {
+	msg string
+	err error
+}
+
+func (e *refusalError) Error() string   { return e.msg }
+func (e *refusalError) Unwrap() []error { return []error{ErrRefused, e.err} }
 
 // Network is the network name of socket addresses.
 const Network = "p2pmsg"
