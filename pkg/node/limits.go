@@ -23,15 +23,15 @@ const (
 
 // MaxInboundStreamsPerPeer bounds the inbound streams one peer holds
 // open on the node, all protocols together: what one peer of p2pmsg's
-// protocols needs at once, the socket's 32, the endpoint's 8 (its own
+// protocols needs at once, the socket's 64, the endpoint's 8 (its own
 // default limit), the pipe resolver's and binding's 8 each, and 8 for the
-// rest (identify, ping, the DHT, gossipsub, hole punching), rounded to 64.
+// rest (identify, ping, the DHT, gossipsub, hole punching).
 // WithSocketStreamsPerPeer raises it by as much as it raises the
 // socket's. The node's inbound streams are raised, if need be, to this
 // share for each of its inbound connections, so that the peers it lets
 // in cannot take one another's share (go-libp2p's defaults let 7
 // identities take them all).
-const MaxInboundStreamsPerPeer = 64
+const MaxInboundStreamsPerPeer = 96
 
 // Inbound streams one peer may hold open on one protocol at once (the
 // streams this node opens keep go-libp2p's default bound, 128 per
@@ -43,12 +43,23 @@ const MaxInboundStreamsPerPeer = 64
 // them all: a protocol's streams on the node are raised to match.
 const (
 	// MaxSocketStreamsPerPeer: an established socket connection is one
-	// stream for its lifetime. A socket listener lets one peer have 16
-	// connections waiting for Accept (a quarter of socket.WithBacklog's
-	// default 64); this lets it have as many accepted besides, a client
-	// pool as large as the backlog lets it dial at once. A server
-	// expecting larger pools raises it (WithSocketStreamsPerPeer).
-	MaxSocketStreamsPerPeer = 32
+	// stream for its lifetime, so this is the largest pool of sockets
+	// one client holds open on the node, those waiting for Accept (at
+	// most 16, a quarter of socket.WithBacklog's default 64) included.
+	// 64 is go-libp2p's own bound on one peer's inbound streams of any
+	// protocol before it scales with the machine's memory (75 at
+	// 24 GiB), which p2pmsg applied until it set bounds of its own: a
+	// pool that go-libp2p let through on every machine still gets
+	// through (at 32, pools of 33 were cut). The cost, over 32: a peer's
+	// share is 96 streams, not 64, the node's inbound streams 24,192,
+	// not 16,128, on a 24 GiB machine, and a peer holding its share
+	// reserves 24 MiB of yamux receive windows, not 16, so that 131
+	// such peers, not 197, reach the node's memory limit: fewer
+	// identities than the 252 inbound connections they could already
+	// take. A server expecting larger pools raises it
+	// (WithSocketStreamsPerPeer). Beyond it the dialler's Dial fails
+	// with socket.ErrRefused naming this bound.
+	MaxSocketStreamsPerPeer = 64
 	// MaxEndpointStreamsPerPeer is twice the endpoint layer's own
 	// per-peer limit (endpoint.WithMaxStreamsPerPeer, default 8), which
 	// acts first and counts what it resets

@@ -48,13 +48,16 @@
 // its file descriptors), with go-libp2p's default service limits, as its
 // own default setup has them, and a share of streams for every peer
 // (limits.go). On a 24 GiB machine that is, for the whole node, 504
-// connections (252 inbound, all of which may be handshaking), 20,165
-// streams (16,128 inbound: MaxInboundStreamsPerPeer for each inbound
+// connections (252 inbound, all of which may be handshaking), 28,229
+// streams (24,192 inbound: MaxInboundStreamsPerPeer for each inbound
 // connection, so that inbound peers cannot take one another's) and
-// 3.1 GiB; per peer, 8 connections, 64 inbound streams and 441 MiB; per
+// 3.1 GiB; per peer, 8 connections, 96 inbound streams and 441 MiB; per
 // connection 32 MiB, which bounds the flow-control windows yamux grows
 // on it (each stream's up to 16 MiB); per peer and protocol, the
-// Max…StreamsPerPeer constants.
+// Max…StreamsPerPeer constants. Every yamux stream reserves its first
+// receive window, 256 KiB, against its peer's memory and the node's, so
+// that a peer holding its whole share of streams reserves 24 MiB, and
+// 131 such peers reach the node's memory limit before its stream limits.
 // A remote host has at most MaxHandshakesPerHost connections handshaking
 // at once; relayed connections come only through relays the node holds
 // a reservation with (Reserve). GateStats counts what is refused.
@@ -288,7 +291,7 @@ const maxSocketStreams = 4096
 // peer, 3.1 GiB for the node) the node's inbound streams rise to 72,576;
 // the memory limits still bound the total: a peer's admits 1,762
 // streams, the node's 12,564, so that 44 peers each holding their whole
-// share reach it (197 at the default), and every peer's new streams are
+// share reach it (131 at the default), and every peer's new streams are
 // then refused until theirs close.
 func WithSocketStreamsPerPeer(n int) Option {
 	return func(c *config) error {
