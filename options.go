@@ -71,7 +71,8 @@ func WithDHT(mode node.DHTMode) Option {
 }
 
 // WithMDNS makes the node announce itself and connect to the peers it
-// finds on the LAN (node.WithMDNS). Default: off.
+// finds on the LAN, a bounded number at a time and per second
+// (node.WithMDNS). Default: off.
 func WithMDNS() Option {
 	return WithNodeOptions(node.WithMDNS())
 }

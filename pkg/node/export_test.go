@@ -1,6 +1,11 @@
 package node
 
-import "github.com/libp2p/go-libp2p/core/protocol"
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
 
 // SetDepartedBound sets the bound on departed peers of the nodes started
 // next, for a test that cannot wait for MaxDepartedPeers identities; it
@@ -25,4 +30,21 @@ func LimitedProtocols() []protocol.ID {
 // that a test can trim connections as soon as they are open.
 func WithoutConnGrace() Option {
 	return func(c *config) error { c.noConnGrace = true; return nil }
+}
+
+// SetMDNSDialTimeout sets the timeout of mDNS dials of the nodes started
+// next, so that a test's dials to silent listeners last until the node
+// closes; it returns a function restoring the default.
+func SetMDNSDialTimeout(d time.Duration) (restore func()) {
+	old := mdnsDialTimeout
+	mdnsDialTimeout = d
+	return func() { mdnsDialTimeout = old }
+}
+
+// NewMDNSNotifee starts the handler of peers found by mDNS that WithMDNS
+// gives n, without mDNS itself, so that a test can hand it peers; close
+// ends its dials.
+func NewMDNSNotifee(n *Node) (found func(peer.AddrInfo), stats func() MDNSStats, close func()) {
+	d := newMDNSDialer(n.host)
+	return d.HandlePeerFound, d.stats, d.close
 }

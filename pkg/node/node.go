@@ -69,6 +69,8 @@
 // Peerstore: MaxAddrsPerPeer addresses per peer, and the addresses of
 // the last MaxDepartedPeers peers to disconnect (see PeerstoreStats).
 // DHT answers name DHTMaxAddrsPerPeer addresses per peer.
+// Peers found by mDNS (WithMDNS): MaxMDNSDials dials at once,
+// MaxMDNSWaiting waiting, MDNSDialsPerSecond (see MDNSStats).
 //
 // Circuit relay v2 client and hole punching are on: connections are
 // relayed to the node by the relays it reserves a slot on with Reserve;
@@ -217,7 +219,17 @@ func WithBootstrapPeers(peers ...peer.AddrInfo) Option {
 	return func(c *config) error { c.bootstrap = append(c.bootstrap, peers...); return nil }
 }
 
-// WithMDNS announces the node and connects to peers found on the LAN.
+// WithMDNS announces the node and connects to peers found on the LAN:
+// MaxMDNSDials dials at once, MaxMDNSWaiting more peers waiting, peers
+// taken in at MDNSDialsPerSecond after the first ConnHighWater, others
+// not dialled, counted (MDNSStats); a peer connected, being dialled or
+// waiting is not dialled again. So a LAN host announcing made-up peers by
+// the thousand costs the node at most MaxMDNSDials dials at a time, and
+// makes it dial another host named in them ConnHighWater times, then no
+// faster than MDNSDialsPerSecond. Each dial ends after 10 s or when the
+// node closes.
+// Any host on the LAN can announce peers at any address: the node dials
+// what it is told, within these bounds.
 func WithMDNS() Option { return func(c *config) error { c.mdns = true; return nil } }
 
 // Limits of each connection a p2pmsg relay carries for others, far above
@@ -309,7 +321,9 @@ type Node struct {
 	jxtaID id.ID
 	group  id.ID
 	mdns   mdns.Service
-	dht    *dht.IpfsDHT
+	// mdnsDialer dials the peers mDNS finds (see MDNSStats).
+	mdnsDialer *mdnsDialer
+	dht        *dht.IpfsDHT
 	// providers holds the DHT's records (see DHTStats).
 	providers *providerStore
 	// gate refuses relayed connections from strangers and counts what
@@ -400,7 +414,8 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		}
 	}
 	if c.mdns {
-		n.mdns = mdns.NewMdnsService(h, MDNSServiceName, &mdnsNotifee{h: h})
+		n.mdnsDialer = newMDNSDialer(h)
+		n.mdns = mdns.NewMdnsService(h, MDNSServiceName, n.mdnsDialer)
 		if err := n.mdns.Start(); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("node: mDNS: %w", err)
@@ -453,17 +468,6 @@ func connectAll(ctx context.Context, h host.Host, peers []peer.AddrInfo) error {
 	return nil
 }
 
-type mdnsNotifee struct{ h host.Host }
-
-func (m *mdnsNotifee) HandlePeerFound(p peer.AddrInfo) {
-	if p.ID == m.h.ID() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m.h.Connect(ctx, p) // best effort: a LAN peer that does not answer is skipped
-}
-
 // Host returns the underlying libp2p host.
 func (n *Node) Host() host.Host { return n.host }
 
@@ -500,6 +504,9 @@ func (n *Node) Close() error {
 	var errs []error
 	if n.mdns != nil {
 		errs = append(errs, n.mdns.Close())
+	}
+	if n.mdnsDialer != nil {
+		n.mdnsDialer.close()
 	}
 	if n.dht != nil {
 		errs = append(errs, n.dht.Close())
