@@ -12,5 +12,11 @@ func WithJXTAAnswerWait(d time.Duration) Option {
 }
 
 // BacklogLen reports how many connections and JXTA connect requests wait
-// for Accept.
-func BacklogLen(l *Listener) int { return len(l.backlog) }
+// for Accept to return them: in the backlog, or taken by an Accept (a
+// request waiting for its host's answer in flight, an answer being sent,
+// a connection ready).
+func BacklogLen(l *Listener) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.backlog) + len(l.taken)
+}

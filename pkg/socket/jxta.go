@@ -48,8 +48,8 @@ const (
 	jxtaCloseACK = 5 * time.Second  // and we so long for the closeACK after them
 )
 
-// JXTAStats counts JXTA socket connect requests not answered with a new
-// connection.
+// JXTAStats counts JXTA socket connect requests that did not end in a
+// connection Accept returned.
 type JXTAStats struct {
 	// Refused counts connect requests dropped on arrival: malformed,
 	// naming another peer than the sender, beyond the listener's backlog
@@ -68,16 +68,23 @@ type JXTAStats struct {
 	Repeated uint64
 	// Unanswered counts connect requests that entered the backlog and left
 	// it without an answer: they waited longer than a connecting JXSE peer
-	// waits by default (15 s), the listener closed, or Accept could not
-	// send the answer (its context ended, the peer did not take it). The
-	// peer's connect times out.
+	// waits by default (15 s), the listener closed, or the answer could
+	// not be sent before then (the peer did not take it: its connection
+	// stalled). Accept does not wait on such an answer: it goes on to
+	// other hosts' requests and connections meanwhile. The peer's connect
+	// times out.
 	Unanswered uint64
+	// Abandoned counts connections whose answer was sent while Accept
+	// returned another (their answer was slower, or its Accept had
+	// returned) and that the listener's Close reset before an Accept took
+	// them.
+	Abandoned uint64
 }
 
 // JXTAStats returns the service's JXTA socket counters.
 func (s *Service) JXTAStats() JXTAStats {
 	return JXTAStats{Refused: s.jxtaRefused.Load(), HostBacklog: s.jxtaHostFull.Load(), Repeated: s.jxtaRepeated.Load(),
-		Unanswered: s.jxtaUnanswered.Load()}
+		Unanswered: s.jxtaUnanswered.Load(), Abandoned: s.jxtaAbandoned.Load()}
 }
 
 // jxtaAnswerWait is how long a JXTA connect request waits in the backlog
@@ -729,10 +736,10 @@ func (s *Service) dropRequest(req *jxtaRequest) {
 var errExpired = errors.New("socket: JXTA connect request expired")
 
 // answerJXTA answers a connect request taken from l's backlog and returns
-// the connection. The answer is bounded by what the client waits for it,
-// by ctx and by l's Close; a request it cannot answer is dropped and
-// counted (Unanswered).
-func (s *Service) answerJXTA(ctx context.Context, l *Listener, req *jxtaRequest) (*Conn, error) {
+// the connection. The answer is bounded by what the client waits for it
+// and by l's Close; a request it cannot answer is dropped and counted
+// (Unanswered).
+func (s *Service) answerJXTA(l *Listener, req *jxtaRequest) (*Conn, error) {
 	if !time.Now().Before(req.deadline) {
 		s.dropRequest(req)
 		return nil, errExpired
@@ -750,6 +757,10 @@ func (s *Service) answerJXTA(ctx context.Context, l *Listener, req *jxtaRequest)
 		s.dropRequest(req)
 		return nil, err
 	}
+	// A repeat of the request while this answer is sent is not answered
+	// again (reanswer): that would send the same answer twice at once.
+	js.reanswering.Store(true)
+	defer js.reanswering.Store(false)
 	s.mu.Lock()
 	delete(s.jxtaPending, req.key)
 	if s.closed {
@@ -768,7 +779,7 @@ func (s *Service) answerJXTA(ctx context.Context, l *Listener, req *jxtaRequest)
 		}
 		s.mu.Unlock()
 	}
-	actx, cancel := context.WithDeadline(ctx, req.deadline)
+	actx, cancel := context.WithDeadline(context.Background(), req.deadline)
 	defer cancel()
 	go func() {
 		select {

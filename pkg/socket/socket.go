@@ -47,7 +47,9 @@
 // which, unlike the claim, costs a machine to change. Until then the
 // peer has no socket to send to, so a backlog holds no receive buffers,
 // only requests, each dropped (JXTAStats.Unanswered) once its peer has
-// stopped waiting.
+// stopped waiting. Accept answers one request at a time per host and
+// waits on none: a peer that does not take its answer holds up its own
+// host's requests, not the listener (see AcceptContext).
 package socket
 
 import (
@@ -122,7 +124,7 @@ type options struct {
 type Option func(*options) error
 
 // WithBacklog sets how many connections a listener holds before Accept
-// takes them, JXTA connect requests included (Accept answers those); more
+// returns them, JXTA connect requests included (Accept answers those); more
 // are refused (default 64, 1 to 4096). One peer may hold at most a
 // quarter of them (at least one), and so may one remote host, however
 // many peers it speaks for, so that a peer that dials and waits cannot
@@ -227,6 +229,7 @@ type Service struct {
 	jxtaHostFull   atomic.Uint64
 	jxtaRepeated   atomic.Uint64
 	jxtaUnanswered atomic.Uint64
+	jxtaAbandoned  atomic.Uint64
 	jxtaPending    map[string]bool        // connect requests in a backlog, by client peer and pipe
 	jxtaConns      map[string]*jxtaStream // accepted, by client peer and pipe
 	wg             sync.WaitGroup         // repeated JXTA connect responses being sent
@@ -305,6 +308,12 @@ type Listener struct {
 	done    chan struct{}
 	pending map[string]int       // places in the backlog, by peer (place.who)
 	hosts   map[netip.Prefix]int // places in the backlog, by host (place.host)
+	// What Accept took from the backlog and has not returned, each still
+	// holding its place (accept.go).
+	taken     []*takenEntry
+	answering map[netip.Prefix]bool // hosts with a JXTA answer being sent
+	changed   chan struct{}         // closed and replaced when taken changes
+	answers   sync.WaitGroup        // JXTA answers being sent
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -343,106 +352,6 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	return l, nil
 }
 
-// Accept waits for the next connection. It implements net.Listener.
-func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptContext(context.Background())
-	if err != nil {
-		return nil, err // not a typed nil *Conn in the interface
-	}
-	return c, nil
-}
-
-// backlogged waits in a listener's backlog for Accept: a libp2p
-// connection, already answered, or a JXTA connect request, which Accept
-// answers.
-type backlogged struct {
-	c   *Conn
-	req *jxtaRequest
-	at  place
-}
-
-// place is whose place in the backlog a connection or request takes.
-type place struct {
-	who  string       // the peer: "p2p:" or "jxta:" and its ID
-	host netip.Prefix // the remote host it came from (hostkey); zero when unknown
-}
-
-// AcceptContext is Accept bounded by ctx. JXTA connect requests are
-// answered here, each within what its peer waits for the answer; those
-// that cannot be answered are skipped and counted (JXTAStats.Unanswered).
-// A request is not taken from the backlog once ctx has ended.
-func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var b backlogged
-		select {
-		case b = <-l.backlog:
-		default:
-			select {
-			case b = <-l.backlog:
-			case <-l.done:
-				return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.Addr(), Err: ErrClosed}
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if b.req != nil && ctx.Err() != nil {
-			l.requeue(b) // ctx ended while waiting: leave the request for the next Accept
-			return nil, ctx.Err()
-		}
-		l.unreserve(b.at)
-		if b.c != nil {
-			return b.c, nil
-		}
-		c, err := l.svc.answerJXTA(ctx, l, b.req)
-		if err == nil {
-			return c, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// Close stops listening; connections not yet accepted are reset and
-// JXTA connect requests not yet answered are dropped (counted in
-// JXTAStats.Unanswered).
-func (l *Listener) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	close(l.done)
-	l.mu.Unlock()
-	l.release()
-	l.svc.mu.Lock()
-	if l.svc.listeners[l.key] == l {
-		delete(l.svc.listeners, l.key)
-	}
-	l.svc.mu.Unlock()
-	for {
-		select {
-		case b := <-l.backlog:
-			l.discard(b)
-		default:
-			return nil
-		}
-	}
-}
-
-// discard lets go of what Accept will not take.
-func (l *Listener) discard(b backlogged) {
-	if b.c != nil {
-		b.c.st.Reset()
-	} else {
-		l.svc.dropRequest(b.req)
-	}
-}
-
 // enqueue hands a connection or request to Accept, whose place in the
 // backlog (slots) the caller holds; false if the listener closed
 // meanwhile.
@@ -454,15 +363,6 @@ func (l *Listener) enqueue(b backlogged) bool {
 	}
 	l.backlog <- b // never blocks: a place is reserved
 	return true
-}
-
-// requeue puts back what Accept took but will not return, keeping its
-// place; it is discarded if the listener closed meanwhile.
-func (l *Listener) requeue(b backlogged) {
-	if !l.enqueue(b) {
-		l.unreserve(b.at)
-		l.discard(b)
-	}
 }
 
 // share is how many places in the backlog one peer, or one host, may

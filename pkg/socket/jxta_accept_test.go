@@ -1,0 +1,220 @@
+package socket_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
+)
+
+// bindingQuery is JXTA's pipe binding query for pipe a from peer src, as
+// a JXSE output pipe sends it to resolve a.
+func bindingQuery(src id.ID, a *adv.PipeAdvertisement) *message.Message {
+	pbp := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:PipeResolver xmlns:jxta="http://jxta.org">`+
+		`<MsgType>Query</MsgType><PipeId>%s</PipeId><Type>%s</Type></jxta:PipeResolver>`, a.ID, a.Type)
+	var esc bytes.Buffer
+	xml.EscapeText(&esc, []byte(pbp))
+	q := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><jxta:ResolverQuery xmlns:jxta="http://jxta.org">`+
+		`<HandlerName>JxtaPipeResolver</HandlerName><QueryID>1</QueryID><HC>0</HC><SrcPeerID>%s</SrcPeerID>`+
+		`<Query>%s</Query></jxta:ResolverQuery>`, src, esc.String())
+	return message.New(message.Element{Namespace: message.JXTANamespace, Name: "jxta-NetGroupORes", MIME: message.XMLUTF8, Data: []byte(q)})
+}
+
+// stalledJXTA is a JXTA peer on 127.0.0.1 that stops reading its
+// connection to the pipe service ps at addr, then makes ps send it more
+// than the connection's buffers hold (binding queries for a, each
+// answered), so that anything more ps sends it waits: the connection's
+// writer is stuck for the transport's write timeout (30 s). It returns
+// the peer, to send connect requests with (it counts the connect
+// responses it reads), and resume, which has it read again.
+func stalledJXTA(t *testing.T, ps *pipe.Service, addr string, a *adv.PipeAdvertisement) (h *hostileJXTA, resume func()) {
+	t.Helper()
+	h = &hostileJXTA{}
+	var err error
+	if h.ident, err = jxtatcp.NewIdentity(); err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	handler := func(in *jxtatcp.Incoming) {
+		<-block
+		if _, ok := in.Message.Get("JXTASOC", "remPipe"); ok {
+			h.answers.Add(1)
+		}
+	}
+	if h.t, err = jxtatcp.New(h.ident, handler, jxtatcp.WithUnsigned()); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { close(block) }) }
+	t.Cleanup(func() { h.t.Close() })
+	t.Cleanup(resume) // first: Close waits for the handler
+	// The answers in flight are bounded (32): queries beyond them are
+	// refused only while the answers wait for the stalled connection.
+	q := bindingQuery(h.ident.ID(), a)
+	for sent := 0; ps.Stats().JXTARefused < 100; sent++ {
+		if sent == 100_000 {
+			t.Fatalf("%d binding queries did not stall the connection: %+v", sent, ps.Stats())
+		}
+		if err := h.t.Send(ctx(t), addr, pipe.JXTAResolverService, "jxta-NetGroupORes", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h, resume
+}
+
+// unsignedJXTAListener listens on the pipe seeded by seed, on a socket
+// service of its own whose endpoint is an unsigned JXTA peer (a flood of
+// queries costs no signatures). The listener closes at the end of the
+// test.
+func unsignedJXTAListener(t *testing.T, seed string) (*endpoint.Service, *pipe.Service, *socket.Service, *socket.Listener, *adv.PipeAdvertisement) {
+	t.Helper()
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
+	ps, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := socket.New(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); ps.Close() })
+	a := seeded(t, seed)
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return ep, ps, s, l, a
+}
+
+// A JXTA peer that stopped reading its connection sends connect requests
+// up to its share of the backlog (16), then an honest libp2p peer dials
+// and an honest JXTA peer asks to connect, both from another host. Each
+// answer to the hostile peer waits for its stalled connection until the
+// request's deadline, 15 s after it arrived. Before, Accept answered the
+// requests in turn and waited on each: it accepted no one for as long as
+// its context lasted (here 10 s), and up to 16 × 15 s in all. Now Accept
+// goes on while a host's answer is being sent: it returns both honest
+// connections while the hostile peer's answers still wait, and Close
+// drops those, counted.
+func TestJXTAPeerNotReadingDoesNotStallAccept(t *testing.T) {
+	ep, ps, s, l, a := unsignedJXTAListener(t, "hostile-stalled-answers")
+	addr := ep.JXTA().Addrs()[0]
+
+	const share = 64 / 4
+	hostile, _ := stalledJXTA(t, ps, addr, a)
+	sendRequests(t, hostile, addr, a, share)
+	until(t, "the hostile requests in the backlog", func() bool { return socket.BacklogLen(l) == share })
+
+	honestNode := nodeOnHost(t, "127.0.0.2", ep.Node())
+	dialled, err := newSockets(t, honestNode).Dial(ctx(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialled.Close()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}} // another host
+	honestJXTA := newHostileJXTA(t, jxtatcp.WithUnsigned(), jxtatcp.WithDialer(d.DialContext))
+	honestJXTA.request(t, addr, a, true)
+	until(t, "the honest connection and request in the backlog", func() bool { return socket.BacklogLen(l) == share+2 })
+
+	// The bound on the test is shorter than the hostile requests' 15 s:
+	// Accept must not wait for their answers to time out.
+	actx, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	var accepted []*socket.Conn
+	defer func() { closeAll(accepted) }()
+	hostileAccepted, gotP2P, gotJXTA := 0, false, false
+	for !gotP2P || !gotJXTA {
+		c, err := l.AcceptContext(actx)
+		if err != nil {
+			t.Fatalf("Accept: %v, after %d of the hostile peer's connections; the honest libp2p connection accepted: %v, the honest JXTA peer's: %v (%+v)",
+				err, hostileAccepted, gotP2P, gotJXTA, s.JXTAStats())
+		}
+		accepted = append(accepted, c)
+		switch r := c.RemoteAddr().(socket.Addr); {
+		case r.Peer == honestNode.ID():
+			gotP2P = true
+		case r.JXTAPeer == honestJXTA.ident.ID():
+			gotJXTA = true
+		default:
+			hostileAccepted++
+		}
+	}
+	honestJXTA.answer(t)
+	st := s.JXTAStats()
+	t.Logf("both honest connections accepted after %d of the hostile peer's; %+v", hostileAccepted, st)
+	if hostileAccepted == share {
+		t.Fatal("every hostile answer went out: the connection never stalled, the test proved nothing")
+	}
+	if st.Unanswered != 0 {
+		t.Fatalf("%+v: hostile answers timed out before the honest connections were accepted", st)
+	}
+	l.Close()
+	st = s.JXTAStats()
+	if got := st.Unanswered + st.Abandoned; got != uint64(share-hostileAccepted) {
+		t.Fatalf("after Close: %+v; want the %d hostile requests not accepted unanswered or abandoned", st, share-hostileAccepted)
+	}
+}
+
+// An answer Accept started goes on when Accept's context ends: Accept
+// returns at once, and the connection the answer makes waits for the
+// next Accept, or is reset and counted by Close. Meanwhile the host's
+// other requests wait unanswered: one answer at a time per host, and none
+// while no Accept runs. Before, the answer was cut short with Accept's
+// context and the request counted unanswered.
+func TestJXTAAnswerOutlivesAcceptContext(t *testing.T) {
+	for _, next := range []string{"Accept", "Close"} {
+		t.Run(next, func(t *testing.T) {
+			ep, ps, s, l, a := unsignedJXTAListener(t, "answer-outlives-"+next)
+			addr := ep.JXTA().Addrs()[0]
+			hostile, resume := stalledJXTA(t, ps, addr, a)
+			sendRequests(t, hostile, addr, a, 3)
+			until(t, "the requests in the backlog", func() bool { return socket.BacklogLen(l) == 3 })
+			short, cancel := context.WithTimeout(ctx(t), time.Second)
+			defer cancel()
+			if c, err := l.AcceptContext(short); !errors.Is(err, context.DeadlineExceeded) {
+				if err == nil {
+					c.Close()
+				}
+				t.Fatalf("Accept while the answer cannot be sent: %v, want its context's end", err)
+			}
+			resume()
+			until(t, "the answer", func() bool { return hostile.answers.Load() == 1 })
+			if n, st := socket.BacklogLen(l), s.JXTAStats(); n != 3 || st.Unanswered != 0 {
+				t.Fatalf("%d waiting for Accept, %+v; want 3, none unanswered", n, st)
+			}
+			if next == "Accept" {
+				c, err := l.AcceptContext(ctx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer closeAll([]*socket.Conn{c})
+				if c.RemoteAddr().(socket.Addr).JXTAPeer != hostile.ident.ID() {
+					t.Fatalf("accepted %v", c.RemoteAddr())
+				}
+			}
+			l.Close()
+			want := socket.JXTAStats{Unanswered: 2, Abandoned: 1}
+			if next == "Accept" {
+				want.Abandoned = 0
+			}
+			if st := s.JXTAStats(); st != want || hostile.answers.Load() != 1 {
+				t.Fatalf("after Close: %+v, %d answers; want %+v, 1 answer", st, hostile.answers.Load(), want)
+			}
+		})
+	}
+}
