@@ -80,14 +80,14 @@ func stalledJXTA(t *testing.T, ps *pipe.Service, addr string, a *adv.PipeAdverti
 // service of its own whose endpoint is an unsigned JXTA peer (a flood of
 // queries costs no signatures). The listener closes at the end of the
 // test.
-func unsignedJXTAListener(t *testing.T, seed string) (*endpoint.Service, *pipe.Service, *socket.Service, *socket.Listener, *adv.PipeAdvertisement) {
+func unsignedJXTAListener(t *testing.T, seed string, opts ...socket.Option) (*endpoint.Service, *pipe.Service, *socket.Service, *socket.Listener, *adv.PipeAdvertisement) {
 	t.Helper()
 	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
 	ps, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := socket.New(ps)
+	s, err := socket.New(ps, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +105,17 @@ func unsignedJXTAListener(t *testing.T, seed string) (*endpoint.Service, *pipe.S
 // up to its share of the backlog (16), then an honest libp2p peer dials
 // and an honest JXTA peer asks to connect, both from another host. Each
 // answer to the hostile peer waits for its stalled connection until the
-// request's deadline, 15 s after it arrived. Before, Accept answered the
+// request's deadline (15 s after it arrived; 25 s here). Before, Accept answered the
 // requests in turn and waited on each: it accepted no one for as long as
-// its context lasted (here 10 s), and up to 16 × 15 s in all. Now Accept
+// its context lasted (here 10 s), until the answers' deadline. Now Accept
 // goes on while a host's answer is being sent: it returns both honest
 // connections while the hostile peer's answers still wait, and Close
 // drops those, counted.
 func TestJXTAPeerNotReadingDoesNotStallAccept(t *testing.T) {
-	ep, ps, s, l, a := unsignedJXTAListener(t, "hostile-stalled-answers")
+	// Requests wait 25 s here, not 15: longer than the test's setup and
+	// Accept bound together, however loaded the machine, and shorter than
+	// the stall (30 s), so that the hostile answers are sure to pend.
+	ep, ps, s, l, a := unsignedJXTAListener(t, "hostile-stalled-answers", socket.WithJXTAAnswerWait(25*time.Second))
 	addr := ep.JXTA().Addrs()[0]
 
 	const share = 64 / 4
@@ -131,7 +134,7 @@ func TestJXTAPeerNotReadingDoesNotStallAccept(t *testing.T) {
 	honestJXTA.request(t, addr, a, true)
 	until(t, "the honest connection and request in the backlog", func() bool { return socket.BacklogLen(l) == share+2 })
 
-	// The bound on the test is shorter than the hostile requests' 15 s:
+	// The bound on the test is shorter than the hostile requests' wait:
 	// Accept must not wait for their answers to time out.
 	actx, cancel := context.WithTimeout(ctx(t), 10*time.Second)
 	defer cancel()
