@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,8 +49,11 @@ type jxtaResolver struct {
 	self    id.ID
 	mu      sync.Mutex
 	pending map[int32]chan pbpAnswer // by query ID, random (see resolve)
-	// answering holds a slot per answer being sent (maxJXTAAnswers).
-	answering chan struct{}
+	// answering holds a slot per answer being sent (maxJXTAAnswers);
+	// hostAnswers counts them by the remote host of the query's
+	// connection (maxJXTAAnswersPerHost), under mu.
+	answering   chan struct{}
+	hostAnswers map[netip.Prefix]int
 }
 
 // maxJXTAAnswers bounds the binding answers being sent at once. A JXSE
@@ -59,6 +63,14 @@ type jxtaResolver struct {
 // the answer's timeout. Queries beyond it are dropped and counted
 // (Stats.JXTARefused); the JXSE client asks again.
 const maxJXTAAnswers = 32
+
+// maxJXTAAnswersPerHost bounds the answers being sent at once to the
+// queriers of one remote host (an IPv4 address, an IPv6 /64; a claimed
+// JXTA peer ID costs nothing): a quarter of maxJXTAAnswers, as the
+// transport's slots and budgets are shared, so that a host whose peer
+// does not read its answers (each then waits up to 30 s) keeps out
+// other hosts' queries only with three more such hosts.
+const maxJXTAAnswersPerHost = maxJXTAAnswers / 4
 
 type pbpAnswer struct {
 	pipe  id.ID
@@ -74,7 +86,8 @@ func (s *Service) startJXTA() error {
 	if t == nil {
 		return nil
 	}
-	r := &jxtaResolver{s: s, self: t.ID(), pending: map[int32]chan pbpAnswer{}, answering: make(chan struct{}, maxJXTAAnswers)}
+	r := &jxtaResolver{s: s, self: t.ID(), pending: map[int32]chan pbpAnswer{}, answering: make(chan struct{}, maxJXTAAnswers),
+		hostAnswers: map[netip.Prefix]int{}}
 	if err := s.ep.Register(JXTAResolverService, jxtaQueryParam, endpoint.ListenerFunc(r.query)); err != nil {
 		return err
 	}
@@ -250,16 +263,41 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 	to := endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(src.String(), "urn:jxta:"),
 		Service: JXTAResolverService, Param: jxtaResponseParam}
 	// Off the reader: the answer may open a connection.
-	select {
-	case r.answering <- struct{}{}:
-	default:
+	host := d.RemoteHost
+	if !r.startAnswer(host) {
 		r.s.jxtaRefused.Add(1)
 		return
 	}
 	r.s.background(30*time.Second, func(ctx context.Context) {
-		defer func() { <-r.answering }()
+		defer r.endAnswer(host)
 		r.s.ep.Send(ctx, to, ans)
 	})
+}
+
+// startAnswer takes a slot for an answer to a querier on host, if one is
+// free both in all and for the host.
+func (r *jxtaResolver) startAnswer(host netip.Prefix) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hostAnswers[host] >= maxJXTAAnswersPerHost {
+		return false
+	}
+	select {
+	case r.answering <- struct{}{}:
+	default:
+		return false
+	}
+	r.hostAnswers[host]++
+	return true
+}
+
+func (r *jxtaResolver) endAnswer(host netip.Prefix) {
+	<-r.answering
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hostAnswers[host]--; r.hostAnswers[host] <= 0 {
+		delete(r.hostAnswers, host)
+	}
 }
 
 // holds reports whether a unicast pipe with that ID and type is bound

@@ -3,6 +3,7 @@ package pipe
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -17,8 +18,9 @@ import (
 // TestJXTAQueryFlood: a JXTA peer's binding queries that name another
 // peer as the querier are refused, not answered to that peer; and a peer
 // that floods queries for a pipe bound here while it reads nothing holds
-// at most maxJXTAAnswers answers (a goroutine each) in flight, the other
-// queries dropped and counted.
+// at most maxJXTAAnswersPerHost answers (a goroutine each) in flight,
+// the other queries dropped and counted; a querier on another host is
+// still answered (the flooder's host held all maxJXTAAnswers before).
 func TestJXTAQueryFlood(t *testing.T) {
 	ctx, s, ep, a := unsignedJXTAPipes(t, "flooded")
 	marks := make(chan struct{}, 2)
@@ -80,13 +82,44 @@ func TestJXTAQueryFlood(t *testing.T) {
 	mark()
 	extra := runtime.NumGoroutine() - base
 	refused := s.Stats().JXTARefused - 1
-	if extra > maxJXTAAnswers+32 {
+	if extra > maxJXTAAnswersPerHost+32 {
 		t.Fatalf("%d goroutines more after %d queries not read: answers in flight not bounded", extra, n)
 	}
 	if refused == 0 {
 		t.Fatalf("no query refused: the flood never filled the answers in flight (%d goroutines more)", extra)
 	}
 	t.Logf("%d queries: %d refused, %d goroutines more", n, refused, extra)
+
+	// A querier on another host, whose answers are read.
+	hi, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{}, 1)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	honest, err := jxtatcp.New(hi, func(in *jxtatcp.Incoming) {
+		if in.Service == JXTAResolverService && in.Param == jxtaResponseParam {
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
+		}
+	}, jxtatcp.WithUnsigned(), jxtatcp.WithDialer(d.DialContext))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer honest.Close()
+	before := s.Stats().JXTARefused
+	if err := honest.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: hi.ID()}).queryMessage(3, a)); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second) // the flooder's answers wait 30 s
+	defer cancel()
+	select {
+	case <-answered:
+	case <-wait.Done():
+		t.Fatalf("another host's query was not answered while the flooder's answers wait (%d more refused)", s.Stats().JXTARefused-before)
+	}
 }
 
 // TestJXTAOpenFlood: a JXTA peer that opens JxtaBiDiPipes to a listener
