@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -44,4 +45,19 @@ func NewConnectedNodes(t testing.TB, count int) []*node.Node {
 		}
 	}
 	return nodes
+}
+
+// FreshPeerID is the peer ID of a new Ed25519 key that nobody keeps: a
+// made-up peer, as a hostile peer names one.
+func FreshPeerID(t testing.TB) peer.ID {
+	t.Helper()
+	_, pub, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"crypto/rand"
 	"flag"
 	"fmt"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
@@ -187,7 +185,7 @@ func announce(t *testing.T, port, count, perAnnouncement int) {
 	for i := 0; i*perAnnouncement < count; i++ {
 		txts := make([]string, min(perAnnouncement, count-i*perAnnouncement))
 		for j := range txts {
-			txts[j] = fmt.Sprintf("dnsaddr=/ip4/127.0.0.1/tcp/%d/p2p/%s", port, madeUpPeerID(t))
+			txts[j] = fmt.Sprintf("dnsaddr=/ip4/127.0.0.1/tcp/%d/p2p/%s", port, testutil.FreshPeerID(t))
 		}
 		name := fmt.Sprintf("hostile-%d-%d", port, i)
 		srv, err := zeroconf.RegisterProxy(name, node.MDNSServiceName, "local", 4001, name, []string{"127.0.0.1"}, txts, nil)
@@ -196,19 +194,6 @@ func announce(t *testing.T, port, count, perAnnouncement int) {
 		}
 		t.Cleanup(srv.Shutdown)
 	}
-}
-
-// madeUpPeerID is the ID of a key nobody keeps.
-func madeUpPeerID(t *testing.T) peer.ID {
-	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // waitUntil polls cond until it holds; the deadline only keeps a broken
@@ -311,7 +296,9 @@ func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	silentPeer := func() peer.AddrInfo { return peer.AddrInfo{ID: madeUpPeerID(t), Addrs: []ma.Multiaddr{silentAddr}} }
+	silentPeer := func() peer.AddrInfo {
+		return peer.AddrInfo{ID: testutil.FreshPeerID(t), Addrs: []ma.Multiaddr{silentAddr}}
+	}
 
 	dialling := make([]peer.AddrInfo, node.MaxMDNSDials)
 	var wg sync.WaitGroup

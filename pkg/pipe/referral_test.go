@@ -328,19 +328,6 @@ func referralTo(t *testing.T, p peer.ID, addr ma.Multiaddr) message.Element {
 	return message.Bytes("jxta", "Referral", addr.Encapsulate(p2p).Bytes())
 }
 
-func freshPeerID(t *testing.T) peer.ID {
-	t.Helper()
-	_, pub, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
 // answerNotFound makes n answer binding queries itself: after wait, "not
 // found" with refs; before, what it does in the meantime.
 func answerNotFound(n *node.Node, wait time.Duration, meantime func(pipeID, role string), refs ...message.Element) {
@@ -377,7 +364,7 @@ func TestForwardedPushesBounded(t *testing.T) {
 			m := message.New(message.Text("jxta", "PipeId", pipeID), message.Text("jxta", "Role", role),
 				message.Text("jxta", "Bound", "true"))
 			for range 4 {
-				m.Add(referralTo(t, freshPeerID(t), sink))
+				m.Add(referralTo(t, testutil.FreshPeerID(t), sink))
 			}
 			st, err := liar.Host().NewStream(ctx(t), a.ID(), pipe.BindingProtocol)
 			if err != nil {
