@@ -41,8 +41,21 @@ type place struct {
 type takenEntry struct {
 	b         backlogged
 	answering bool
+	started   time.Time // of the answer being sent
 	c         *Conn
 }
+
+// answerGrace is how long Accept waits on the JXTA connect answers being
+// sent before it starts answering another host's request too. An answer
+// is a message of a few KiB written on the connection its request came
+// on, so it goes out as soon as its bytes are in the socket's buffer: one
+// still being sent a quarter of a second later has a peer that does not
+// read (or a connection being dialled over a slow path). Waiting that
+// long keeps Accept from answering requests it will not return (each
+// answered connection holds receive buffers before the application takes
+// it), while a host whose answers stall delays those behind it by no
+// more than that.
+const answerGrace = 250 * time.Millisecond
 
 // AcceptContext is Accept bounded by ctx.
 //
@@ -50,14 +63,15 @@ type takenEntry struct {
 // does, but Accept does not wait on any one answer: while an answer is
 // being sent it goes on through the backlog, so that a JXTA peer that
 // does not take its answers (it stopped reading its connection) holds up
-// only the requests from its host, not every dialler behind them.
-// Answers go out one at a time per remote host, the unit of the
-// backlog's shares (a peer ID costs nothing, a host a machine), at once
-// for requests from different hosts: an answered connection holds
-// receive buffers, so Accept answers more requests than it returns only
-// while answers are held up, and at most one per host. Accept returns
-// the connection taken earliest among those ready: a libp2p connection,
-// or a JXTA one whose answer was sent.
+// the requests from its host, not every dialler behind them. Answers go
+// out one at a time per remote host, the unit of the backlog's shares (a
+// peer ID costs nothing, a host a machine), and another host's request
+// is answered only while every answer being sent has been held up for
+// answerGrace: an answered connection holds receive buffers, so Accept
+// answers more requests than it returns only while answers are held up,
+// and at most one per host. Accept returns the connection taken earliest
+// among those ready: a libp2p connection, or a JXTA one whose answer was
+// sent.
 //
 // An answer is bounded by what its peer waits for it (15 s after the
 // request arrived) and by Close, not by ctx: when ctx ends, Accept
@@ -72,14 +86,19 @@ func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		c, changed, err := l.next()
+		c, changed, wake, err := l.next()
 		if c != nil || err != nil {
 			return c, err
+		}
+		var grace <-chan time.Time
+		if wake > 0 {
+			grace = time.After(wake) // unreferenced once this wait ends: collected
 		}
 		select {
 		case b := <-l.backlog:
 			l.take(b)
 		case <-changed:
+		case <-grace:
 		case <-l.done:
 			return nil, l.closedErr()
 		case <-ctx.Done():
@@ -114,24 +133,33 @@ func (l *Listener) signal() {
 }
 
 // next returns the earliest taken connection that is ready. Without one,
-// it starts answering the taken JXTA requests whose host has no answer
-// being sent, drops those whose peer stopped waiting, and returns a
-// channel closed when taken changes next.
-func (l *Listener) next() (*Conn, <-chan struct{}, error) {
+// it starts answering the earliest taken JXTA request whose host has no
+// answer being sent, if no other answer is or all have been held up for
+// answerGrace, drops the requests whose peer stopped waiting, and returns
+// a channel closed when taken changes next and, while a request waits for
+// the grace to pass, how long that is.
+func (l *Listener) next() (*Conn, <-chan struct{}, time.Duration, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return nil, nil, l.closedErr()
+		return nil, nil, 0, l.closedErr()
 	}
 	for i, e := range l.taken {
 		if e.c != nil {
 			l.taken = slices.Delete(l.taken, i, i+1)
 			l.mu.Unlock()
 			l.unreserve(e.b.at)
-			return e.c, nil, nil
+			return e.c, nil, 0, nil
 		}
 	}
 	now := time.Now()
+	var newest time.Time // the latest start of an answer being sent
+	for _, e := range l.taken {
+		if e.answering && e.started.After(newest) {
+			newest = e.started
+		}
+	}
+	var wake time.Duration
 	var expired []backlogged
 	kept := l.taken[:0]
 	for _, e := range l.taken {
@@ -140,8 +168,12 @@ func (l *Listener) next() (*Conn, <-chan struct{}, error) {
 		case !now.Before(e.b.req.deadline):
 			expired = append(expired, e.b)
 			continue
-		case !l.answering[e.b.at.host]:
-			l.startAnswer(e)
+		case l.answering[e.b.at.host]:
+		case newest.IsZero() || now.Sub(newest) >= answerGrace:
+			l.startAnswer(e, now)
+			newest = now
+		case wake == 0:
+			wake = answerGrace - now.Sub(newest)
 		}
 		kept = append(kept, e)
 	}
@@ -156,15 +188,15 @@ func (l *Listener) next() (*Conn, <-chan struct{}, error) {
 		l.unreserve(b.at)
 		l.svc.dropRequest(b.req)
 	}
-	return nil, changed, nil
+	return nil, changed, wake, nil
 }
 
 // startAnswer answers e's request in the background; l.mu is held.
-func (l *Listener) startAnswer(e *takenEntry) {
+func (l *Listener) startAnswer(e *takenEntry, now time.Time) {
 	if l.answering == nil {
 		l.answering = map[netip.Prefix]bool{}
 	}
-	e.answering = true
+	e.answering, e.started = true, now
 	l.answering[e.b.at.host] = true
 	l.answers.Add(1)
 	go l.answer(e)
