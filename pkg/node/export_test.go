@@ -48,3 +48,11 @@ func NewMDNSNotifee(n *Node) (found func(peer.AddrInfo), stats func() MDNSStats,
 	d := newMDNSDialer(n.host)
 	return d.HandlePeerFound, d.stats, d.close
 }
+
+// RelayProtectedUntil is when n's protection of its connection to relay
+// from trims ends; zero if it is not protected for a reservation.
+func RelayProtectedUntil(n *Node, relay peer.ID) time.Time {
+	n.gate.mu.Lock()
+	defer n.gate.mu.Unlock()
+	return n.gate.expiry[relay].until
+}

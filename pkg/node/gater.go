@@ -70,10 +70,12 @@ func (n *Node) GateStats() GateStats {
 // any other peer is refused (GateStats.RelayedRefused): a relay sends
 // STOP only for a peer holding a reservation with it, so only a stranger
 // sends one otherwise. Call it again before the reservation's Expiration
-// to keep it. Until then the connection to the relay is protected from
-// the connection manager's trims (tag RelayReservationTag): the relay
-// drops a reservation when its holder's connection closes, so a trim
-// would leave this node unreachable through it until the next Reserve.
+// to keep it. Until then (at most maxRelayProtection, an hour, per
+// Reserve), and while the node stays connected to the relay, the
+// connection is protected from the connection manager's trims (tag
+// RelayReservationTag): the relay drops a reservation when its holder's
+// connection closes, so a trim would leave this node unreachable through
+// it until the next Reserve.
 func (n *Node) Reserve(ctx context.Context, relay peer.AddrInfo) (*client.Reservation, error) {
 	r, err := client.Reserve(ctx, n.host, relay)
 	if err != nil {
@@ -95,7 +97,7 @@ type gate struct {
 	// cm protects the connections to relays while reservations last;
 	// expiry unprotects a relay not reserved again (its timer).
 	cm     connmgr.ConnManager
-	expiry map[peer.ID]*time.Timer
+	expiry map[peer.ID]protection
 	closed bool
 
 	relayedRefused    atomic.Uint64
@@ -104,7 +106,14 @@ type gate struct {
 }
 
 func newGate() *gate {
-	return &gate{relays: map[peer.ID]time.Time{}, now: time.Now, expiry: map[peer.ID]*time.Timer{}}
+	return &gate{relays: map[peer.ID]time.Time{}, now: time.Now, expiry: map[peer.ID]protection{}}
+}
+
+// protection is a relay's protection from trims: its end, and the timer
+// that ends it.
+type protection struct {
+	until time.Time
+	timer *time.Timer
 }
 
 func (g *gate) reserved(relay peer.ID, until time.Time) {
@@ -124,19 +133,40 @@ func (g *gate) reserved(relay peer.ID, until time.Time) {
 		return
 	}
 	g.cm.Protect(relay, RelayReservationTag)
-	if t := g.expiry[relay]; t != nil {
-		t.Stop()
+	if p, ok := g.expiry[relay]; ok {
+		p.timer.Stop()
 	}
+	d := min(until.Sub(now), maxRelayProtection)
 	var t *time.Timer
-	t = time.AfterFunc(until.Sub(now), func() {
+	t = time.AfterFunc(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if g.expiry[relay] == t { // not reserved again since
+		if g.expiry[relay].timer == t { // not reserved again since
 			delete(g.expiry, relay)
 			g.cm.Unprotect(relay, RelayReservationTag)
 		}
 	})
-	g.expiry[relay] = t
+	g.expiry[relay] = protection{until: now.Add(d), timer: t}
+}
+
+// maxRelayProtection bounds how long one Reserve protects the connection
+// to its relay: go-libp2p's relay grants a reservation for an hour
+// (relay.DefaultResources().ReservationTTL) and a client keeps it by
+// reserving again before then, so a relay that grants more (its choice:
+// a hundred years, say) is not protected for longer between two Reserves.
+const maxRelayProtection = time.Hour
+
+// disconnected unprotects relay once this node has no connection to it
+// left: the relay dropped the reservation with the connection, so
+// nothing is to be kept (a later connection to it is not protected).
+func (g *gate) disconnected(relay peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p, ok := g.expiry[relay]; ok {
+		p.timer.Stop()
+		delete(g.expiry, relay)
+		g.cm.Unprotect(relay, RelayReservationTag)
+	}
 }
 
 // close stops the expiry timers (the node is closing).
@@ -144,8 +174,8 @@ func (g *gate) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed = true
-	for p, t := range g.expiry {
-		t.Stop()
+	for p, pr := range g.expiry {
+		pr.timer.Stop()
 		delete(g.expiry, p)
 	}
 }

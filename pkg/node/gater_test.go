@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/util"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
@@ -275,5 +276,41 @@ func TestRelayReservationSurvivesTrim(t *testing.T) {
 	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p-circuit")
 	if err := a.Connect(within(t), peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 		t.Fatalf("through the reserved relay after the trim: %v", err)
+	}
+}
+
+// TestRelayProtectionBounded: a relay that grants a reservation for a
+// hundred years gets its connection protected from trims for an hour per
+// Reserve at most, and not at all once it has closed the connection (it
+// dropped the reservation with it).
+func TestRelayProtectionBounded(t *testing.T) {
+	rh := rawHost(t, "/ip4/127.0.0.1/tcp/0", nil)
+	rc := relayv2.DefaultResources()
+	rc.ReservationTTL = 100 * 365 * 24 * time.Hour
+	rel, err := relayv2.New(rh, relayv2.WithResources(rc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel.Close()
+	b := testutil.NewNode(t)
+	ai := peer.AddrInfo{ID: rh.ID(), Addrs: rh.Addrs()}
+	if err := b.Connect(context.Background(), ai); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Reserve(context.Background(), ai)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := node.RelayProtectedUntil(b, rh.ID())
+	if !until.After(time.Now()) || until.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("a reservation until %v protects the relay's connection until %v, want within the hour", r.Expiration, until)
+	}
+	cm := b.Host().ConnManager()
+	if !cm.IsProtected(rh.ID(), node.RelayReservationTag) {
+		t.Fatal("the relay's connection is not protected")
+	}
+	rh.Network().ClosePeer(b.ID())
+	if !waitFor(within(t), func() bool { return !cm.IsProtected(rh.ID(), node.RelayReservationTag) }) {
+		t.Fatal("the relay closed the connection (and dropped the reservation): still protected")
 	}
 }

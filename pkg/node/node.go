@@ -94,6 +94,7 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
@@ -402,6 +403,11 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	g.mu.Lock()
 	g.cm = h.ConnManager()
 	g.mu.Unlock()
+	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
+		if nw.Connectedness(c.RemotePeer()) != network.Connected {
+			g.disconnected(c.RemotePeer())
+		}
+	}})
 	if err := connectAll(ctx, h, c.bootstrap); err != nil {
 		n.Close()
 		return nil, err
