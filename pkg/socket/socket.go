@@ -555,13 +555,15 @@ func handshakeError(p peer.ID, err error) error {
 // resetRefusal reports p's reset of a socket stream before its answer as
 // the refusal it is, or returns nil for any other failure (a timeout, a
 // connection that closed, a protocol p does not speak). A listener
-// answers every handshake, so a stream p resets before answering was cut
-// by p's stream limits: go-libp2p's resource manager resets a stream
-// over them as its protocol is negotiated, with
-// network.StreamResourceLimitExceeded, or, in go-libp2p releases before
-// stream error codes, with none. The node bounds the socket streams one
-// peer holds (node.MaxSocketStreamsPerPeer), which a client's pool of
-// sockets meets first.
+// answers every well-formed handshake that arrives in time, so a stream
+// p resets before answering was cut by p's stream limits or carried a
+// handshake p could not take: go-libp2p's resource manager resets a
+// stream over its limits as its protocol is negotiated, with
+// network.StreamResourceLimitExceeded (said as such), a listener resets
+// a malformed or late handshake without a code, as go-libp2p releases
+// before stream error codes reset everything (both said). The node
+// bounds the socket streams one peer holds (node.MaxSocketStreamsPerPeer),
+// which a client's pool of sockets meets first.
 func resetRefusal(p peer.ID, err error) error {
 	var se *network.StreamError
 	if !errors.As(err, &se) || !se.Remote {
@@ -573,8 +575,8 @@ func resetRefusal(p peer.ID, err error) error {
 		why = "reset by its resource limits before answering: " +
 			"this peer probably holds as many socket streams there as it allows (node.MaxSocketStreamsPerPeer)"
 	case network.StreamNoError:
-		why = "reset before answering: " +
-			"perhaps this peer holds as many socket streams there as it allows (node.MaxSocketStreamsPerPeer)"
+		why = "reset before answering: its stream limits (node.MaxSocketStreamsPerPeer), " +
+			"or it found the handshake malformed or late"
 	default:
 		return nil
 	}
