@@ -89,6 +89,10 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 	return h, resume
 }
 
+// unsignedJXTAListener listens on the pipe seeded by seed, on a socket
+// service of its own whose endpoint is an unsigned JXTA peer (a flood of
+// queries costs no signatures). The listener closes at the end of the
+// test.
 func unsignedJXTAListener(t *testing.T, seed string, opts ...socket.Option) (*endpoint.Service, *pipe.Service, *socket.Service, *socket.Listener, *adv.PipeAdvertisement) {
 	t.Helper()
 	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
