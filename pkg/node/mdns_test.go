@@ -81,8 +81,12 @@ type silentListener struct {
 	wg        sync.WaitGroup
 }
 
-func newSilentListener(t *testing.T) *silentListener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newSilentListener(t *testing.T) *silentListener { return newSilentListenerAt(t, "127.0.0.1") }
+
+// newSilentListenerAt is newSilentListener on loopback address ip, a host
+// of its own to the node's bounds by host.
+func newSilentListenerAt(t *testing.T, ip string) *silentListener {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,12 +184,12 @@ func newClosingListener(t *testing.T) *closingListener {
 }
 
 // announce announces, as one LAN host would, count made-up peers at
-// 127.0.0.1:port over mDNS, perAnnouncement peers in each announcement.
-func announce(t *testing.T, port, count, perAnnouncement int) {
+// ip:port over mDNS, perAnnouncement peers in each announcement.
+func announce(t *testing.T, ip string, port, count, perAnnouncement int) {
 	for i := 0; i*perAnnouncement < count; i++ {
 		txts := make([]string, min(perAnnouncement, count-i*perAnnouncement))
 		for j := range txts {
-			txts[j] = fmt.Sprintf("dnsaddr=/ip4/127.0.0.1/tcp/%d/p2p/%s", port, testutil.FreshPeerID(t))
+			txts[j] = fmt.Sprintf("dnsaddr=/ip4/%s/tcp/%d/p2p/%s", ip, port, testutil.FreshPeerID(t))
 		}
 		name := fmt.Sprintf("hostile-%d-%d", port, i)
 		srv, err := zeroconf.RegisterProxy(name, node.MDNSServiceName, "local", 4001, name, []string{"127.0.0.1"}, txts, nil)
@@ -212,7 +216,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestMDNSHostileAnnouncer: a LAN host announces 300 made-up peers over
 // mDNS (10 announcements of 30 peers each, as go-libp2p's mDNS formats
 // them), all at a loopback address that accepts TCP and never answers. The
-// node dials MaxMDNSDials of them at once, has MaxMDNSWaiting wait and
+// node dials MaxMDNSDials of them at once, has MaxMDNSWaitingPerHost wait and
 // counts the others skipped (it started a goroutine and a dial for every
 // one of them); its Close ends the dials and leaves no goroutine behind.
 // It runs in a network namespace of its own (see runInNetns): go-libp2p's
@@ -228,7 +232,7 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 	// every socket open is a dial in progress.
 	defer node.SetMDNSDialTimeout(time.Hour)()
 	silent := newSilentListener(t)
-	announce(t, silent.port(), peers, perAnnouncement)
+	announce(t, "127.0.0.1", silent.port(), peers, perAnnouncement)
 	ignore := goleak.IgnoreCurrent()
 
 	n, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.1/tcp/0"),
@@ -246,7 +250,7 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 	// before Close.
 	waitUntil(t, "the announcements", func() bool {
 		st := n.MDNSStats()
-		return st.Dialled+st.Skipped+st.OverRate >= peers-node.MaxMDNSWaiting
+		return st.Dialled+st.Skipped+uint64(st.Waiting) == peers
 	})
 	st := n.MDNSStats()
 	waitUntil(t, "the dials to reach the silent listener", func() bool {
@@ -254,13 +258,13 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 		return open >= min(int(st.Dialled), node.MaxMDNSDials)
 	})
 	open, most := silent.counts()
-	t.Logf("%d peers announced: %d dialled, %d skipped; %d sockets open at the silent listener, at most %d at once",
-		peers, st.Dialled, st.Skipped, open, most)
+	t.Logf("%d peers announced: %d dialled, %d waiting, %d skipped; %d sockets open at the silent listener, at most %d at once",
+		peers, st.Dialled, st.Waiting, st.Skipped, open, most)
 	if st.Dialled > node.MaxMDNSDials || most > node.MaxMDNSDials {
 		t.Errorf("%d dials started, %d at once at the silent listener; want at most %d", st.Dialled, most, node.MaxMDNSDials)
 	}
-	if want := uint64(peers - node.MaxMDNSDials - node.MaxMDNSWaiting); st.Skipped != want {
-		t.Errorf("%d announcements counted skipped, want %d", st.Skipped, want)
+	if want := uint64(peers - node.MaxMDNSDials - node.MaxMDNSWaitingPerHost); st.Skipped != want || st.Waiting != node.MaxMDNSWaitingPerHost {
+		t.Errorf("%d announcements counted skipped, %d waiting; want %d, %d", st.Skipped, st.Waiting, want, node.MaxMDNSWaitingPerHost)
 	}
 
 	if err := n.Close(); err != nil {
@@ -277,15 +281,20 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 
 // TestMDNSDialsWaitAndDuplicates hands the node's mDNS handler peers as
 // go-libp2p's mDNS would: made-up peers at a silent listener hold the
-// MaxMDNSDials dial slots, MaxMDNSWaiting more wait, the next is skipped;
-// a peer announced again while connected, being dialled or waiting is not
-// dialled again nor counted; an honest peer waiting is dialled as soon as
-// a slot frees (a silent socket hangs up).
+// MaxMDNSDials dial slots, MaxMDNSWaitingPerHost more of that host wait,
+// the next is skipped, and one announced at another host waits; a peer
+// announced again while connected, being dialled or waiting is not
+// dialled again nor counted; as slots free (silent sockets hang up), the
+// hosts are served in turn: the first waiting peer of the first host (an
+// honest one), then the one of the other host, before the others of the
+// first.
 func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 	defer node.SetMDNSDialTimeout(time.Hour)()
 	silent := newSilentListener(t)
 	n := testutil.NewNode(t, node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
 	found, stats, closeNotifee := node.NewMDNSNotifee(n)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after closeNotifee ends the dials
 	closed := false
 	defer func() {
 		if !closed {
@@ -301,20 +310,18 @@ func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 	}
 
 	dialling := make([]peer.AddrInfo, node.MaxMDNSDials)
-	var wg sync.WaitGroup
 	for i := range dialling {
 		dialling[i] = silentPeer()
 		wg.Add(1)
 		go func() { defer wg.Done(); found(dialling[i]) }()
 	}
-	defer wg.Wait()
 	waitUntil(t, "the silent dials", func() bool {
 		open, _ := silent.counts()
 		return open == node.MaxMDNSDials
 	})
 	honest := testutil.NewNode(t)
 	waiting := []peer.AddrInfo{honest.AddrInfo()}
-	for len(waiting) < node.MaxMDNSWaiting {
+	for len(waiting) < node.MaxMDNSWaitingPerHost {
 		waiting = append(waiting, silentPeer())
 	}
 	for _, p := range waiting {
@@ -322,22 +329,35 @@ func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 	}
 	found(dialling[0])
 	found(waiting[1])
-	if st := stats(); st != (node.MDNSStats{Dialled: node.MaxMDNSDials}) {
+	if st := stats(); st != (node.MDNSStats{Dialled: node.MaxMDNSDials, Waiting: node.MaxMDNSWaitingPerHost}) {
 		t.Fatalf("with %d dials in progress and %d waiting: %+v, want %d dials, none skipped",
-			node.MaxMDNSDials, node.MaxMDNSWaiting, st, node.MaxMDNSDials)
+			node.MaxMDNSDials, node.MaxMDNSWaitingPerHost, st, node.MaxMDNSDials)
 	}
 	found(silentPeer())
 	if st := stats(); st.Skipped != 1 {
-		t.Fatalf("one peer found beyond the waiting ones: %+v, want 1 skipped", st)
+		t.Fatalf("one peer found beyond the waiting ones of its host: %+v, want 1 skipped", st)
+	}
+	other := newSilentListenerAt(t, "127.0.0.2")
+	otherAddr, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/127.0.0.2/tcp/%d", other.port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found(peer.AddrInfo{ID: testutil.FreshPeerID(t), Addrs: []ma.Multiaddr{otherAddr}})
+	if st := stats(); st.Skipped != 1 || st.Waiting != node.MaxMDNSWaitingPerHost+1 {
+		t.Fatalf("one peer found at another host: %+v, want it waiting", st)
 	}
 
 	silent.hangUp()
 	waitUntil(t, "the first waiting peer to be dialled", func() bool {
 		return n.Host().Network().Connectedness(honest.ID()) == network.Connected
 	})
-	waitUntil(t, "the next waiting peer to be dialled", func() bool {
-		return stats().Dialled == node.MaxMDNSDials+2
+	waitUntil(t, "the other host's peer to be dialled", func() bool {
+		open, _ := other.counts()
+		return open == 1
 	})
+	if st := stats(); st.Dialled != node.MaxMDNSDials+2 {
+		t.Errorf("%+v: want %d dials, the honest peer's and the other host's after the silent ones", st, node.MaxMDNSDials+2)
+	}
 	found(honest.AddrInfo())
 	if _, most := silent.counts(); most > node.MaxMDNSDials {
 		t.Errorf("%d dials at once at the silent listener, want at most %d", most, node.MaxMDNSDials)
@@ -349,7 +369,7 @@ func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 		return open == 0
 	})
 	if st := stats(); st != (node.MDNSStats{Dialled: node.MaxMDNSDials + 2, Skipped: 1}) {
-		t.Errorf("%+v: want %d dials (the silent ones, then the first two waiting, not the honest peer again), 1 skipped",
+		t.Errorf("%+v: want %d dials (the silent ones, the honest peer, the other host's, not the honest peer again), 1 skipped",
 			st, node.MaxMDNSDials+2)
 	}
 }
@@ -357,17 +377,17 @@ func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
 // TestMDNSAnnouncedVictim: a LAN host announces 300 made-up peers over
 // mDNS at the address of another host, which is no p2pmsg node and closes
 // every connection at once, so that each dial fails at once and frees its
-// slot. The node takes in MaxMDNSDials + MaxMDNSWaiting of them, then
-// MDNSDialsPerSecond, and counts the others, over the rate or skipped
-// while the dial slots and waiting places were full (it connected to the
-// other host once for each of them, as fast as they came).
+// slot. The node dials ConnHighWater of them at once, then
+// MDNSDialsPerSecond, has at most MaxMDNSWaitingPerHost wait meanwhile and
+// counts the others skipped (it connected to the other host once for each
+// of them, as fast as they came).
 func TestMDNSAnnouncedVictim(t *testing.T) {
 	if !runInNetns(t) {
 		return
 	}
 	const peers = 300
 	victim := newClosingListener(t)
-	announce(t, int(victim.ln.Addr().(*net.TCPAddr).Port), peers, 30)
+	announce(t, "127.0.0.1", int(victim.ln.Addr().(*net.TCPAddr).Port), peers, 30)
 	start := time.Now()
 	n, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.1/tcp/0"), node.WithMDNS())
 	if err != nil {
@@ -376,16 +396,116 @@ func TestMDNSAnnouncedVictim(t *testing.T) {
 	defer n.Close()
 	waitUntil(t, "the announcements", func() bool {
 		st := n.MDNSStats()
-		return st.Dialled+st.Skipped+st.OverRate == peers
+		return st.Dialled+st.Skipped+uint64(st.Waiting) == peers
 	})
 	elapsed := time.Since(start)
 	st := n.MDNSStats()
 	accepted := victim.accepted.Load()
 	t.Logf("%d peers announced at another host, in %v: %+v; the other host accepted %d connections", peers, elapsed, st, accepted)
-	// Peers are taken in at the rate from the start of the node on, and
-	// one dial connects once to the peer's one address.
-	most := node.MaxMDNSDials + node.MaxMDNSWaiting + int(elapsed.Seconds()*node.MDNSDialsPerSecond) + 1
+	// Dials start at the rate from the start of the node on, and one dial
+	// connects once to the peer's one address.
+	most := node.ConnHighWater + int(elapsed.Seconds()*node.MDNSDialsPerSecond) + 1
 	if int(st.Dialled) > most || int(accepted) > most {
 		t.Errorf("%d dials, %d connections at the other host in %v; want at most %d", st.Dialled, accepted, elapsed, most)
+	}
+	// Waiting: for a slot, at most a host's share; for the rate, at most
+	// one peer a slot.
+	if st.Waiting > node.MaxMDNSWaitingPerHost+node.MaxMDNSDials {
+		t.Errorf("%d peers of one host waiting, want at most %d", st.Waiting, node.MaxMDNSWaitingPerHost+node.MaxMDNSDials)
+	}
+}
+
+// TestMDNSFloodHidesNoHonestPeer: a LAN host announces 300 made-up peers
+// over mDNS at its address (a loopback one of its own), where TCP is
+// accepted and never answered; node A starts and hears them all, then
+// node B starts on another host. go-libp2p's mDNS tells A of B once (and
+// again only when B's announcement expires, after 3,200 s), while the
+// flood holds every dial slot: A keeps B waiting as the first peer of
+// its host and dials it as soon as a slot frees, and A and B connect
+// (they never did while the flood took all waiting places). It runs in a
+// network namespace of its own (see runInNetns).
+func TestMDNSFloodHidesNoHonestPeer(t *testing.T) {
+	if !runInNetns(t) {
+		return
+	}
+	const peers = 300
+	silent := newSilentListenerAt(t, "127.0.0.2")
+	announce(t, "127.0.0.2", silent.port(), peers, 30)
+	ignore := goleak.IgnoreCurrent()
+
+	start := func() *node.Node {
+		n, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.1/tcp/0"), node.WithMDNS())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := start()
+	defer a.Close()
+	waitUntil(t, "A to hear the made-up peers", func() bool {
+		st := a.MDNSStats()
+		return st.Dialled+st.Skipped+uint64(st.Waiting) == peers
+	})
+	flooded := a.MDNSStats()
+	b := start()
+	defer b.Close()
+	waitUntil(t, "A and B to connect", func() bool {
+		return a.Host().Network().Connectedness(b.ID()) == network.Connected
+	})
+	open, _ := silent.counts()
+	t.Logf("A, with the flood in: %+v; A, B connected: %+v, %+v; silent listener: %d sockets open",
+		flooded, a.MDNSStats(), b.MDNSStats(), open)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
+
+// TestMDNSWaitingShared hands the node's mDNS handler, its dial slots
+// held by made-up peers at a silent listener, MaxMDNSWaitingPerHost
+// peers of each of MaxMDNSWaiting / MaxMDNSWaitingPerHost hosts: all
+// places are taken. A peer of a host with none waiting takes the place of
+// the latest peer of a host with the most, counted skipped; a peer of a
+// host with the most waiting is skipped.
+func TestMDNSWaitingShared(t *testing.T) {
+	defer node.SetMDNSDialTimeout(time.Hour)()
+	silent := newSilentListener(t)
+	n := testutil.NewNode(t, node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
+	found, stats, closeNotifee := node.NewMDNSNotifee(n)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after closeNotifee ends the dials
+	defer closeNotifee()
+	at := func(addr string) peer.AddrInfo {
+		return peer.AddrInfo{ID: testutil.FreshPeerID(t), Addrs: []ma.Multiaddr{ma.StringCast(addr)}}
+	}
+	for range node.MaxMDNSDials {
+		p := at(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", silent.port()))
+		wg.Add(1)
+		go func() { defer wg.Done(); found(p) }()
+	}
+	waitUntil(t, "the silent dials", func() bool {
+		open, _ := silent.counts()
+		return open == node.MaxMDNSDials
+	})
+	// Addresses nobody listens at: the peers only wait.
+	for h := range node.MaxMDNSWaiting / node.MaxMDNSWaitingPerHost {
+		for range node.MaxMDNSWaitingPerHost {
+			found(at(fmt.Sprintf("/ip4/127.0.1.%d/tcp/1", h)))
+		}
+	}
+	if st := stats(); st != (node.MDNSStats{Dialled: node.MaxMDNSDials, Waiting: node.MaxMDNSWaiting}) {
+		t.Fatalf("%+v, want %d dials, %d waiting", st, node.MaxMDNSDials, node.MaxMDNSWaiting)
+	}
+	found(at("/ip4/127.0.2.1/tcp/1"))
+	if st := stats(); st != (node.MDNSStats{Dialled: node.MaxMDNSDials, Skipped: 1, Waiting: node.MaxMDNSWaiting}) {
+		t.Fatalf("a peer of a host with none waiting: %+v, want it waiting in another's place, 1 skipped", st)
+	}
+	found(at("/ip4/127.0.1.1/tcp/1"))
+	if st := stats(); st.Skipped != 2 || st.Waiting != node.MaxMDNSWaiting {
+		t.Fatalf("a peer of a host with the most waiting: %+v, want it skipped", st)
 	}
 }

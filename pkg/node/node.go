@@ -70,7 +70,8 @@
 // the last MaxDepartedPeers peers to disconnect (see PeerstoreStats).
 // DHT answers name DHTMaxAddrsPerPeer addresses per peer.
 // Peers found by mDNS (WithMDNS): MaxMDNSDials dials at once,
-// MaxMDNSWaiting waiting, MDNSDialsPerSecond (see MDNSStats).
+// MaxMDNSWaitingPerHost waiting per announced host, MaxMDNSWaiting in
+// all, hosts served in turn, MDNSDialsPerSecond (see MDNSStats).
 //
 // Circuit relay v2 client and hole punching are on: connections are
 // relayed to the node by the relays it reserves a slot on with Reserve;
@@ -221,14 +222,17 @@ func WithBootstrapPeers(peers ...peer.AddrInfo) Option {
 }
 
 // WithMDNS announces the node and connects to peers found on the LAN:
-// MaxMDNSDials dials at once, MaxMDNSWaiting more peers waiting, peers
-// taken in at MDNSDialsPerSecond after the first ConnHighWater, others
-// not dialled, counted (MDNSStats); a peer connected, being dialled or
+// MaxMDNSDials dials at once, starting at MDNSDialsPerSecond after the
+// first ConnHighWater; the peers waiting meanwhile are grouped by the
+// host they are announced at, MaxMDNSWaitingPerHost per host and
+// MaxMDNSWaiting in all, and the hosts served in turn; others are not
+// dialled, counted (MDNSStats); a peer connected, being dialled or
 // waiting is not dialled again. So a LAN host announcing made-up peers by
-// the thousand costs the node at most MaxMDNSDials dials at a time, and
-// makes it dial another host named in them ConnHighWater times, then no
-// faster than MDNSDialsPerSecond. Each dial ends after 10 s or when the
-// node closes.
+// the thousand costs the node at most MaxMDNSDials dials at a time, makes
+// it dial another host named in them ConnHighWater times, then no faster
+// than MDNSDialsPerSecond, and keeps no peer announced at another address
+// from being dialled after the dials in progress. Each dial ends after
+// 10 s or when the node closes.
 // Any host on the LAN can announce peers at any address: the node dials
 // what it is told, within these bounds.
 func WithMDNS() Option { return func(c *config) error { c.mdns = true; return nil } }
