@@ -67,9 +67,11 @@ const maxJXTAAnswers = 32
 // maxJXTAAnswersPerHost bounds the answers being sent at once to the
 // queriers of one remote host (an IPv4 address, an IPv6 /64; a claimed
 // JXTA peer ID costs nothing): a quarter of maxJXTAAnswers, as the
-// transport's slots and budgets are shared, so that a host whose peer
-// does not read its answers (each then waits up to 30 s) keeps out
-// other hosts' queries only with three more such hosts.
+// transport's slots and budgets are shared. The last quarter of the
+// slots is kept for hosts with no answer in flight, one each, so that
+// hosts whose peers do not read their answers (each then waits up to
+// 30 s) keep out another host's first query only when they are eleven:
+// three holding a quarter each and eight holding one of the rest.
 const maxJXTAAnswersPerHost = maxJXTAAnswers / 4
 
 type pbpAnswer struct {
@@ -275,11 +277,13 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 }
 
 // startAnswer takes a slot for an answer to a querier on host, if one is
-// free both in all and for the host.
+// free in all and for the host, and for a host with answers in flight
+// outside the last quarter kept for first answers.
 func (r *jxtaResolver) startAnswer(host netip.Prefix) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.hostAnswers[host] >= maxJXTAAnswersPerHost {
+	n := r.hostAnswers[host]
+	if n >= maxJXTAAnswersPerHost || n > 0 && len(r.answering) >= maxJXTAAnswers-maxJXTAAnswersPerHost {
 		return false
 	}
 	select {

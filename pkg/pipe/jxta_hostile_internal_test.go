@@ -268,3 +268,73 @@ func TestJXTASkippedBidisTornDown(t *testing.T) {
 		t.Fatalf("skipped JXTA Bidis were not torn down: %d Bidis, %d opens, %d pipes bound, +%d goroutines", bidis, opensKept, pipes, grown)
 	}
 }
+
+// TestJXTAQueryFloodFromFourHosts: peers on four hosts stop reading and
+// flood binding queries. Their answers in flight do not take every slot:
+// the last quarter is kept for hosts with none in flight, so a querier on
+// a fifth host is answered (four such hosts held all 32 before).
+func TestJXTAQueryFloodFromFourHosts(t *testing.T) {
+	ctx, s, ep, a := unsignedJXTAPipes(t, "flooded-by-four")
+	marks := make(chan struct{}, 1)
+	unbind, err := s.ListenJXTA(a, func(*Received) { marks <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unbind()
+	addr := ep.JXTA().Addrs()[0]
+	block := make(chan struct{})
+	defer close(block) // first: our answers drain before the rest closes
+	peerOn := func(ip string, handle func(*jxtatcp.Incoming)) (*jxtatcp.Transport, *jxtatcp.Identity) {
+		t.Helper()
+		ident, err := jxtatcp.NewIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		tr, err := jxtatcp.New(ident, handle, jxtatcp.WithUnsigned(), jxtatcp.WithDialer(d.DialContext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr, ident
+	}
+	for h := range 4 {
+		fl, ident := peerOn(fmt.Sprintf("127.0.0.%d", 2+h), func(*jxtatcp.Incoming) { <-block })
+		q := (&jxtaResolver{self: ident.ID()}).queryMessage(int32(10+h), a)
+		for range 6000 {
+			if err := fl.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every query of this peer's was handled once its mark is: the
+		// transport hands a connection's messages over in order.
+		if err := fl.Send(ctx, addr, "PipeService", a.ID.String(), message.New(message.Text("flood", "mark", ""))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-marks:
+		case <-ctx.Done():
+			t.Fatal("mark not received")
+		}
+	}
+	answered := make(chan struct{}, 1)
+	honest, hi := peerOn("127.0.0.6", func(in *jxtatcp.Incoming) {
+		if in.Service == JXTAResolverService && in.Param == jxtaResponseParam {
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
+		}
+	})
+	before := s.Stats().JXTARefused
+	if err := honest.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: hi.ID()}).queryMessage(3, a)); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second) // the flooders' answers wait 30 s
+	defer cancel()
+	select {
+	case <-answered:
+	case <-wait.Done():
+		t.Fatalf("a fifth host's query was not answered while four hosts' answers wait (%d more refused)", s.Stats().JXTARefused-before)
+	}
+}
