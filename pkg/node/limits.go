@@ -146,22 +146,8 @@ func limits(socketStreams int) rcmgr.ConcreteLimitConfig {
 	if l.Service == nil {
 		l.Service = map[string]rcmgr.ResourceLimits{}
 	}
-	for p, pp := range l.ProtocolPeer {
-		pl, ok := l.Protocol[p]
-		if !ok {
-			pl = l.ProtocolDefault
-		}
-		raiseInbound(&pl, connsIn*pp.StreamsInbound)
-		l.Protocol[p] = pl
-	}
-	for svc, sp := range l.ServicePeer {
-		sl, ok := l.Service[svc]
-		if !ok {
-			sl = l.ServiceDefault
-		}
-		raiseInbound(&sl, connsIn*sp.StreamsInbound)
-		l.Service[svc] = sl
-	}
+	raiseShared(l.Protocol, l.ProtocolPeer, l.ProtocolDefault, connsIn)
+	raiseShared(l.Service, l.ServicePeer, l.ServiceDefault, connsIn)
 	l.Transient.ConnsInbound = connsIn
 	l.Transient.Conns = max(l.Transient.Conns, connsIn+l.Transient.ConnsOutbound)
 	raiseInbound(&l.Transient, l.System.StreamsInbound)
@@ -195,6 +181,21 @@ func raiseOutbound(r *rcmgr.ResourceLimits, n rcmgr.LimitVal) {
 	if d := n - r.StreamsOutbound; d > 0 {
 		r.StreamsOutbound += d
 		r.Streams += d
+	}
+}
+
+// raiseShared raises the inbound streams of each protocol or service
+// with a per-peer limit (perPeer) to that limit for each of connsIn
+// inbound connections; one without limits of its own in shared starts
+// from def.
+func raiseShared[K comparable](shared, perPeer map[K]rcmgr.ResourceLimits, def rcmgr.ResourceLimits, connsIn rcmgr.LimitVal) {
+	for k, pp := range perPeer {
+		r, ok := shared[k]
+		if !ok {
+			r = def
+		}
+		raiseInbound(&r, connsIn*pp.StreamsInbound)
+		shared[k] = r
 	}
 }
 

@@ -279,6 +279,19 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
+// slowMDNSDialer is a new node's mDNS handler, without mDNS itself
+// (found, stats, and closeNotifee, which ends its dials), whose dials
+// last an hour, until closed, and a silent listener to announce made-up
+// peers at.
+func slowMDNSDialer(t *testing.T) (n *node.Node, silent *silentListener, found func(peer.AddrInfo), stats func() node.MDNSStats, closeNotifee func()) {
+	t.Helper()
+	defer node.SetMDNSDialTimeout(time.Hour)() // read when the handler is made
+	silent = newSilentListener(t)
+	n = testutil.NewNode(t, node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
+	found, stats, closeNotifee = node.NewMDNSNotifee(n)
+	return n, silent, found, stats, closeNotifee
+}
+
 // TestMDNSDialsWaitAndDuplicates hands the node's mDNS handler peers as
 // go-libp2p's mDNS would: made-up peers at a silent listener hold the
 // MaxMDNSDials dial slots, MaxMDNSWaitingPerHost more of that host wait,
@@ -289,10 +302,7 @@ func TestMDNSHostileAnnouncer(t *testing.T) {
 // honest one), then the one of the other host, before the others of the
 // first.
 func TestMDNSDialsWaitAndDuplicates(t *testing.T) {
-	defer node.SetMDNSDialTimeout(time.Hour)()
-	silent := newSilentListener(t)
-	n := testutil.NewNode(t, node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
-	found, stats, closeNotifee := node.NewMDNSNotifee(n)
+	n, silent, found, stats, closeNotifee := slowMDNSDialer(t)
 	var wg sync.WaitGroup
 	defer wg.Wait() // after closeNotifee ends the dials
 	closed := false
@@ -472,10 +482,7 @@ func TestMDNSFloodHidesNoHonestPeer(t *testing.T) {
 // the latest peer of a host with the most, counted skipped; a peer of a
 // host with the most waiting is skipped.
 func TestMDNSWaitingShared(t *testing.T) {
-	defer node.SetMDNSDialTimeout(time.Hour)()
-	silent := newSilentListener(t)
-	n := testutil.NewNode(t, node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
-	found, stats, closeNotifee := node.NewMDNSNotifee(n)
+	_, silent, found, stats, closeNotifee := slowMDNSDialer(t)
 	var wg sync.WaitGroup
 	defer wg.Wait() // after closeNotifee ends the dials
 	defer closeNotifee()
