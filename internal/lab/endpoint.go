@@ -146,10 +146,12 @@ func (p *endpointPair) RoundTrip(ctx context.Context, payload []byte) error {
 	return p.RoundTrips(ctx, payload, 1)
 }
 
-// WireBytes is the frame header plus the JXTA message around the payload.
+// WireBytes is the frame header plus the JXTA message around the payload,
+// for a message that leaves alone (one of a batch to the same destination
+// names none: 1 byte instead of the service and param).
 func (p *endpointPair) WireBytes(size int) int {
 	n, _ := wire.Size(payloadMessage(make([]byte, size)))
-	hdr := binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(echoService))) + len(echoService) +
+	hdr := binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(echoService)+1)) + len(echoService) +
 		1 + binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(n))
 	return int(n) - size + hdr
 }

@@ -126,10 +126,11 @@ func (p *pipePair) RoundTrip(ctx context.Context, payload []byte) error {
 }
 
 // WireBytes is the endpoint frame (service DataService, the pipe's key as
-// parameter) plus the JXTA message around the payload.
+// parameter) plus the JXTA message around the payload, for a message that
+// leaves alone: one of a batch to the same pipe names neither.
 func (p *pipePair) WireBytes(size int) int {
 	n, _ := wire.Size(payloadMessage(make([]byte, size)))
-	return int(n) - size + uvarintLen(len(pipe.DataService)) + len(pipe.DataService) +
+	return int(n) - size + uvarintLen(len(pipe.DataService)+1) + len(pipe.DataService) +
 		uvarintLen(len(p.key)) + len(p.key) + uvarintLen(int(n))
 }
 

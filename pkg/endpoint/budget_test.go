@@ -28,7 +28,7 @@ func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := binary.AppendUvarint(nil, uint64(len(service)))
+	f := binary.AppendUvarint(nil, uint64(len(service))+1)
 	f = append(f, service...)
 	f = binary.AppendUvarint(f, uint64(len(param)))
 	f = append(f, param...)

@@ -1,18 +1,23 @@
 package endpoint_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // seqMessage is message seq of sender g, padded to size bytes.
@@ -267,5 +272,150 @@ func TestFlushFailsWhenThePeerDies(t *testing.T) {
 	nodes[1].Host().Close()
 	if err := <-flushed; err == nil {
 		t.Fatal("Flush returned nil though the receiver died with a message unread")
+	}
+}
+
+// TestSendersReachTheirDestinations: a frame to the destination of the
+// one before it in a batch does not name it (package doc). Eight
+// goroutines send to one peer, each message to one of three destinations
+// (two params of one service and another service), in runs and
+// alternating, small and large, some with contexts that end while the
+// message waits or is written. Every message must reach the listener it
+// was sent to — never another — each once, in its sender's order, and
+// every Send that succeeded must arrive.
+func TestSendersReachTheirDestinations(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	dests := []struct{ service, param string }{{"dest", "p0"}, {"dest", "p1"}, {"other", ""}}
+	checkers := make([]*orderChecker, len(dests))
+	var wrong atomic.Int64
+	for i, d := range dests {
+		c := &orderChecker{next: map[uint64]uint64{}}
+		checkers[i] = c
+		if err := b.Register(d.service, d.param, endpoint.ListenerFunc(func(ctx context.Context, dl *endpoint.Delivery) {
+			if got := dl.Message.At(0).Data[16]; int(got) != i {
+				wrong.Add(1)
+			}
+			c.Deliver(ctx, dl)
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const senders, each = 8, 600
+	var sent [3]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seq [3]int
+			for i := range each {
+				di := (i / (1 + g%4)) % len(dests) // runs of 1 to 4 messages to a destination
+				size := 100
+				if i%89 == 0 {
+					size = 40 << 10
+				}
+				m := seqMessage(g, seq[di], size)
+				m.At(0).Data[16] = byte(di)
+				sctx, cancel := ctx(t), context.CancelFunc(func() {})
+				if i%7 == 0 {
+					sctx, cancel = context.WithTimeout(ctx(t), time.Duration(i%50)*time.Microsecond)
+				}
+				err := a.Send(sctx, endpoint.PeerAddress(nodes[1].ID(), dests[di].service, dests[di].param), m)
+				cancel()
+				switch {
+				case err == nil:
+					seq[di]++
+					sent[di].Add(1)
+				case errors.Is(err, context.DeadlineExceeded): // not sent, or Flush says
+				default:
+					t.Errorf("sender %d, message %d: %v", g, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if n := wrong.Load(); n > 0 {
+		t.Fatalf("%d messages reached another destination than theirs", n)
+	}
+	for i, c := range checkers {
+		if got := c.n.Load(); got != sent[i].Load() {
+			t.Errorf("%s/%s: %d messages handed over, %d sent", dests[i].service, dests[i].param, got, sent[i].Load())
+		}
+		if err := c.err(); err != nil {
+			t.Errorf("%s/%s: %v", dests[i].service, dests[i].param, err)
+		}
+	}
+}
+
+// TestBatchNamesItsDestinationOnce reads the frames a sender writes with
+// a parser of its own, as another implementation would: while eight
+// goroutines send to one destination, messages leave in batches, and only
+// a batch's first frame names the destination (package doc). Every frame
+// carries its message whole.
+func TestBatchNamesItsDestinationOnce(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	const senders, each = 8, 500
+	type tally struct{ named, repeated int }
+	got := make(chan tally, 1)
+	nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+		defer st.Reset()
+		r := bufio.NewReader(st)
+		var n tally
+		for n.named+n.repeated < senders*each {
+			d, err := binary.ReadUvarint(r)
+			if err != nil {
+				t.Errorf("frame %d: %v", n.named+n.repeated, err)
+				break
+			}
+			if d == 0 {
+				n.repeated++
+			} else {
+				n.named++
+				name := make([]byte, d-1)
+				io.ReadFull(r, name)
+				pl, _ := binary.ReadUvarint(r)
+				param := make([]byte, pl)
+				io.ReadFull(r, param)
+				if string(name) != "dest" || string(param) != "p" {
+					t.Errorf("frame names %q %q", name, param)
+				}
+			}
+			l, _ := binary.ReadUvarint(r)
+			msg := make([]byte, l)
+			if _, err := io.ReadFull(r, msg); err != nil {
+				t.Errorf("message of %d bytes: %v", l, err)
+				break
+			}
+			if _, err := wire.Unmarshal(msg); err != nil {
+				t.Errorf("message: %v", err)
+			}
+		}
+		got <- n
+	})
+	to := endpoint.PeerAddress(nodes[1].ID(), "dest", "p")
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range each {
+				if err := a.Send(ctx(t), to, seqMessage(g, seq, 100)); err != nil {
+					t.Errorf("sender %d: %v", g, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := <-got
+	t.Logf("%d frames named the destination, %d repeated it", n.named, n.repeated)
+	if n.repeated == 0 {
+		t.Fatalf("all %d frames named their destination", n.named)
 	}
 }

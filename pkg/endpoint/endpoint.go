@@ -12,12 +12,20 @@
 // Messages travel on one long-lived libp2p stream per sending peer and
 // destination peer, protocol ProtocolID, one frame per message:
 //
-//	uvarint(len(service)) service uvarint(len(param)) param uvarint(len(msg)) msg
+//	uvarint(len(service)+1) service uvarint(len(param)) param uvarint(len(msg)) msg
+//
+// or, for a frame going where the stream's previous frame went,
+//
+//	0x00 uvarint(len(msg)) msg
 //
 // where msg is the application/x-jxta-msg encoding. The destination lives in
 // this compact header, not in JXTA elements: a one-byte payload in a
 // one-element message to an 8-byte service costs 33 bytes beyond the payload
-// (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more).
+// (22 of them the JXTA message format itself; JXTA 2.x needed 310 and more),
+// and the messages after it in a batch to the same destination 24 (a
+// pipe's frame names a 9-byte service and a 20-byte key). The sender names
+// the destination in the first frame of every batch it writes; a receiver
+// refuses a stream whose first frame names none (ErrFrame).
 //
 // Small messages (16 KiB of data or less) are encoded into a per-peer queue
 // and Send returns; a flusher writes the whole queue in one write, so the
@@ -96,7 +104,7 @@ import (
 )
 
 // ProtocolID is the libp2p protocol that carries endpoint frames.
-const ProtocolID protocol.ID = "/p2pmsg/endpoint/1.1.0"
+const ProtocolID protocol.ID = "/p2pmsg/endpoint/1.2.0"
 
 // MaxNameLen bounds service names and parameters, in bytes.
 const MaxNameLen = 1024

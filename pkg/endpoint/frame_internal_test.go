@@ -3,6 +3,7 @@ package endpoint
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -15,8 +16,13 @@ import (
 func FuzzFrameHeader(f *testing.F) {
 	const maxMessage = 1 << 20
 	for _, h := range []struct{ service, param string }{{"jxta.pipe", "urn:jxta:uuid-59616261646162614E50472050325033"}, {"s", ""}, {"", ""}} {
-		b, _, err := appendFrame(nil, h.service, h.param, message.New(message.Text("ns", "e", "hello")))
+		b, _, err := appendFrame(nil, false, h.service, h.param, message.New(message.Text("ns", "e", "hello")))
 		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		// A frame repeating the destination: refused as a stream's first.
+		if b, _, err = appendFrame(nil, true, h.service, h.param, message.New()); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
@@ -47,9 +53,13 @@ func FuzzFrameHeader(f *testing.F) {
 		if len(service) > MaxNameLen || len(param) > MaxNameLen || n < 0 || n > maxMessage {
 			t.Fatalf("header over the bounds: %d, %d, %d bytes", len(service), len(param), n)
 		}
-		// The same header again, as the next frame on the stream.
+		// The same header again, as the next frame on the stream, and a
+		// frame repeating its destination.
 		if s2, p2, n2, _, ok := fast.parseHeaderAgain(data); !ok || s2 != service || p2 != param || n2 != n {
 			t.Fatalf("the same header read differently the second time")
+		}
+		if s3, p3, n3, hl3, ok := fast.parseHeader([]byte{0, 5}); !ok || s3 != service || p3 != param || n3 != 5 || hl3 != 2 {
+			t.Fatalf("a frame repeating %q %q read as %q %q %d (%v)", service, param, s3, p3, n3, ok)
 		}
 	})
 }
@@ -58,6 +68,44 @@ func FuzzFrameHeader(f *testing.F) {
 // next frame is.
 func (in *inStream) parseHeaderAgain(b []byte) (string, string, int64, int, bool) {
 	s, p, _, _, _ := in.parseHeader(b)
-	in.service, in.param = s, p
+	in.service, in.param, in.named = s, p, true
 	return in.parseHeader(b)
+}
+
+// TestFrameRepeatingDestination: a frame may go where the stream's
+// previous frame went without naming it, but not as the stream's first.
+func TestFrameRepeatingDestination(t *testing.T) {
+	svc := &Service{opts: options{maxMessage: 1 << 20}}
+	m := message.New(message.Text("ns", "e", "hello"))
+	var stream []byte
+	for i, d := range []struct {
+		service, param string
+		same           bool
+	}{{"jxta-pipe", "k1", false}, {"jxta-pipe", "k1", true}, {"jxta-pipe", "k2", false}, {"jxta-pipe", "k2", true}, {"", "", false}, {"", "", true}} {
+		var err error
+		if stream, _, err = appendFrame(stream, d.same, d.service, d.param, m); err != nil {
+			t.Fatal(err)
+		}
+		in := newInStream(svc, &peerIn{}, nil)
+		in.br = bufio.NewReaderSize(bytes.NewReader(stream), 64<<10)
+		for j := 0; j <= i; j++ {
+			service, param, n, err := in.readHeaderSlow()
+			if err != nil {
+				t.Fatalf("frame %d of %d: %v", j, i, err)
+			}
+			in.br.Discard(int(n))
+			if j == i && (service != d.service || param != d.param) {
+				t.Fatalf("frame %d: %q %q, want %q %q", i, service, param, d.service, d.param)
+			}
+		}
+	}
+	first, _, _ := appendFrame(nil, true, "s", "p", m)
+	in := newInStream(svc, &peerIn{}, nil)
+	in.br = bufio.NewReaderSize(bytes.NewReader(first), 64<<10)
+	if _, _, _, err := in.readHeaderSlow(); !errors.Is(err, ErrFrame) {
+		t.Fatalf("a first frame repeating no destination: %v, want ErrFrame", err)
+	}
+	if _, _, _, _, ok := in.parseHeader(first); ok {
+		t.Fatal("parseHeader took a first frame repeating no destination")
+	}
 }

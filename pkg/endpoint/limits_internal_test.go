@@ -38,7 +38,7 @@ func TestPreallocBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := []byte{1, 'x', 0}
+	hdr := []byte{2, 'x', 0} // service "x", no param
 	st.Write(binary.AppendUvarint(hdr, 20<<20))
 	waitFor(t, "the frame's reservation", func() bool { return s.preallocated() == 20<<20 })
 	st.Reset()

@@ -24,9 +24,11 @@ type inStream struct {
 	prog progress // for the frame watchdog (budget.go)
 	br   *bufio.Reader
 	fr   frameReader
-	// The last service and param read: a stream mostly carries one
-	// destination, and reusing the strings saves two allocations a frame.
+	// The last destination read (named says a frame named one): a frame
+	// may repeat it without naming it, and reusing the strings saves two
+	// allocations a frame.
 	service, param string
+	named          bool
 	// alloc is allocBuf, bound once; pending collects the pooled buffers
 	// of the message being decoded.
 	alloc   func(int) []byte
@@ -131,7 +133,7 @@ func (in *inStream) readHeader() (service, param string, n int64, buffered bool,
 		b, _ := in.br.Peek(k)
 		if service, param, n, hl, ok := in.parseHeader(b); ok && n <= smallFrame && int64(k-hl) >= n {
 			in.br.Discard(hl)
-			in.service, in.param = service, param
+			in.service, in.param, in.named = service, param, true
 			return service, param, n, true, nil
 		}
 	}
@@ -144,23 +146,35 @@ func (in *inStream) readHeader() (service, param string, n int64, buffered bool,
 // when b does not hold one whole or it is not valid (readHeaderSlow then
 // says why). hl is the header's length.
 func (in *inStream) parseHeader(b []byte) (service, param string, n int64, hl int, ok bool) {
-	name := func(last string) (string, bool) {
-		l, k := binary.Uvarint(b[hl:])
-		if k <= 0 || l > MaxNameLen || uint64(len(b)-hl-k) < l {
+	name := func(l uint64, last string) (string, bool) {
+		if l > MaxNameLen || uint64(len(b)-hl) < l {
 			return "", false
 		}
-		nb := b[hl+k : hl+k+int(l)]
-		hl += k + int(l)
+		nb := b[hl : hl+int(l)]
+		hl += int(l)
 		if string(nb) == last { // compared without allocating
 			return last, true
 		}
 		return string(nb), true
 	}
-	if service, ok = name(in.service); !ok {
-		return
+	d, k := binary.Uvarint(b)
+	if k <= 0 || d == 0 && !in.named {
+		return "", "", 0, 0, false
 	}
-	if param, ok = name(in.param); !ok {
-		return
+	hl = k
+	service, param = in.service, in.param
+	if d > 0 {
+		if service, ok = name(d-1, in.service); !ok {
+			return
+		}
+		l, k := binary.Uvarint(b[hl:])
+		if k <= 0 {
+			return "", "", 0, 0, false
+		}
+		hl += k
+		if param, ok = name(l, in.param); !ok {
+			return
+		}
 	}
 	l, k := binary.Uvarint(b[hl:])
 	if k <= 0 || l > uint64(in.svc.opts.maxMessage) {
@@ -183,13 +197,27 @@ func (in *inStream) readHeaderSlow() (service, param string, n int64, err error)
 	}
 	in.prog.frames.Add(1)
 	in.prog.reading.Store(true)
-	if service, err = in.readName(in.service, true); err != nil {
-		return "", "", 0, err
+	d, err := binary.ReadUvarint(in.br)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
 	}
-	if param, err = in.readName(in.param, false); err != nil {
-		return "", "", 0, err
+	service, param = in.service, in.param
+	switch {
+	case d == 0 && !in.named:
+		return "", "", 0, fmt.Errorf("%w: the stream's first frame names no destination", ErrFrame)
+	case d > 0:
+		if service, err = in.readName(d-1, in.service); err != nil {
+			return "", "", 0, err
+		}
+		l, err := binary.ReadUvarint(in.br)
+		if err != nil {
+			return "", "", 0, fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
+		}
+		if param, err = in.readName(l, in.param); err != nil {
+			return "", "", 0, err
+		}
+		in.service, in.param, in.named = service, param, true
 	}
-	in.service, in.param = service, param
 	l, err := binary.ReadUvarint(in.br)
 	if err != nil {
 		return "", "", 0, fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
@@ -200,16 +228,9 @@ func (in *inStream) readHeaderSlow() (service, param string, n int64, err error)
 	return service, param, int64(l), nil
 }
 
-// readName reads a length-prefixed name, returning last instead of a new
+// readName reads a name of l bytes, returning last instead of a new
 // string when the bytes are the same.
-func (in *inStream) readName(last string, first bool) (string, error) {
-	l, err := binary.ReadUvarint(in.br)
-	if err != nil {
-		if first && err == io.EOF {
-			return "", io.EOF
-		}
-		return "", fmt.Errorf("%w: %v", ErrFrame, unexpectedEOF(err))
-	}
+func (in *inStream) readName(l uint64, last string) (string, error) {
 	if l > MaxNameLen { // so Peek below fits the buffer
 		return "", fmt.Errorf("%w: name of %d bytes", ErrFrame, l)
 	}

@@ -111,6 +111,27 @@ type sender struct {
 	backlog bool
 	fastest time.Duration
 	refused refusals // reported by the back channel
+	// last is the destination of the last frame in pend, which the next
+	// frame to the same destination does not name again. A batch's first
+	// frame names its own: a batch is written whole or its stream reset,
+	// except one Send's frame, which is dropped unwritten when its ctx
+	// ends first, and no later frame may depend on that.
+	last lastDest
+}
+
+// lastDest is the destination of a queue's last frame; ok is false while
+// the queue is empty.
+type lastDest struct {
+	service, param string
+	ok             bool
+}
+
+// next reports whether a frame to (service, param) repeats the last
+// destination, and makes it the last.
+func (l *lastDest) next(service, param string) (same bool) {
+	same = l.ok && l.service == service && l.param == param
+	*l = lastDest{service, param, true}
+	return same
 }
 
 func newSender(s *Service, p peer.ID) *sender {
@@ -162,21 +183,21 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 			}
 			continue
 		}
-		start := len(snd.pend)
-		pend, size, err := appendFrame(snd.pend, service, param, m)
+		start, last := len(snd.pend), snd.last
+		pend, size, err := appendFrame(snd.pend, snd.last.next(service, param), service, param, m)
 		if err == nil {
 			if limit := snd.back.max.Load(); limit > 0 && size > limit {
 				err = &LimitError{Peer: snd.peer, Size: size, Limit: limit}
 			}
 		}
 		if err != nil {
-			snd.pend = pend[:start]
+			snd.pend, snd.last = pend[:start], last
 			snd.mu.Unlock()
 			return err
 		}
 		if len(pend) > pendMax && start > 0 {
 			// Full: wait until the flusher takes the queue.
-			snd.pend = pend[:start]
+			snd.pend, snd.last = pend[:start], last
 			if snd.room == nil {
 				snd.room = make(chan struct{})
 			}
@@ -351,7 +372,7 @@ func (snd *sender) open(ctx context.Context) error {
 		return ErrClosed
 	}
 	snd.st, snd.back = st, b
-	snd.backlog, snd.fastest = false, 0
+	snd.backlog, snd.fastest, snd.last = false, 0, lastDest{}
 	return nil
 }
 
@@ -393,7 +414,7 @@ func (snd *sender) flushLoop() {
 // takeLocked takes the queue, waking Sends that wait for room.
 func (snd *sender) takeLocked() ([]byte, network.Stream) {
 	batch := snd.pend
-	snd.pend, snd.spare = snd.spare[:0], nil
+	snd.pend, snd.spare, snd.last = snd.spare[:0], nil, lastDest{}
 	if snd.room != nil {
 		close(snd.room)
 		snd.room = nil
@@ -520,12 +541,7 @@ func writeLarge(st network.Stream, service, param string, size int64, m *message
 	defer largeWriters.Put(lw)
 	lw.w.Reset(st)
 	defer lw.w.Reset(nil) // drops st, and whatever a failed write left
-	h := lw.hdr[:0]
-	h = binary.AppendUvarint(h, uint64(len(service)))
-	h = append(h, service...)
-	h = binary.AppendUvarint(h, uint64(len(param)))
-	h = append(h, param...)
-	h = binary.AppendUvarint(h, uint64(size))
+	h := binary.AppendUvarint(appendDest(lw.hdr[:0], false, service, param), uint64(size))
 	lw.hdr = h
 	if _, err := lw.w.Write(h); err != nil {
 		return err
@@ -536,14 +552,18 @@ func writeLarge(st network.Stream, service, param string, size int64, m *message
 	return lw.w.Flush()
 }
 
-// appendFrame appends m's frame to b and returns the message's size. The
+// appendFrame appends m's frame to b and returns the message's size; same
+// says the frame goes where the stream's previous frame went. The
 // header's length field needs that size, so the message is encoded first,
 // behind room for the longest header, and then moved down to its header:
 // the message is planned once, and the move costs less than a second
 // plan.
-func appendFrame(b []byte, service, param string, m *message.Message) ([]byte, int64, error) {
+func appendFrame(b []byte, same bool, service, param string, m *message.Message) ([]byte, int64, error) {
 	start := len(b)
-	fixed := uvarintLen(len(service)) + len(service) + uvarintLen(len(param)) + len(param)
+	fixed := 1
+	if !same {
+		fixed = uvarintLen(len(service)+1) + len(service) + uvarintLen(len(param)) + len(param)
+	}
 	room := fixed + binary.MaxVarintLen64
 	b = slices.Grow(b, room+256)[:start+room]
 	b, err := wire.Append(b, m)
@@ -553,13 +573,21 @@ func appendFrame(b []byte, service, param string, m *message.Message) ([]byte, i
 	size := len(b) - start - room
 	hl := fixed + uvarintLen(size)
 	copy(b[start+hl:], b[start+room:])
-	h := b[start:start]
-	h = binary.AppendUvarint(h, uint64(len(service)))
+	binary.AppendUvarint(appendDest(b[start:start], same, service, param), uint64(size))
+	return b[:start+hl+size], int64(size), nil
+}
+
+// appendDest appends a frame's destination: 0 if it repeats the stream's
+// previous frame's, else the service's length plus one, the service, the
+// param's length and the param (see the package doc).
+func appendDest(h []byte, same bool, service, param string) []byte {
+	if same {
+		return append(h, 0)
+	}
+	h = binary.AppendUvarint(h, uint64(len(service))+1)
 	h = append(h, service...)
 	h = binary.AppendUvarint(h, uint64(len(param)))
-	h = append(h, param...)
-	binary.AppendUvarint(h, uint64(size))
-	return b[:start+hl+size], int64(size), nil
+	return append(h, param...)
 }
 
 func uvarintLen(n int) int {

@@ -117,7 +117,7 @@ func TestRelayStopFromStranger(t *testing.T) {
 func TestStreamsPerPeer(t *testing.T) {
 	n := testutil.NewNode(t)
 	hold := func(s network.Stream) { io.Copy(io.Discard, s); s.Reset() }
-	for _, p := range []protocol.ID{"/p2pmsg/endpoint/1.1.0", "/p2pmsg/socket/1.0.0", "/p2pmsg/pipe-resolver/1.0.0",
+	for _, p := range []protocol.ID{"/p2pmsg/endpoint/1.2.0", "/p2pmsg/socket/1.0.0", "/p2pmsg/pipe-resolver/1.0.0",
 		"/p2pmsg/pipe-binding/1.0.0", "/test/other/1.0.0", "/test/other/2.0.0"} {
 		n.Host().SetStreamHandler(p, hold)
 	}
@@ -129,7 +129,7 @@ func TestStreamsPerPeer(t *testing.T) {
 	}{
 		{"ping", []protocol.ID{ping.ID}, 2}, // go-libp2p's default service limits
 		{"relay STOP", []protocol.ID{proto.ProtoIDv2Stop}, node.MaxRelayStopStreamsPerPeer},
-		{"endpoint", []protocol.ID{"/p2pmsg/endpoint/1.1.0"}, node.MaxEndpointStreamsPerPeer},
+		{"endpoint", []protocol.ID{"/p2pmsg/endpoint/1.2.0"}, node.MaxEndpointStreamsPerPeer},
 		{"socket", []protocol.ID{"/p2pmsg/socket/1.0.0"}, node.MaxSocketStreamsPerPeer},
 		{"pipe resolver", []protocol.ID{"/p2pmsg/pipe-resolver/1.0.0"}, node.MaxPipeQueryStreamsPerPeer},
 		{"pipe binding", []protocol.ID{"/p2pmsg/pipe-binding/1.0.0"}, node.MaxPipeQueryStreamsPerPeer},

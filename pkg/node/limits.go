@@ -15,7 +15,7 @@ import (
 // limits; the node imports none of those layers (the layering test
 // forbids it). A test checks they match the layers' own constants.
 const (
-	endpointProtocol protocol.ID = "/p2pmsg/endpoint/1.1.0"
+	endpointProtocol protocol.ID = "/p2pmsg/endpoint/1.2.0"
 	socketProtocol   protocol.ID = "/p2pmsg/socket/1.0.0"
 	resolverProtocol protocol.ID = "/p2pmsg/pipe-resolver/1.0.0"
 	bindingProtocol  protocol.ID = "/p2pmsg/pipe-binding/1.0.0"
