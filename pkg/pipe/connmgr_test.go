@@ -1,15 +1,18 @@
 package pipe_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
 // TestOutputPipesProtectTheirPeer: an output pipe keeps the connection
@@ -60,6 +63,49 @@ func TestOutputPipesProtectTheirPeer(t *testing.T) {
 	out2.Close()
 	if cmA.IsProtected(b, "") {
 		t.Fatal("still protected after every output pipe closed")
+	}
+}
+
+// TestSenderTaggedAgainAfterReconnecting: the receiver tags a peer that
+// sends on its input pipes; the connection manager forgets the tag when
+// the peer's last connection closes, and once the peer connects and sends
+// on the same pipe again, it is tagged again.
+func TestSenderTaggedAgainAfterReconnecting(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	cmB, a := nodes[1].Host().ConnManager(), nodes[0].ID()
+	ad := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tagged := func() bool { ti := cmB.GetTagInfo(a); return ti != nil && ti.Tags["pipe-sender"] > 0 }
+	for round := range 2 {
+		out, err := sa.NewOutputPipe(ctx(t), ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := out.Flush(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		if !tagged() {
+			t.Fatalf("round %d: the receiver did not tag the sender", round)
+		}
+		if round == 1 {
+			break
+		}
+		nodes[1].Host().Network().ClosePeer(a)
+		testutil.WaitFor(t, "the sender to be forgotten", func() bool { return !tagged() && !pipe.SenderTagged(sb, a) })
+		if err := nodes[0].Host().Connect(ctx(t), peer.AddrInfo{ID: nodes[1].ID(), Addrs: nodes[1].Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

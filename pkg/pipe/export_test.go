@@ -21,3 +21,9 @@ func IndexSize(s *Service, p peer.ID) int { return s.index.size(p) }
 
 // PendingSize reports how many unanswered askers s remembers.
 func PendingSize(s *Service) int { return s.pending.size() }
+
+// SenderTagged reports whether s remembers having tagged p as a sender.
+func SenderTagged(s *Service, p peer.ID) bool {
+	_, ok := s.senders.Load(p)
+	return ok
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -54,6 +55,16 @@ type InputPipe struct {
 	release func() // undoes the binding
 
 	dropped atomic.Uint64
+	// lastTagged is the sender this pipe last had tagged (tagSender),
+	// as of a generation of the service's senders: the peer of a
+	// stream's messages seldom changes, so most messages need not look
+	// it up in the service's table.
+	lastTagged atomic.Pointer[taggedSender]
+}
+
+type taggedSender struct {
+	peer peer.ID
+	gen  uint64
 }
 
 // NewInputPipe binds the pipe a describes on this peer. A pipe can be
@@ -188,7 +199,11 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 		d.Refuse("secure pipe: the connection is not encrypted")
 		return
 	}
-	p.svc.tagSender(d.Source)
+	if t := p.lastTagged.Load(); t == nil || t.peer != d.Source || t.gen != p.svc.sendersGen.Load() {
+		gen := p.svc.sendersGen.Load() // before tagging: a disconnection since has it tagged again
+		p.svc.tagSender(d.Source)
+		p.lastTagged.Store(&taggedSender{d.Source, gen})
+	}
 	r := receivedPool.Get().(*Received)
 	r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, p.adv.ID
 	r.Security, r.Relayed, r.RemoteHost, r.delivery = d.Security, d.Relayed, d.RemoteHost, d

@@ -414,9 +414,11 @@ type Service struct {
 	// keep its connections from being trimmed (output.go).
 	protected map[peer.ID]int
 	// senders are the connected peers tagged as senders on this node's
-	// input pipes (output.go), a sync.Map read on every message.
-	senders  sync.Map
-	refusals chan refusal
+	// input pipes (output.go); sendersGen counts the peers it forgot, so
+	// that an input pipe's last tagged sender can stand for a look-up.
+	senders    sync.Map
+	sendersGen atomic.Uint64
+	refusals   chan refusal
 	// undelivered counts, per pipe key, messages refused by their
 	// receiver that a Flush learnt of on another output pipe's behalf,
 	// for the keys in outputs, the unicast and secure output pipes open
@@ -749,7 +751,9 @@ func (s *Service) disconnected(nw network.Network, c network.Conn) {
 	if cs := nw.Connectedness(p); cs == network.Connected || cs == network.Limited {
 		return
 	}
-	s.senders.Delete(p)
+	if _, ok := s.senders.LoadAndDelete(p); ok {
+		s.sendersGen.Add(1)
+	}
 	s.index.forget(p)
 	s.mu.Lock()
 	var gone []*Bidi
