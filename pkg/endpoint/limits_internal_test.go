@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -40,9 +39,9 @@ func TestPreallocBudget(t *testing.T) {
 	}
 	hdr := []byte{2, 'x', 0} // service "x", no param
 	st.Write(binary.AppendUvarint(hdr, 20<<20))
-	waitFor(t, "the frame's reservation", func() bool { return s.preallocated() == 20<<20 })
+	testutil.WaitFor(t, "the frame's reservation", func() bool { return s.preallocated() == 20<<20 })
 	st.Reset()
-	waitFor(t, "the reservation to be given back", func() bool {
+	testutil.WaitFor(t, "the reservation to be given back", func() bool {
 		s.inMu.Lock()
 		defer s.inMu.Unlock()
 		return s.prealloc == 0 && len(s.in) == 0
@@ -55,13 +54,3 @@ func (s *Service) preallocated() int64 {
 	return s.prealloc
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

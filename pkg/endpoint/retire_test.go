@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -14,16 +13,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 )
-
-// waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-	}
-}
 
 // identity is a peer made for one exchange: it takes one message and
 // goes away, as a peer cycling through libp2p identities does.
@@ -111,7 +100,7 @@ func TestSenderTableBounded(t *testing.T) {
 			t.Fatal("200 peers later, p still has its sender")
 		}
 		id := identity(t, sa)
-		waitFor(t, "the identity's stream to end", func() bool { return endpoint.StreamEnded(sa, id) })
+		testutil.WaitFor(t, "the identity's stream to end", func() bool { return endpoint.StreamEnded(sa, id) })
 		if n, _ := endpoint.Senders(sa); n > bound {
 			t.Fatalf("%d senders after %d identities, bound %d", n, i+1, bound)
 		}
@@ -166,10 +155,10 @@ func TestRetiredSenderReports(t *testing.T) {
 	if err := sa.Send(ctx(t), endpoint.PeerAddress(r, "nobody", ""), seq(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the refusal", func() bool { return sa.Stats().RefusalsReceived == 1 })
+	testutil.WaitFor(t, "the refusal", func() bool { return sa.Stats().RefusalsReceived == 1 })
 	sr.Close()
 	rNode.Close()
-	waitFor(t, "r's stream to end", func() bool { return endpoint.StreamEnded(sa, r) })
+	testutil.WaitFor(t, "r's stream to end", func() bool { return endpoint.StreamEnded(sa, r) })
 	if !endpoint.RetireSender(sa, r) {
 		t.Fatal("the sender of a peer gone was not retired")
 	}
@@ -204,7 +193,7 @@ func TestSendToRetiredSender(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Idle once a flusher that lost the race to Flush has gone.
-		waitFor(t, "the flushed sender to retire", func() bool { return endpoint.RetireSender(sa, nodes[1].ID()) })
+		testutil.WaitFor(t, "the flushed sender to retire", func() bool { return endpoint.RetireSender(sa, nodes[1].ID()) })
 	}
 	if err := sa.Flush(ctx(t), nodes[1].ID()); err != nil {
 		t.Fatal(err)
@@ -218,7 +207,7 @@ func TestSendToRetiredSender(t *testing.T) {
 	if err := sa.Flush(ctx(t), nodes[1].ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the flushed sender to retire", func() bool { return endpoint.RetireSender(sa, nodes[1].ID()) })
+	testutil.WaitFor(t, "the flushed sender to retire", func() bool { return endpoint.RetireSender(sa, nodes[1].ID()) })
 	if err := sa.Send(ctx(t), dst, big); err != nil {
 		t.Fatal(err)
 	}
