@@ -53,4 +53,3 @@ func (s *Service) preallocated() int64 {
 	defer s.inMu.Unlock()
 	return s.prealloc
 }
-
