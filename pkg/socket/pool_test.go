@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -71,6 +73,67 @@ func TestPoolBeyondTheNodesSocketStreams(t *testing.T) {
 			}
 			if got := server.GateStats().StreamsRefused - refused; got != want {
 				t.Fatalf("the server counted %d streams refused, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestPoolBeyondThisNodesOwnStreams: a client keeps a pool of sockets to
+// a server that lets one peer hold more than the client's own node lets
+// it open to one peer (go-libp2p's 128 outbound streams of a protocol, or
+// node.WithSocketStreamsPerPeer if higher). The dial beyond is refused by
+// the client's own resource manager, counted there, and the error says so
+// and names the option, which raises the bound.
+func TestPoolBeyondThisNodesOwnStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []node.Option
+		want int
+	}{
+		{"default", nil, 128},
+		{"raised", []node.Option{node.WithSocketStreamsPerPeer(160)}, 160},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := testutil.NewNode(t, node.WithSocketStreamsPerPeer(256))
+			client := testutil.NewNode(t, tc.opts...)
+			if err := client.Connect(ctx(t), server.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			ss, cs := newSockets(t, server), newSockets(t, client)
+			a := newAdv(t, adv.Unicast)
+			l, err := ss.Listen(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			to := pipe.ToPeers(server.AddrInfo())
+			for held := 0; ; held++ {
+				refused := client.GateStats().StreamsRefused
+				c, err := cs.Dial(ctx(t), a, to)
+				if err != nil {
+					if held != tc.want {
+						t.Fatalf("socket %d: %v; want %d held", held+1, err, tc.want)
+					}
+					if !errors.Is(err, network.ErrResourceLimitExceeded) || errors.Is(err, socket.ErrRefused) {
+						t.Fatalf("socket %d: %v, want this node's own limit", held+1, err)
+					}
+					if msg := err.Error(); !strings.Contains(msg, "this node's own") || !strings.Contains(msg, "node.WithSocketStreamsPerPeer") {
+						t.Fatalf("socket %d: %q: want it to say whose limit and name the option", held+1, msg)
+					}
+					if got := client.GateStats().StreamsRefused - refused; got != 1 {
+						t.Fatalf("the client counted %d streams refused, want 1", got)
+					}
+					return
+				}
+				defer c.Close()
+				s, err := l.AcceptContext(ctx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if held > tc.want {
+					t.Fatalf("the client's own node let it hold %d sockets to one peer, want %d", held+1, tc.want)
+				}
 			}
 		})
 	}

@@ -502,6 +502,10 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 		if r := resetRefusal(p, err); r != nil {
 			return nil, r
 		}
+		if errors.Is(err, network.ErrResourceLimitExceeded) {
+			return nil, fmt.Errorf("socket: connecting to %s: refused by this node's own resource limits "+
+				"(it probably holds as many socket streams to that peer as they allow; node.WithSocketStreamsPerPeer raises them): %w", p, err)
+		}
 		return nil, fmt.Errorf("socket: connecting to %s: %w", p, err)
 	}
 	if a.Type == adv.UnicastSecure && endpoint.ConnSecurity(st.Conn()) == "" {
