@@ -41,6 +41,15 @@ func SetMDNSDialTimeout(d time.Duration) (restore func()) {
 	return func() { mdnsDialTimeout = old }
 }
 
+// SetMDNSRebuild sets how soon after a skip (MDNSRebuildAfterSkip) and
+// how often in any case (MDNSRefreshEvery) the nodes started next rebuild
+// their mDNS service, so that a test need not wait minutes; it returns a
+// function restoring the defaults.
+func SetMDNSRebuild(afterSkip, refresh time.Duration) (restore func()) {
+	mdnsRebuildAfterSkip, mdnsRefreshEvery = afterSkip, refresh
+	return func() { mdnsRebuildAfterSkip, mdnsRefreshEvery = MDNSRebuildAfterSkip, MDNSRefreshEvery }
+}
+
 // NewMDNSNotifee starts the handler of peers found by mDNS that WithMDNS
 // gives n, without mDNS itself, so that a test can hand it peers; close
 // ends its dials.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/netip"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 
 	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 )
@@ -24,13 +26,16 @@ import (
 //
 // go-libp2p's mDNS (zeroconf) tells of a peer once, and again only when
 // its announcement expires (zeroconf's TTL, 3,200 s, which go-libp2p
-// keeps): a peer not dialled when found is not found again for nearly an
-// hour (it still finds, and dials, this node). So peers found wait for a
-// dial, grouped by the host they are announced at (the first IP address
-// of the peer, internal/hostkey), and the hosts are served in turn: made-up
-// peers by the hundred at one address take one host's share of the dials
-// and the waiting places, and a peer announced at another host is dialled
-// next, not after them.
+// keeps). So peers found wait for a dial, grouped by the host they are
+// announced at (the first IP address of the peer, internal/hostkey), and
+// the hosts are served in turn: made-up peers by the hundred at one
+// address take one host's share of the dials and the waiting places, and
+// a peer announced at another host is dialled next, not after them. A
+// peer skipped all the same (made-up peers at its own host took that
+// host's places) is told of again when the node rebuilds its mDNS service
+// (MDNSRebuildAfterSkip), and peers whose dial failed are not dialled
+// again meanwhile (MDNSRetryFailedAfter), so that the rebuilds give the
+// places to peers not yet tried.
 const (
 	// MaxMDNSDials bounds the dials to peers found by mDNS in progress
 	// at once: go-libp2p's per-host figure (MaxHandshakesPerHost, the
@@ -73,11 +78,52 @@ const (
 	// one a second after the first ConnHighWater dials the peers of a
 	// LAN as they start.
 	MDNSDialsPerSecond = 1
+	// MDNSRebuildAfterSkip is how soon after it started its mDNS service
+	// a node that skipped a peer found by mDNS rebuilds the service
+	// (closes it and starts a new one, counted MDNSStats.Restarts): the
+	// new service's zeroconf has told of nothing yet and tells of every
+	// live announcement again, so that a skipped peer is found again
+	// within about a minute instead of when its announcement expires
+	// (3,200 s). zeroconf itself queries the LAN once a minute at most
+	// often (after its first queries), so a rebuild a minute at most adds
+	// one query, and the node's own announcement anew, to what each node
+	// already sends. Peers connected, being dialled, waiting or whose dial
+	// failed recently are not dialled again; a node that skips no peer
+	// rebuilds only every MDNSRefreshEvery.
+	MDNSRebuildAfterSkip = time.Minute
+	// MDNSRetryFailedAfter is how long a peer found by mDNS whose dial
+	// failed is not dialled again when told of once more (by the same
+	// addresses): as long as zeroconf alone would take to tell of it
+	// again, its TTL (3,200 s), so that rebuilds after skips dial made-up
+	// peers once and give their places to peers not yet tried, an honest
+	// peer among them within about one rebuild for each
+	// MaxMDNSDials+MaxMDNSWaitingPerHost made-up peers of its host. Dials
+	// start at most mdnsBurst at once and MDNSDialsPerSecond after, so the
+	// peers remembered are at most maxMDNSFailed (3,240), some hundred
+	// kilobytes.
+	MDNSRetryFailedAfter = 3200 * time.Second
+	// MDNSRefreshEvery is how often a node rebuilds its mDNS service even
+	// without skipping peers: zeroconf keeps every announcement it told of
+	// for the TTL the announcer chose, up to 136 years, and a rebuild drops
+	// them, so that an announcement no host answers for any more is kept
+	// no longer than an honest one (3,200 s), whatever TTL it named. An
+	// honest announcement that lives on is told of again then, as zeroconf
+	// does itself when it expires.
+	MDNSRefreshEvery = 3200 * time.Second
 )
+
+// maxMDNSFailed bounds the peers remembered whose mDNS dial failed: the
+// most dials that start in MDNSRetryFailedAfter (see MDNSDialsPerSecond),
+// so that none is forgotten early.
+const maxMDNSFailed = mdnsBurst + int(MDNSRetryFailedAfter/time.Second)*MDNSDialsPerSecond
 
 // mdnsDialTimeout bounds one dial to a peer found by mDNS (tests raise it
 // so that dials to silent listeners last until the node closes).
 var mdnsDialTimeout = 10 * time.Second
+
+// mdnsRebuildAfterSkip and mdnsRefreshEvery are MDNSRebuildAfterSkip and
+// MDNSRefreshEvery, which tests shorten.
+var mdnsRebuildAfterSkip, mdnsRefreshEvery = MDNSRebuildAfterSkip, MDNSRefreshEvery
 
 // MDNSStats counts the node's dials to peers found by mDNS (WithMDNS).
 type MDNSStats struct {
@@ -92,20 +138,125 @@ type MDNSStats struct {
 	// Waiting: peers found by mDNS waiting now for a dial slot or for
 	// MDNSDialsPerSecond.
 	Waiting int
+	// Restarts: rebuilds of the node's mDNS service, after skips
+	// (MDNSRebuildAfterSkip) or every MDNSRefreshEvery.
+	Restarts uint64
 }
 
 // MDNSStats returns the counts of mDNS dials (zero without WithMDNS).
 func (n *Node) MDNSStats() MDNSStats {
-	if n.mdnsDialer == nil {
+	if n.mdns == nil {
 		return MDNSStats{}
 	}
-	return n.mdnsDialer.stats()
+	st := n.mdns.d.stats()
+	st.Restarts = n.mdns.restarts.Load()
+	return st
+}
+
+// mdnsRunner runs go-libp2p's mDNS service for a node, with its dialer
+// as the notifee, and rebuilds the service MDNSRebuildAfterSkip after it
+// started if the dialer skipped a peer meanwhile, and every
+// MDNSRefreshEvery: zeroconf tells of an announcement once until it
+// expires, and forgets it only when closed.
+type mdnsRunner struct {
+	h      host.Host
+	d      *mdnsDialer
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	// afterSkip and refresh are MDNSRebuildAfterSkip and
+	// MDNSRefreshEvery, or what a test set.
+	afterSkip, refresh time.Duration
+	svc                mdns.Service // owned by run until it returns; nil if a rebuild failed to start
+	restarts           atomic.Uint64
+}
+
+// startMDNS starts go-libp2p's mDNS service on h, dialling the peers it
+// finds with the bounds of mdnsDialer.
+func startMDNS(h host.Host) (*mdnsRunner, error) {
+	r := &mdnsRunner{h: h, d: newMDNSDialer(h), done: make(chan struct{}),
+		afterSkip: mdnsRebuildAfterSkip, refresh: mdnsRefreshEvery}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	svc := mdns.NewMdnsService(h, MDNSServiceName, r.d)
+	if err := svc.Start(); err != nil {
+		svc.Close()
+		r.d.close()
+		return nil, err
+	}
+	r.svc = svc
+	go r.run()
+	return r, nil
+}
+
+// run rebuilds the service at most once per afterSkip, when the dialer
+// skipped a peer since the last one, and every refresh; a rebuild that
+// fails to start is tried again afterSkip later.
+func (r *mdnsRunner) run() {
+	defer close(r.done)
+	last := time.Now()
+	for {
+		if r.svc != nil {
+			refresh := time.NewTimer(time.Until(last.Add(r.refresh)))
+			select {
+			case <-r.ctx.Done():
+			case <-r.d.skips:
+			case <-refresh.C:
+			}
+			refresh.Stop()
+		}
+		if !sleepCtx(r.ctx, time.Until(last.Add(r.afterSkip))) {
+			return
+		}
+		select {
+		case <-r.d.skips: // skipped by the service about to be closed: it tells the new one
+		default:
+		}
+		if r.svc != nil {
+			r.svc.Close()
+		}
+		r.svc = mdns.NewMdnsService(r.h, MDNSServiceName, r.d)
+		if err := r.svc.Start(); err != nil {
+			r.svc.Close()
+			r.svc = nil
+		}
+		r.restarts.Add(1)
+		last = time.Now()
+	}
+}
+
+// close closes the service, ends the dials and returns once no goroutine
+// of the runner or its dialer is left.
+func (r *mdnsRunner) close() error {
+	r.cancel()
+	<-r.done
+	var err error
+	if r.svc != nil {
+		err = r.svc.Close()
+	}
+	r.d.close()
+	return err
+}
+
+// sleepCtx waits for wait, false if ctx ends first.
+func sleepCtx(ctx context.Context, wait time.Duration) bool {
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // mdnsDialer is the node's mDNS notifee: it dials the peers mDNS finds,
 // MaxMDNSDials at a time, starting dials at MDNSDialsPerSecond after the
 // first ConnHighWater, with at most MaxMDNSWaitingPerHost waiting per
-// host and MaxMDNSWaiting in all, hosts served in turn. A dial runs in
+// host and MaxMDNSWaiting in all, hosts served in turn, and not those
+// whose dial failed within MDNSRetryFailedAfter. A dial runs in
 // the goroutine go-libp2p's mDNS started for the announcement, which goes
 // on with the waiting peers until none is left; all other such
 // goroutines return at once.
@@ -132,8 +283,23 @@ type mdnsDialer struct {
 	// reserved wait for it to grow back to zero.
 	tokens   float64
 	refilled time.Time
+	// failed holds when the dial to a peer at its addresses
+	// (mdnsFailedKey) failed, failedOrder the same first failed first,
+	// at most maxMDNSFailed of them, none older than
+	// MDNSRetryFailedAfter.
+	failed      map[[sha256.Size]byte]time.Time
+	failedOrder []mdnsFailure
 
 	dialled, skipped atomic.Uint64
+	// skips has a value when a peer was skipped since it was last
+	// emptied (by mdnsRunner).
+	skips chan struct{}
+}
+
+// mdnsFailure is a dial to a peer found by mDNS that failed.
+type mdnsFailure struct {
+	key [sha256.Size]byte
+	at  time.Time
 }
 
 // mdnsHost is the peers waiting that are announced at one host, first
@@ -149,7 +315,8 @@ const mdnsBurst = ConnHighWater
 func newMDNSDialer(h host.Host) *mdnsDialer {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &mdnsDialer{h: h, ctx: ctx, cancel: cancel, timeout: mdnsDialTimeout, dialing: map[peer.ID]struct{}{},
-		hosts: map[netip.Prefix]*mdnsHost{}, waiting: map[peer.ID]netip.Prefix{}, tokens: mdnsBurst, refilled: time.Now()}
+		hosts: map[netip.Prefix]*mdnsHost{}, waiting: map[peer.ID]netip.Prefix{}, tokens: mdnsBurst, refilled: time.Now(),
+		failed: map[[sha256.Size]byte]time.Time{}, skips: make(chan struct{}, 1)}
 }
 
 func (d *mdnsDialer) stats() MDNSStats {
@@ -160,18 +327,23 @@ func (d *mdnsDialer) stats() MDNSStats {
 }
 
 // HandlePeerFound has p wait for a dial, or counts it skipped, and dials
-// the waiting peers if fewer than MaxMDNSDials goroutines do.
+// the waiting peers if fewer than MaxMDNSDials goroutines do. A peer
+// whose dial at the same addresses failed within MDNSRetryFailedAfter is
+// ignored.
 func (d *mdnsDialer) HandlePeerFound(p peer.AddrInfo) {
 	if p.ID == d.h.ID() || d.connected(p.ID) {
 		return
 	}
+	if len(p.Addrs) > MaxAddrsPerPeer {
+		p.Addrs = p.Addrs[:MaxAddrsPerPeer:MaxAddrsPerPeer]
+	}
 	d.mu.Lock()
-	if d.closed || d.known(p.ID) {
+	if d.closed || d.known(p.ID) || d.failedRecently(p) {
 		d.mu.Unlock()
 		return
 	}
 	if !d.enqueue(p) {
-		d.skipped.Add(1)
+		d.skip()
 	}
 	if d.dialers >= MaxMDNSDials || len(d.waiting) == 0 {
 		d.mu.Unlock()
@@ -195,7 +367,7 @@ func (d *mdnsDialer) HandlePeerFound(p peer.AddrInfo) {
 			d.pacing++
 		}
 		d.mu.Unlock()
-		ok = d.sleep(wait)
+		ok = sleepCtx(d.ctx, wait)
 		if wait > 0 {
 			d.mu.Lock()
 			d.pacing--
@@ -235,15 +407,12 @@ func (d *mdnsDialer) enqueue(p peer.AddrInfo) bool {
 		delete(d.waiting, most.peers[last].ID)
 		most.peers[last] = peer.AddrInfo{}
 		most.peers = most.peers[:last]
-		d.skipped.Add(1)
+		d.skip()
 	}
 	if h == nil {
 		h = &mdnsHost{key: key}
 		d.hosts[key] = h
 		d.turn = append(d.turn, h)
-	}
-	if len(p.Addrs) > MaxAddrsPerPeer {
-		p.Addrs = p.Addrs[:MaxAddrsPerPeer:MaxAddrsPerPeer]
 	}
 	h.peers = append(h.peers, p)
 	d.waiting[p.ID] = key
@@ -300,19 +469,66 @@ func (d *mdnsDialer) reserve() time.Duration {
 	return time.Duration(-d.tokens / MDNSDialsPerSecond * float64(time.Second))
 }
 
-// sleep waits for wait, false if the dialer closes first.
-func (d *mdnsDialer) sleep(wait time.Duration) bool {
-	if wait <= 0 {
-		return d.ctx.Err() == nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
+// skip counts a peer skipped and tells mdnsRunner.
+func (d *mdnsDialer) skip() {
+	d.skipped.Add(1)
 	select {
-	case <-t.C:
-		return true
-	case <-d.ctx.Done():
-		return false
+	case d.skips <- struct{}{}:
+	default:
 	}
+}
+
+// mdnsFailedKey names p at its addresses: a peer announced at other
+// addresses than those its dial failed at (its own, where made-up
+// announcements named its ID at others) is dialled at once.
+func mdnsFailedKey(p peer.AddrInfo) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(p.ID))
+	for _, a := range p.Addrs {
+		h.Write([]byte{0})
+		h.Write(a.Bytes())
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// failedRecently says whether p's dial at its addresses failed within
+// MDNSRetryFailedAfter, and forgets the failures older; d.mu held.
+func (d *mdnsDialer) failedRecently(p peer.AddrInfo) bool {
+	d.forgetFailures(time.Now())
+	_, ok := d.failed[mdnsFailedKey(p)]
+	return ok
+}
+
+// forgetFailures forgets the failures older than MDNSRetryFailedAfter;
+// d.mu held.
+func (d *mdnsDialer) forgetFailures(now time.Time) {
+	for len(d.failedOrder) > 0 && now.Sub(d.failedOrder[0].at) >= MDNSRetryFailedAfter {
+		d.forgetOldestFailure()
+	}
+}
+
+// forgetOldestFailure forgets the failure remembered longest; d.mu held.
+func (d *mdnsDialer) forgetOldestFailure() {
+	f := d.failedOrder[0]
+	if d.failed[f.key] == f.at {
+		delete(d.failed, f.key)
+	}
+	d.failedOrder[0] = mdnsFailure{}
+	d.failedOrder = d.failedOrder[1:]
+}
+
+// fail remembers that p's dial failed; d.mu held.
+func (d *mdnsDialer) fail(p peer.AddrInfo) {
+	now := time.Now()
+	d.forgetFailures(now)
+	for len(d.failedOrder) >= maxMDNSFailed {
+		d.forgetOldestFailure()
+	}
+	k := mdnsFailedKey(p)
+	d.failed[k] = now
+	d.failedOrder = append(d.failedOrder, mdnsFailure{key: k, at: now})
 }
 
 // known says whether p is being dialled or waits; d.mu held.
@@ -328,11 +544,17 @@ func (d *mdnsDialer) connected(p peer.ID) bool {
 	return d.h.Network().Connectedness(p) == network.Connected
 }
 
+// dial dials p, and remembers it if the dial fails before the dialer
+// closes (best effort: a LAN peer that does not answer is skipped).
 func (d *mdnsDialer) dial(p peer.AddrInfo) {
 	d.dialled.Add(1)
 	ctx, cancel := context.WithTimeout(d.ctx, d.timeout)
 	defer cancel()
-	d.h.Connect(ctx, p) // best effort: a LAN peer that does not answer is skipped
+	if err := d.h.Connect(ctx, p); err != nil && d.ctx.Err() == nil {
+		d.mu.Lock()
+		d.fail(p)
+		d.mu.Unlock()
+	}
 }
 
 // close ends the dials in progress, drops the waiting peers and returns

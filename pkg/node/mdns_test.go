@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,17 +188,28 @@ func newClosingListener(t *testing.T) *closingListener {
 // ip:port over mDNS, perAnnouncement peers in each announcement.
 func announce(t *testing.T, ip string, port, count, perAnnouncement int) {
 	for i := 0; i*perAnnouncement < count; i++ {
-		txts := make([]string, min(perAnnouncement, count-i*perAnnouncement))
-		for j := range txts {
-			txts[j] = fmt.Sprintf("dnsaddr=/ip4/%s/tcp/%d/p2p/%s", ip, port, testutil.FreshPeerID(t))
+		ids := make([]peer.ID, min(perAnnouncement, count-i*perAnnouncement))
+		for j := range ids {
+			ids[j] = testutil.FreshPeerID(t)
 		}
-		name := fmt.Sprintf("hostile-%d-%d", port, i)
-		srv, err := zeroconf.RegisterProxy(name, node.MDNSServiceName, "local", 4001, name, []string{"127.0.0.1"}, txts, nil)
-		if err != nil {
-			t.Fatalf("announcing: %v", err)
-		}
-		t.Cleanup(srv.Shutdown)
+		announcePeers(t, fmt.Sprintf("hostile-%d-%d", port, i), ip, port, ids...)
 	}
+}
+
+// announcePeers announces over mDNS, as go-libp2p's mDNS formats an
+// announcement, the peers ids at ip:port, under the instance name name,
+// until the test ends or the announcer is shut down.
+func announcePeers(t *testing.T, name, ip string, port int, ids ...peer.ID) *zeroconf.Server {
+	txts := make([]string, len(ids))
+	for i, id := range ids {
+		txts[i] = fmt.Sprintf("dnsaddr=/ip4/%s/tcp/%d/p2p/%s", ip, port, id)
+	}
+	srv, err := zeroconf.RegisterProxy(name, node.MDNSServiceName, "local", 4001, name, []string{"127.0.0.1"}, txts, nil)
+	if err != nil {
+		t.Fatalf("announcing: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
 }
 
 // waitUntil polls cond until it holds; the deadline only keeps a broken
@@ -514,5 +526,104 @@ func TestMDNSWaitingShared(t *testing.T) {
 	found(at("/ip4/127.0.1.1/tcp/1"))
 	if st := stats(); st.Skipped != 2 || st.Waiting != node.MaxMDNSWaiting {
 		t.Fatalf("a peer of a host with the most waiting: %+v, want it skipped", st)
+	}
+}
+
+// TestMDNSSkippedPeerFoundAgain: a LAN host announces 60 made-up peers
+// over mDNS at the address of honest peer B (127.0.0.3), which accepts
+// TCP and does not answer yet; node A hears them, dials 8, has 32 of
+// B's host wait and skips 20. B's own announcement comes while they still
+// hold A's dials and waiting places: A skips it too, and go-libp2p's mDNS
+// would not tell A of B again before B's announcement expires (3,200 s).
+// Then B answers at its address (the made-up peers' dials there fail):
+// A rebuilds its mDNS service after the skips, is told of every peer
+// again, dials none of those whose dial failed, and connects to B. It
+// runs in a network namespace of its own (see runInNetns).
+func TestMDNSSkippedPeerFoundAgain(t *testing.T) {
+	if !runInNetns(t) {
+		return
+	}
+	const peers = 60
+	// Dials to the silent listener last until it closes, so that A's
+	// waiting places for B's host stay taken until then; rebuilds a
+	// second after a skip rather than a minute.
+	defer node.SetMDNSDialTimeout(time.Hour)()
+	defer node.SetMDNSRebuild(time.Second, time.Hour)()
+	keyFile := filepath.Join(t.TempDir(), "b.key")
+	b, err := node.New(context.Background(), node.WithKeyFile(keyFile), node.WithListenAddrs("/ip4/127.0.0.3/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bID := b.ID()
+	b.Close()
+	silent := newSilentListenerAt(t, "127.0.0.3")
+	announce(t, "127.0.0.3", silent.port(), peers, 30)
+	ignore := goleak.IgnoreCurrent()
+
+	a, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.1/tcp/0"),
+		node.WithMDNS(), node.WithLibp2pOptions(libp2p.SwarmOpts(swarm.WithDialTimeout(time.Hour), swarm.WithDialTimeoutLocal(time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitUntil(t, "A to hear the made-up peers", func() bool {
+		st := a.MDNSStats()
+		return st.Dialled+st.Skipped+uint64(st.Waiting) >= peers
+	})
+	flooded := a.MDNSStats()
+	bAnnouncer := announcePeers(t, "honest-b", "127.0.0.3", silent.port(), bID)
+	// Without rebuilds, a skip more is B's.
+	waitUntil(t, "A to skip B or rebuild", func() bool {
+		return a.MDNSStats().Skipped > peers-node.MaxMDNSDials-node.MaxMDNSWaitingPerHost
+	})
+	skipped := a.MDNSStats()
+	port := silent.port()
+	silent.close()
+	b, err = node.New(context.Background(), node.WithKeyFile(keyFile), node.WithListenAddrs(fmt.Sprintf("/ip4/127.0.0.3/tcp/%d", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	waitUntil(t, "A to dial B", func() bool {
+		return a.Host().Network().Connectedness(bID) == network.Connected
+	})
+	t.Logf("A, the flood heard: %+v; B announced: %+v; A and B connected: %+v", flooded, skipped, a.MDNSStats())
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bAnnouncer.Shutdown()
+	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
+
+// TestMDNSFailedNotRedialled hands the node's mDNS handler honest peer
+// B announced at an address where its dial fails (a listener that closes
+// every connection at once): told of B there again, the node does not
+// dial it (a rebuild of the mDNS service tells of every peer again);
+// told of B at its own address, the node dials it there and connects.
+func TestMDNSFailedNotRedialled(t *testing.T) {
+	n := testutil.NewNode(t)
+	found, stats, closeNotifee := node.NewMDNSNotifee(n)
+	defer closeNotifee()
+	closing := newClosingListener(t)
+	b := testutil.NewNode(t)
+	elsewhere := peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", closing.ln.Addr().(*net.TCPAddr).Port))}}
+	found(elsewhere) // dials in this goroutine: returns when the dial has failed
+	if n.Host().Network().Connectedness(b.ID()) == network.Connected {
+		t.Fatal("connected to B at an address that closes every connection")
+	}
+	found(elsewhere)
+	if st := stats(); st.Dialled != 1 {
+		t.Fatalf("told of B again at the address where its dial failed: %+v, want 1 dial", st)
+	}
+	found(b.AddrInfo())
+	if n.Host().Network().Connectedness(b.ID()) != network.Connected {
+		t.Fatal("not connected to B told of at its own address")
+	}
+	if st := stats(); st.Dialled != 2 || st.Skipped != 0 {
+		t.Errorf("%+v, want 2 dials, none skipped", st)
 	}
 }

@@ -71,7 +71,9 @@
 // DHT answers name DHTMaxAddrsPerPeer addresses per peer.
 // Peers found by mDNS (WithMDNS): MaxMDNSDials dials at once,
 // MaxMDNSWaitingPerHost waiting per announced host, MaxMDNSWaiting in
-// all, hosts served in turn, MDNSDialsPerSecond (see MDNSStats).
+// all, hosts served in turn, MDNSDialsPerSecond; the mDNS service rebuilt
+// MDNSRebuildAfterSkip after skips and every MDNSRefreshEvery, failed
+// dials not retried for MDNSRetryFailedAfter (see MDNSStats).
 //
 // Circuit relay v2 client and hole punching are on: connections are
 // relayed to the node by the relays it reserves a slot on with Reserve;
@@ -97,7 +99,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
@@ -226,8 +227,11 @@ func WithBootstrapPeers(peers ...peer.AddrInfo) Option {
 // first ConnHighWater; the peers waiting meanwhile are grouped by the
 // host they are announced at, MaxMDNSWaitingPerHost per host and
 // MaxMDNSWaiting in all, and the hosts served in turn; others are not
-// dialled, counted (MDNSStats); a peer connected, being dialled or
-// waiting is not dialled again. So a LAN host announcing made-up peers by
+// dialled, counted (MDNSStats), and found again when the node rebuilds
+// its mDNS service, at most MDNSRebuildAfterSkip after it skipped them;
+// a peer connected, being dialled or waiting is not dialled again, nor
+// one whose dial at the same addresses failed within
+// MDNSRetryFailedAfter. So a LAN host announcing made-up peers by
 // the thousand costs the node at most MaxMDNSDials dials at a time, makes
 // it dial another host named in them ConnHighWater times, then no faster
 // than MDNSDialsPerSecond, and keeps no peer announced at another address
@@ -325,10 +329,10 @@ type Node struct {
 	host   host.Host
 	jxtaID id.ID
 	group  id.ID
-	mdns   mdns.Service
-	// mdnsDialer dials the peers mDNS finds (see MDNSStats).
-	mdnsDialer *mdnsDialer
-	dht        *dht.IpfsDHT
+	// mdns runs go-libp2p's mDNS service and dials the peers it finds
+	// (see MDNSStats).
+	mdns *mdnsRunner
+	dht  *dht.IpfsDHT
 	// providers holds the DHT's records (see DHTStats).
 	providers *providerStore
 	// gate refuses relayed connections from strangers and counts what
@@ -424,9 +428,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		}
 	}
 	if c.mdns {
-		n.mdnsDialer = newMDNSDialer(h)
-		n.mdns = mdns.NewMdnsService(h, MDNSServiceName, n.mdnsDialer)
-		if err := n.mdns.Start(); err != nil {
+		if n.mdns, err = startMDNS(h); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("node: mDNS: %w", err)
 		}
@@ -513,10 +515,7 @@ func (n *Node) Connect(ctx context.Context, p peer.AddrInfo) error {
 func (n *Node) Close() error {
 	var errs []error
 	if n.mdns != nil {
-		errs = append(errs, n.mdns.Close())
-	}
-	if n.mdnsDialer != nil {
-		n.mdnsDialer.close()
+		errs = append(errs, n.mdns.close())
 	}
 	if n.dht != nil {
 		errs = append(errs, n.dht.Close())
