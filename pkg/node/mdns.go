@@ -188,25 +188,13 @@ func startMDNS(h host.Host) (*mdnsRunner, error) {
 	return r, nil
 }
 
-// run rebuilds the service at most once per afterSkip, when the dialer
-// skipped a peer since the last one, and every refresh; a rebuild that
+// run rebuilds the service every refresh, and at most afterSkip after
+// the last rebuild when the dialer skipped a peer since; a rebuild that
 // fails to start is tried again afterSkip later.
 func (r *mdnsRunner) run() {
 	defer close(r.done)
 	last := time.Now()
-	for {
-		if r.svc != nil {
-			refresh := time.NewTimer(time.Until(last.Add(r.refresh)))
-			select {
-			case <-r.ctx.Done():
-			case <-r.d.skips:
-			case <-refresh.C:
-			}
-			refresh.Stop()
-		}
-		if !sleepCtx(r.ctx, time.Until(last.Add(r.afterSkip))) {
-			return
-		}
+	for r.wait(last) {
 		select {
 		case <-r.d.skips: // skipped by the service about to be closed: it tells the new one
 		default:
@@ -221,6 +209,24 @@ func (r *mdnsRunner) run() {
 		}
 		r.restarts.Add(1)
 		last = time.Now()
+	}
+}
+
+// wait waits for the next rebuild after the one at last, false if the
+// runner closes first.
+func (r *mdnsRunner) wait(last time.Time) bool {
+	if r.svc == nil {
+		return sleepCtx(r.ctx, time.Until(last.Add(r.afterSkip)))
+	}
+	refresh := time.NewTimer(time.Until(last.Add(r.refresh)))
+	defer refresh.Stop()
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-refresh.C:
+		return true
+	case <-r.d.skips:
+		return sleepCtx(r.ctx, time.Until(last.Add(min(r.afterSkip, r.refresh))))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -19,8 +20,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/zeroconf/v2"
+	"github.com/miekg/dns"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
+	"golang.org/x/net/ipv4"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -626,4 +629,108 @@ func TestMDNSFailedNotRedialled(t *testing.T) {
 	if st := stats(); st.Dialled != 2 || st.Skipped != 0 {
 		t.Errorf("%+v, want 2 dials, none skipped", st)
 	}
+}
+
+// floodRecords sends, as a LAN host would without running an announcer,
+// unsolicited mDNS answers naming count services of the node's mDNS
+// service type (perPacket in each), under fresh instance names, each
+// with a TTL of 136 years (the most a record can name) and no peer in its
+// TXT record.
+func floodRecords(t *testing.T, prefix string, count, perPacket int) {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := ipv4.NewPacketConn(c)
+	if err := conn.SetMulticastInterface(lo); err != nil {
+		t.Fatal(err)
+	}
+	group := &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353}
+	const ttl = math.MaxUint32
+	service := node.MDNSServiceName + ".local."
+	for i := 0; i < count; i += perPacket {
+		m := new(dns.Msg)
+		m.Response = true
+		m.Compress = true
+		for j := i; j < min(count, i+perPacket); j++ {
+			instance := fmt.Sprintf("%s-%d.%s", prefix, j, service)
+			target := fmt.Sprintf("%s-%d.local.", prefix, j)
+			m.Answer = append(m.Answer,
+				&dns.PTR{Hdr: dns.RR_Header{Name: service, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: ttl}, Ptr: instance},
+				&dns.SRV{Hdr: dns.RR_Header{Name: instance, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}, Port: 4001, Target: target},
+				&dns.TXT{Hdr: dns.RR_Header{Name: instance, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: ttl}, Txt: []string{"nopeer=" + strings.Repeat("x", 200)}},
+				&dns.A{Hdr: dns.RR_Header{Name: target, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.IPv4(127, 0, 0, 9)})
+		}
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.WriteTo(b, nil, group); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the receivers' socket buffers are not flooded
+	}
+}
+
+// TestMDNSRecordFloodForgotten: a LAN host sends unsolicited mDNS
+// answers naming 20,000 services, each with a 136-year TTL and no peer,
+// then stops. go-libp2p's mDNS (zeroconf) keeps every record for the TTL
+// the announcer named; the node drops them when it rebuilds its mDNS
+// service (every MDNSRefreshEvery; the test shortens it), and its live
+// heap comes back to within 2 MiB of what it was (the records cost 11). A browser of the test's own tells when the records have
+// arrived. It runs in a network namespace of its own (see runInNetns).
+func TestMDNSRecordFloodForgotten(t *testing.T) {
+	if !runInNetns(t) {
+		return
+	}
+	const records = 20000
+	defer node.SetMDNSRebuild(time.Hour, 2*time.Second)()
+	n := testutil.NewNode(t, node.WithMDNS())
+	base := testutil.LiveHeap()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	entries := make(chan *zeroconf.ServiceEntry, 100)
+	browsed := make(chan error, 1)
+	go func() { browsed <- zeroconf.Browse(ctx, node.MDNSServiceName, "local", entries) }()
+	var heard atomic.Int64
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		seen := map[string]bool{}
+		for e := range entries {
+			if !seen[e.Instance] {
+				seen[e.Instance] = true
+				heard.Add(1)
+			}
+		}
+	}()
+	// Again for the packets lost, until the browser heard them all.
+	for round := 0; heard.Load() < records; round++ {
+		if round == 10 {
+			t.Fatalf("the test's browser heard %d of %d records", heard.Load(), records)
+		}
+		floodRecords(t, "flood", records, 50)
+		time.Sleep(time.Second)
+	}
+	cancel()
+	<-drained
+	if err := <-browsed; err != nil {
+		t.Fatal(err)
+	}
+	// 20,000 records held cost some 11 MiB; the first rebuild after the
+	// flood drops them.
+	heap := testutil.LiveHeap() - base
+	for deadline := time.Now().Add(2 * time.Minute); heap > 2<<20; heap = testutil.LiveHeap() - base {
+		if time.Now().After(deadline) {
+			t.Fatalf("live heap +%d KiB 2 minutes after the flood (%+v), want the records dropped (under 2 MiB)", heap>>10, n.MDNSStats())
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d records of 136-year TTL heard: live heap +%d KiB (%+v)", records, heap>>10, n.MDNSStats())
 }
