@@ -78,29 +78,35 @@ const (
 	// one a second after the first ConnHighWater dials the peers of a
 	// LAN as they start.
 	MDNSDialsPerSecond = 1
-	// MDNSRebuildAfterSkip is how soon after it started its mDNS service
-	// a node that skipped a peer found by mDNS rebuilds the service
-	// (closes it and starts a new one, counted MDNSStats.Restarts): the
-	// new service's zeroconf has told of nothing yet and tells of every
-	// live announcement again, so that a skipped peer is found again
-	// within about a minute instead of when its announcement expires
-	// (3,200 s). zeroconf itself queries the LAN once a minute at most
-	// often (after its first queries), so a rebuild a minute at most adds
-	// one query, and the node's own announcement anew, to what each node
-	// already sends. Peers connected, being dialled, waiting or whose dial
-	// failed recently are not dialled again; a node that skips no peer
-	// rebuilds only every MDNSRefreshEvery.
+	// MDNSRebuildAfterSkip is how soon after it last started its mDNS
+	// service a node that has skipped a peer found by mDNS since rebuilds
+	// the service (closes it and starts a new one, counted
+	// MDNSStats.Restarts): the new service's zeroconf has told of nothing
+	// yet and tells of every live announcement again, so that a skipped
+	// peer is found again within about a minute instead of when its
+	// announcement expires (3,200 s). zeroconf itself queries the LAN
+	// once a minute once started, so a rebuild a minute at most adds one
+	// query, a goodbye and the node's announcement anew (under a new
+	// instance name: peers connected to it ignore it, peers that skipped
+	// it find it again) to what each node already sends. Peers connected,
+	// being dialled, waiting or whose dial failed recently are not dialled
+	// again. A LAN where no node skips a peer sees rebuilds only every
+	// MDNSRefreshEvery; one where a host keeps announcing made-up peers
+	// sees the nodes hearing it rebuild once a minute.
 	MDNSRebuildAfterSkip = time.Minute
 	// MDNSRetryFailedAfter is how long a peer found by mDNS whose dial
-	// failed is not dialled again when told of once more (by the same
-	// addresses): as long as zeroconf alone would take to tell of it
-	// again, its TTL (3,200 s), so that rebuilds after skips dial made-up
-	// peers once and give their places to peers not yet tried, an honest
-	// peer among them within about one rebuild for each
-	// MaxMDNSDials+MaxMDNSWaitingPerHost made-up peers of its host. Dials
-	// start at most mdnsBurst at once and MDNSDialsPerSecond after, so the
-	// peers remembered are at most maxMDNSFailed (3,240), some hundred
-	// kilobytes.
+	// failed is not dialled again when told of once more at the same
+	// addresses: as long as zeroconf alone would take to tell of it again
+	// (its TTL, 3,200 s), so that honest peers are redialled no sooner
+	// than before the rebuilds, and the rebuilds after skips dial each
+	// made-up peer once and give the places to peers not yet tried. An
+	// honest peer announced among N made-up peers of its host is dialled
+	// once the node has dialled them: after about N seconds
+	// (N/MDNSDialsPerSecond; N × the 10 s dial timeout / MaxMDNSDials for
+	// made-up peers at addresses that do not answer), for N up to the
+	// failures remembered. Dials start at most mdnsBurst at once and
+	// MDNSDialsPerSecond after, so those are at most maxMDNSFailed
+	// (3,240), about 150 bytes each.
 	MDNSRetryFailedAfter = 3200 * time.Second
 	// MDNSRefreshEvery is how often a node rebuilds its mDNS service even
 	// without skipping peers: zeroconf keeps every announcement it told of
@@ -133,7 +139,8 @@ type MDNSStats struct {
 	// MaxMDNSWaitingPerHost peers of their host waited, or MaxMDNSWaiting
 	// of all hosts (then also a peer whose place a peer of a host with
 	// fewer waiting took). A peer already connected, being dialled or
-	// waiting is not dialled again, nor counted here.
+	// waiting is not dialled again, nor one whose dial at the same
+	// addresses failed within MDNSRetryFailedAfter, nor counted here.
 	Skipped uint64
 	// Waiting: peers found by mDNS waiting now for a dial slot or for
 	// MDNSDialsPerSecond.
@@ -154,10 +161,10 @@ func (n *Node) MDNSStats() MDNSStats {
 }
 
 // mdnsRunner runs go-libp2p's mDNS service for a node, with its dialer
-// as the notifee, and rebuilds the service MDNSRebuildAfterSkip after it
-// started if the dialer skipped a peer meanwhile, and every
-// MDNSRefreshEvery: zeroconf tells of an announcement once until it
-// expires, and forgets it only when closed.
+// as the notifee, and rebuilds the service (same host, same notifee)
+// MDNSRebuildAfterSkip after it last started if the dialer has skipped a
+// peer since, and every MDNSRefreshEvery: zeroconf tells of an
+// announcement once until it expires, and forgets it only when closed.
 type mdnsRunner struct {
 	h      host.Host
 	d      *mdnsDialer
