@@ -74,9 +74,10 @@ const (
 	// every node on the LAN hearing them) connect to it as fast as they
 	// come, each dial to every address named (at most MaxAddrsPerPeer).
 	// A node hears of each LAN peer once, when it starts or the peer
-	// does, and again only when the announcement expires (3,200 s), so
-	// one a second after the first ConnHighWater dials the peers of a
-	// LAN as they start.
+	// does, and again only when the announcement expires (3,200 s) or the
+	// node rebuilds its mDNS service (and then dials only peers not
+	// connected), so one a second after the first ConnHighWater dials the
+	// peers of a LAN as they start.
 	MDNSDialsPerSecond = 1
 	// MDNSRebuildAfterSkip is how soon after it last started its mDNS
 	// service a node that has skipped a peer found by mDNS since rebuilds
@@ -84,11 +85,13 @@ const (
 	// MDNSStats.Restarts): the new service's zeroconf has told of nothing
 	// yet and tells of every live announcement again, so that a skipped
 	// peer is found again within about a minute instead of when its
-	// announcement expires (3,200 s). zeroconf itself queries the LAN
-	// once a minute once started, so a rebuild a minute at most adds one
-	// query, a goodbye and the node's announcement anew (under a new
-	// instance name: peers connected to it ignore it, peers that skipped
-	// it find it again) to what each node already sends. Peers connected,
+	// announcement expires (3,200 s). zeroconf queries the LAN when it
+	// starts, then after 4 s and at growing intervals up to a minute, each
+	// query answered by every announcer there: rebuilt a minute at most,
+	// the node queries about four times a minute instead of once (as each
+	// node does in its first minute), says goodbye and announces itself
+	// anew, under a new instance name (peers connected to it ignore it,
+	// peers that skipped it find it again). Peers connected,
 	// being dialled, waiting or whose dial failed recently are not dialled
 	// again. A LAN where no node skips a peer sees rebuilds only every
 	// MDNSRefreshEvery; one where a host keeps announcing made-up peers
