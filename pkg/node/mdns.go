@@ -494,9 +494,9 @@ func (d *mdnsDialer) skip() {
 	}
 }
 
-// mdnsFailedKey names p at its addresses: a peer announced at other
-// addresses than those its dial failed at (its own, where made-up
-// announcements named its ID at others) is dialled at once.
+// mdnsFailedKey names p with its addresses, so that announcements naming
+// an honest peer's ID at addresses where dials fail do not keep it from
+// being dialled at its own.
 func mdnsFailedKey(p peer.AddrInfo) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(p.ID))
@@ -528,7 +528,7 @@ func (d *mdnsDialer) forgetFailures(now time.Time) {
 // forgetOldestFailure forgets the failure remembered longest; d.mu held.
 func (d *mdnsDialer) forgetOldestFailure() {
 	f := d.failedOrder[0]
-	if d.failed[f.key] == f.at {
+	if d.failed[f.key].Equal(f.at) {
 		delete(d.failed, f.key)
 	}
 	d.failedOrder[0] = mdnsFailure{}
