@@ -28,6 +28,20 @@ func seqMessage(g, seq, size int) *message.Message {
 	return message.New(message.Element{Name: "s", Data: b})
 }
 
+// goSenders runs f(g) for each of n senders in a goroutine of its own;
+// wait waits for them.
+func goSenders(n int, f func(g int)) (wait func()) {
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(g)
+		}()
+	}
+	return wg.Wait
+}
+
 // orderChecker is a listener that checks each sender's messages arrive in
 // order, each once.
 type orderChecker struct {
@@ -71,24 +85,19 @@ func TestConcurrentSendersKeepOrder(t *testing.T) {
 	to := endpoint.PeerAddress(nodes[1].ID(), "order", "")
 	const senders, each = 8, 400
 	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := range each {
-				size := 100
-				if seq%97 == 0 {
-					size = 40 << 10 // larger than a queued message
-				}
-				if err := a.Send(ctx(t), to, seqMessage(g, seq, size)); err != nil {
-					t.Errorf("sender %d, message %d: %v", g, seq, err)
-					return
-				}
-				sent.Add(1)
+	wait := goSenders(senders, func(g int) {
+		for seq := range each {
+			size := 100
+			if seq%97 == 0 {
+				size = 40 << 10 // larger than a queued message
 			}
-		}()
-	}
+			if err := a.Send(ctx(t), to, seqMessage(g, seq, size)); err != nil {
+				t.Errorf("sender %d, message %d: %v", g, seq, err)
+				return
+			}
+			sent.Add(1)
+		}
+	})
 	stop := make(chan struct{})
 	flushed := make(chan error, 1)
 	go func() {
@@ -110,7 +119,7 @@ func TestConcurrentSendersKeepOrder(t *testing.T) {
 			}
 		}
 	}()
-	wg.Wait()
+	wait()
 	close(stop)
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
@@ -303,39 +312,33 @@ func TestSendersReachTheirDestinations(t *testing.T) {
 	}
 	const senders, each = 8, 600
 	var sent [3]atomic.Int64
-	var wg sync.WaitGroup
-	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var seq [3]int
-			for i := range each {
-				di := (i / (1 + g%4)) % len(dests) // runs of 1 to 4 messages to a destination
-				size := 100
-				if i%89 == 0 {
-					size = 40 << 10
-				}
-				m := seqMessage(g, seq[di], size)
-				m.At(0).Data[16] = byte(di)
-				sctx, cancel := ctx(t), context.CancelFunc(func() {})
-				if i%7 == 0 {
-					sctx, cancel = context.WithTimeout(ctx(t), time.Duration(i%50)*time.Microsecond)
-				}
-				err := a.Send(sctx, endpoint.PeerAddress(nodes[1].ID(), dests[di].service, dests[di].param), m)
-				cancel()
-				switch {
-				case err == nil:
-					seq[di]++
-					sent[di].Add(1)
-				case errors.Is(err, context.DeadlineExceeded): // not sent, or Flush says
-				default:
-					t.Errorf("sender %d, message %d: %v", g, i, err)
-					return
-				}
+	goSenders(senders, func(g int) {
+		var seq [3]int
+		for i := range each {
+			di := (i / (1 + g%4)) % len(dests) // runs of 1 to 4 messages to a destination
+			size := 100
+			if i%89 == 0 {
+				size = 40 << 10
 			}
-		}()
-	}
-	wg.Wait()
+			m := seqMessage(g, seq[di], size)
+			m.At(0).Data[16] = byte(di)
+			sctx, cancel := ctx(t), context.CancelFunc(func() {})
+			if i%7 == 0 {
+				sctx, cancel = context.WithTimeout(ctx(t), time.Duration(i%50)*time.Microsecond)
+			}
+			err := a.Send(sctx, endpoint.PeerAddress(nodes[1].ID(), dests[di].service, dests[di].param), m)
+			cancel()
+			switch {
+			case err == nil:
+				seq[di]++
+				sent[di].Add(1)
+			case errors.Is(err, context.DeadlineExceeded): // not sent, or Flush says
+			default:
+				t.Errorf("sender %d, message %d: %v", g, i, err)
+				return
+			}
+		}
+	})()
 	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -399,20 +402,14 @@ func TestBatchNamesItsDestinationOnce(t *testing.T) {
 		got <- n
 	})
 	to := endpoint.PeerAddress(nodes[1].ID(), "dest", "p")
-	var wg sync.WaitGroup
-	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := range each {
-				if err := a.Send(ctx(t), to, seqMessage(g, seq, 100)); err != nil {
-					t.Errorf("sender %d: %v", g, err)
-					return
-				}
+	goSenders(senders, func(g int) {
+		for seq := range each {
+			if err := a.Send(ctx(t), to, seqMessage(g, seq, 100)); err != nil {
+				t.Errorf("sender %d: %v", g, err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})()
 	n := <-got
 	t.Logf("%d frames named the destination, %d repeated it", n.named, n.repeated)
 	if n.repeated == 0 {

@@ -14,6 +14,25 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
+// poolRig is a server node listening for sockets on a unicast pipe and a
+// client node connected to it, with its socket service and the pipe.
+func poolRig(t *testing.T, serverOpts, clientOpts []node.Option) (server, client *node.Node, cs *socket.Service, l *socket.Listener, a *adv.PipeAdvertisement, to pipe.ResolveOption) {
+	t.Helper()
+	server, client = testutil.NewNode(t, serverOpts...), testutil.NewNode(t, clientOpts...)
+	if err := client.Connect(ctx(t), server.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	ss := newSockets(t, server)
+	cs = newSockets(t, client)
+	a = newAdv(t, adv.Unicast)
+	l, err := ss.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return server, client, cs, l, a, pipe.ToPeers(server.AddrInfo())
+}
+
 // TestPoolBeyondTheNodesSocketStreams: a client keeps a pool of sockets
 // to one server, all accepted and held open, and dials one more than the
 // server's node lets one peer hold (node.WithSocketStreamsPerPeer). The
@@ -33,19 +52,9 @@ func TestPoolBeyondTheNodesSocketStreams(t *testing.T) {
 		{"bound raised", testutil.LoopbackTCP, pool + 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := testutil.NewNode(t, node.WithListenAddrs(tc.transport), node.WithSocketStreamsPerPeer(tc.bound))
-			client := testutil.NewNode(t, node.WithListenAddrs(tc.transport))
-			if err := client.Connect(ctx(t), server.AddrInfo()); err != nil {
-				t.Fatal(err)
-			}
-			ss, cs := newSockets(t, server), newSockets(t, client)
-			a := newAdv(t, adv.Unicast)
-			l, err := ss.Listen(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			to := pipe.ToPeers(server.AddrInfo())
+			server, _, cs, l, a, to := poolRig(t,
+				[]node.Option{node.WithListenAddrs(tc.transport), node.WithSocketStreamsPerPeer(tc.bound)},
+				[]node.Option{node.WithListenAddrs(tc.transport)})
 			for i := range pool {
 				c, err := cs.Dial(ctx(t), a, to)
 				if err != nil {
@@ -94,19 +103,7 @@ func TestPoolBeyondThisNodesOwnStreams(t *testing.T) {
 		{"raised", []node.Option{node.WithSocketStreamsPerPeer(160)}, 160},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := testutil.NewNode(t, node.WithSocketStreamsPerPeer(256))
-			client := testutil.NewNode(t, tc.opts...)
-			if err := client.Connect(ctx(t), server.AddrInfo()); err != nil {
-				t.Fatal(err)
-			}
-			ss, cs := newSockets(t, server), newSockets(t, client)
-			a := newAdv(t, adv.Unicast)
-			l, err := ss.Listen(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			to := pipe.ToPeers(server.AddrInfo())
+			_, client, cs, l, a, to := poolRig(t, []node.Option{node.WithSocketStreamsPerPeer(256)}, tc.opts)
 			for held := 0; ; held++ {
 				refused := client.GateStats().StreamsRefused
 				c, err := cs.Dial(ctx(t), a, to)
