@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -55,8 +56,8 @@ func (f form) marshal(what string, limit int) ([]byte, error) {
 	return b, nil
 }
 
-// parseForm reads what marshal wrote within the form's bounds; its maps
-// are never nil. Errors wrap ErrCorrupt.
+// parseForm reads what marshal wrote within the form's bounds. Errors
+// wrap ErrCorrupt.
 func parseForm(b []byte, what string, limit int) (form, error) {
 	var f form
 	if strings.HasPrefix(string(b), "P2AM") {
@@ -86,12 +87,6 @@ func parseForm(b []byte, what string, limit int) (form, error) {
 		if badName(name) || c == nil {
 			return f, fmt.Errorf("%w: decoder %q", ErrCorrupt, name)
 		}
-	}
-	if f.Codecs == nil {
-		f.Codecs = map[string]*codecStats{}
-	}
-	if f.Decode == nil {
-		f.Decode = map[string]*curve{}
 	}
 	return f, nil
 }
@@ -128,7 +123,8 @@ func parseModels(b []byte) (*Models, error) {
 		return nil, err
 	}
 	m := NewModels()
-	m.codecs, m.own.dec = f.Codecs, f.Decode
+	maps.Copy(m.codecs, f.Codecs)
+	maps.Copy(m.own.dec, f.Decode)
 	return m, nil
 }
 
