@@ -300,7 +300,7 @@ func (s *Scheme) encodeWith(c candidate, e message.Element, k kind, key cacheKey
 	if err != nil {
 		return e, 0, err
 	}
-	s.models.recordEncode(c.spec, k, len(e.Data), len(enc.Data), dt)
+	s.models.recordEncode(c.spec, k, true, len(e.Data), len(enc.Data), dt)
 	if surprising(len(enc.Data), est) {
 		s.forget(key)
 	}

@@ -11,7 +11,7 @@ import (
 
 // Teach records that encoding e with spec gave out bytes in d.
 func (m *Models) Teach(spec string, e message.Element, out int, d time.Duration) {
-	m.recordEncode(spec, classify(e), len(e.Data), out, d)
+	m.recordEncode(spec, classify(e), true, len(e.Data), out, d)
 }
 
 // TeachDecode records that decoding in bytes into n with codec took d.

@@ -63,17 +63,18 @@ func (m *Models) stats(spec string) *codecStats {
 }
 
 // recordEncode records that encoding n bytes of kind k with spec took d
-// and gave out bytes, header included.
-func (m *Models) recordEncode(spec string, k kind, n, out int, d time.Duration) {
+// and gave out bytes, header included. Unless ofKind, only k's class
+// learns it: calibration's samples are not the user's content.
+func (m *Models) recordEncode(spec string, k kind, ofKind bool, n, out int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats(spec)
 	kc := s.Size[k]
-	if kc == nil && len(s.Size) < maxKinds { // beyond, the class's curve serves
+	if ofKind && kc == nil && len(s.Size) < maxKinds { // beyond, the class's curve serves
 		kc = new(curve)
 		s.Size[k] = kc
 	}
-	if kc != nil {
+	if ofKind && kc != nil {
 		kc.add(n, float64(out), false)
 	}
 	s.Class[k.class].add(n, float64(out), false)
@@ -284,11 +285,7 @@ func (m *Models) calibrate(codecs []encoding.Codec, clock clock) {
 			}
 			m.recordDecode(c.Name(), len(doc), dec)
 			k := classify(message.Element{MIME: message.XMLUTF8, Data: doc})
-			m.mu.Lock()
-			s := m.stats(specOf(c))
-			s.Class[k.class].add(len(doc), float64(len(enc)+headerEstimate), false)
-			s.Enc[k.class].add(len(doc), float64(dt), true)
-			m.mu.Unlock()
+			m.recordEncode(specOf(c), k, false, len(doc), len(enc)+headerEstimate, dt)
 			if dt > calibrationBudget {
 				break
 			}
