@@ -53,14 +53,6 @@ import (
 // identity is the spec of the choice to send an element as it is.
 const identity = "identity"
 
-// clock tells the time; the scheme times encodes, decodes and exchanges
-// with it. Tests inject one.
-type clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // Peer is what the scheme knows of the receiver, and where it reports
 // what it sees of the path: package pathinfo's Monitor implements it.
 type Peer interface {
@@ -123,7 +115,7 @@ func specOf(c encoding.Codec) string {
 // Codecs the models know nothing of are measured first on a built-in
 // sample (a few tens of milliseconds).
 func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
-	cfg := config{clock: systemClock{}, share: defaultShare}
+	cfg := config{share: defaultShare}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -154,12 +146,12 @@ func New(codecs []encoding.Codec, opts ...Option) (*Scheme, error) {
 			todo = append(todo, c)
 		}
 	}
-	dec, err := encoding.NewDecoder(append(slices.Clone(cfg.encOpts), cfg.models.timeDecodes(cfg.clock))...)
+	dec, err := encoding.NewDecoder(append(slices.Clone(cfg.encOpts), cfg.models.TimeDecodes())...)
 	if err != nil {
 		return nil, err
 	}
 	s.dec = dec
-	cfg.models.calibrate(todo, cfg.clock)
+	cfg.models.calibrate(todo)
 	return s, nil
 }
 
@@ -174,7 +166,7 @@ func (s *Scheme) Sending(m *message.Message) {
 	n, encoded := messageSize(m)
 	s.xmu.Lock()
 	if !s.x.open {
-		s.x = exchange{open: true, start: s.clock.Now()}
+		s.x = exchange{open: true, start: time.Now()}
 	}
 	s.x.bytes += n
 	s.x.encoded = s.x.encoded || encoded
@@ -192,6 +184,6 @@ func (s *Scheme) Delivered(ok bool) {
 	s.x = exchange{}
 	s.xmu.Unlock()
 	if ok && x.open && !x.encoded && s.peer != nil {
-		s.peer.ObserveExchange(x.bytes, s.clock.Now().Sub(x.start))
+		s.peer.ObserveExchange(x.bytes, time.Since(x.start))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -30,7 +31,6 @@ func TestMain(m *testing.M) {
 //
 // taught to the models directly, so decisions are exact arithmetic.
 type world struct {
-	clock        *fakeClock
 	fast, strong *fakeCodec
 	models       *adaptive.Models
 }
@@ -38,9 +38,9 @@ type world struct {
 const docSize = 100_000
 
 func newWorld() *world {
-	w := &world{clock: newFakeClock(), models: adaptive.NewModels()}
-	w.fast = &fakeCodec{name: "fast", level: 1, pad: 0.3, enc: 2, dec: 1, clock: w.clock, period: 64}
-	w.strong = &fakeCodec{name: "strong", level: 9, pad: 0.05, enc: 50, dec: 4, clock: w.clock, period: 64}
+	w := &world{models: adaptive.NewModels()}
+	w.fast = &fakeCodec{name: "fast", level: 1, pad: 0.3, enc: 2, dec: 1, period: 64}
+	w.strong = &fakeCodec{name: "strong", level: 9, pad: 0.05, enc: 50, dec: 4, period: 64}
 	for _, n := range []int{1000, docSize} {
 		for _, c := range []*fakeCodec{w.fast, w.strong} {
 			w.models.Teach(encoding.Header{Codec: c.Name(), Params: c.Params()}.Spec().String(), doc(n), int(c.pad*float64(n))+64, time.Duration(n)*c.enc)
@@ -54,7 +54,7 @@ func doc(n int) message.Element { return encoding.Producer{}.XML("", "doc", peri
 
 func (w *world) scheme(t testing.TB, opts ...adaptive.Option) *adaptive.Scheme {
 	t.Helper()
-	all := append([]adaptive.Option{adaptive.WithModels(w.models), adaptive.WithClock(w.clock), adaptive.WithExploration(0),
+	all := append([]adaptive.Option{adaptive.WithModels(w.models), adaptive.WithExploration(0),
 		adaptive.WithEncoding(encoding.WithRegistry(mustRegistry(w.fast, w.strong)))}, opts...)
 	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, all...)
 	if err != nil {
@@ -171,6 +171,10 @@ func TestSmallElementsGoAsTheyAre(t *testing.T) {
 // A remembered decision stands while the path stays, and is made afresh
 // when the path moves by more than a quarter.
 func TestDecisionFollowsAChangingPath(t *testing.T) {
+	synctest.Test(t, testDecisionFollowsAChangingPath)
+}
+
+func testDecisionFollowsAChangingPath(t *testing.T) {
 	w := newWorld()
 	p := path(1e9)
 	var mu sync.Mutex
@@ -189,7 +193,9 @@ func TestDecisionFollowsAChangingPath(t *testing.T) {
 
 // An encode whose size is far from its estimate has the next element
 // decided afresh, from what it taught.
-func TestSurpriseEndsReuse(t *testing.T) {
+func TestSurpriseEndsReuse(t *testing.T) { synctest.Test(t, testSurpriseEndsReuse) }
+
+func testSurpriseEndsReuse(t *testing.T) {
 	w := newWorld()
 	// The models believe strong:9 compresses to 1%; it gives 5%.
 	for _, n := range []int{1000, docSize} {
@@ -212,17 +218,20 @@ func TestSurpriseEndsReuse(t *testing.T) {
 // Encoding teaches the models; the receiver decodes through the pipe
 // adapters and learns its decode times, which is its profile.
 func TestEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
+	synctest.Test(t, testEncodeDecodeThroughAdaptersAndLearn)
+}
+
+func testEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
 	w := newWorld()
 	fresh := adaptive.NewModels()
 	var sent string
-	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(fresh), adaptive.WithClock(w.clock),
-		adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
+	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(fresh), adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
 		adaptive.WithTrace(func(d adaptive.Decision) { sent = d.Sent.Spec }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rmodels := adaptive.NewModels()
-	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(w.fast, w.strong)), rmodels.TimeDecodesWith(w.clock))
+	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(w.fast, w.strong)), rmodels.TimeDecodes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,11 +275,15 @@ func TestEncodeDecodeThroughAdaptersAndLearn(t *testing.T) {
 // everything went as it is; a failed flush, or an exchange with an
 // encoded element, reports nothing.
 func TestExchangesAreTimedThroughTheOutput(t *testing.T) {
+	synctest.Test(t, testExchangesAreTimedThroughTheOutput)
+}
+
+func testExchangesAreTimedThroughTheOutput(t *testing.T) {
 	w := newWorld()
 	p := path(1e9) // as is
 	s := w.scheme(t, adaptive.WithPeer(p))
 	a, b := memPipe()
-	fl := &flusher{memEnd: a, clock: w.clock, took: 30 * time.Millisecond}
+	fl := &flusher{memEnd: a, took: 30 * time.Millisecond}
 	out, err := encoding.NewOutput(fl, s)
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +323,7 @@ func TestExchangesAreTimedThroughTheOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-a.out
-	w.clock.Advance(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
 	b.Send(ctx, message.New(message.Text("", "ack", "1")))
 	if _, err := bidi.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -320,28 +333,28 @@ func TestExchangesAreTimedThroughTheOutput(t *testing.T) {
 	}
 }
 
-// flusher is a Sender whose Flush takes a set time on the fake clock.
+// flusher is a Sender whose Flush takes a set time.
 type flusher struct {
 	*memEnd
-	clock *fakeClock
-	took  time.Duration
-	err   error
+	took time.Duration
+	err  error
 }
 
 func (f *flusher) Flush(context.Context) error {
 	<-f.out
-	f.clock.Advance(f.took)
+	time.Sleep(f.took)
 	return f.err
 }
 
-func TestFallbackWhenEncodingGrows(t *testing.T) {
+func TestFallbackWhenEncodingGrows(t *testing.T) { synctest.Test(t, testFallbackWhenEncodingGrows) }
+
+func testFallbackWhenEncodingGrows(t *testing.T) {
 	w := newWorld()
-	bloat := &fakeCodec{name: "bloat", level: 1, pad: 2, enc: 1, dec: 1, clock: w.clock, period: 64}
+	bloat := &fakeCodec{name: "bloat", level: 1, pad: 2, enc: 1, dec: 1, period: 64}
 	// The models believe it compresses to nothing.
 	w.models.Teach("bloat:1", doc(docSize), 10, time.Microsecond)
 	w.models.TeachDecode("bloat", docSize, 10, time.Microsecond)
-	s, err := adaptive.New([]encoding.Codec{bloat}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
-		adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
+	s, err := adaptive.New([]encoding.Codec{bloat}, adaptive.WithModels(w.models), adaptive.WithExploration(0), adaptive.WithPeer(path(100e3)),
 		adaptive.WithTrace(func(d adaptive.Decision) {
 			if d.Best == 0 || d.Sent.Size != docSize || d.Sent.Spec != adaptive.Identity {
 				t.Errorf("decision %+v: want a fallback to the element as it is", d)
@@ -364,14 +377,17 @@ func TestFallbackWhenEncodingGrows(t *testing.T) {
 }
 
 func TestFirstSightTrialsEachCandidateOnce(t *testing.T) {
+	synctest.Test(t, testFirstSightTrialsEachCandidateOnce)
+}
+
+func testFirstSightTrialsEachCandidateOnce(t *testing.T) {
 	w := newWorld()
-	novel := &fakeCodec{name: "novel", level: 3, pad: 0.01, enc: 3, dec: 1, clock: w.clock, period: 64}
+	novel := &fakeCodec{name: "novel", level: 3, pad: 0.01, enc: 3, dec: 1, period: 64}
 	w.models.TeachDecode("novel", docSize, docSize/100, docSize)
 	// Known on other content only: a first sight on this kind.
 	w.models.Teach("novel:3", message.Element{Data: []byte(strings.Repeat("x", docSize))}, docSize, time.Duration(docSize)*3)
 	var trials []string
-	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, novel}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
-		adaptive.WithPeer(path(10e6)), adaptive.WithTrace(func(d adaptive.Decision) { trials = append(trials, d.Trials...) }))
+	s, err := adaptive.New([]encoding.Codec{w.fast, w.strong, novel}, adaptive.WithModels(w.models), adaptive.WithPeer(path(10e6)), adaptive.WithTrace(func(d adaptive.Decision) { trials = append(trials, d.Trials...) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,16 +410,17 @@ func TestFirstSightTrialsEachCandidateOnce(t *testing.T) {
 // teaches changes the decision: strong:9 was learnt compressing to 12%
 // in 2 ms, 4.1 ms in all at 10 MB/s against fast:1's 3.8, and compresses
 // this content to 0.3%.
-func TestNearTieIsTriedOnThisContent(t *testing.T) {
+func TestNearTieIsTriedOnThisContent(t *testing.T) { synctest.Test(t, testNearTieIsTriedOnThisContent) }
+
+func testNearTieIsTriedOnThisContent(t *testing.T) {
 	w := newWorld()
-	better := &fakeCodec{name: "strong", level: 9, pad: 0.002, enc: 20, dec: 4, clock: w.clock, period: 64}
+	better := &fakeCodec{name: "strong", level: 9, pad: 0.002, enc: 20, dec: 4, period: 64}
 	p := path(10e6)
 	for range 40 {
 		w.models.Teach("strong:9", doc(docSize), 12_000, time.Duration(docSize)*20)
 	}
 	var trials []string
-	s, err := adaptive.New([]encoding.Codec{w.fast, better}, adaptive.WithModels(w.models), adaptive.WithClock(w.clock),
-		adaptive.WithPeer(p), adaptive.WithExploration(1), adaptive.WithTrace(func(d adaptive.Decision) { trials = append(trials, d.Trials...) }))
+	s, err := adaptive.New([]encoding.Codec{w.fast, better}, adaptive.WithModels(w.models), adaptive.WithPeer(p), adaptive.WithExploration(1), adaptive.WithTrace(func(d adaptive.Decision) { trials = append(trials, d.Trials...) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,6 +442,10 @@ func TestNearTieIsTriedOnThisContent(t *testing.T) {
 }
 
 func TestNoExplorationTriesNothingUnsent(t *testing.T) {
+	synctest.Test(t, testNoExplorationTriesNothingUnsent)
+}
+
+func testNoExplorationTriesNothingUnsent(t *testing.T) {
 	w := newWorld()
 	s := w.scheme(t, adaptive.WithPeer(path(100e3)))
 	for range 20 {
@@ -437,7 +458,9 @@ func TestNoExplorationTriesNothingUnsent(t *testing.T) {
 	}
 }
 
-func TestConcurrentEncode(t *testing.T) {
+func TestConcurrentEncode(t *testing.T) { synctest.Test(t, testConcurrentEncode) }
+
+func testConcurrentEncode(t *testing.T) {
 	w := newWorld()
 	s := w.scheme(t, adaptive.WithPeer(path(1e6)), adaptive.WithExploration(0.01))
 	var wg sync.WaitGroup
@@ -466,7 +489,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"twice", []encoding.Codec{w.fast, w.fast}, nil},
 		{"nil models", []encoding.Codec{w.fast}, []adaptive.Option{adaptive.WithModels(nil)}},
 		{"nil peer", []encoding.Codec{w.fast}, []adaptive.Option{adaptive.WithPeer(nil)}},
-		{"nil clock", []encoding.Codec{w.fast}, []adaptive.Option{adaptive.WithClock(nil)}},
 		{"share", []encoding.Codec{w.fast}, []adaptive.Option{adaptive.WithExploration(2)}},
 		{"limits", []encoding.Codec{w.fast}, []adaptive.Option{adaptive.WithEncoding(encoding.WithLimits(10, 5))}},
 	} {
@@ -528,7 +550,9 @@ func (e *memEnd) Receive(ctx context.Context) (*message.Message, error) {
 // WithEncoding's selector adds elements to those a Producer marked: on a
 // DSL line the scheme encodes marked elements and the ones the selector
 // picks, and leaves the others as they are; Decode restores them all.
-func TestWithEncodingSelector(t *testing.T) {
+func TestWithEncodingSelector(t *testing.T) { synctest.Test(t, testWithEncodingSelector) }
+
+func testWithEncodingSelector(t *testing.T) {
 	w := newWorld()
 	s := w.scheme(t, adaptive.WithPeer(path(100e3)), adaptive.WithEncoding(encoding.WithSelector(encoding.ByName("big"))))
 	plain := func(name string, n int) message.Element {

@@ -1,7 +1,6 @@
 package adaptive
 
 import (
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -27,14 +26,7 @@ func (m *Models) MarshalBinary() ([]byte, error) { return m.marshal() }
 // KindOf is the kind of e, as a Decision names it.
 func KindOf(e message.Element) string { return classify(e).String() }
 
-// The test clock and the identity choice.
-type Clock = clock
-
+// The identity choice.
 const Identity = identity
 
-var WithClock = withClock
-
 var WithExploration = withExploration
-
-// TimeDecodesWith is TimeDecodes with a test clock.
-func (m *Models) TimeDecodesWith(cl Clock) encoding.Option { return m.timeDecodes(cl) }

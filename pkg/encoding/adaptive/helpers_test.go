@@ -10,36 +10,15 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
-// fakeClock is a clock that moves only when told: codecs advance it by
-// the time they are supposed to take.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // fakeCodec "compresses" periodic data (its period at the start) to its
-// period plus padding of pad·n bytes, and takes a set time per byte on the
-// fake clock: a codec whose ratio and speeds a test chooses.
+// period plus padding of pad·n bytes, and takes a set time per byte
+// (sleeping: exact in a testing/synctest bubble's virtual time): a codec
+// whose ratio and speeds a test chooses.
 type fakeCodec struct {
 	name     string
 	level    int
 	pad      float64       // payload bytes per input byte, beyond the period
 	enc, dec time.Duration // per input byte
-	clock    *fakeClock
 	period   int
 	encodes  int
 	mu       sync.Mutex
@@ -52,7 +31,7 @@ func (f *fakeCodec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) 
 	f.mu.Lock()
 	f.encodes++
 	f.mu.Unlock()
-	f.clock.Advance(time.Duration(len(src)) * f.enc)
+	time.Sleep(time.Duration(len(src)) * f.enc)
 	p := min(f.period, len(src))
 	dst = binary.AppendUvarint(dst, uint64(len(src)))
 	dst = binary.AppendUvarint(dst, uint64(p))
@@ -71,7 +50,7 @@ func (f *fakeCodec) Decode(dst, src []byte, _ encoding.Params, _ encoding.Bindin
 		return dst, encoding.ErrCorrupt
 	}
 	pat := src[k : k+int(p)]
-	f.clock.Advance(time.Duration(n) * f.dec)
+	time.Sleep(time.Duration(n) * f.dec)
 	for len(dst) < int(n) {
 		dst = append(dst, pat[:min(len(pat), int(n)-len(dst))]...)
 	}

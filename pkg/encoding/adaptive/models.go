@@ -199,11 +199,9 @@ func (m *Models) firstTry(spec string, k kind, n int) bool {
 // a receiver learns the decode Profile it serves its senders from. A
 // refused element teaches it nothing: a hostile peer chose its decode's
 // cost (a payload that decodes to other than its header records).
-func (m *Models) TimeDecodes() encoding.Option { return m.timeDecodes(systemClock{}) }
-
-func (m *Models) timeDecodes(clock clock) encoding.Option {
+func (m *Models) TimeDecodes() encoding.Option {
 	return encoding.WithDecodeWrap(func(c encoding.Codec) encoding.Codec {
-		return &timedCodec{Codec: c, models: m, clock: clock}
+		return &timedCodec{Codec: c, models: m}
 	})
 }
 
@@ -212,7 +210,6 @@ func (m *Models) timeDecodes(clock clock) encoding.Option {
 type timedCodec struct {
 	encoding.Codec
 	models *Models
-	clock  clock
 	n      int           // bytes the decode gave, 0 until one succeeds
 	took   time.Duration // how long it took
 }
@@ -220,10 +217,10 @@ type timedCodec struct {
 var _ encoding.DecodeAccepter = (*timedCodec)(nil)
 
 func (t *timedCodec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, max int) ([]byte, error) {
-	t0 := t.clock.Now()
+	t0 := time.Now()
 	out, err := t.Codec.Decode(dst, src, p, b, max)
 	if err == nil {
-		t.n, t.took = len(out)-len(dst), t.clock.Now().Sub(t0)
+		t.n, t.took = len(out)-len(dst), time.Since(t0)
 	}
 	return out, err
 }
@@ -263,17 +260,17 @@ var calibrationSamples = sync.OnceValue(func() [][]byte {
 // descheduled run does not stand; a codec that takes more than
 // calibrationBudget on a sample is extrapolated beyond it, and one that
 // fails on the samples (a key is missing) is skipped.
-func (m *Models) calibrate(codecs []encoding.Codec, clock clock) {
+func (m *Models) calibrate(codecs []encoding.Codec) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
 		for _, doc := range calibrationSamples() {
 			var enc []byte
-			dt, err := fastest(clock, func() (err error) { enc, err = c.Encode(enc[:0], doc, b); return err })
+			dt, err := fastest(func() (err error) { enc, err = c.Encode(enc[:0], doc, b); return err })
 			if err != nil {
 				break
 			}
 			dst := make([]byte, 0, len(doc))
-			dec, err := fastest(clock, func() error {
+			dec, err := fastest(func() error {
 				out, err := c.Decode(dst, enc, c.Params(), b, len(doc))
 				if err == nil && len(out) != len(doc) {
 					err = encoding.ErrCorrupt
@@ -315,19 +312,19 @@ func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 			todo = append(todo, c)
 		}
 	}
-	m.calibrate(todo, systemClock{})
+	m.calibrate(todo)
 }
 
 // fastest runs f three times, the first as a warm-up, and returns the
 // faster of the other two.
-func fastest(clock clock, f func() error) (time.Duration, error) {
+func fastest(f func() error) (time.Duration, error) {
 	var best time.Duration
 	for i := range 3 {
-		t0 := clock.Now()
+		t0 := time.Now()
 		if err := f(); err != nil {
 			return 0, err
 		}
-		if d := clock.Now().Sub(t0); i == 1 || i == 2 && d < best {
+		if d := time.Since(t0); i == 1 || i == 2 && d < best {
 			best = d
 		}
 	}

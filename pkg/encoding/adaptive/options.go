@@ -13,7 +13,6 @@ type config struct {
 	models  *Models
 	peer    Peer
 	encOpts []encoding.Option
-	clock   clock
 	share   float64
 	trace   func(Decision)
 }
@@ -57,18 +56,6 @@ func WithPeer(p Peer) Option {
 func WithEncoding(opts ...encoding.Option) Option {
 	return func(c *config) error {
 		c.encOpts = append(c.encOpts, opts...)
-		return nil
-	}
-}
-
-// withClock sets the clock encodes, decodes and exchanges are timed with
-// (tests). Default: the system clock.
-func withClock(cl clock) Option {
-	return func(c *config) error {
-		if cl == nil {
-			return fmt.Errorf("%w: nil clock", encoding.ErrBadOption)
-		}
-		c.clock = cl
 		return nil
 	}
 }

@@ -129,7 +129,7 @@ func FuzzParseModels(f *testing.F) {
 		}
 		// Whatever was parsed must be usable.
 		w := newWorld()
-		s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(m), adaptive.WithClock(w.clock))
+		s, err := adaptive.New([]encoding.Codec{w.fast, w.strong}, adaptive.WithModels(m))
 		if err != nil {
 			t.Fatal(err)
 		}

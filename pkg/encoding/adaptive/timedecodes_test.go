@@ -57,7 +57,7 @@ func TestRefusedDecodesTeachNothing(t *testing.T) {
 	models := adaptive.NewModels()
 	receiver, _ := seal.New(seal.WithPSK("k", key))
 	dec, err := encoding.NewDecoder(encoding.WithRegistry(mustRegistry(z, receiver)), encoding.WithPipeID(timedPipe),
-		models.TimeDecodesWith(newFakeClock()))
+		models.TimeDecodes())
 	if err != nil {
 		t.Fatal(err)
 	}
