@@ -89,14 +89,14 @@ type Scheme struct {
 	x   exchange
 }
 
-// exchange is what the scheme sent since the last acknowledgement.
-// encoded says an element of it went encoded: its time is then the path's
-// and the receiver's decode's, the latter known only as well as the
-// receiver's profile.
+// exchange is what the scheme sent since the last acknowledgement, from
+// start (zero: nothing). encoded says an element of it went encoded: its
+// time is then the path's and the receiver's decode's, the latter known
+// only as well as the receiver's profile.
 type exchange struct {
-	open, encoded bool
-	start         time.Time
-	bytes         int
+	encoded bool
+	start   time.Time
+	bytes   int
 }
 
 var (
@@ -165,8 +165,8 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 func (s *Scheme) Sending(m *message.Message) {
 	n, encoded := messageSize(m)
 	s.xmu.Lock()
-	if !s.x.open {
-		s.x = exchange{open: true, start: time.Now()}
+	if s.x.start.IsZero() {
+		s.x.start = time.Now()
 	}
 	s.x.bytes += n
 	s.x.encoded = s.x.encoded || encoded
@@ -183,7 +183,7 @@ func (s *Scheme) Delivered(ok bool) {
 	x := s.x
 	s.x = exchange{}
 	s.xmu.Unlock()
-	if ok && x.open && !x.encoded && s.peer != nil {
+	if ok && !x.start.IsZero() && !x.encoded && s.peer != nil {
 		s.peer.ObserveExchange(x.bytes, time.Since(x.start))
 	}
 }
