@@ -304,14 +304,13 @@ const headerEstimate = 32
 // before it has received any (and its encodes are known when it sends).
 func (m *Models) CalibrateDecode(reg *encoding.Registry) {
 	var todo []encoding.Codec
+	m.mu.Lock()
 	for _, name := range reg.Names() {
-		m.mu.Lock()
-		known := m.own.dec[name] != nil
-		m.mu.Unlock()
-		if c, err := reg.Lookup(name); err == nil && !known {
+		if c, err := reg.Lookup(name); err == nil && m.own.dec[name] == nil {
 			todo = append(todo, c)
 		}
 	}
+	m.mu.Unlock()
 	m.calibrate(todo)
 }
 
