@@ -477,6 +477,35 @@ func testConcurrentEncode(t *testing.T) {
 	s.Wait()
 }
 
+// New measures on the built-in samples the codecs its models know
+// nothing of, encoding or decoding, and only those: models that hold a
+// codec's sizes (a models file) but no encode time still have it measured.
+func TestNewCalibratesUnknownCodecs(t *testing.T) { synctest.Test(t, testNewCalibratesUnknownCodecs) }
+
+func testNewCalibratesUnknownCodecs(t *testing.T) {
+	sizesOnly, err := adaptive.ParseModels([]byte(`{"version":2,"codecs":{"fast:1":{"size":{"text/xml/high":[[1,1000,300]]}}},"decode":{"fast":[[1,1000,1000]]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		models   *adaptive.Models
+		measured bool
+	}{
+		{"empty", adaptive.NewModels(), true},
+		{"taught", newWorld().models, false},
+		{"sizes only", sizesOnly, true},
+	} {
+		fast := &fakeCodec{name: "fast", level: 1, pad: 0.3, enc: 2, dec: 1, period: 64}
+		if _, err := adaptive.New([]encoding.Codec{fast}, adaptive.WithModels(tc.models)); err != nil {
+			t.Fatal(err)
+		}
+		if got := fast.Encodes() > 0; got != tc.measured {
+			t.Errorf("%s models: measured %v, want %v", tc.name, got, tc.measured)
+		}
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	w := newWorld()
 	for _, tc := range []struct {

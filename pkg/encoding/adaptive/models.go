@@ -118,15 +118,7 @@ func (m *Models) knows(spec, name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.codecs[spec]
-	if s == nil || m.own.dec[name] == nil {
-		return false
-	}
-	for i := range s.Enc {
-		if !s.Enc[i].empty() {
-			return true
-		}
-	}
-	return false
+	return s != nil && m.own.dec[name] != nil && slices.ContainsFunc(s.Enc[:], func(c curve) bool { return !c.empty() })
 }
 
 // predictSize predicts the encoded size of n bytes of kind k with spec,
