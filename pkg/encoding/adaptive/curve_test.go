@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -41,5 +42,25 @@ func TestCurve(t *testing.T) {
 	var empty curve
 	if empty.at(5, false).ok || !empty.empty() {
 		t.Fatal("an empty curve knows something")
+	}
+}
+
+// TestTriedBounded: the first-sight trials remembered are bounded, however
+// many media types the content declares; past the bound they start
+// afresh, so a trial is made again, never skipped for a kind not tried.
+func TestTriedBounded(t *testing.T) {
+	m := NewModels()
+	for i := range 3 * maxTried {
+		k := kind{mime: fmt.Sprintf("application/x-%d", i), class: 3}
+		if !m.firstTry("zstd:3", k, 1000) {
+			t.Fatalf("kind %d: not tried the first time", i)
+		}
+		if len(m.tried) > maxTried {
+			t.Fatalf("%d first-sight trials remembered, bound %d", len(m.tried), maxTried)
+		}
+	}
+	k := kind{mime: "text/xml", class: 3}
+	if !m.firstTry("zstd:3", k, 1000) || m.firstTry("zstd:3", k, 1000) {
+		t.Fatal("a kind seen once is tried again at once")
 	}
 }

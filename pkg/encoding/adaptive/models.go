@@ -24,7 +24,7 @@ type Models struct {
 	codecs map[string]*codecStats // by spec, "zstd:3"
 	own    Profile                // this node's decode times, under mu (Profile copies them)
 	// tried remembers the first-sight trials made (not persisted: a
-	// restarted node may look once more).
+	// restarted node may look once more), at most maxTried.
 	tried map[trialKey]bool
 }
 
@@ -173,6 +173,13 @@ func priorDecode(n int) time.Duration {
 	return 20*time.Microsecond + time.Duration(n)*4*time.Nanosecond
 }
 
+// maxTried bounds the first-sight trials remembered: as many as the size
+// curves a models file keeps of one codec (maxKinds), for each of the
+// size buckets a kind's elements commonly span (4). Kinds are the media
+// types the application's content declares: a node forwarding its peers'
+// content would otherwise remember every type they named.
+const maxTried = 4 * maxKinds
+
 // firstTry reports whether spec has not been tried on kind k at size n
 // yet, and marks it tried.
 func (m *Models) firstTry(spec string, k kind, n int) bool {
@@ -181,6 +188,9 @@ func (m *Models) firstTry(spec string, k kind, n int) bool {
 	key := trialKey{spec, k, bucketOf(n)}
 	if m.tried[key] {
 		return false
+	}
+	if len(m.tried) >= maxTried {
+		clear(m.tried) // forgetting costs a trial more per codec, kind and size
 	}
 	m.tried[key] = true
 	return true
