@@ -2,8 +2,8 @@
 // the bounds that share a resource out by host rather than by peer
 // identity, which costs nothing to make: JXTA's TCP transport's
 // connection slots and memory budget (pkg/jxtatcp), a socket listener's
-// backlog (pkg/socket). It sits below the transports and knows nothing of
-// them.
+// backlog (pkg/socket), a node's handshakes and DHT routing table
+// (pkg/node). It sits below the transports and knows nothing of them.
 //
 // A host is an IPv4 address, or an IPv6 /64: a host is given a whole /64
 // and picks addresses in it at will (RFC 4291's interface identifiers),

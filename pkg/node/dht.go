@@ -47,11 +47,13 @@ func WithDHT(mode DHTMode) Option {
 // records only, so value records (PUT_VALUE, any peer's signed public
 // key, one more thing to bound) are off: this DHT is p2pmsg's own, under
 // its own protocol, which is when kad-dht allows it. Its answers name
-// at most DHTMaxAddrsPerPeer addresses of each peer (see dhtHost).
-func startDHT(ctx context.Context, h host.Host, mode DHTMode, bootstrap []peer.AddrInfo, store *providerStore) (*dht.IpfsDHT, error) {
+// at most DHTMaxAddrsPerPeer addresses of each peer (see dhtHost), and
+// its routing table holds at most MaxRoutingPeersPerHost peers of one
+// remote host (see routingHosts).
+func startDHT(ctx context.Context, h host.Host, mode DHTMode, bootstrap []peer.AddrInfo, store *providerStore, rt *routingHosts) (*dht.IpfsDHT, error) {
 	m := map[DHTMode]dht.ModeOpt{DHTAuto: dht.ModeAuto, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}[mode]
 	d, err := dht.New(newDHTHost(h), dht.Mode(m), dht.ProtocolPrefix(DHTProtocolPrefix), dht.BootstrapPeers(bootstrap...),
-		dht.Datastore(store), dht.DisableValues())
+		dht.Datastore(store), dht.DisableValues(), dht.RoutingTablePeerDiversityFilter(rt))
 	if err != nil {
 		return nil, fmt.Errorf("node: DHT: %w", err)
 	}

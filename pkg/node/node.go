@@ -333,8 +333,10 @@ type Node struct {
 	// (see MDNSStats).
 	mdns *mdnsRunner
 	dht  *dht.IpfsDHT
-	// providers holds the DHT's records (see DHTStats).
+	// providers holds the DHT's records, routing counts its routing
+	// table's places by host (see DHTStats).
 	providers *providerStore
+	routing   *routingHosts
 	// gate refuses relayed connections from strangers and counts what
 	// the node refuses (see GateStats).
 	gate *gate
@@ -421,8 +423,8 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	if c.dht {
-		n.providers = newProviderStore()
-		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap, n.providers); err != nil {
+		n.providers, n.routing = newProviderStore(), newRoutingHosts(h.Network(), MaxRoutingPeersPerHost)
+		if n.dht, err = startDHT(ctx, h, c.dhtMode, c.bootstrap, n.providers, n.routing); err != nil {
 			n.Close()
 			return nil, err
 		}

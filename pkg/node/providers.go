@@ -29,7 +29,8 @@ const (
 	maxProviders = 256 << 10
 )
 
-// DHTStats counts what the node's DHT server keeps for other peers.
+// DHTStats counts what the node's DHT keeps for other peers and what it
+// refuses them.
 type DHTStats struct {
 	// ProviderRecords is the provider records stored.
 	ProviderRecords int
@@ -40,6 +41,10 @@ type DHTStats struct {
 	// ProvidersReplaced counts records dropped, the store full, for a
 	// record of a peer holding fewer.
 	ProvidersReplaced uint64
+	// RoutingRefused counts the times a peer was refused a place in the
+	// routing table because its host held MaxRoutingPeersPerHost (a peer
+	// is refused again each time the DHT finds it anew).
+	RoutingRefused uint64
 }
 
 // DHTStats returns the DHT's counters; zero without WithDHT.
@@ -50,7 +55,7 @@ func (n *Node) DHTStats() DHTStats {
 	n.providers.mu.Lock()
 	defer n.providers.mu.Unlock()
 	return DHTStats{ProviderRecords: n.providers.total, ProvidersRefused: n.providers.refused.Load(),
-		ProvidersReplaced: n.providers.replaced.Load()}
+		ProvidersReplaced: n.providers.replaced.Load(), RoutingRefused: n.routing.refused.Load()}
 }
 
 // providerStore is the DHT's datastore: a map, whose provider records are
