@@ -1,6 +1,7 @@
 package endpoint_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -312,6 +314,75 @@ func TestRefusalsReachTheSender(t *testing.T) {
 	}
 }
 
+// TestRefusalsCostNoMoreThanFrames: a sender names a destination no
+// listener has, with the longest service and param, and then sends
+// frames of the smallest message that repeat it without naming it (2 +
+// 9 bytes each). Each is refused, and the sender told, but the receiver
+// must not write each refusal back at length (2 KiB for an 11-byte
+// frame): its answers take no more bytes than the frames, and every
+// refusal is in them.
+func TestRefusalsCostNoMoreThanFrames(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	b := newService(t, nodes[1])
+	st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	const frames = 20000
+	svc, param := strings.Repeat("s", endpoint.MaxNameLen), strings.Repeat("p", endpoint.MaxNameLen)
+	w := rawFrame(t, svc, param, message.New())
+	empty, err := wire.Append(nil, message.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeat := append([]byte{0, byte(len(empty))}, empty...)
+	for range frames - 1 {
+		w = append(w, repeat...)
+	}
+	go func() { st.Write(w); st.CloseWrite() }()
+	// Read the answers as a sender of another implementation would.
+	answers, err := io.ReadAll(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(bytes.NewReader(answers))
+	str := func() {
+		l, _ := binary.ReadUvarint(r)
+		r.Discard(int(l))
+	}
+	refusals := 0
+	for {
+		k, err := r.ReadByte()
+		if err == io.EOF {
+			break
+		}
+		switch k {
+		case 'H':
+			binary.ReadUvarint(r)
+			binary.ReadUvarint(r)
+		case 'R':
+			r.ReadByte()
+			str()
+			str()
+			str()
+			refusals++
+		case 'S':
+			refusals++
+		default:
+			t.Fatalf("record %q", k)
+		}
+	}
+	sent := b.Stats().RefusalsSent
+	t.Logf("%d frames in %d bytes: %d refusals answered in %d bytes (%d counted sent)", frames, len(w), refusals, len(answers), sent)
+	if refusals != frames || sent != frames {
+		t.Fatalf("%d refusals answered, %d counted, for %d frames refused", refusals, sent, frames)
+	}
+	if len(answers) > len(w) {
+		t.Fatalf("%d bytes of frames answered with %d bytes", len(w), len(answers))
+	}
+}
+
 // TestHostileBackChannel: a receiver that answers with garbage costs the
 // sender an error, not a panic or a hang.
 func TestHostileBackChannel(t *testing.T) {
@@ -323,6 +394,7 @@ func TestHostileBackChannel(t *testing.T) {
 		{'H', 1, 0x80, 0x80, 0x80, 1}, // a hello, then
 		append([]byte{'H', 1, 10, 'R', 1}, binary.AppendUvarint(nil, 1<<40)...), // a lying length
 		{'H', 1, 10, 'Z'}, // an unknown record
+		{'H', 1, 10, 'S'}, // "the previous refusal again" before any
 	}
 	for i, ans := range answers {
 		nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {

@@ -416,3 +416,42 @@ func TestBatchNamesItsDestinationOnce(t *testing.T) {
 		t.Fatalf("all %d frames named their destination", n.named)
 	}
 }
+
+// TestCutFlushReportsMaybeLost: a Flush whose context ends while the
+// receiver's listener still holds the first of the messages it covers
+// resets the stream under the rest; it must say they may be lost (no
+// later Flush knows of them), and the same when an earlier Send's failure
+// had already lost messages on that stream.
+func TestCutFlushReportsMaybeLost(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	if err := b.Register("slow", "", endpoint.ListenerFunc(func(_ context.Context, d *endpoint.Delivery) {
+		select {
+		case entered <- struct{}{}:
+			<-release
+		default:
+		}
+		d.Release()
+	})); err != nil {
+		t.Fatal(err)
+	}
+	defer close(release)
+	to := endpoint.PeerAddress(nodes[1].ID(), "slow", "")
+	for i := range 10 {
+		if err := a.Send(ctx(t), to, seqMessage(0, i, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-entered
+	fctx, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond) // ends while the listener holds on
+	defer cancel()
+	err := a.Flush(fctx, nodes[1].ID())
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Fatalf("a Flush cut while 9 messages were unread: %v, want the deadline and ErrMaybeLost", err)
+	}
+	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+		t.Fatalf("the next Flush: %v (the loss was reported once already)", err)
+	}
+}

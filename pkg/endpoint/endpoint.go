@@ -770,11 +770,9 @@ func (s *Service) handleStream(st network.Stream) {
 		}
 		if refused != 0 {
 			s.stats.refusalsSent.Add(1)
-			in.back = appendRefusal(in.back[:0], refused, service, param, reason)
-			in.wake()
-			if err := writeBack(st, in.back); err != nil {
-				st.Reset() // a sender that does not read its answers
-				return
+			in.refuse(refused, service, param, reason)
+			if in.backErr != nil {
+				return // a sender that does not read its answers: reset
 			}
 		}
 	}

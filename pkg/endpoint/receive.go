@@ -33,7 +33,13 @@ type inStream struct {
 	// of the message being decoded.
 	alloc   func(int) []byte
 	pending [][]byte
-	back    []byte // a refusal record being written
+	// back gathers refusal records to write (refuse.go); lastRefusal is
+	// the last one gathered (refused: there was one), backErr why the
+	// stream was reset writing them.
+	back        []byte
+	lastRefusal refusal
+	refused     bool
+	backErr     error
 	// elems is where small messages' elements are decoded, before they
 	// move into their delivery; last is deliver's cache.
 	elems []message.Element
@@ -61,15 +67,16 @@ func (in *inStream) wakeLater(w Waker) {
 	in.wakers = append(in.wakers, w)
 }
 
-// wake runs the deferred wakes. The reader calls it before anything that
-// can wait: reading from the network, waiting for the memory budget,
-// writing a refusal, returning.
+// wake runs the deferred wakes and writes the refusals gathered. The
+// reader calls it before anything that can wait: reading from the
+// network, waiting for the memory budget, returning.
 func (in *inStream) wake() {
 	for i, w := range in.wakers {
 		w.Wake()
 		in.wakers[i] = nil
 	}
 	in.wakers = in.wakers[:0]
+	in.writeBack()
 }
 
 // lastListener is the listener of the destination a stream carried last,

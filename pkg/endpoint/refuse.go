@@ -21,15 +21,21 @@ import (
 //
 //	'H' uvarint(version) uvarint(max message size)      once, first
 //	'R' code uvarint(len) service uvarint(len) param uvarint(len) reason
+//	'S'                                                  the previous 'R' again
 //
 // The hello tells the sender the receiver's limit, so a message over it
 // fails at the sender (ErrTooLarge) rather than as a reset stream. A
 // refusal says a message to service/param was not handed to any
 // listener: none was registered there (RefusedNoListener), or the one
-// registered refused it (RefusedByListener, Delivery.Refuse). Refusals are
-// written before the receiver reads the next frame, so they precede the
-// end of stream Flush waits for: Flush sees every refusal of the messages
-// it covers.
+// registered refused it (RefusedByListener, Delivery.Refuse). A refusal
+// like the stream's previous one (code, destination, reason) is the one
+// byte 'S', so that frames which do not name their destination (see the
+// package doc) cannot make the receiver write it back at length: the
+// back channel carries at most a byte per frame beyond the names the
+// sender wrote. Refusals are gathered and written before the receiver
+// waits for anything (the next frame's bytes, the memory budget) or
+// returns, so they precede the end of stream Flush waits for: Flush sees
+// every refusal of the messages it covers.
 
 // Refusal codes, in RefusedError.Code.
 const (
@@ -42,6 +48,7 @@ const (
 const (
 	recHello   = 'H'
 	recRefusal = 'R'
+	recSame    = 'S'
 	// backVersion is the back channel's version in the hello.
 	backVersion = 1
 	// MaxReasonLen bounds a refusal's reason, in bytes: a sentence, not a
@@ -60,6 +67,10 @@ const (
 	// maxRefusalKeys bounds the destinations whose refusals a sender
 	// keeps apart until they are reported; refusals for more are summed.
 	maxRefusalKeys = 256
+	// maxBackBatch is how many bytes of refusals a receiver gathers
+	// before it writes them, however many frames it has yet to read: a
+	// TLS record's worth.
+	maxBackBatch = 16 << 10
 )
 
 // ErrRefused is what a RefusedError unwraps to.
@@ -125,20 +136,60 @@ func (s *Service) hello() []byte {
 	return binary.AppendUvarint(b, uint64(s.opts.maxMessage))
 }
 
+// refusal is a refusal record's content.
+type refusal struct {
+	code                   byte
+	service, param, reason string
+}
+
+// refuse gathers the refusal of a message to service/param for the
+// sender, as the one byte recSame if it is the stream's previous refusal
+// again, and writes what is gathered once it reaches maxBackBatch.
+func (in *inStream) refuse(code byte, service, param, reason string) {
+	r := refusal{code, service, param, cutReason(reason)}
+	if in.refused && in.lastRefusal == r {
+		in.back = append(in.back, recSame)
+	} else {
+		in.back = appendRefusal(in.back, code, service, param, r.reason)
+		in.lastRefusal, in.refused = r, true
+	}
+	if len(in.back) >= maxBackBatch {
+		in.writeBack()
+	}
+}
+
 // appendRefusal appends a refusal record.
 func appendRefusal(b []byte, code byte, service, param, reason string) []byte {
-	if len(reason) > MaxReasonLen {
-		reason = reason[:MaxReasonLen]
-		for !utf8.ValidString(reason) { // do not cut a character in two
-			reason = reason[:len(reason)-1]
-		}
-	}
 	b = append(b, recRefusal, code)
-	for _, s := range []string{service, param, reason} {
+	for _, s := range []string{service, param, cutReason(reason)} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
 	return b
+}
+
+// cutReason cuts a reason to MaxReasonLen bytes, not a character in two.
+func cutReason(reason string) string {
+	if len(reason) > MaxReasonLen {
+		reason = reason[:MaxReasonLen]
+		for !utf8.ValidString(reason) {
+			reason = reason[:len(reason)-1]
+		}
+	}
+	return reason
+}
+
+// writeBack writes the refusals gathered; a sender that does not take
+// them within backWriteTimeout has its stream reset (backErr).
+func (in *inStream) writeBack() {
+	if len(in.back) == 0 || in.backErr != nil {
+		return
+	}
+	if err := writeBack(in.st, in.back); err != nil {
+		in.backErr = err
+		in.st.Reset()
+	}
+	in.back = in.back[:0]
 }
 
 // writeBack writes a record to the stream's sender, within
@@ -174,6 +225,7 @@ func readBackRecord(r *bufio.Reader) (backRecord, error) {
 		if err == nil && (rec.version == 0 || rec.max == 0) {
 			err = errors.New("hello with a zero version or limit")
 		}
+	case recSame:
 	case recRefusal:
 		if rec.code, err = r.ReadByte(); err != nil {
 			break
@@ -232,6 +284,7 @@ func (snd *sender) startBack(st network.Stream) *back {
 		defer close(b.done)
 		defer snd.streamEnded(st)
 		helloed := false
+		var last backRecord // the last refusal, kind 0 before one
 		defer func() {
 			if !helloed {
 				close(b.hello)
@@ -259,6 +312,9 @@ func (snd *sender) startBack(st network.Stream) *back {
 				close(b.hello)
 			case rec.kind == recRefusal && helloed:
 				snd.addRefusal(rec)
+				last = rec
+			case rec.kind == recSame && last.kind == recRefusal:
+				snd.addRefusal(last)
 			default:
 				b.err = fmt.Errorf("%w: back channel: record %q out of order", ErrFrame, rec.kind)
 				st.Reset()

@@ -14,6 +14,8 @@ func FuzzBackRecord(f *testing.F) {
 	f.Add(s.hello())
 	f.Add(appendRefusal(nil, RefusedNoListener, "jxta.pipe", "urn:jxta:uuid-59616261646162614E504720503250338B7E27AF5B7A4A9BA7C8C1E9E0A2F3C504", ""))
 	f.Add(appendRefusal(s.hello(), RefusedByListener, "svc", "", "queue full"))
+	f.Add(append(appendRefusal(nil, RefusedNoListener, "s", "", ""), 'S', 'S'))
+	f.Add([]byte{'S'})
 	f.Add([]byte{'R', 3, 0, 0, 0})
 	f.Add([]byte{'R', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -33,6 +35,7 @@ func FuzzBackRecord(f *testing.F) {
 				if err != nil || back != rec {
 					t.Fatalf("%+v re-encoded read back as %+v, %v", rec, back, err)
 				}
+			case recSame: // nothing more to read; the sender checks it follows a refusal
 			case recHello:
 				if rec.version == 0 || rec.max == 0 {
 					t.Fatalf("hello %+v accepted", rec)

@@ -284,7 +284,7 @@ func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []b
 		if snd.st == st {
 			snd.failLocked(err, false)
 		}
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := ctxDone(ctx, err); cerr != nil {
 			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 		}
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
@@ -511,7 +511,7 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 		snd.mu.Unlock()
 	}
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := ctxDone(ctx, err); cerr != nil {
 			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 		}
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
@@ -605,7 +605,9 @@ func uvarintLen(n int) int {
 // carried messages whose Send had succeeded was reset since the last
 // Flush (a failed or cancelled Send, or a failed write of queued
 // messages), those may be lost: Flush then fails with ErrMaybeLost (once),
-// after flushing the rest. If p refused messages sent to it since they
+// after flushing the rest; so does a Flush that fails once it has begun
+// to end the stream (its ctx ends, the stream or the service fails), as
+// no later Flush knows of what it was to vouch for. If p refused messages sent to it since they
 // were last reported (see Send), Flush fails with their RefusedErrors,
 // joined, and forgets them. Once the service is closed (which drops what
 // was queued, and ends a Flush waiting), Flush fails with ErrClosed.
@@ -692,14 +694,17 @@ func (snd *sender) flush(ctx context.Context) error {
 	// comes after the refusals of everything it read.
 	<-b.done
 	if b.err != nil {
+		// The stream is reset under messages the receiver may not have
+		// handed over, and under any lost before: no later Flush knows
+		// of them.
 		st.Reset()
+		cause := b.err
 		if cerr := ctx.Err(); cerr != nil {
-			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, cerr), snd.takeRefusals())
+			cause = cerr
+		} else if snd.svc.ctx.Err() != nil {
+			cause = ErrClosed
 		}
-		if snd.svc.ctx.Err() != nil {
-			return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, ErrMaybeLost), snd.takeRefusals())
-		}
-		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w", p, b.err), snd.takeRefusals())
+		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, cause, ErrMaybeLost), snd.takeRefusals())
 	}
 	st.Close()
 	return maybeLost()

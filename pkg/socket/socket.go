@@ -503,6 +503,9 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 			return nil, r
 		}
 		if errors.Is(err, network.ErrResourceLimitExceeded) {
+			if s.host.Network().Connectedness(p) != network.Connected {
+				return nil, fmt.Errorf("socket: connecting to %s: refused by this node's own resource limits: %w", p, err)
+			}
 			return nil, fmt.Errorf("socket: connecting to %s: refused by this node's own resource limits "+
 				"(it probably holds as many socket streams to that peer as they allow; node.WithSocketStreamsPerPeer raises them): %w", p, err)
 		}
