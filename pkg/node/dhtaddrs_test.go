@@ -30,16 +30,7 @@ func TestDHTAnswersBoundAddrs(t *testing.T) {
 	fake := fakeAddrs(500)
 	const sybils = 8
 	for range sybils {
-		h := rawHost(t, "", fake)
-		d, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix(node.DHTProtocolPrefix), dht.DisableValues())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		if err := h.Connect(ctx, n.AddrInfo()); err != nil {
-			t.Fatal(err)
-		}
-		findNode(t, ctx, h, n.ID(), []byte(h.ID())) // a querying DHT server joins the routing table
+		dhtServer(t, ctx, n, "", fake) // a querying DHT server joins the routing table
 	}
 	rt := n.Routing().(*dht.IpfsDHT).RoutingTable()
 	if !waitFor(ctx, func() bool { return rt.Size() >= sybils }) {

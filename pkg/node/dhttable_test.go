@@ -10,6 +10,7 @@ import (
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -54,7 +55,7 @@ func TestDHTRoutingTableBoundPerHost(t *testing.T) {
 	hosts := make([]host.Host, sybils)
 	ids := make([]peer.ID, sybils)
 	for i := range hosts {
-		hosts[i] = sybilServer(t, ctx, victim)
+		hosts[i] = dhtServer(t, ctx, victim, "/ip4/127.0.0.2/tcp/0", nil)
 		ids[i] = hosts[i].ID()
 	}
 	settled := func() bool {
@@ -96,12 +97,13 @@ func TestDHTRoutingTableBoundPerHost(t *testing.T) {
 	}
 }
 
-// sybilServer starts a kad-dht server under p2pmsg's protocol on
-// 127.0.0.2, dialling from its listening port (go-libp2p's default),
+// dhtServer starts a kad-dht server under p2pmsg's protocol on a raw
+// host listening on listen (rawHost: "" for 127.0.0.1) and announcing
+// addrs, dialling from its listening port (go-libp2p's default),
 // connects it to n and has it query n, as a DHT server joining does.
-func sybilServer(t *testing.T, ctx context.Context, n *node.Node) host.Host {
+func dhtServer(t *testing.T, ctx context.Context, n *node.Node, listen string, addrs []ma.Multiaddr) host.Host {
 	t.Helper()
-	h := rawHost(t, "/ip4/127.0.0.2/tcp/0", nil)
+	h := rawHost(t, listen, addrs)
 	d, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix(node.DHTProtocolPrefix), dht.DisableValues())
 	if err != nil {
 		t.Fatal(err)
