@@ -716,11 +716,11 @@ func (s *Service) handleStream(st network.Stream) {
 	for {
 		service, param, n, buffered, err := in.readHeader()
 		if err != nil {
-			if err != io.EOF { // a bare io.EOF only: see startBack
+			if err != io.EOF && in.backErr == nil { // a bare io.EOF only: see startBack
 				in.failed()
 				st.Reset()
 			}
-			return
+			return // (a sender that did not take its refusals was reset)
 		}
 		if s.draining.Load() {
 			st.Reset() // shutting down: the sender must not count it delivered
