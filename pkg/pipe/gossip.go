@@ -17,8 +17,38 @@ import (
 // WaitMembers. Its methods run on gossipsub's event loop.
 type gossipDrops struct {
 	outbound, inbound, undelivered atomic.Uint64
-	mu                             sync.Mutex
-	mesh                           map[string]map[peer.ID]struct{}
+	// rejected counts messages refused as invalid (Stats.PropagateRejected);
+	// graylistedMsgs the messages in RPCs of graylisted peers.
+	rejected, graylistedMsgs atomic.Uint64
+	// graylisted are the peers the last score inspection found below
+	// the graylist threshold (nil: none, or no scoring).
+	graylisted atomic.Pointer[map[peer.ID]struct{}]
+	mu         sync.Mutex
+	mesh       map[string]map[peer.ID]struct{}
+}
+
+// inspect takes the router's scores (scoreInspectPeriod): the peers below
+// the graylist threshold, whose RPCs gossipsub drops unread.
+func (g *gossipDrops) inspect(scores map[peer.ID]float64) {
+	var gray map[peer.ID]struct{}
+	for p, sc := range scores {
+		if sc < scoreGraylistThreshold {
+			if gray == nil {
+				gray = map[peer.ID]struct{}{}
+			}
+			gray[p] = struct{}{}
+		}
+	}
+	g.graylisted.Store(&gray)
+}
+
+// graylistedPeers is the number of peers graylisted at the last
+// inspection.
+func (g *gossipDrops) graylistedPeers() int {
+	if m := g.graylisted.Load(); m != nil {
+		return len(*m)
+	}
+	return 0
 }
 
 // meshSize is the number of peers in this node's mesh for topic.
@@ -85,11 +115,31 @@ func (g *gossipDrops) DropRPC(rpc *pubsub.RPC, _ peer.ID) {
 }
 
 // RejectMessage: count the messages dropped for want of room to validate
-// them; other rejections are judgements, counted elsewhere (replays).
+// them, and those refused as invalid; messages the validator ignores are
+// replays, counted by it.
 func (g *gossipDrops) RejectMessage(_ *pubsub.Message, reason string) {
-	if reason == pubsub.RejectValidationQueueFull || reason == pubsub.RejectValidationThrottled {
+	switch reason {
+	case pubsub.RejectValidationQueueFull, pubsub.RejectValidationThrottled:
 		g.inbound.Add(1)
+	case pubsub.RejectMissingSignature, pubsub.RejectInvalidSignature, pubsub.RejectUnexpectedSignature,
+		pubsub.RejectUnexpectedAuthInfo, pubsub.RejectSelfOrigin, pubsub.RejectValidationFailed:
+		g.rejected.Add(1)
 	}
+}
+
+// countGraylisted sees every RPC before gossipsub asks the router whether
+// to read it (pubsub.WithAppSpecificRpcInspector; gossipsub traces no
+// drop): the messages of an RPC from a peer graylisted at the last
+// inspection are counted as dropped. It refuses nothing.
+func (g *gossipDrops) countGraylisted(from peer.ID, rpc *pubsub.RPC) error {
+	m := g.graylisted.Load()
+	if m == nil {
+		return nil
+	}
+	if _, ok := (*m)[from]; ok {
+		g.graylistedMsgs.Add(uint64(len(rpc.GetPublish())))
+	}
+	return nil
 }
 
 // UndeliverableMessage: a subscription fell behind and gossipsub dropped

@@ -260,6 +260,13 @@ func (s *Service) joinTopic(a *adv.PipeAdvertisement) (*pubsub.Topic, error) {
 			ps.UnregisterTopicValidator(name)
 			return nil, fmt.Errorf("pipe: joining %s: %w", name, err)
 		}
+		if s.ownPubSub {
+			if err := topic.SetScoreParams(topicScoreParams()); err != nil {
+				topic.Close()
+				ps.UnregisterTopicValidator(name)
+				return nil, fmt.Errorf("pipe: scoring %s: %w", name, err)
+			}
+		}
 		t = &topicRef{topic: topic}
 		s.topics[name] = t
 	}

@@ -347,7 +347,9 @@ func WithBacklog(n int) Option {
 // bound or opened, with messages of at most DefaultMaxPropagate bytes. With ps, propagate messages are still held to
 // DefaultMaxPropagate bytes: ps must accept RPCs of that size plus a few
 // KiB, or gossipsub drops them without telling the sender. All members of
-// a pipe must accept the same sizes.
+// a pipe must accept the same sizes. ps keeps its own configuration: the
+// service sets no peer scoring on it (its own router scores peers,
+// score.go), and Stats counts none of its drops.
 func WithPubSub(ps *pubsub.PubSub) Option {
 	return func(o *options) error {
 		if ps == nil {
@@ -479,6 +481,18 @@ type Stats struct {
 	// PropagateInboundDropped counts propagate messages dropped on
 	// arrival for want of room in gossipsub's validation queue.
 	PropagateInboundDropped uint64
+	// PropagateRejected counts propagate messages refused as invalid:
+	// signature missing, wrong or unexpected, or refused by the topic
+	// validator. Each one lowers its sender's score (score.go).
+	PropagateRejected uint64
+	// PropagateGraylisted counts propagate messages dropped unread
+	// because their sender's score was below the graylist threshold,
+	// as of the last reading of the scores (once a second): a peer
+	// graylisted since has its messages dropped, uncounted, until then.
+	PropagateGraylisted uint64
+	// PropagateGraylistedPeers is how many peers were graylisted at
+	// that reading.
+	PropagateGraylistedPeers int
 	// PropagateUndelivered counts propagate messages gossipsub dropped
 	// because an input pipe here fell behind (its queue full, Receive not
 	// called): they never reach the pipe.
@@ -510,7 +524,9 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		UnprovenAnswers: s.unproven.Load(), PropagateReplays: s.replays.Load(),
 		PropagateOutboundDropped: s.gossip.outbound.Load(), PropagateInboundDropped: s.gossip.inbound.Load(),
-		PropagateUndelivered: s.gossip.undelivered.Load(), JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
+		PropagateUndelivered: s.gossip.undelivered.Load(), PropagateRejected: s.gossip.rejected.Load(),
+		PropagateGraylisted: s.gossip.graylistedMsgs.Load(), PropagateGraylistedPeers: s.gossip.graylistedPeers(),
+		JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
 		IgnoredReferrals: s.ignoredReferrals.Load(), StrayRefusals: s.strayRefusals.Load(),
 	}
 }
@@ -577,7 +593,13 @@ func (s *Service) pubsub() (*pubsub.PubSub, error) {
 	}
 	// gossipsub bounds whole RPCs (topic, signature, key), which it
 	// drops silently when too large: leave room beyond the message.
-	ps, err := pubsub.NewGossipSub(s.ctx, s.host, pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip))
+	ps, err := pubsub.NewGossipSub(s.ctx, s.host,
+		pubsub.WithMaxMessageSize(s.opts.maxPropagate+propagateHeadroom), pubsub.WithRawTracer(&s.gossip),
+		// Peer scoring (score.go); topics get their parameters as pipes
+		// join them.
+		pubsub.WithPeerScore(peerScoreParams(s.host.Network()), peerScoreThresholds()),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(s.gossip.inspect), scoreInspectPeriod),
+		pubsub.WithAppSpecificRpcInspector(s.gossip.countGraylisted))
 	if err != nil {
 		return nil, fmt.Errorf("pipe: starting gossipsub: %w", err)
 	}
