@@ -96,15 +96,7 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 func unsignedJXTAListener(t *testing.T, seed string, opts ...socket.Option) (*endpoint.Service, *pipe.Service, *socket.Service, *socket.Listener, *adv.PipeAdvertisement) {
 	t.Helper()
 	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
-	ps, err := pipe.New(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := socket.New(ps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); ps.Close() })
+	ps, s := socketsOn(t, ep, opts...)
 	a := seeded(t, seed)
 	l, err := s.Listen(a)
 	if err != nil {

@@ -408,15 +408,7 @@ func TestJXTASenderThatDies(t *testing.T) {
 			t.Parallel()
 			start := func() (*socket.Service, *endpoint.Service) {
 				ep, _ := jxtatest.NewEndpoint(t)
-				ps, err := pipe.New(ep)
-				if err != nil {
-					t.Fatal(err)
-				}
-				s, err := socket.New(ps, socket.WithJXTAIdleProbe(300*time.Millisecond))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close(); ps.Close() })
+				_, s := socketsOn(t, ep, socket.WithJXTAIdleProbe(300*time.Millisecond))
 				return s, ep
 			}
 			rs, rep := start()

@@ -31,15 +31,7 @@ func jxtaSockets(t testing.TB, opts ...jxtatcp.Option) (*socket.Service, string,
 func jxtaSocketsWith(t testing.TB, opts []jxtatcp.Option, sopts ...socket.Option) (*socket.Service, string, string) {
 	t.Helper()
 	ep, ident := jxtatest.NewEndpoint(t, opts...)
-	ps, err := pipe.New(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := socket.New(ps, sopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); ps.Close() })
+	_, s := socketsOn(t, ep, sopts...)
 	return s, ident.ID().String(), ep.JXTA().Addrs()[0]
 }
 

@@ -44,6 +44,15 @@ func newSockets(t testing.TB, n *node.Node, opts ...socket.Option) *socket.Servi
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ep.Close() }) // after the services on it
+	_, s := socketsOn(t, ep, opts...)
+	return s
+}
+
+// socketsOn starts the pipe and socket services on ep, closed when the
+// test ends.
+func socketsOn(t testing.TB, ep *endpoint.Service, opts ...socket.Option) (*pipe.Service, *socket.Service) {
+	t.Helper()
 	ps, err := pipe.New(ep)
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +61,8 @@ func newSockets(t testing.TB, n *node.Node, opts ...socket.Option) *socket.Servi
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); ps.Close(); ep.Close() })
-	return s
+	t.Cleanup(func() { s.Close(); ps.Close() })
+	return ps, s
 }
 
 func newAdv(t testing.TB, typ adv.PipeType) *adv.PipeAdvertisement {
