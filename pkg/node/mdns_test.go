@@ -8,7 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -533,15 +533,18 @@ func TestMDNSWaitingShared(t *testing.T) {
 }
 
 // TestMDNSSkippedPeerFoundAgain: a LAN host announces 60 made-up peers
-// over mDNS at the address of honest peer B (127.0.0.3), which accepts
-// TCP and does not answer yet; node A hears them, dials 8, has 32 of
-// B's host wait and skips 20. B's own announcement comes while they still
-// hold A's dials and waiting places: A skips it too, and go-libp2p's mDNS
-// would not tell A of B again before B's announcement expires (3,200 s).
-// Then B answers at its address (the made-up peers' dials there fail):
-// A rebuilds its mDNS service after the skips, is told of every peer
-// again, dials none of those whose dial failed, and connects to B. It
-// runs in a network namespace of its own (see runInNetns).
+// over mDNS at a listener of B's host (127.0.0.3) that accepts TCP and
+// does not answer; node A hears them, dials 8, has 32 of B's host wait
+// and skips 20. Honest peer B, listening at another port of that host,
+// announces itself while they still hold A's dials and waiting places: A
+// skips it too, and go-libp2p's mDNS would not tell A of B again before
+// B's announcement expires (3,200 s). Then the silent listener closes
+// (the made-up peers' dials fail): A rebuilds its mDNS service after the
+// skips, is told of every peer again, dials none of those whose dial
+// failed, and connects to B. B listens from the start, so that no dial to
+// it can fail (one that did would keep A from dialling it at those
+// addresses for MDNSRetryFailedAfter). It runs in a network namespace of
+// its own (see runInNetns).
 func TestMDNSSkippedPeerFoundAgain(t *testing.T) {
 	if !runInNetns(t) {
 		return
@@ -552,13 +555,15 @@ func TestMDNSSkippedPeerFoundAgain(t *testing.T) {
 	// second after a skip rather than a minute.
 	defer node.SetMDNSDialTimeout(time.Hour)()
 	defer node.SetMDNSRebuild(time.Second, time.Hour)()
-	keyFile := filepath.Join(t.TempDir(), "b.key")
-	b, err := node.New(context.Background(), node.WithKeyFile(keyFile), node.WithListenAddrs("/ip4/127.0.0.3/tcp/0"))
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs("/ip4/127.0.0.3/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bID := b.ID()
-	b.Close()
+	defer b.Close()
+	bPort, err := b.Host().Addrs()[0].ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
 	silent := newSilentListenerAt(t, "127.0.0.3")
 	announce(t, "127.0.0.3", silent.port(), peers, 30)
 	ignore := goleak.IgnoreCurrent()
@@ -574,21 +579,19 @@ func TestMDNSSkippedPeerFoundAgain(t *testing.T) {
 		return st.Dialled+st.Skipped+uint64(st.Waiting) >= peers
 	})
 	flooded := a.MDNSStats()
-	bAnnouncer := announcePeers(t, "honest-b", "127.0.0.3", silent.port(), bID)
+	port, err := strconv.Atoi(bPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bAnnouncer := announcePeers(t, "honest-b", "127.0.0.3", port, b.ID())
 	// Without rebuilds, a skip more is B's.
 	waitUntil(t, "A to skip B or rebuild", func() bool {
 		return a.MDNSStats().Skipped > peers-node.MaxMDNSDials-node.MaxMDNSWaitingPerHost
 	})
 	skipped := a.MDNSStats()
-	port := silent.port()
 	silent.close()
-	b, err = node.New(context.Background(), node.WithKeyFile(keyFile), node.WithListenAddrs(fmt.Sprintf("/ip4/127.0.0.3/tcp/%d", port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	waitUntil(t, "A to dial B", func() bool {
-		return a.Host().Network().Connectedness(bID) == network.Connected
+		return a.Host().Network().Connectedness(b.ID()) == network.Connected
 	})
 	t.Logf("A, the flood heard: %+v; B announced: %+v; A and B connected: %+v", flooded, skipped, a.MDNSStats())
 	if err := a.Close(); err != nil {
