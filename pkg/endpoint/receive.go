@@ -313,6 +313,8 @@ type deliveryBlock struct {
 	m    message.Message
 	e    [2]message.Element
 	data [blockData]byte
+	// kept is the listeners' (Delivery.Kept); recycling leaves it.
+	kept any
 }
 
 // blockData is the element data a delivery block holds: messages of up to
@@ -342,6 +344,22 @@ func newDelivery(blk *deliveryBlock, elems []message.Element) *Delivery {
 	blk.m = *message.FromElements(e)
 	blk.d.Message, blk.d.blk = &blk.m, blk
 	return &blk.d
+}
+
+// Kept returns a slot where a listener may keep one value of its own
+// with the storage of a recycled delivery, nil for a delivery that has
+// none: a listener that wraps each message in a structure of its own
+// keeps that structure there and finds it again in a later delivery,
+// instead of allocating or pooling one per message. The value stays with
+// the storage when Release recycles it and is seen by every later
+// delivery that reuses it, whichever listener that is, so keep there
+// only a value of a type of your own, and reset it yourself; use it only
+// while you may use the delivery.
+func (d *Delivery) Kept() *any {
+	if d.blk == nil {
+		return nil
+	}
+	return &d.blk.kept
 }
 
 // recycle returns d's block to the pool.

@@ -204,9 +204,22 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 		p.svc.tagSender(d.Source)
 		p.lastTagged.Store(&taggedSender{d.Source, gen})
 	}
-	r := receivedPool.Get().(*Received)
-	r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, p.adv.ID
-	r.Security, r.Relayed, r.RemoteHost, r.delivery = d.Security, d.Relayed, d.RemoteHost, d
+	// A Received stays with the delivery's storage when both are
+	// released, so that the next message in that storage comes with it:
+	// no pool to go through (Received.recycle).
+	var r *Received
+	slot := d.Kept()
+	if slot != nil {
+		r, _ = (*slot).(*Received)
+	}
+	if r == nil {
+		r = receivedPool.Get().(*Received)
+		if slot != nil {
+			*slot = r
+		}
+	}
+	*r = Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID, Security: d.Security,
+		Relayed: d.Relayed, RemoteHost: d.RemoteHost, delivery: d, pooled: true, kept: slot != nil}
 	if err := p.deliver(ctx, r, d); err != nil {
 		r.recycle() // nobody saw it
 		d.Refuse("pipe not bound here")

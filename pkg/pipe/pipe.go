@@ -208,6 +208,7 @@ type Received struct {
 	delivery *endpoint.Delivery // what Release releases
 	queued   queued             // what it holds while queued (queue.go)
 	pooled   bool               // from receivedPool
+	kept     bool               // kept with its delivery's storage (endpoint.Delivery.Kept), and recycled with it
 	// listening is the context of the endpoint listener a JXTA session
 	// pipe's message is handed over in, while that listener runs: a
 	// Bidi waiting for room in its queue waits no longer than it, so
@@ -240,14 +241,24 @@ func (r *Received) Refuse(reason string) {
 func (r *Received) Release() {
 	if d := r.delivery; d != nil {
 		r.delivery = nil
+		if r.kept { // r goes with d's storage, maybe to the next message at once
+			d.Release()
+			return
+		}
 		d.Release()
 	}
 	r.recycle()
 }
 
 // recycle returns r to the pool if it came from there; the message and
-// its delivery are left to whoever has them.
+// its delivery are left to whoever has them, and r leaves the delivery's
+// storage, which they keep.
 func (r *Received) recycle() {
+	if r.kept && r.delivery != nil {
+		if slot := r.delivery.Kept(); *slot == r {
+			*slot = nil
+		}
+	}
 	if r.pooled {
 		*r = Received{pooled: true}
 		receivedPool.Put(r)

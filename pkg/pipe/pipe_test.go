@@ -736,3 +736,97 @@ func TestPropagateDropsAreCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedReceivedReused: an application receives 3,000 messages with
+// ReceiveFrom and Receive, releases some at once, some later and some
+// never; a Received (and its message) it holds unreleased is never
+// handed out again for a later message, however the released ones are
+// recycled (with their delivery's storage, or through a pool).
+func TestReleasedReceivedReused(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const n = 3000
+	sent := make(chan struct{})
+	sctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-sent }()
+	go func() {
+		defer close(sent)
+		for i := range n {
+			m := message.New()
+			// Small messages come in the endpoint's recycled storage,
+			// large ones not.
+			size := 8
+			if i%7 == 0 {
+				size = 20 << 10
+			}
+			m.Add(message.Element{Name: "i", Data: fmt.Appendf(make([]byte, 0, size), "%0*d", size, i)})
+			if err := out.Send(sctx, m); err != nil {
+				if sctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
+		}
+	}()
+	type held struct {
+		i int
+		r *pipe.Received
+		m *message.Message
+	}
+	var kept, later []held
+	for i := range n {
+		if i%5 == 4 {
+			m, err := in.Receive(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept = append(kept, held{i: i, m: m})
+			continue
+		}
+		r, err := in.ReceiveFrom(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i % 5 {
+		case 0, 1:
+			r.Release()
+		case 2:
+			later = append(later, held{i: i, r: r, m: r.Message})
+			if len(later) == 10 {
+				for _, h := range later {
+					check(t, h.i, h.r, h.m, nodes[0].ID(), a)
+					h.r.Release()
+				}
+				later = later[:0]
+			}
+		case 3:
+			kept = append(kept, held{i: i, r: r, m: r.Message})
+		}
+	}
+	for _, h := range kept {
+		check(t, h.i, h.r, h.m, nodes[0].ID(), a)
+	}
+}
+
+// check says whether r (if not nil) and m are still message i's.
+func check(t *testing.T, i int, r *pipe.Received, m *message.Message, from peer.ID, a *adv.PipeAdvertisement) {
+	t.Helper()
+	if r != nil && (r.Message != m || r.From != from || r.Pipe != a.ID) {
+		t.Fatalf("message %d: its Received was reused: %+v", i, r)
+	}
+	got, err := strconv.Atoi(text(m, "i"))
+	if err != nil || got != i {
+		t.Fatalf("message %d: holds %q", i, text(m, "i"))
+	}
+}
