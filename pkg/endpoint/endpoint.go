@@ -363,6 +363,15 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 	if err := o.resolveBudget(); err != nil {
 		return nil, err
 	}
+	var decodeOpts []wire.Option
+	if o.maxMessage != wire.DefaultMaxMessageSize {
+		// Without options Decode uses its defaults and allocates nothing
+		// for them.
+		decodeOpts = []wire.Option{wire.WithMaxMessageSize(o.maxMessage)}
+	}
+	if _, err := wire.NewUnmarshaler(decodeOpts...); err != nil { // each stream makes one
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{node: n, opts: o, ctx: ctx, stop: cancel,
 		listeners: map[listenerKey]Listener{}, senders: map[peer.ID]*sender{},
@@ -371,11 +380,7 @@ func New(n *node.Node, opts ...Option) (*Service, error) {
 		streams: map[*inStream]struct{}{}}
 	s.budget.freed = make(chan struct{})
 	s.blocks.New = func() any { return new(deliveryBlock) }
-	if o.maxMessage != wire.DefaultMaxMessageSize {
-		// Without options Decode uses its defaults and allocates nothing
-		// for them.
-		s.decodeOpts = []wire.Option{wire.WithMaxMessageSize(o.maxMessage)}
-	}
+	s.decodeOpts = decodeOpts
 	if o.jxta != nil {
 		if err := s.startJXTA(o.jxta); err != nil {
 			cancel()

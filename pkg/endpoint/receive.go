@@ -40,8 +40,10 @@ type inStream struct {
 	lastRefusal refusal
 	refused     bool
 	backErr     error
-	// elems is where small messages' elements are decoded, before they
-	// move into their delivery; last is deliver's cache.
+	// unm decodes small messages in place (readDelivery); elems is where
+	// their elements are decoded, before they move into their delivery;
+	// last is deliver's cache.
+	unm   *wire.Unmarshaler
 	elems []message.Element
 	last  lastListener
 	// inline is the room left in the delivery block of the message being
@@ -100,7 +102,8 @@ func (in *inStream) failed() {
 const smallFrame = 16 << 10
 
 func newInStream(s *Service, pi *peerIn, st network.Stream) *inStream {
-	in := &inStream{svc: s, peer: pi, st: st}
+	unm, _ := wire.NewUnmarshaler(s.decodeOpts...) // New checked the options
+	in := &inStream{svc: s, peer: pi, st: st, unm: unm}
 	in.br = bufio.NewReaderSize(countingReader{st, &in.prog.read}, 64<<10)
 	in.fr.br = in.br
 	in.alloc = in.allocBuf
@@ -277,7 +280,7 @@ func (in *inStream) readDelivery(n int64) (*Delivery, error) {
 	}
 	blk := in.svc.blocks.Get().(*deliveryBlock)
 	in.inline = blk.data[:0]
-	elems, err := wire.UnmarshalElements(in.elems[:0], b, in.alloc, in.svc.decodeOpts...)
+	elems, err := in.unm.UnmarshalElements(in.elems[:0], b, in.alloc)
 	in.inline = nil
 	in.br.Discard(int(n))
 	bufs := in.takeBufs()

@@ -120,12 +120,42 @@ func UnmarshalElements(dst []message.Element, b []byte, alloc func(n int) []byte
 		lim = &l
 	}
 	st := statePool.Get().(*state)
+	elems, err := st.unmarshalElements(dst, b, alloc, lim)
+	statePool.Put(st)
+	return elems, err
+}
+
+// An Unmarshaler decodes messages from memory one after another, as
+// UnmarshalElements does, with its limits resolved once and its decoding
+// state kept from one message to the next (the names a stream repeats
+// are not allocated again): for a reader that frames a stream's messages
+// itself. It is not safe for concurrent use.
+type Unmarshaler struct {
+	lim Limits
+	st  state
+}
+
+// NewUnmarshaler returns an Unmarshaler with the given limits.
+func NewUnmarshaler(opts ...Option) (*Unmarshaler, error) {
+	lim, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Unmarshaler{lim: lim}, nil
+}
+
+// UnmarshalElements is the package's UnmarshalElements with u's limits.
+func (u *Unmarshaler) UnmarshalElements(dst []message.Element, b []byte, alloc func(n int) []byte) ([]message.Element, error) {
+	return u.st.unmarshalElements(dst, b, alloc, &u.lim)
+}
+
+// unmarshalElements is UnmarshalElements with st, which it leaves reset.
+func (st *state) unmarshalElements(dst []message.Element, b []byte, alloc func(n int) []byte, lim *Limits) ([]message.Element, error) {
 	st.reset(nil, lim, int64(len(b)))
 	st.alloc = alloc
 	if elems, ok := st.fast(dst, b); ok {
 		st.reset(nil, nil, 0)
 		st.alloc = nil
-		statePool.Put(st)
 		return elems, nil
 	}
 	st.reset(nil, lim, int64(len(b)))
@@ -134,7 +164,6 @@ func UnmarshalElements(dst []message.Element, b []byte, alloc func(n int) []byte
 	left := len(st.mem)
 	st.reset(nil, nil, 0)
 	st.alloc, st.dst = nil, nil
-	statePool.Put(st)
 	if err != nil {
 		return dst, err
 	}

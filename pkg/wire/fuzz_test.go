@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -64,6 +65,42 @@ func FuzzCanonicalMIME(f *testing.F) {
 		c2, err := message.CanonicalMIME(c)
 		if err != nil || c2 != c {
 			t.Fatalf("canonical form %q of %q is not a fixed point: %q, %v", c, s, c2, err)
+		}
+	})
+}
+
+// FuzzUnmarshaler decodes the input, cut in two at a place the fuzzer
+// picks, message after message with one Unmarshaler, as a stream's
+// reader does (input a, b, a, b): each must decode as UnmarshalElements
+// decodes it alone, the state an Unmarshaler keeps between messages
+// changing nothing.
+func FuzzUnmarshaler(f *testing.F) {
+	golden, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.bin"))
+	var prev []byte
+	for _, g := range golden {
+		b, err := os.ReadFile(g)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(append(slices.Clone(prev), b...), uint16(len(prev)))
+		prev = b
+	}
+	f.Add([]byte("jxmg\x00\x00\x01\x00\x01jxel\x02\x00\x00\x01a\x00\x00\x00\x00jxmg\x00\x00\x00\x00\x00"), uint16(22))
+	f.Fuzz(func(t *testing.T, in []byte, cut uint16) {
+		at := min(int(cut), len(in))
+		u, err := wire.NewUnmarshaler(wire.WithMaxMessageSize(1 << 20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{in[:at], in[at:], in[:at], in[at:]} {
+			want, wantErr := wire.UnmarshalElements(nil, b, nil, wire.WithMaxMessageSize(1<<20))
+			got, err := u.UnmarshalElements(nil, b, nil)
+			if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+				t.Fatalf("the Unmarshaler says %v, UnmarshalElements %v", err, wantErr)
+			}
+			if err == nil && !message.FromElements(got).Equal(message.FromElements(want)) {
+				t.Fatal("the Unmarshaler decoded another message than UnmarshalElements")
+			}
 		}
 	})
 }
