@@ -21,17 +21,7 @@ import (
 // back the original message.
 func TestEncodingAdaptersOnPipes(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	a := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, in, out := unicast(t, newPipes(t, nodes[0]), newPipes(t, nodes[1]))
 	gz := gzip.New()
 	scheme, err := encoding.New([]encoding.Codec{gz}, encoding.WithPipeID(a.ID.String()))
 	if err != nil {

@@ -105,18 +105,7 @@ func TestMovedBindingLosesNothingSilently(t *testing.T) {
 // 4 MiB messages.
 func TestUnreadPipeBoundedInBytes(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	ad := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	_, in, out := unicast(t, newPipes(t, nodes[0]), newPipes(t, nodes[1]))
 	before := testutil.LiveHeap()
 	big := message.New(message.Bytes("", "b", make([]byte, 4<<20)))
 	var sent atomic.Int64

@@ -58,6 +58,24 @@ func newAdv(t *testing.T, typ adv.PipeType) *adv.PipeAdvertisement {
 	return a
 }
 
+// unicast binds a new unicast pipe on sb and opens an output pipe to it
+// on sa, resolved with opts; both close when the test ends.
+func unicast(t *testing.T, sa, sb *pipe.Service, opts ...pipe.ResolveOption) (*adv.PipeAdvertisement, *pipe.InputPipe, *pipe.OutputPipe) {
+	t.Helper()
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	out, err := sa.NewOutputPipe(ctx(t), a, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	return a, in, out
+}
+
 func text(m *message.Message, name string) string {
 	e, _ := m.Get("", name)
 	return string(e.Data)
@@ -744,18 +762,7 @@ func TestPropagateDropsAreCounted(t *testing.T) {
 // recycled (with their delivery's storage, or through a pool).
 func TestReleasedReceivedReused(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	a := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	a, in, out := unicast(t, newPipes(t, nodes[0]), newPipes(t, nodes[1]), pipe.ToPeers(nodes[1].AddrInfo()))
 	const n = 3000
 	sent := make(chan struct{})
 	sctx, cancel := context.WithCancel(context.Background())

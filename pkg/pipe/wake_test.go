@@ -109,16 +109,7 @@ func smallBudgetPipes(t *testing.T, n *node.Node) *pipe.Service {
 // only Receive frees it, so the reader wakes Receive before it waits.
 func TestBurstBlockedOnTheBudgetWakesReceive(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), smallBudgetPipes(t, nodes[1])
-	a := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, in, out := unicast(t, newPipes(t, nodes[0]), smallBudgetPipes(t, nodes[1]), pipe.ToPeers(nodes[1].AddrInfo()))
 	const n = 200
 	sent := make(chan error, 1)
 	go func() {
