@@ -731,3 +731,64 @@ func TestRecvJSONReportsSizes(t *testing.T) {
 		t.Errorf("encoded element reported as %+v (document %d bytes)", d, len(doc))
 	}
 }
+
+// TestSendSocketInterrupted: send --socket cut short by SIGINT mid-stream
+// exits 130 saying so, and resets the socket, so that recv fails rather
+// than taking the bytes that arrived for the whole stream.
+func TestSendSocketInterrupted(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+	send := sendOpen(t, a, recv.addrs[0], 4096, out)
+	send.Process.Signal(syscall.SIGINT)
+	send.Wait()
+	if code := send.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("send --socket interrupted: exit %d, want 130", code)
+	}
+	if code := recv.wait(t); code != 1 {
+		t.Errorf("recv --socket whose sender was interrupted: exit %d, want 1; stderr %q", code, recv.stderr)
+	}
+}
+
+// TestSendInterrupted: send cut short by SIGINT while it connects exits
+// 130 and says it was interrupted, not 1 with "context canceled". The
+// peer is a TCP listener that accepts and never answers, so send is
+// still connecting when the signal comes.
+func TestSendInterrupted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	peerAddr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooWJKWmB5J3akNxGH47LTGFCXPsune2cpA3yUQp85uTyaWA", ln.Addr().(*net.TCPAddr).Port)
+	send := exec.Command(binary_, "send", "--pipe", newPipeAdv(t, "unicast"), "--peer", peerAddr, "--elem", "x=y", "--timeout", "0")
+	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	var stderr bytes.Buffer
+	send.Stderr = &stderr
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { send.Process.Kill(); send.Wait() })
+	c, ok := <-accepted // send has its signal handler before it dials
+	if !ok {
+		t.Fatal("send never connected")
+	}
+	defer c.Close()
+	send.Process.Signal(syscall.SIGINT)
+	send.Wait()
+	if code := send.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(stderr.String(), "p2pmsg: interrupted by SIGINT: ") {
+		t.Fatalf("send interrupted: exit %d, stderr %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, stderr.String())
+	}
+}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -72,7 +70,7 @@ the peer has acknowledged every byte and answered the close.`,
   p2pmsg send --pipe chat.xml --peer … --elem doc=@report.xml --encode zstd:9,seal --select doc
   tar c dir | p2pmsg send --socket --pipe chat.xml --peer …`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			a, err := readAdvFile(advFile, cmd.InOrStdin())
 			if err != nil {
 				return err
@@ -128,8 +126,17 @@ the peer has acknowledged every byte and answered the close.`,
 					return err
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			sigCtx := ctx
+			defer func() {
+				// A signal exits 128+N saying so, whatever it cut short.
+				if err != nil {
+					if ie := interrupted(sigCtx, err); ie != nil {
+						err = ie
+					}
+				}
+			}()
 			if timeout > 0 && !useSocket {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -316,7 +323,9 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	}
 	peerName := socketPeer(c)
 	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	// A signal resets rather than closes: the peer must not read a
+	// clean end of stream after what stdin gave so far.
+	stop := context.AfterFunc(ctx, func() { c.Reset() })
 	defer stop()
 	// What the peer sends back goes to stdout, as nc does; its end of
 	// stream means it has read everything and closed.
@@ -335,10 +344,11 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 	select {
 	case err := <-sent:
 		if err != nil {
+			c.Reset() // stdin failed: what was sent is not all of it
 			return fmt.Errorf("socket to %s: %w", peerName, err)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("socket to %s: interrupted: %w", peerName, ctx.Err())
+		return fmt.Errorf("socket to %s: cut short: %w", peerName, context.Cause(ctx))
 	}
 	if err := c.CloseWrite(); err != nil {
 		return fmt.Errorf("socket to %s: %w", peerName, err)

@@ -184,6 +184,25 @@ func (c *Conn) Close() error {
 	return c.wrap("close", err)
 }
 
+// Reset aborts the connection in both directions at once. Unlike Close,
+// which the other side reads as io.EOF after the bytes written, Reset
+// makes the other side's Reads fail with an error: a writer that stops
+// before its data ends (interrupted, its input failed) uses it so that
+// the reader cannot take what arrived for everything. Pending Reads and
+// Writes are unblocked with net.ErrClosed.
+func (c *Conn) Reset() error {
+	first := false
+	c.closeOnce.Do(func() { close(c.closed); first = true })
+	if !first {
+		return c.wrap("reset", ErrClosed)
+	}
+	err := c.st.Reset()
+	if err != nil {
+		return &net.OpError{Op: "reset", Net: Network, Source: c.local, Addr: c.remote, Err: err}
+	}
+	return nil
+}
+
 // linger drains what the other side still sends after Close, for at
 // most lingerTimeout, then resets the stream. It starts once the Reads
 // Close unblocked have returned, and holds no lock: a Read after Close

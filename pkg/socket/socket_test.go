@@ -339,3 +339,29 @@ func TestOnePeerCannotTakeTheBacklog(t *testing.T) {
 	}
 	c2.Close()
 }
+
+// TestResetIsNotEOF: a writer that resets mid-stream (its input cut
+// short) leaves the reader an error, not io.EOF: the reader cannot take
+// the bytes that arrived for the whole stream, as it would after Close.
+func TestResetIsNotEOF(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c2.Close()
+	if _, err := c1.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(c2, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Reset(); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	if _, err := c1.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write after Reset: %v, want net.ErrClosed", err)
+	}
+	if _, err := io.Copy(io.Discard, c2); err == nil {
+		t.Fatal("the reader saw a clean end of stream after the writer reset")
+	}
+}
