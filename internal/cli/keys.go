@@ -221,11 +221,31 @@ func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 	return codecs, nil
 }
 
+// addBuiltinModels adds the built-in models and dictionaries
+// (codecbench.Models) to those given, for decoding: a sender names them
+// (xml@employees) with no file, so a receiver needs none either. A
+// --model file of the same codec and ID is kept instead.
+func (k *codecKeys) addBuiltinModels() error {
+	files, err := codecbench.ModelFiles()
+	if err != nil {
+		return fmt.Errorf("built-in models: %w", err)
+	}
+	for _, f := range files {
+		if _, _, err := k.models.Add(f); err != nil && !errors.Is(err, encoding.ErrBadOption) {
+			return fmt.Errorf("built-in models: %w", err)
+		}
+	}
+	return nil
+}
+
 // registry is the default registry with xml and zstd holding the models
 // and dictionaries given and seal the keys, for decoding.
 func (k *codecKeys) registry() (*encoding.Registry, error) {
 	sealOpts, err := k.sealOptions()
 	if err != nil {
+		return nil, err
+	}
+	if err := k.addBuiltinModels(); err != nil {
 		return nil, err
 	}
 	base, err := k.models.Registry()

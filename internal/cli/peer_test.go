@@ -792,3 +792,40 @@ func TestSendInterrupted(t *testing.T) {
 		t.Fatalf("send interrupted: exit %d, stderr %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, stderr.String())
 	}
 }
+
+// TestBuiltinModelsDecodeElsewhere: what one process encodes naming a
+// built-in model (xml@employees, zstd:19@dataset) another decodes with no
+// --model file, as codec decode and as recv: both ends hold the same
+// built-in models.
+func TestBuiltinModelsDecodeElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	if r := run(t, nil, "lab", "docs", "--out", dir); r.code != 0 {
+		t.Fatalf("lab docs: exit %d: %s", r.code, r.stderr)
+	}
+	docFile := filepath.Join(dir, "report.xml")
+	doc, err := os.ReadFile(docFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := []string{"xml@employees", "xml@dataset", "zstd@employees", "zstd:19@dataset"}
+	for _, spec := range specs {
+		enc := run(t, doc, "codec", "encode", "--codec", spec)
+		if enc.code != 0 {
+			t.Fatalf("codec encode --codec %s: exit %d: %s", spec, enc.code, enc.stderr)
+		}
+		if dec := run(t, enc.stdout, "codec", "decode"); dec.code != 0 || !bytes.Equal(dec.stdout, doc) {
+			t.Fatalf("codec decode of %s: exit %d: %s", spec, dec.code, dec.stderr)
+		}
+	}
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", fmt.Sprint(len(specs)))
+	for _, spec := range specs {
+		r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "doc=@"+docFile, "--encode", spec)
+		if r.code != 0 {
+			t.Fatalf("send --encode %s: exit %d: %s", spec, r.code, r.stderr)
+		}
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+}

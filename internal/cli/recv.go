@@ -53,7 +53,8 @@ Messages are printed readably (text elements as text), or with --json one
 line per message in the ` + "`p2pmsg msg decode`" + ` schema; --out DIR also writes
 each element to a file. Encoded elements (see ` + "`send --encode`" + `) are decoded
 first: sealed ones with this peer's identity, or with --psk; those encoded
-with a trained model (send --model) with the --model file of its ID. A
+with a trained model (send --model) with the --model file of its ID
+(the built-in models, such as xml@employees, need no file). A
 message that does not decode is refused back to its sender with the reason
 (naming the model's ID when it is a model this peer lacks).
 

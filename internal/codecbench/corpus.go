@@ -2,6 +2,7 @@ package codecbench
 
 import (
 	"bytes"
+	"embed"
 	"fmt"
 	"slices"
 	"strconv"
@@ -108,17 +109,22 @@ func ModelOptions() []encoding.BuildOption {
 	}
 }
 
-// Trained models and dictionaries, by name: training takes tens of
-// milliseconds, and a model is the same every time.
-var (
-	models = map[string]func() (*xmlc.Model, error){}
-	dicts  = map[string]func() ([]byte, error){}
-)
+// Trained models, by name: training takes milliseconds, and an xml model
+// is the same every time.
+var models = map[string]func() (*xmlc.Model, error){}
+
+// The zstd dictionaries of Models, trained once and kept (go test
+// ./internal/codecbench -run TestEmbeddedDicts -update writes them again):
+// klauspost/compress/dict does not build the same dictionary every time
+// from the same samples, so two processes that each trained one under the
+// same ID would not decode each other's elements (a CRC failure).
+//
+//go:embed dicts/*.zdict
+var dictFiles embed.FS
 
 func init() {
 	for _, name := range Models {
 		models[name] = sync.OnceValues(func() (*xmlc.Model, error) { return newModel(name) })
-		dicts[name] = sync.OnceValues(func() ([]byte, error) { return newZstdDict(name) })
 	}
 }
 
@@ -131,11 +137,35 @@ func trainedModel(name string) (*xmlc.Model, error) {
 }
 
 func trainedDict(name string) ([]byte, error) {
-	f := dicts[name]
-	if f == nil {
+	if !slices.Contains(Models, name) {
 		return nil, fmt.Errorf("%w: no model %q (have %s)", encoding.ErrNoDictionary, name, strings.Join(Models, ", "))
 	}
-	return f()
+	return dictFiles.ReadFile("dicts/" + name + ".zdict")
+}
+
+// ModelFiles returns the model files (encoding.Models.Add) of every one
+// of Models, the xml model and the zstd dictionary of each, so that a
+// receiver decodes what a sender encoded naming them (xml@employees)
+// without being given a file: both ends hold the same models (the xml
+// ones trained alike, in milliseconds; the dictionaries embedded).
+func ModelFiles() ([][]byte, error) {
+	var files [][]byte
+	for _, name := range Models {
+		m, err := trainedModel(name)
+		if err != nil {
+			return nil, err
+		}
+		b, err := m.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		d, err := trainedDict(name)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, b, d)
+	}
+	return files, nil
 }
 
 // newModel trains the named xml model.
