@@ -453,3 +453,38 @@ func TestLabCPUProfile(t *testing.T) {
 	}
 	failsCleanly(t, run(t, nil, "lab", "docs", "--out", dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")))
 }
+
+// TestHelpFlagTypes: every flag in every command's --help shows its
+// value's type as one word (pflag takes a `quoted` part of a usage
+// string for the type's name, which turned --model's into "p2pmsg codec
+// train").
+func TestHelpFlagTypes(t *testing.T) {
+	cmds := [][]string{{"send"}, {"recv"}, {"id"}, {"bridge"}, {"adv", "new"}, {"adv", "show"},
+		{"msg", "encode"}, {"msg", "decode"}, {"codec", "list"}, {"codec", "encode"}, {"codec", "decode"},
+		{"codec", "query"}, {"codec", "train"}, {"lab", "codecs"}, {"lab", "amtt"}, {"lab", "grid"},
+		{"lab", "rtt"}, {"lab", "rate"}, {"lab", "swarm"}, {"lab", "docs"}}
+	for _, c := range cmds {
+		r := run(t, nil, append(c, "--help")...)
+		if r.code != 0 {
+			t.Fatalf("%v --help: exit %d: %s", c, r.code, r.stderr)
+		}
+		_, flags, _ := strings.Cut(string(r.stdout), "\nFlags:\n")
+		flags, _, _ = strings.Cut(flags, "\n\n")
+		for _, line := range strings.Split(flags, "\n") {
+			trimmed := strings.TrimSpace(line)
+			if !strings.HasPrefix(trimmed, "-") {
+				continue // a usage's continuation line
+			}
+			// "--name type   usage": what lies between the name and the
+			// gap before the usage is the type, one word or none.
+			head, _, _ := strings.Cut(trimmed, "   ")
+			fields := strings.Fields(head)
+			if len(fields) > 0 && strings.HasSuffix(fields[0], ",") { // "-h, --help"
+				fields = fields[1:]
+			}
+			if len(fields) > 2 {
+				t.Errorf("%v --help: flag line %q shows %q as its type", c, trimmed, strings.Join(fields[1:], " "))
+			}
+		}
+	}
+}

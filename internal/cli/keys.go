@@ -105,8 +105,9 @@ type codecKeys struct {
 	dictID    uint32 // the first --dict's ID: zstd without @ID compresses with it
 }
 
-// modelUsage describes the --model flag.
-const modelUsage = "trained model file (`p2pmsg codec train`: an xml model or a zstd dictionary) for codecs naming its ID, xml@ID or zstd@ID (repeatable)"
+// modelUsage describes the --model flag. It quotes no command in
+// backquotes: pflag would show the quoted text as the flag's type.
+const modelUsage = "trained model file (from p2pmsg codec train: an xml model or a zstd dictionary) for codecs naming its ID, xml@ID or zstd@ID (repeatable)"
 
 // maxModelFile bounds a model file: an xml model's samples
 // (xmlc.MaxModelSize) and their framing.
