@@ -247,6 +247,7 @@ func TestSendErrors(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
 	other := newPipeAdv(t, "unicast")
 	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback)
+	dead := "/ip4/127.0.0.1/tcp/1/p2p/" + recv.addrs[0][strings.LastIndex(recv.addrs[0], "/")+1:]
 	for name, args := range map[string][]string{
 		"unknown pipe": {"send", "--pipe", other, "--peer", recv.addrs[0], "--elem", "x=y", "--timeout", "10s"},
 		"dead peer": {"send", "--pipe", a, "--elem", "x=y", "--timeout", "10s",
@@ -273,6 +274,11 @@ func TestSendErrors(t *testing.T) {
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "novalue"}, // bad element
 		{"recv", "--socket", "--json", "--pipe", a},
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y", "--encode", "lzma"}, // unknown codec
+		// A wrong --encode is reported as such, before connecting: with
+		// no one at the address, too.
+		{"send", "--pipe", a, "--peer", dead, "--elem", "x=y", "--encode", "lzma"},
+		{"send", "--pipe", a, "--peer", dead, "--elem", "x=y", "--encode", "gzip:42"},
+		{"send", "--pipe", a, "--peer", dead, "--elem", "x=y", "--encode", "xml@99"},
 	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)

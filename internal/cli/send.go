@@ -120,6 +120,20 @@ the peer has acknowledged every byte and answered the close.`,
 			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
+			if encode != "" && encode != autoEncode {
+				// A wrong --encode is a wrong command line: say so before
+				// connecting, not after a dial that may fail for its own
+				// reasons. The recipient to seal to is only known once
+				// the pipe is resolved; the first --peer stands in.
+				check := keys
+				if len(infos) > 0 {
+					check.recipient = infos[0].ID
+				}
+				var ue usageError
+				if _, err := check.codecs(encode, "--psk FILE, or one --peer to seal to"); errors.As(err, &ue) {
+					return err
+				}
+			}
 			var m *message.Message
 			if !useSocket {
 				if m, err = buildMessage(elems, ns, mime); err != nil {
