@@ -265,6 +265,9 @@ func TestSendErrors(t *testing.T) {
 			if !strings.Contains(string(r.stderr), want) {
 				t.Errorf("stderr %q does not say %q", r.stderr, want)
 			}
+			if name == "missing file" && strings.Count(string(r.stderr), "no such file or directory") != 1 {
+				t.Errorf("stderr %q does not say the cause once", r.stderr)
+			}
 		})
 	}
 	for _, args := range [][]string{

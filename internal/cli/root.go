@@ -188,6 +188,9 @@ func shortError(err error) string {
 	if cause == "" {
 		return s
 	}
+	// A chain that ends in the cause (a file's "open x: no such file or
+	// directory") says it once, first.
+	s = strings.TrimSuffix(s, ": "+cause)
 	if len(s) > maxErrorLine {
 		cut := maxErrorLine
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
