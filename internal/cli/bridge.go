@@ -80,6 +80,9 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			if count < 0 {
 				return usageError{errors.New("--count must be >= 0")}
 			}
+			if err := checkListen(listen); err != nil {
+				return err
+			}
 			if keyFile == "" {
 				if keyFile, err = defaultKeyFile(); err != nil {
 					return err

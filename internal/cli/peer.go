@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -41,6 +42,17 @@ type jxtaConfig struct {
 // jxtaIdentityFile is where the JXTA identity (an RSA key and its
 // certificate: JXSE accepts nothing else) is kept beside the libp2p key.
 func jxtaIdentityFile(keyFile string) string { return keyFile + ".jxta" }
+
+// checkListen checks --listen's multiaddrs before a node starts, so that
+// a wrong one is a wrong command line (ExitUsage) said in its own terms.
+func checkListen(listen []string) error {
+	for _, s := range listen {
+		if _, err := ma.NewMultiaddr(s); err != nil {
+			return usageError{fmt.Errorf("--listen %q: want a multiaddr such as /ip4/127.0.0.1/tcp/9701: %v", s, err)}
+		}
+	}
+	return nil
+}
 
 // startPeer starts a node. keyFile "" means an ephemeral identity; listen
 // nil means no listening at all (a pure client).

@@ -276,6 +276,8 @@ func TestSendErrors(t *testing.T) {
 		{"send", "--pipe", a, "--peer", recv.addrs[0]},                      // nothing to send
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "novalue"}, // bad element
 		{"recv", "--socket", "--json", "--pipe", a},
+		{"recv", "--pipe", a, "--listen", "foo"},                                            // not a multiaddr
+		{"recv", "--pipe", a, "--listen", "/ip4/127.0.0.1/tcp/99999"},                       // no such port
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y", "--encode", "lzma"}, // unknown codec
 		// A wrong --encode is reported as such, before connecting: with
 		// no one at the address, too.

@@ -84,6 +84,9 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if useSocket && (asJSON || outDir != "" || count != 0) {
 				return usageError{errors.New("--socket copies bytes: --json, --out and --count do not apply")}
 			}
+			if err := checkListen(listen); err != nil {
+				return err
+			}
 			a, err := readAdvFile(advFile, cmd.InOrStdin())
 			if err != nil {
 				return err
