@@ -51,6 +51,9 @@ can open the element, or with --psk to a pre-shared key. A codec naming a
 trained model by ID (xml@7, zstd:19@9) encodes with the --model file of
 that ID; the receiver needs the same file (recv --model), or refuses the
 message naming the ID.
+A receiver decodes an encoded element to at most 16 MiB (64 MiB a
+message) and refuses one that claims more: send larger files unencoded
+(up to 64 MiB a message) or with --socket.
 --encode auto chooses per element and message between sending it as it is
 and one codec and level, by what it learned of the codecs, of the path to
 the peer (measured before sending) and of the peer's decode speed.
