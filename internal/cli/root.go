@@ -77,6 +77,17 @@ func interrupted(ctx context.Context, what error) error {
 	return nil
 }
 
+// exitOnSignal replaces *err, when a signal ended ctx (signalContext),
+// with the exit error that says so (128+N): deferred by commands that
+// run until done or interrupted, whatever the signal cut short.
+func exitOnSignal(ctx context.Context, err *error) {
+	if *err != nil {
+		if ie := interrupted(ctx, *err); ie != nil {
+			*err = ie
+		}
+	}
+}
+
 // usageError marks errors in how the command was invoked: Main exits with
 // ExitUsage for them, and for no other error. It decides by this type
 // alone, never by an error's text, which may quote a peer (a refusal's

@@ -145,15 +145,7 @@ the peer has acknowledged every byte and answered the close.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			sigCtx := ctx
-			defer func() {
-				// A signal exits 128+N saying so, whatever it cut short.
-				if err != nil {
-					if ie := interrupted(sigCtx, err); ie != nil {
-						err = ie
-					}
-				}
-			}()
+			defer exitOnSignal(ctx, &err)
 			if timeout > 0 && !useSocket {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -365,6 +357,9 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 			return fmt.Errorf("socket to %s: %w", peerName, err)
 		}
 	case <-ctx.Done():
+		// Here too, and before the deferred Close: the AfterFunc's
+		// Reset runs in its own goroutine and may come after it.
+		c.Reset()
 		return fmt.Errorf("socket to %s: cut short: %w", peerName, context.Cause(ctx))
 	}
 	if err := c.CloseWrite(); err != nil {
