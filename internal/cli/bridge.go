@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -54,7 +52,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 		Example: `  p2pmsg bridge --pipe chat.xml --jxta tcp://0.0.0.0:9711 --listen /ip4/0.0.0.0/tcp/9701 \
       --p2p-peer /ip4/10.0.0.7/tcp/9701/p2p/12D3KooW… --jxse-peer tcp://10.0.0.5:9701`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			a, err := readAdvFile(advFile, cmd.InOrStdin())
 			if err != nil {
 				return err
@@ -88,8 +86,9 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 					return err
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: true, listen: jxtaListen, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -115,7 +113,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 
   p2pmsg lab rtt --layer jxta-endpoint,jxse-endpoint,jxta-pipe,jxse-pipe,jxta-socket,jxse-socket --sizes 1,1K,64K --warmup 200`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			jx := &lab.JXSE{}
 			defer jx.Close()
 			known := labLayers(jx)
@@ -145,8 +143,9 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if w == 0 {
 				w = -1 // RTTConfig reads 0 as "the default" and negative as none
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunRTT(ctx, lab.RTTConfig{
 				Layers: chosen, Sizes: sz, Transport: transport,
 				Warmup: w, Runs: runs, Pairs: pairs, Baseline: baseline,

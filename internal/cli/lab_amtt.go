@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,9 +60,8 @@ Output: a Markdown table on stdout (--json: one JSON object per codec and
 document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + ` and an SVG chart
 ` + amttChartFile + `. Progress goes to stderr.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			o := lab.NoOverrides
-			var err error
 			if up != "" {
 				if o.Up, err = lab.ParseBitRate(up); err != nil {
 					return usageError{err}
@@ -120,8 +117,9 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				}
 				cfgs = append(cfgs, cfg)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			var all []lab.AMTTResult
 			for _, cfg := range cfgs {
 				fmt.Fprintf(cmd.ErrOrStderr(), "lab amtt: %s: %s\n", cfg.Profile, lab.DescribeLink(cfg.Link))

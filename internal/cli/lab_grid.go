@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,7 +83,7 @@ stderr, auto's decisions to --trace FILE (every one of a document's first 200
 timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Remeasure: remeasure, Seed: seed, Progress: cmd.ErrOrStderr()}
 			if warmup == 0 {
 				cfg.Warmup = -1
@@ -144,8 +142,9 @@ run's JSON lines again.`,
 				defer f.Close()
 				cfg.Trace = f
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunGrid(ctx, cfg)
 			if err != nil {
 				if errors.Is(err, lab.ErrGridConfig) {

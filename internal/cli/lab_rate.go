@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -46,7 +44,7 @@ figures within a run, not across machines).`,
 		Example: `  p2pmsg lab rate --layer stream,endpoint,pipe --sizes 100 --shapes 1x1
   p2pmsg lab rate --json > rate.jsonl`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			var chosen []string
 			for _, name := range strings.Split(layers, ",") {
 				chosen = append(chosen, strings.TrimSpace(name))
@@ -70,8 +68,9 @@ figures within a run, not across machines).`,
 					return usageError{fmt.Errorf("size %d: a rate message carries a timestamp and a pass number; use 12 bytes or more", n)}
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunRate(ctx, lab.RateConfig{
 				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load,
 				Progress: cmd.ErrOrStderr(),

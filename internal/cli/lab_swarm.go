@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,14 +53,15 @@ goroutines and connections over its start, divided by the peers.`,
 		Example: `  p2pmsg lab swarm --peers 20
   p2pmsg lab swarm --peers 50 --case propagate,resolve --json > swarm.jsonl`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			for _, c := range strings.Split(cases, ",") {
 				if c = strings.TrimSpace(c); c != "" {
 					cfg.Cases = append(cfg.Cases, c)
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
+			defer exitOnSignal(ctx, &err)
 			errw := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(errw, "lab "+s) }
 			res, err := swarm.Run(ctx, cfg)
