@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"os"
@@ -99,6 +100,9 @@ func newAdvShowCmd() *cobra.Command {
 				r = f
 			}
 			a, err := adv.Read(r, adv.WithMaxSize(maxSize))
+			if errors.Is(err, adv.ErrBadOptions) {
+				return usageError{fmt.Errorf("--max-size: %w", err)}
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}

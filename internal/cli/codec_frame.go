@@ -43,6 +43,9 @@ records the ID, and decoding needs the same model file.`,
   p2pmsg codec encode --codec gzip:6,seal --key secret.key < doc.xml > doc.p2e`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxSize < 1 {
+				return usageError{errors.New("--max-size must be positive")}
+			}
 			if codec == "" {
 				return usageError{errors.New("--codec is required (see `p2pmsg codec list`)")}
 			}

@@ -123,6 +123,9 @@ func newMsgEncodeCmd() *cobra.Command {
 		Example: `  echo '{"elements":[{"namespace":"","name":"hi","mime":"text/plain","data":"aGk="}]}' |
     p2pmsg msg encode > hi.jxmsg`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxSize < 1 {
+				return usageError{errors.New("--max-size must be positive")}
+			}
 			// base64 inflates by 4/3; allow for the JSON around it.
 			in, err := readLimited(cmd.InOrStdin(), maxSize/3*4+1<<20, "JSON input")
 			if err != nil {

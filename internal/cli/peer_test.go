@@ -276,7 +276,11 @@ func TestSendErrors(t *testing.T) {
 		{"send", "--pipe", a, "--peer", recv.addrs[0]},                      // nothing to send
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "novalue"}, // bad element
 		{"recv", "--socket", "--json", "--pipe", a},
-		{"recv", "--pipe", a, "--listen", "foo"},                                            // not a multiaddr
+		{"recv", "--pipe", a, "--listen", "foo"}, // not a multiaddr
+		{"send", "--pipe", a, "--peer", dead, "--elem", "x=y", "--timeout", "-1s"},
+		{"codec", "encode", "--codec", "gzip", "--max-size", "-1"},
+		{"msg", "encode", "--max-size", "0"},
+		{"adv", "show", "--max-size", "-5", a},
 		{"recv", "--pipe", a, "--listen", "/ip4/127.0.0.1/tcp/99999"},                       // no such port
 		{"send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y", "--encode", "lzma"}, // unknown codec
 		// A wrong --encode is reported as such, before connecting: with

@@ -97,6 +97,9 @@ the peer has acknowledged every byte and answered the close.`,
 			if count < 1 {
 				return usageError{errors.New("--count must be >= 1")}
 			}
+			if timeout < 0 {
+				return usageError{errors.New("--timeout must be >= 0 (0: never)")}
+			}
 			if len(jxtaPeers) > 0 {
 				switch {
 				case len(infos) > 0:
