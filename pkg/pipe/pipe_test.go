@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestUnknownPipeAndBadInput(t *testing.T) {
 		t.Errorf("resolution waited for the timeout although every peer had answered: %v", err)
 	}
 	_, err = sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
-	if !errors.Is(err, pipe.ErrNotResolved) {
+	if !errors.Is(err, pipe.ErrNotResolved) || !strings.Contains(err.Error(), "(asked 1 of 1 given peer)") {
 		t.Fatalf("unbound pipe at a given peer: %v", err)
 	}
 	short, cancel := context.WithTimeout(ctx(t), 50*time.Millisecond)

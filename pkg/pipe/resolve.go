@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,12 +77,14 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	r := &resolution{s: s, ctx: ctx, a: a, role: role, proven: proven, found: make(chan peer.ID, 1), idle: make(chan struct{})}
 	r.start() // the asking below, done once it is all under way
 	if len(explicit) > 0 {
-		r.where = "the given peers"
-		for _, ai := range explicit {
-			if ai.ID != s.self {
-				r.seen.Store(string(ai.ID), true)
-				r.connectAndAsk(ai, false, true)
-			}
+		others := slices.DeleteFunc(slices.Clone(explicit), func(ai peer.AddrInfo) bool { return ai.ID == s.self })
+		r.where = fmt.Sprintf("%d given peer", len(others))
+		if len(others) != 1 {
+			r.where += "s"
+		}
+		for _, ai := range others {
+			r.seen.Store(string(ai.ID), true)
+			r.connectAndAsk(ai, false, true)
 		}
 	} else {
 		// Neighbours asked in vain forward what binders push them
