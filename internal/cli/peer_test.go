@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -294,6 +295,31 @@ func TestSendErrors(t *testing.T) {
 		if r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)", args, r.code)
 		}
+	}
+}
+
+// TestSendToReceiverThatLeaves: a receiver takes one message and exits
+// while send still sends; send fails saying first that the peer reset
+// the stream (before: the pipe's ID and the endpoint's account came
+// first, the cause last, ~260 characters in).
+func TestSendToReceiverThatLeaves(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y", "--count", "1000000")
+	failsCleanly(t, r)
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	// Which of the connection's ends the sender sees go first depends on
+	// the timing; each is a cause said first.
+	line := strings.TrimPrefix(string(r.stderr), "p2pmsg: ")
+	if !slices.ContainsFunc([]string{"the peer reset the stream: ", "connection reset by peer: ", "broken pipe: "}, func(c string) bool {
+		return strings.HasPrefix(line, c)
+	}) {
+		t.Errorf("stderr %q does not lead with why", r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Errorf("recv exit %d: %q", code, recv.stderr)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
 
@@ -178,11 +179,13 @@ const maxErrorLine = 160
 
 // shortError is err as one line that leads with its root cause when one
 // is recognised (a refused or reset connection, an unreachable host or
-// peer, a timeout, a peer with another identity than expected), followed by what
+// peer, a timeout, a peer with another identity than expected, a stream
+// the peer reset), followed by what
 // was being done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(err.Error())
 	var errno syscall.Errno
+	var reset *network.StreamError
 	cause := ""
 	switch {
 	case errors.Is(err, jxtarel.ErrUnreachable):
@@ -195,6 +198,8 @@ func shortError(err error) string {
 		cause = "timed out"
 	case strings.Contains(s, "peer id mismatch"):
 		cause = "the peer at that address has another peer ID"
+	case errors.As(err, &reset) && reset.Remote:
+		cause = "the peer reset the stream"
 	}
 	if cause == "" {
 		return s
