@@ -604,19 +604,26 @@ func sendOpen(t *testing.T, a, peer string, n int, out *os.File) *exec.Cmd {
 	}
 }
 
+// socketReceiver starts recv --socket on a new unicast pipe, writing to
+// out (closed when the test ends).
+func socketReceiver(t *testing.T) (a string, out *os.File, recv *daemon) {
+	t.Helper()
+	a = newPipeAdv(t, "unicast")
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	return a, out, startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+}
+
 // TestRecvSocketInterrupted: recv --socket cut short by SIGINT or SIGTERM
 // mid-stream exits 128+signal, saying so, instead of 0 with truncated
 // output; before any connection, too.
 func TestRecvSocketInterrupted(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			a := newPipeAdv(t, "unicast")
-			out, err := os.Create(filepath.Join(t.TempDir(), "out"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer out.Close()
-			recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+			a, out, recv := socketReceiver(t)
 			sendOpen(t, a, recv.addrs[0], 4096, out)
 			recv.cmd.Process.Signal(sig)
 			if code := recv.wait(t); code != 128+int(sig) {
@@ -777,13 +784,7 @@ func TestRecvJSONReportsSizes(t *testing.T) {
 // exits 130 saying so, and resets the socket, so that recv fails rather
 // than taking the bytes that arrived for the whole stream.
 func TestSendSocketInterrupted(t *testing.T) {
-	a := newPipeAdv(t, "unicast")
-	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	recv := startTo(t, nil, out, "recv", "--socket", "--pipe", a, "--listen", loopback)
+	a, out, recv := socketReceiver(t)
 	send := sendOpen(t, a, recv.addrs[0], 4096, out)
 	send.Process.Signal(syscall.SIGINT)
 	send.Wait()

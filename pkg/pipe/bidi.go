@@ -431,9 +431,7 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 			return
 		default:
 		}
-		r := receivedPool.Get().(*Received)
-		r.Message, r.From, r.FromJXTA, r.Pipe = d.Message, d.Source, d.SourceJXTA, b.adv.ID
-		r.Security, r.Relayed, r.RemoteHost, r.delivery = d.Security, d.Relayed, d.RemoteHost, d
+		r := received(d, b.adv.ID)
 		if ok, _ := b.box.put(ctx, b.done, r, d); !ok {
 			r.recycle() // nobody saw it
 			d.Refuse("bidirectional pipe connection closed")

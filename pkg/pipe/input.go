@@ -204,22 +204,7 @@ func (p *InputPipe) deliverData(ctx context.Context, d *endpoint.Delivery) {
 		p.svc.tagSender(d.Source)
 		p.lastTagged.Store(&taggedSender{d.Source, gen})
 	}
-	// A Received stays with the delivery's storage when both are
-	// released, so that the next message in that storage comes with it:
-	// no pool to go through (Received.recycle).
-	var r *Received
-	slot := d.Kept()
-	if slot != nil {
-		r, _ = (*slot).(*Received)
-	}
-	if r == nil {
-		r = receivedPool.Get().(*Received)
-		if slot != nil {
-			*slot = r
-		}
-	}
-	*r = Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: p.adv.ID, Security: d.Security,
-		Relayed: d.Relayed, RemoteHost: d.RemoteHost, delivery: d, pooled: true, kept: slot != nil}
+	r := received(d, p.adv.ID)
 	if err := p.deliver(ctx, r, d); err != nil {
 		r.recycle() // nobody saw it
 		d.Refuse("pipe not bound here")

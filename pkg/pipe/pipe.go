@@ -216,6 +216,27 @@ type Received struct {
 	listening context.Context
 }
 
+// received returns the Received of d, a message from the endpoint to pipe.
+// It stays with the delivery's storage when both are released, so that
+// the next message in that storage comes with it: no pool to go through
+// (recycle).
+func received(d *endpoint.Delivery, pipe id.ID) *Received {
+	var r *Received
+	slot := d.Kept()
+	if slot != nil {
+		r, _ = (*slot).(*Received)
+	}
+	if r == nil {
+		r = receivedPool.Get().(*Received)
+		if slot != nil {
+			*slot = r
+		}
+	}
+	*r = Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: pipe, Security: d.Security,
+		Relayed: d.Relayed, RemoteHost: d.RemoteHost, delivery: d, pooled: true, kept: slot != nil}
+	return r
+}
+
 // receivedPool recycles the Received of unicast and secure pipes'
 // messages: Release, and Receive, which returns only the message, hand
 // them back.

@@ -756,14 +756,47 @@ func TestPropagateDropsAreCounted(t *testing.T) {
 	}
 }
 
-// TestReleasedReceivedReused: an application receives 3,000 messages with
-// ReceiveFrom and Receive, releases some at once, some later and some
-// never; a Received (and its message) it holds unreleased is never
-// handed out again for a later message, however the released ones are
-// recycled (with their delivery's storage, or through a pool).
+// TestReleasedReceivedReused: an application receives 3,000 messages
+// from an input pipe or a Bidi with ReceiveFrom and Receive, releases
+// some at once, some later and some never; a Received (and its message)
+// it holds unreleased is never handed out again for a later message,
+// however the released ones are recycled (with their delivery's storage,
+// or through a pool).
 func TestReleasedReceivedReused(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	a, in, out := unicast(t, newPipes(t, nodes[0]), newPipes(t, nodes[1]), pipe.ToPeers(nodes[1].AddrInfo()))
+	for _, kind := range []string{"input pipe", "bidi"} {
+		t.Run(kind, func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+			var a *adv.PipeAdvertisement
+			var in receiver
+			var send func(context.Context, *message.Message) error
+			if kind == "bidi" {
+				l, err := sb.Listen(newAdv(t, adv.Unicast))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Close() })
+				local, remote := connected(t, sa, l, pipe.ToPeers(nodes[1].AddrInfo()))
+				a, in, send = l.Adv(), remote, local.Send
+			} else {
+				var out *pipe.OutputPipe
+				a, in, out = unicast(t, sa, sb, pipe.ToPeers(nodes[1].AddrInfo()))
+				send = out.Send
+			}
+			receiveReleasing(t, in, send, nodes[0].ID(), a)
+		})
+	}
+}
+
+// receiver is an input pipe or a Bidi.
+type receiver interface {
+	Receive(context.Context) (*message.Message, error)
+	ReceiveFrom(context.Context) (*pipe.Received, error)
+}
+
+// receiveReleasing is TestReleasedReceivedReused's run over in, the
+// messages sent with send.
+func receiveReleasing(t *testing.T, in receiver, send func(context.Context, *message.Message) error, from peer.ID, a *adv.PipeAdvertisement) {
 	const n = 3000
 	sent := make(chan struct{})
 	sctx, cancel := context.WithCancel(context.Background())
@@ -779,7 +812,7 @@ func TestReleasedReceivedReused(t *testing.T) {
 				size = 20 << 10
 			}
 			m.Add(message.Element{Name: "i", Data: fmt.Appendf(make([]byte, 0, size), "%0*d", size, i)})
-			if err := out.Send(sctx, m); err != nil {
+			if err := send(sctx, m); err != nil {
 				if sctx.Err() == nil {
 					t.Error(err)
 				}
@@ -813,7 +846,7 @@ func TestReleasedReceivedReused(t *testing.T) {
 			later = append(later, held{i: i, r: r, m: r.Message})
 			if len(later) == 10 {
 				for _, h := range later {
-					check(t, h.i, h.r, h.m, nodes[0].ID(), a)
+					check(t, h.i, h.r, h.m, from, a)
 					h.r.Release()
 				}
 				later = later[:0]
@@ -823,7 +856,7 @@ func TestReleasedReceivedReused(t *testing.T) {
 		}
 	}
 	for _, h := range kept {
-		check(t, h.i, h.r, h.m, nodes[0].ID(), a)
+		check(t, h.i, h.r, h.m, from, a)
 	}
 }
 
