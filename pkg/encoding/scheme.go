@@ -219,9 +219,11 @@ type Codecs struct {
 var _ Scheme = (*Codecs)(nil)
 
 // New returns a scheme encoding selected elements with codecs applied in
-// order. Decode needs no codecs of its own: it decodes every encoded
-// element with the codecs found in the registry by the names the headers
-// record. At least one codec is required.
+// order. Selected are the elements made through an adapter's Producer
+// and those WithSelector selects: with neither, a message goes as it is.
+// Decode needs no codecs of its own: it decodes every encoded element
+// with the codecs found in the registry by the names the headers record.
+// At least one codec is required.
 func New(codecs []Codec, opts ...Option) (*Codecs, error) {
 	if len(codecs) == 0 || len(codecs) > MaxDepth {
 		return nil, fmt.Errorf("%w: need 1 to %d codecs, got %d", ErrBadOption, MaxDepth, len(codecs))
