@@ -180,8 +180,7 @@ const maxErrorLine = 160
 // shortError is err as one line that leads with its root cause when one
 // is recognised (a refused or reset connection, an unreachable host or
 // peer, a timeout, a peer with another identity than expected, a stream
-// the peer reset), followed by what
-// was being done, cut to maxErrorLine.
+// the peer reset), followed by what was being done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(err.Error())
 	var errno syscall.Errno
