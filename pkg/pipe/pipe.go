@@ -261,12 +261,12 @@ func (r *Received) Refuse(reason string) {
 // recycled r. It is optional.
 func (r *Received) Release() {
 	if d := r.delivery; d != nil {
+		kept := r.kept // r goes with d's storage, maybe to the next message at once: untouched after d.Release
 		r.delivery = nil
-		if r.kept { // r goes with d's storage, maybe to the next message at once
-			d.Release()
+		d.Release()
+		if kept {
 			return
 		}
-		d.Release()
 	}
 	r.recycle()
 }
