@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
@@ -41,6 +44,8 @@ with an error naming it.`,
 				return usageError{fmt.Errorf("--codec %q: want xml or zstd", codec)}
 			case id == 0:
 				return usageError{errors.New("--id: give a nonzero model ID (it names the model: xml@ID, zstd@ID)")}
+			case builtinID(id) != nil:
+				return usageError{fmt.Errorf("--id: %w", builtinID(id))}
 			case out == "":
 				return usageError{errors.New("--out FILE is required")}
 			case len(files) == 0:
@@ -63,7 +68,7 @@ with an error naming it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&codec, "codec", "", "xml (a model for the xml codec) or zstd (a zstd dictionary)")
-	f.Uint32Var(&id, "id", 0, "the model's ID, 1 to 4294967295, as codecs name it (xml@ID)")
+	f.Uint32Var(&id, "id", 0, "the model's ID, 1 to 4294967295, as codecs name it (xml@ID); not "+builtinIDs()+", the built-in models'")
 	f.StringVar(&out, "out", "", "file to write the model to")
 	return cmd
 }
@@ -98,4 +103,13 @@ func train(codec string, id uint32, files []string, samples [][]byte) ([]byte, e
 		return nil, err
 	}
 	return m.MarshalBinary()
+}
+
+// builtinIDs lists the built-in models' IDs: "213 or 225".
+func builtinIDs() string {
+	var ids []string
+	for _, id := range codecbench.BuiltinModelIDs() {
+		ids = append(ids, strconv.FormatUint(uint64(id), 10))
+	}
+	return strings.Join(ids, " or ")
 }

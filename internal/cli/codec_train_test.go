@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
 
 // rosterDoc is a staff roster of n members, from a generator other than
@@ -131,6 +134,8 @@ func TestCodecTrainErrors(t *testing.T) {
 		{[]string{"--codec", "lzma", "--id", "7", "--out", out, good}, 2, "--codec"},
 		{[]string{"--codec", "xml", "--id", "7", good}, 2, "--out"},
 		{[]string{"--codec", "xml", "--id", "-1", "--out", out, good}, 2, "--id"},
+		{[]string{"--codec", "xml", "--id", "225", "--out", out, good}, 2, "built-in employees model"},
+		{[]string{"--codec", "zstd", "--id", "213", "--out", out, good}, 2, "built-in dataset model"},
 		{[]string{"--codec", "xml", "--id", "7", "--out", out, good, filepath.Join(dir, "missing.xml")}, 1, "missing.xml"},
 		{[]string{"--codec", "xml", "--id", "7", "--out", out, good, bad}, 1, "bad.xml"},
 		{[]string{"--codec", "zstd", "--id", "7", "--out", filepath.Join(dir, "no", "such", "dir"), good, writeFile(t, "good2.xml", rosterDoc(2, 3))}, 1, "no such"},
@@ -194,5 +199,59 @@ func TestSendRecvModel(t *testing.T) {
 	}
 	if stderr := strings.Join(recv.stderr, "\n"); !strings.Contains(stderr, "dropped") || !strings.Contains(stderr, "xml model 7") {
 		t.Fatalf("recv stderr %q does not report the refused message", stderr)
+	}
+}
+
+// TestModelWithBuiltinID: a user's model cannot take a built-in model's
+// ID, since a receiver given no model file would decode frames naming it
+// with the built-in model and one given the file with the user's: codec
+// train refuses the ID (TestCodecTrainErrors), and every command taking
+// --model refuses such a file, unless it is the built-in model itself.
+func TestModelWithBuiltinID(t *testing.T) {
+	var samples [][]byte
+	for i := range 20 {
+		samples = append(samples, rosterDoc(uint64(i), 1))
+	}
+	m, err := xmlc.NewModel(225, samples...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := writeFile(t, "mine.p2xm", b)
+	doc := writeFile(t, "doc.xml", rosterDoc(99, 1))
+	a := newPipeAdv(t, "unicast")
+	for _, args := range [][]string{
+		{"codec", "encode", "--codec", "xml@225", "--model", mine},
+		{"codec", "decode", "--model", mine},
+		{"lab", "codecs", "--codecs", "xml@225", "--files", doc, "--model", mine},
+		{"recv", "--pipe", a, "--listen", loopback, "--count", "1", "--model", mine},
+		{"send", "--pipe", a, "--peer", "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf", "--elem", "doc=@" + doc, "--encode", "xml@225", "--model", mine},
+	} {
+		r := run(t, []byte("<a/>"), args...)
+		failsCleanly(t, r)
+		if !strings.Contains(string(r.stderr), "--model "+mine) || !strings.Contains(string(r.stderr), "ID 225 is the built-in employees model's") {
+			t.Errorf("%v: exit %d, %q", args[:2], r.code, r.stderr)
+		}
+	}
+
+	// The built-in model's own file is accepted, and is the model a
+	// decoder without it uses.
+	files, err := codecbench.ModelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin := writeFile(t, "employees.p2xm", files[0])
+	want := []byte(`<employees><employee id="7"><name>Ada</name></employee></employees>`)
+	enc := run(t, want, "codec", "encode", "--codec", "xml@225", "--model", builtin)
+	if enc.code != 0 {
+		t.Fatalf("encode with the built-in model's file: exit %d, %s", enc.code, enc.stderr)
+	}
+	for _, args := range [][]string{{"codec", "decode"}, {"codec", "decode", "--model", builtin}} {
+		if dec := run(t, enc.stdout, args...); dec.code != 0 || !bytes.Equal(dec.stdout, want) {
+			t.Errorf("%v: exit %d, %q, %s", args, dec.code, dec.stdout, dec.stderr)
+		}
 	}
 }

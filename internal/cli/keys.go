@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,6 +129,9 @@ func (k *codecKeys) load(pskFile string, dictFiles, modelFiles []string) error {
 			return err
 		}
 		codec, id, err := k.models.Add(d)
+		if err == nil {
+			err = notBuiltin(id, d)
+		}
 		if err == nil && codec != zstd.Name {
 			err = fmt.Errorf("%w: a %s model, not a zstd dictionary", encoding.ErrBadOption, codec)
 		}
@@ -142,11 +147,44 @@ func (k *codecKeys) load(pskFile string, dictFiles, modelFiles []string) error {
 		if err != nil {
 			return err
 		}
-		if _, _, err := k.models.Add(b); err != nil {
+		_, id, err := k.models.Add(b)
+		if err == nil {
+			err = notBuiltin(id, b)
+		}
+		if err != nil {
 			return fmt.Errorf("--model %s: %w", f, err)
 		}
 	}
 	return nil
+}
+
+// builtinID returns an error if id is a built-in model's
+// (codecbench.BuiltinModel), which a user's model must not take: a
+// receiver given no model file decodes frames naming that ID with the
+// built-in one, and one given the file with the file's, so the two would
+// disagree on what a sender meant.
+func builtinID(id uint32) error {
+	if name, ok := codecbench.BuiltinModel(id); ok {
+		return fmt.Errorf("ID %d is the built-in %s model's (xml@%s, zstd@%s); train yours with another --id", id, name, name, name)
+	}
+	return nil
+}
+
+// notBuiltin refuses a model file with a built-in model's ID unless it is
+// that built-in model's file.
+func notBuiltin(id uint32, file []byte) error {
+	err := builtinID(id)
+	if err == nil {
+		return nil
+	}
+	builtin, ferr := codecbench.ModelFiles()
+	if ferr != nil {
+		return fmt.Errorf("built-in models: %w", ferr)
+	}
+	if slices.ContainsFunc(builtin, func(b []byte) bool { return bytes.Equal(b, file) }) {
+		return nil
+	}
+	return err
 }
 
 // missingModel adds to an error that says a model or dictionary is
@@ -225,7 +263,7 @@ func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 // addBuiltinModels adds the built-in models and dictionaries
 // (codecbench.Models) to those given, for decoding: a sender names them
 // (xml@employees) with no file, so a receiver needs none either. A
-// --model file of the same codec and ID is kept instead.
+// --model file has another ID, or is the built-in model itself (load).
 func (k *codecKeys) addBuiltinModels() error {
 	files, err := codecbench.ModelFiles()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,22 @@ var Models = []string{"employees", "dataset"}
 
 // modelID is the dictionary ID of each named model, for xml and zstd.
 var modelID = map[string]uint32{"employees": 0xE1, "dataset": 0xD5}
+
+// BuiltinModel returns the name of the built-in model (one of Models)
+// whose xml model and zstd dictionary have id, if one has: a frame naming
+// that ID is decoded with it wherever no other model of that ID is given,
+// so a user's model must not take it.
+func BuiltinModel(id uint32) (name string, ok bool) {
+	for name, mid := range modelID {
+		if mid == id {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// BuiltinModelIDs returns the built-in models' IDs, in increasing order.
+func BuiltinModelIDs() []uint32 { return slices.Sorted(maps.Values(modelID)) }
 
 // ModelSamples returns the sample documents of a named model: records the
 // corpus's documents do not start with (employees 100 to 139, rows 1000 to
