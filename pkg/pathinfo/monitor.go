@@ -31,7 +31,10 @@ const (
 
 // Exchanges: one whose transfer takes less than informative at the known
 // rate tells the fixed cost of an exchange, not the rate (scheduling adds
-// as much). One more than surprise times off the prediction is a surprise;
+// as much), unless its transfer lasted minSpan, which times it as well as
+// a probe (the path got slower: a link that changed shows in small
+// messages too). One more than
+// surprise times off the prediction is a surprise;
 // changeAfter in a row in one direction mean the path changed (one may be
 // the machine's delay), and reset the rate. Others move it by feedAlpha:
 // a steady change shows within a few exchanges, one's noise barely.
@@ -279,9 +282,10 @@ func (m *Monitor) FetchProfile(ctx context.Context) (*adaptive.Profile, error) {
 	return p, nil
 }
 
-// ObserveExchange tells the monitor that n bytes sent to the peer as they
-// are were acknowledged after d (what the adaptive scheme reports): short
-// exchanges teach the fixed cost beyond the RTT, longer ones the rate.
+// ObserveExchange tells the monitor that n bytes sent to the peer were
+// acknowledged after d, beyond the peer's decoding (what the adaptive
+// scheme reports): short exchanges teach the fixed cost beyond the RTT,
+// longer ones the rate.
 func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
@@ -297,7 +301,8 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		return
 	}
 	pred := time.Duration(float64(n) / bw * float64(time.Second))
-	if pred < informative {
+	xfer := max(d-fixed, time.Microsecond)
+	if pred < informative && xfer < minSpan {
 		// Delays on a busy machine only ever add to the fixed cost: the
 		// estimate follows low values fast and high ones slowly.
 		o, a := max(d-m.path.RTT-pred, 0), 0.05
@@ -309,7 +314,6 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		m.overhead += time.Duration(a * float64(o-m.overhead))
 		return
 	}
-	xfer := max(d-fixed, time.Microsecond)
 	implied := float64(n) / xfer.Seconds()
 	r, dir := float64(xfer)/float64(pred), 0
 	if r > surprise {

@@ -41,6 +41,15 @@ func TestObserveExchange(t *testing.T) {
 			{1_000_000, at(1_000_000, 4e6, 0)}, {1_000_000, at(1_000_000, 4e6, 0)}, {1_000_000, at(1_000_000, 4e6, 0)},
 		}, 4e6, 1},
 		{"nonsense ignored", 1e6, []ex{{0, time.Second}, {100, -time.Second}}, 1e6, 0},
+		// A LAN turned DSL: exchanges too short to time the LAN's rate
+		// take long enough to time the new one.
+		{"short exchanges delayed less than minSpan leave the rate", 12.5e6, []ex{
+			{7000, at(7000, 12.5e6, 8*time.Millisecond)}, {7000, at(7000, 12.5e6, 8*time.Millisecond)}, {7000, at(7000, 12.5e6, 8*time.Millisecond)},
+		}, 12.5e6, 0},
+		{"a short exchange slower by minSpan is a delay", 12.5e6, []ex{{7000, at(7000, 80e3, 0)}, {7000, at(7000, 12.5e6, 0)}}, 12.5e6, 0},
+		{"changeAfter short exchanges slower by minSpan are a change", 12.5e6, []ex{
+			{7000, at(7000, 80e3, 0)}, {7000, at(7000, 80e3, 0)}, {7000, at(7000, 80e3, 0)},
+		}, 80e3, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Monitor{svc: &Service{models: adaptive.NewModels()},

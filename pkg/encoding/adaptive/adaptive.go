@@ -22,7 +22,7 @@
 // Sizes and encode times come from Models learned online per codec, level
 // and kind (unknown codecs are measured on a built-in sample when a Scheme
 // is made); decode times from the receiver's Profile; the path from the
-// Peer, to which the scheme reports its exchanges sent as they are.
+// Peer, to which the scheme reports its exchanges.
 //
 // Estimates improve only for what is tried. A trial encodes the element
 // with another candidate in the background and is not sent: a candidate
@@ -60,8 +60,9 @@ type Peer interface {
 	Path() Path
 	// ReceiverProfile is the receiver's decode profile, nil if unknown.
 	ReceiverProfile() *Profile
-	// ObserveExchange tells that n bytes sent to the receiver as they
-	// are were acknowledged after d.
+	// ObserveExchange tells that n bytes sent to the receiver were
+	// acknowledged after d, beyond the time the receiver is predicted to
+	// take decoding what of them went encoded.
 	ObserveExchange(n int, d time.Duration)
 }
 
@@ -90,13 +91,13 @@ type Scheme struct {
 }
 
 // exchange is what the scheme sent since the last acknowledgement, from
-// start (zero: nothing). encoded says an element of it went encoded: its
-// time is then the path's and the receiver's decode's, the latter known
-// only as well as the receiver's profile.
+// start (zero: nothing): bytes on the wire, and decode, the time the
+// receiver is predicted to take decoding its encoded elements, which is
+// not the path's.
 type exchange struct {
-	encoded bool
-	start   time.Time
-	bytes   int
+	start  time.Time
+	bytes  int
+	decode time.Duration
 }
 
 var (
@@ -163,27 +164,56 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 // to the sender now. The exchange is timed from the first message sent
 // since the last Delivered.
 func (s *Scheme) Sending(m *message.Message) {
-	n, encoded := messageSize(m)
+	n := messageSize(m)
+	var dec time.Duration
+	if s.peer != nil {
+		dec = s.decodeTimeOf(m)
+	}
 	s.xmu.Lock()
 	if s.x.start.IsZero() {
 		s.x.start = time.Now()
 	}
 	s.x.bytes += n
-	s.x.encoded = s.x.encoded || encoded
+	s.x.decode += dec
 	s.xmu.Unlock()
 }
 
+// decodeTimeOf predicts the receiver's time decoding m's encoded
+// elements, as decisions do.
+func (s *Scheme) decodeTimeOf(m *message.Message) time.Duration {
+	var d time.Duration
+	var prof *Profile
+	for i := range m.Len() {
+		if !encoding.IsEncoded(m.At(i)) {
+			continue
+		}
+		h, _, err := encoding.ParseHeader(m.At(i).Data)
+		if err != nil {
+			continue
+		}
+		if prof == nil {
+			prof = s.peer.ReceiverProfile()
+		}
+		s.models.mu.Lock()
+		d += s.models.decodeTime(prof, h.Codec, int(min(h.Size, 1<<40)))
+		s.models.mu.Unlock()
+	}
+	return d
+}
+
 // Delivered is the encoding.Observer's: what was sent since the last call
-// was acknowledged (ok), or is not to be timed. If all of it went as it
-// is, the time since the first of it is the path's alone, and goes to the
-// Peer; an exchange with encoded elements would teach the path the error
-// of the decode time predicted for the receiver, and is not reported.
+// was acknowledged (ok), or is not to be timed. The time since the first
+// of it, less the receiver's predicted decoding of its encoded elements,
+// is the path's, and goes to the Peer. That prediction's error goes with
+// it, but a decode takes little of an exchange where the path matters
+// (a slow link), and without encoded exchanges a scheme that encodes
+// everything would never see the path change.
 func (s *Scheme) Delivered(ok bool) {
 	s.xmu.Lock()
 	x := s.x
 	s.x = exchange{}
 	s.xmu.Unlock()
-	if ok && !x.start.IsZero() && !x.encoded && s.peer != nil {
-		s.peer.ObserveExchange(x.bytes, time.Since(x.start))
+	if d := time.Since(x.start) - x.decode; ok && !x.start.IsZero() && d > 0 && s.peer != nil {
+		s.peer.ObserveExchange(x.bytes, d)
 	}
 }

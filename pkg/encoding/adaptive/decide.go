@@ -45,14 +45,12 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
-// messageSize is m's size on the wire, and whether an element of it is
-// encoded.
-func messageSize(m *message.Message) (n int, encoded bool) {
+// messageSize is m's size on the wire.
+func messageSize(m *message.Message) (n int) {
 	for i := range m.Len() {
 		n += wireSize(m.At(i))
-		encoded = encoded || encoding.IsEncoded(m.At(i))
 	}
-	return n, encoded
+	return n
 }
 
 // Encode returns a copy of m whose selected elements are each sent as the
@@ -61,7 +59,7 @@ func messageSize(m *message.Message) (n int, encoded bool) {
 // is returned.
 func (s *Scheme) Encode(m *message.Message) (*message.Message, error) {
 	var out *message.Message
-	total, _ := messageSize(m)
+	total := messageSize(m)
 	for i := range m.Len() {
 		e := m.At(i)
 		if !s.cands[1].enc.Selects(e) {
@@ -158,13 +156,7 @@ func (s *Scheme) decideAfresh(k kind, n, rest int, path Path, prof *Profile) Dec
 	for i, c := range s.cands[1:] {
 		size, sizeKnown := m.predictSize(c.spec, k, n)
 		enc, encKnown := m.predictEncode(c.spec, k.class, n)
-		dec, ok := prof.decodeTime(c.name, n)
-		if !ok {
-			// The receiver's profile does not say: as fast as this node.
-			if dec, ok = m.own.decodeTime(c.name, n); !ok {
-				dec = priorDecode(n)
-			}
-		}
+		dec := m.decodeTime(prof, c.name, n)
 		xt := path.TransferTime(rest + size)
 		e := Estimate{Spec: c.spec, Size: size, Encode: enc, Transfer: xt, Decode: dec,
 			Total: enc + xt + dec, Known: sizeKnown && encKnown}

@@ -166,6 +166,19 @@ func priorEncode(n int) time.Duration {
 	return 50*time.Microsecond + time.Duration(n)*20*time.Nanosecond
 }
 
+// decodeTime predicts the receiver's time decoding into n bytes with the
+// named codec, from its profile prof; where that does not say, as fast as
+// this node, or else priorDecode. m.mu held.
+func (m *Models) decodeTime(prof *Profile, codec string, n int) time.Duration {
+	if d, ok := prof.decodeTime(codec, n); ok {
+		return d
+	}
+	if d, ok := m.own.decodeTime(codec, n); ok {
+		return d
+	}
+	return priorDecode(n)
+}
+
 // priorDecode is the decode time assumed when neither the receiver nor
 // this node knows the codec: 20 µs plus 4 ns per byte (250 MB/s), a
 // middling decoder.
