@@ -293,6 +293,9 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stats.Exchanges++
+	if d < m.path.RTT {
+		m.path.RTT = d // an acknowledged exchange took a round trip at least
+	}
 	bw, fixed := m.path.Bandwidth, m.path.RTT+m.overhead
 	if bw <= 0 {
 		if xfer := d - fixed; xfer >= minSpan {
@@ -314,7 +317,13 @@ func (m *Monitor) ObserveExchange(n int, d time.Duration) {
 		m.overhead += time.Duration(a * float64(o-m.overhead))
 		return
 	}
-	implied := float64(n) / xfer.Seconds()
+	span := xfer
+	if span < minSpan {
+		// Too short to time (a path faster than known): the whole
+		// exchange bounds the rate from below.
+		span = d
+	}
+	implied := float64(n) / span.Seconds()
 	r, dir := float64(xfer)/float64(pred), 0
 	if r > surprise {
 		dir = 1

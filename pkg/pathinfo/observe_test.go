@@ -50,6 +50,11 @@ func TestObserveExchange(t *testing.T) {
 		{"changeAfter short exchanges slower by minSpan are a change", 12.5e6, []ex{
 			{7000, at(7000, 80e3, 0)}, {7000, at(7000, 80e3, 0)}, {7000, at(7000, 80e3, 0)},
 		}, 80e3, 1},
+		// DSL turned LAN: exchanges shorter than the known RTT, whose
+		// transfer is too short to time, bound the rate from below.
+		{"exchanges faster than the RTT bound the rate by their whole time", 80e3, []ex{
+			{5000, 2 * time.Millisecond}, {5000, 2 * time.Millisecond}, {5000, 2 * time.Millisecond},
+		}, 2.5e6, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Monitor{svc: &Service{models: adaptive.NewModels()},
