@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -204,4 +205,37 @@ func formatRate(bps float64) string {
 		return fmt.Sprintf("%.1f kB/s", bps/1e3)
 	}
 	return fmt.Sprintf("%.0f B/s", bps)
+}
+
+// positiveFlags refuses, as a usage error, any of the named int, float64
+// or duration flags given on the command line with a value of zero or
+// less. The lab's configurations read zero as "the default", so without
+// this a user who typed --rate 0 would get the default rate, silently,
+// and a run of minutes.
+func positiveFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		var v float64
+		switch f.Value.Type() {
+		case "duration":
+			d, err := time.ParseDuration(f.Value.String())
+			if err != nil {
+				return usageError{fmt.Errorf("--%s: %w", name, err)}
+			}
+			v = float64(d)
+		default:
+			n, err := strconv.ParseFloat(f.Value.String(), 64)
+			if err != nil {
+				return usageError{fmt.Errorf("--%s: %w", name, err)}
+			}
+			v = n
+		}
+		if v <= 0 {
+			return usageError{fmt.Errorf("--%s must be more than 0, not %s", name, f.Value.String())}
+		}
+	}
+	return nil
 }

@@ -105,8 +105,11 @@ run's JSON lines again.`,
 					*f.dst = splitList(f.val)
 				}
 			}
-			if trials < lab.MinAMTTTrials || warmup < 0 || maxMessage < 0 || budget < 0 || remeasure < 0 {
-				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --max-message, --budget and --remeasure >= 0", lab.MinAMTTTrials)}
+			if err := positiveFlags(cmd, "slow-factor", "max-message"); err != nil {
+				return err
+			}
+			if trials < lab.MinAMTTTrials || warmup < 0 || budget < 0 || remeasure < 0 {
+				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --budget and --remeasure >= 0", lab.MinAMTTTrials)}
 			}
 			if from != "" { // reports of an earlier run
 				f, err := os.Open(from)

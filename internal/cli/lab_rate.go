@@ -60,8 +60,8 @@ figures within a run, not across machines).`,
 			if load <= 0 || load > 1 {
 				return usageError{fmt.Errorf("--load must be in (0, 1]")}
 			}
-			if messages < 0 {
-				return usageError{fmt.Errorf("--messages must be >= 0")}
+			if err := positiveFlags(cmd, "messages"); err != nil {
+				return err
 			}
 			for _, n := range sz {
 				if n < 12 {
@@ -75,7 +75,7 @@ figures within a run, not across machines).`,
 				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load,
 				Progress: cmd.ErrOrStderr(),
 			})
-			if errors.Is(err, lab.ErrUnknownLayer) {
+			if errors.Is(err, lab.ErrUnknownLayer) || errors.Is(err, lab.ErrRateConfig) {
 				return usageError{err}
 			}
 			if err != nil {
@@ -113,7 +113,10 @@ func parseShapes(s string) ([]lab.RateShape, error) {
 		sn, err1 := strconv.Atoi(a)
 		pn, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("shape %q: want SENDERSxPEERS, e.g. 8x1", f)
+			return nil, fmt.Errorf("--shapes: shape %q: want SENDERSxPEERS, e.g. 8x1", f)
+		}
+		if sn < 1 || pn < 1 {
+			return nil, fmt.Errorf("--shapes: shape %q: want at least one sender and one peer", f)
 		}
 		out = append(out, lab.RateShape{Senders: sn, Peers: pn})
 	}

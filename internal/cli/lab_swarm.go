@@ -54,6 +54,10 @@ goroutines and connections over its start, divided by the peers.`,
   p2pmsg lab swarm --peers 50 --case propagate,resolve --json > swarm.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if err := positiveFlags(cmd, "peers", "publishers", "rate", "duration", "targets", "size", "degree",
+				"relay-fraction", "relays", "churn", "settle"); err != nil {
+				return err
+			}
 			for _, c := range strings.Split(cases, ",") {
 				if c = strings.TrimSpace(c); c != "" {
 					cfg.Cases = append(cfg.Cases, c)

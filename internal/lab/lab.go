@@ -27,6 +27,10 @@ import (
 // ErrUnknownLayer is returned for a layer name nobody registered.
 var ErrUnknownLayer = errors.New("lab: unknown layer")
 
+// ErrRateConfig reports a RateConfig RunRate cannot run (a size or a
+// shape out of range).
+var ErrRateConfig = errors.New("lab: invalid rate configuration")
+
 // Transports the libp2p-based layers run on.
 const (
 	TransportTCP  = "tcp"

@@ -120,12 +120,12 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 	}
 	for _, s := range sizes {
 		if s < 12 || s > 16<<20 {
-			return nil, fmt.Errorf("lab: rate size %d: want 12 bytes (a timestamp and a pass number) to 16 MiB", s)
+			return nil, fmt.Errorf("%w: size %d: want 12 bytes (a timestamp and a pass number) to 16 MiB", ErrRateConfig, s)
 		}
 	}
 	for _, sh := range shapes {
 		if sh.Senders < 1 || sh.Peers < 1 || sh.Senders > 256 || sh.Peers > 64 {
-			return nil, fmt.Errorf("lab: rate shape %d senders to %d peers: want 1–256 senders and 1–64 peers", sh.Senders, sh.Peers)
+			return nil, fmt.Errorf("%w: shape %d senders to %d peers: want 1–256 senders and 1–64 peers", ErrRateConfig, sh.Senders, sh.Peers)
 		}
 	}
 	transport := cmp(cfg.Transport, TransportTCP)
