@@ -56,7 +56,10 @@ trained one by its ID (xml@7) given with --model (see ` + "`p2pmsg codec train`"
 
 Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			defer exitOnSignal(ctx, &err)
 			specs := codecbench.DefaultSpecs
 			if codecs != "" {
 				specs = strings.Split(codecs, ",")
@@ -84,7 +87,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			if err := keys.load("", nil, models); err != nil {
 				return err
 			}
-			res, err := codecbench.Run(cmd.Context(), specs, inputs, codecbench.WithModels(&keys.models))
+			res, err := codecbench.Run(ctx, specs, inputs, codecbench.WithModels(&keys.models))
 			if errors.Is(err, encoding.ErrSpec) { // found before measuring
 				return usageError{missingModel(err)}
 			}

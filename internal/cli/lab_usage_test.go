@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -63,5 +66,35 @@ func TestLabRefusesZeroValues(t *testing.T) {
 		if flag := args[2]; !strings.Contains(string(r.stderr), flag) {
 			t.Errorf("%v: the error does not name %s: %s", args, flag, r.stderr)
 		}
+	}
+}
+
+// TestLabCodecsInterrupted: lab codecs cut short by SIGINT exits 130
+// saying so, as the other experiments do, instead of measuring every
+// codec to the end. Its document is a FIFO: once lab codecs has opened
+// it, its handler is in place; the signal comes before the document,
+// so the measuring starts on an ended context whatever the timing.
+func TestLabCodecsInterrupted(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "doc.xml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	cmd := exec.Command(binary_, "lab", "codecs", "--files", fifo)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once lab codecs opened it
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	w.Write(bytes.Repeat([]byte("<a>some text</a>"), 1<<12))
+	w.Close()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(stderr.String(), "p2pmsg: interrupted by SIGINT: ") {
+		t.Fatalf("lab codecs interrupted: exit %d, stderr %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, stderr.String())
 	}
 }
