@@ -36,7 +36,8 @@ func newLabAMTTCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "amtt",
 		Short: "Average message transit time with and without compression, over emulated links",
-		Long: `Reproduce the Compression Pipe Adapter study (papers/000, Tables 5-7)
+		Long: `Reproduce the Compression Pipe Adapter study (papers/000: Table 5, gzip on
+DSL, and its LAN test; TREECHOP and XMLPPM, Tables 6-7, are not here)
 between two p2pmsg nodes in this process: the sender's node reaches the
 receiver's over loopback TCP through an emulated link (its uplink is the
 profile's "up"), and the two talk over two bidirectional pipes. After a
