@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -96,5 +97,36 @@ func TestLabCodecsInterrupted(t *testing.T) {
 	cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(stderr.String(), "p2pmsg: interrupted by SIGINT: ") {
 		t.Fatalf("lab codecs interrupted: exit %d, stderr %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, stderr.String())
+	}
+}
+
+// TestLabSwarmInterruptedOneCause: lab swarm cut short by SIGINT says so
+// in one short line that names one peer's error, not every peer's: once
+// one peer stops, the swarm cancels the others, whose "context canceled"
+// follows from it (with 1,000 peers the line was 1,000 errors long).
+func TestLabSwarmInterruptedOneCause(t *testing.T) {
+	cmd := exec.Command(binary_, "lab", "swarm", "--peers", "8", "--case", "propagate", "--duration", "1h")
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() && !strings.Contains(sc.Text(), "peers connected") {
+	}
+	cmd.Process.Signal(syscall.SIGINT) // the swarm is built and publishing for an hour
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: swarm: propagate: ") {
+		t.Fatalf("lab swarm interrupted: exit %d, last line %q; want 130 and \"p2pmsg: interrupted by SIGINT: swarm: propagate: …\"", code, last)
+	}
+	if n := strings.Count(last, "peer "); n > 1 {
+		t.Errorf("the error names %d peers' errors, want one: %q", n, last)
 	}
 }

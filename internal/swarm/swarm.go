@@ -715,10 +715,11 @@ func runInProcess(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	hub := newMemHub(cfg.Peers)
 	var (
-		mu    sync.Mutex
-		first *Result
-		errs  []error
-		wg    sync.WaitGroup
+		mu     sync.Mutex
+		first  *Result
+		cause  error // the first peer's error; the others' follow from the cancel it caused
+		others int
+		wg     sync.WaitGroup
 	)
 	for seq := 1; seq <= cfg.Peers; seq++ {
 		wg.Add(1)
@@ -728,7 +729,11 @@ func runInProcess(ctx context.Context, cfg Config) (Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("peer %d: %w", seq, err))
+				if cause == nil {
+					cause = fmt.Errorf("peer %d: %w", seq, err)
+				} else {
+					others++
+				}
 				cancel() // the others would wait for it at the next rendezvous
 			}
 			if seq == 1 {
@@ -737,8 +742,11 @@ func runInProcess(ctx context.Context, cfg Config) (Result, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return Result{}, err
+	if cause != nil {
+		if others > 0 {
+			return Result{}, fmt.Errorf("%w (and %d more peers stopped with it)", cause, others)
+		}
+		return Result{}, cause
 	}
 	if first == nil {
 		return Result{}, errors.New("swarm: peer 1 returned no result")
