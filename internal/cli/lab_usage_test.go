@@ -130,3 +130,21 @@ func TestLabSwarmInterruptedOneCause(t *testing.T) {
 		t.Errorf("the error names %d peers' errors, want one: %q", n, last)
 	}
 }
+
+// An unknown --profile is refused with the names the command takes:
+// lab amtt's own "custom" and lab grid's "loopback" among them.
+func TestLabUnknownProfileListsAccepted(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "amtt", "--profile", "moon"}, "custom"},
+		{[]string{"lab", "grid", "--profile", "moon"}, "loopback"},
+	} {
+		r := runRefused(t, c.args...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q among the names", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}

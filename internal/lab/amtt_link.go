@@ -31,7 +31,7 @@ func ResolveLink(profile string, o LinkOverrides) (string, linkemu.Link, error) 
 	if profile != CustomProfile {
 		p, err := linkemu.Lookup(profile)
 		if err != nil {
-			return "", link, err
+			return "", link, fmt.Errorf("%w, or %s", err, CustomProfile)
 		}
 		link = p.Link
 	}

@@ -202,5 +202,5 @@ func Lookup(name string) (Profile, error) {
 	for _, p := range Profiles() {
 		names = append(names, p.Name)
 	}
-	return Profile{}, fmt.Errorf("%w %q (have %s, none)", ErrUnknownProfile, name, strings.Join(names, ", "))
+	return Profile{}, fmt.Errorf("%w %q (have %s, none, loopback)", ErrUnknownProfile, name, strings.Join(names, ", "))
 }
