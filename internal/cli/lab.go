@@ -132,7 +132,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			}
 			sz, err := lab.ParseSizes(sizes)
 			if err != nil {
-				return usageError{err}
+				return usageError{fmt.Errorf("--sizes: %w", err)}
 			}
 			if transport != lab.TransportTCP && transport != lab.TransportQUIC {
 				return usageError{fmt.Errorf("unknown transport %q (want tcp or quic)", transport)}

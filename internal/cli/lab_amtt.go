@@ -65,12 +65,12 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 			o := lab.NoOverrides
 			if up != "" {
 				if o.Up, err = lab.ParseBitRate(up); err != nil {
-					return usageError{err}
+					return usageError{fmt.Errorf("--up: %w", err)}
 				}
 			}
 			if down != "" {
 				if o.Down, err = lab.ParseBitRate(down); err != nil {
-					return usageError{err}
+					return usageError{fmt.Errorf("--down: %w", err)}
 				}
 			}
 			for _, d := range []struct {

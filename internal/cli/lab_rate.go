@@ -51,7 +51,7 @@ figures within a run, not across machines).`,
 			}
 			sz, err := lab.ParseSizes(sizes)
 			if err != nil {
-				return usageError{err}
+				return usageError{fmt.Errorf("--sizes: %w", err)}
 			}
 			sh, err := parseShapes(shapes)
 			if err != nil {

@@ -148,3 +148,20 @@ func TestLabUnknownProfileListsAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A value a lab flag cannot parse is refused naming the flag, so that a
+// user with several rates or size lists on the line knows which.
+func TestLabBadValueNamesFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "amtt", "--up", "fast"},
+		{"lab", "amtt", "--down", "fast"},
+		{"lab", "rtt", "--sizes", "0"},
+		{"lab", "rate", "--sizes", "x"},
+	} {
+		r := runRefused(t, args...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), args[2]+":") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and the error naming %s", args, r.code, r.stderr, args[2])
+		}
+	}
+}
