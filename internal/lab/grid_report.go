@@ -416,7 +416,10 @@ func WriteGridChart(w io.Writer, results []GridResult) error {
 		p.X.Min, p.X.Max = -0.5, float64(len(g.docs))-0.5
 		p.Y.Min, p.Y.Max = -0.5, float64(len(g.profiles))-0.5
 		plots = append(plots, []*plot.Plot{p})
-		width = max(width, vg.Length(4+2.2*float64(len(g.docs)))*vg.Centimeter)
+		// 2.2 cm a document, and never narrower than the title, which
+		// would otherwise be cut on a grid of one or two documents.
+		width = max(width, vg.Length(4+2.2*float64(len(g.docs)))*vg.Centimeter,
+			p.Title.TextStyle.Width(p.Title.Text)+vg.Centimeter)
 	}
 	height := vg.Length(len(cpus)) * 13 * vg.Centimeter
 	canvas := vgsvg.New(width, height)

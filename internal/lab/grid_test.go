@@ -224,3 +224,47 @@ func TestGridReports(t *testing.T) {
 		t.Fatal("charted nothing")
 	}
 }
+
+// The heat map is wide enough for its title: a grid of one document
+// (lab grid --docs employees-1) drew a canvas narrower than the title,
+// which began left of the image and was cut at both ends. The title is
+// centred, so it fits once it starts at x ≥ 0.
+func TestGridChartTitleFits(t *testing.T) {
+	all := gridResults()
+	var res []lab.GridResult
+	for _, r := range all {
+		if r.Doc == all[0].Doc && r.Profile == all[0].Profile {
+			res = append(res, r)
+		}
+	}
+	var svg bytes.Buffer
+	if err := lab.WriteGridChart(&svg, res); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(&svg)
+	var x string
+	found := false
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "text" {
+			for _, a := range se.Attr {
+				if a.Name.Local == "x" {
+					x = a.Value
+				}
+			}
+		}
+		if cd, ok := tok.(xml.CharData); ok && strings.HasPrefix(string(cd), "auto's AMTT over the best fixed choice") {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no title in the chart")
+	}
+	if strings.HasPrefix(x, "-") {
+		t.Fatalf("the title starts at x=%s, left of the image", x)
+	}
+}
