@@ -60,7 +60,7 @@ type Options struct {
 type Outcome struct {
 	Group    string `json:"group"`
 	Index    int    `json:"index"`
-	Outcome  string `json:"outcome"` // ok, failure, crash, incomplete, timeout, exit
+	Outcome  string `json:"outcome"` // ok, failure, crash, incomplete, timeout, canceled, exit
 	Error    string `json:"error,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	Outputs  string `json:"outputs"`
@@ -402,8 +402,10 @@ func (in *instance) wait(ctx context.Context) Outcome {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	switch {
-	case timedOut:
+	case timedOut && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		oc.Outcome, oc.Error = "timeout", ctx.Err().Error()
+	case timedOut: // the caller's context ended: tgrun interrupted, not the run too long
+		oc.Outcome, oc.Error = "canceled", ctx.Err().Error()
 	case in.crashed:
 		oc.Outcome, oc.Error = "crash", in.errText
 	case in.failed:

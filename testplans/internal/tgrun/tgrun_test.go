@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
 
@@ -363,6 +364,50 @@ func TestRepositoryCompositions(t *testing.T) {
 		}
 		if b, _ := json.Marshal(comp); len(b) == 0 {
 			t.Errorf("%s: empty", c)
+		}
+	}
+}
+
+// startWriter is a log that says, once, when an instance has started.
+type startWriter struct {
+	mu      stdsync.Mutex
+	buf     bytes.Buffer
+	once    stdsync.Once
+	started chan struct{}
+}
+
+func (w *startWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if bytes.Contains(w.buf.Bytes(), []byte(">> START")) {
+		w.once.Do(func() { close(w.started) })
+	}
+	return len(p), nil
+}
+
+// TestRunCanceled: a run whose context ends (tgrun interrupted by
+// SIGINT) reports its instances as canceled, not as having outlasted
+// the run's time limit.
+func TestRunCanceled(t *testing.T) {
+	c := writePlan(t, "hang", "")
+	log := &startWriter{started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-log.started
+		cancel()
+	}()
+	res, err := tgrun.Run(ctx, tgrun.Options{
+		Composition: c, OutDir: t.TempDir(), RunID: "r1", Timeout: time.Hour,
+		Binary: os.Args[0], Env: []string{fakePlanEnv + "=1"}, Log: log,
+	})
+	if !errors.Is(err, tgrun.ErrRunFailed) {
+		t.Fatalf("err = %v, want ErrRunFailed", err)
+	}
+	for _, oc := range res.Outcomes {
+		if oc.Outcome != "canceled" {
+			t.Errorf("outcome %q (%s), want canceled", oc.Outcome, oc.Error)
 		}
 	}
 }
