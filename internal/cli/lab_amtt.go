@@ -104,6 +104,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				w = -1 // AMTTConfig reads 0 as "the default" and negative as none
 			}
 			var cfgs []lab.AMTTConfig
+			links := map[string]linkemu.Link{}
 			for _, p := range strings.Split(profiles, ",") {
 				label, link, err := lab.ResolveLink(strings.TrimSpace(p), o)
 				if err != nil {
@@ -117,6 +118,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 					return usageError{err}
 				}
 				cfgs = append(cfgs, cfg)
+				links[label] = link
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -136,14 +138,14 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				}
 			}
 			if out != "" {
-				if err := writeAMTTFiles(out, all); err != nil {
+				if err := writeAMTTFiles(out, all, links); err != nil {
 					return err
 				}
 			}
 			if asJSON {
 				return nil
 			}
-			return lab.WriteAMTTMarkdown(cmd.OutOrStdout(), all)
+			return lab.WriteAMTTMarkdownLinks(cmd.OutOrStdout(), all, links)
 		},
 	}
 	f := cmd.Flags()
@@ -164,7 +166,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 
 // writeAMTTFiles writes the results, their Markdown table and their chart
 // into dir.
-func writeAMTTFiles(dir string, res []lab.AMTTResult) error {
+func writeAMTTFiles(dir string, res []lab.AMTTResult, links map[string]linkemu.Link) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -172,10 +174,10 @@ func writeAMTTFiles(dir string, res []lab.AMTTResult) error {
 	if err := lab.WriteAMTTJSON(&j, res); err != nil {
 		return err
 	}
-	if err := lab.WriteAMTTMarkdown(&md, res); err != nil {
+	if err := lab.WriteAMTTMarkdownLinks(&md, res, links); err != nil {
 		return err
 	}
-	if err := lab.WriteAMTTChart(&svg, res); err != nil {
+	if err := lab.WriteAMTTChartLinks(&svg, res, links); err != nil {
 		return err
 	}
 	for name, b := range map[string][]byte{amttJSONFile: j.Bytes(), amttMarkdownFile: md.Bytes(), amttChartFile: svg.Bytes()} {

@@ -165,3 +165,25 @@ func TestLabBadValueNamesFlag(t *testing.T) {
 		}
 	}
 }
+
+// A profile that is not a named one as it is (custom, or a named one
+// changed: dsl*) is headed with its link in lab amtt's table and chart,
+// so that a saved amtt.md says what it measured, as the named ones do.
+func TestLabAMTTHeadsChangedProfileWithItsLink(t *testing.T) {
+	out := t.TempDir()
+	r := run(t, nil, "lab", "amtt", "--profile", "custom,lan", "--up", "1M", "--rtt", "4ms",
+		"--codecs", "none", "--sizes", "1", "--trials", "3", "--warmup", "0", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "amtt.md"))
+	svg, _ := os.ReadFile(filepath.Join(out, "amtt.svg"))
+	for _, want := range []string{"#### custom (1Mbit/s up, unlimited down, 4ms RTT)", "#### lan* (1Mbit/s up, 100Mbit/s down, 4ms RTT)"} {
+		if !bytes.Contains(r.stdout, []byte(want)) || !bytes.Contains(md, []byte(want)) {
+			t.Errorf("no heading %q in the table:\n%s", want, r.stdout)
+		}
+		if title := "AMTT on " + strings.TrimPrefix(want, "#### "); !bytes.Contains(svg, []byte(title)) {
+			t.Errorf("no title %q in the chart", title)
+		}
+	}
+}

@@ -136,17 +136,36 @@ func ProfileLabel(name string) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
+// linkLabel is ProfileLabel, or, for a profile that is not a named one
+// as it is (CustomProfile, "dsl*"), its name and the link it ran on from
+// links, which its name alone does not tell.
+func linkLabel(name string, links map[string]linkemu.Link) string {
+	if l, ok := links[name]; ok {
+		if _, err := linkemu.Lookup(name); err != nil || name == CustomProfile {
+			return name + " (" + DescribeLink(l) + ")"
+		}
+	}
+	return ProfileLabel(name)
+}
+
 // WriteAMTTMarkdown writes the results as Markdown, one section per
 // profile: the AMTT of each document under each codec with its %
-// decrease against control (negative: slower), as in the paper's Tables
-// 5–7, then the encoded sizes, as in its Tables 2–4.
+// decrease against control (negative: slower), as in the paper's Table
+// 5, then the encoded sizes, as in its Table 2.
 func WriteAMTTMarkdown(w io.Writer, results []AMTTResult) error {
+	return WriteAMTTMarkdownLinks(w, results, nil)
+}
+
+// WriteAMTTMarkdownLinks is WriteAMTTMarkdown with the links the
+// profiles ran on (by AMTTResult.Profile), which head the sections of
+// custom and changed profiles.
+func WriteAMTTMarkdownLinks(w io.Writer, results []AMTTResult, links map[string]linkemu.Link) error {
 	bw := bufio.NewWriter(w)
 	for i, t := range amttTables(results) {
 		if i > 0 {
 			fmt.Fprintln(bw)
 		}
-		fmt.Fprintf(bw, "#### %s\n\n", ProfileLabel(t.profile))
+		fmt.Fprintf(bw, "#### %s\n\n", linkLabel(t.profile, links))
 		var codecs []string
 		for _, c := range t.codecs {
 			if c != CodecNone {
@@ -207,7 +226,13 @@ func WriteAMTTMarkdown(w io.Writer, results []AMTTResult) error {
 // WriteAMTTChart draws the AMTT against document size, one line per codec
 // (CodecNone is the control), one panel per profile, as SVG.
 func WriteAMTTChart(w io.Writer, results []AMTTResult) error {
-	plots, err := amttPlots(results)
+	return WriteAMTTChartLinks(w, results, nil)
+}
+
+// WriteAMTTChartLinks is WriteAMTTChart with the links the profiles ran
+// on, as WriteAMTTMarkdownLinks.
+func WriteAMTTChartLinks(w io.Writer, results []AMTTResult, links map[string]linkemu.Link) error {
+	plots, err := amttPlots(results, links)
 	if err != nil {
 		return err
 	}
@@ -230,7 +255,7 @@ func drawPlots(dc draw.Canvas, plots [][]*plot.Plot) {
 }
 
 // amttPlots makes one plot per profile.
-func amttPlots(results []AMTTResult) ([][]*plot.Plot, error) {
+func amttPlots(results []AMTTResult, links map[string]linkemu.Link) ([][]*plot.Plot, error) {
 	tables := amttTables(results)
 	if len(tables) == 0 {
 		return nil, fmt.Errorf("lab: no AMTT results to chart")
@@ -238,7 +263,7 @@ func amttPlots(results []AMTTResult) ([][]*plot.Plot, error) {
 	plots := make([][]*plot.Plot, len(tables))
 	for i, t := range tables {
 		p := plot.New()
-		p.Title.Text = "AMTT on " + ProfileLabel(t.profile)
+		p.Title.Text = "AMTT on " + linkLabel(t.profile, links)
 		p.X.Label.Text = "document size (KB)"
 		p.Y.Label.Text = "AMTT (ms)"
 		p.Y.Min = 0
