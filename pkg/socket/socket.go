@@ -15,10 +15,11 @@
 // pipe.Key(pipe ID). The listener answers with one byte (Accepted, or why
 // not) and from then on the stream is the connection: bytes written on one
 // side are read on the other, with nothing added. JXTA sockets ran their
-// own windowed acknowledgement protocol over pipe messages (4,999 bytes on
-// the wire for one payload byte); here reliability, ordering and flow
-// control are the stream multiplexer's (yamux over TCP, or QUIC's own
-// streams), so a socket costs what a raw libp2p stream costs. CloseWrite
+// own windowed acknowledgement protocol over pipe messages (a 913-byte
+// message for one payload byte, in the layer study of JXTA 2.3); here
+// reliability, ordering and flow control are the stream multiplexer's
+// (yamux over TCP, or QUIC's own streams), so a socket costs what a raw
+// libp2p stream costs. CloseWrite
 // is the stream's half-close: the other side reads io.EOF after the last
 // byte. Deadlines are the stream's.
 //
