@@ -105,25 +105,10 @@ func TestLabCodecsInterrupted(t *testing.T) {
 // one peer stops, the swarm cancels the others, whose "context canceled"
 // follows from it (with 1,000 peers the line was 1,000 errors long).
 func TestLabSwarmInterruptedOneCause(t *testing.T) {
-	cmd := exec.Command(binary_, "lab", "swarm", "--peers", "8", "--case", "propagate", "--duration", "1h")
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(errPipe)
-	for sc.Scan() && !strings.Contains(sc.Text(), "peers connected") {
-	}
-	cmd.Process.Signal(syscall.SIGINT) // the swarm is built and publishing for an hour
-	var last string
-	for sc.Scan() {
-		last = sc.Text()
-	}
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: swarm: propagate: ") {
+	// Interrupted once the swarm is built and publishing for an hour.
+	code, last := interrupted(t, nil, func(line string) bool { return strings.Contains(line, "peers connected") },
+		"lab", "swarm", "--peers", "8", "--case", "propagate", "--duration", "1h")
+	if code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: swarm: propagate: ") {
 		t.Fatalf("lab swarm interrupted: exit %d, last line %q; want 130 and \"p2pmsg: interrupted by SIGINT: swarm: propagate: …\"", code, last)
 	}
 	if n := strings.Count(last, "peer "); n > 1 {
@@ -186,4 +171,31 @@ func TestLabAMTTHeadsChangedProfileWithItsLink(t *testing.T) {
 			t.Errorf("no title %q in the chart", title)
 		}
 	}
+}
+
+// interrupted runs the binary with args (and env added to the
+// environment), sends it SIGINT once a line of its stderr satisfies
+// ready, and returns its exit code and the last line it wrote.
+func interrupted(t *testing.T, env []string, ready func(line string) bool, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary_, args...)
+	cmd.Env = append(os.Environ(), env...)
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() && !ready(sc.Text()) {
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	cmd.Wait()
+	return cmd.ProcessState.ExitCode(), last
 }

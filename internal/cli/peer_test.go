@@ -875,27 +875,9 @@ func TestBuiltinModelsDecodeElsewhere(t *testing.T) {
 // TestLabInterrupted: an experiment cut short by SIGINT exits 130 saying
 // so, as send and recv do, not 1 with "context canceled".
 func TestLabInterrupted(t *testing.T) {
-	cmd := exec.Command(binary_, "lab", "amtt", "--profile", "dsl")
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(errPipe)
-	if !sc.Scan() { // its first progress line: it runs, its handler is in place
-		t.Fatal("lab amtt said nothing")
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	var last string
-	for sc.Scan() {
-		last = sc.Text()
-	}
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: ") {
+	// Its first progress line: it runs, its handler is in place.
+	code, last := interrupted(t, []string{"XDG_CONFIG_HOME=" + t.TempDir()}, func(string) bool { return true }, "lab", "amtt", "--profile", "dsl")
+	if code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: ") {
 		t.Fatalf("lab amtt interrupted: exit %d, last line %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, last)
 	}
 }
