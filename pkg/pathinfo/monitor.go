@@ -33,11 +33,11 @@ const (
 // rate tells the fixed cost of an exchange, not the rate (scheduling adds
 // as much), unless its transfer lasted minSpan, which times it as well as
 // a probe (the path got slower: a link that changed shows in small
-// messages too). One more than
-// surprise times off the prediction is a surprise;
-// changeAfter in a row in one direction mean the path changed (one may be
-// the machine's delay), and reset the rate. Others move it by feedAlpha:
-// a steady change shows within a few exchanges, one's noise barely.
+// messages too). One more than surprise times off the prediction is a
+// surprise; changeAfter in a row in one direction mean the path changed
+// (one may be the machine's delay), and reset the rate. Others move it by
+// feedAlpha: a steady change shows within a few exchanges, one's noise
+// barely.
 const (
 	informative = 2 * time.Millisecond
 	surprise    = 2.0
