@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -649,6 +650,6 @@ func (e *estimator) report(n, done, total int) {
 		return
 	}
 	e.lastReport = time.Now()
-	fmt.Fprintf(e.cfg.Progress, "lab amtt: %s · %s · %d records · trial %d/%d · %s left\n",
-		e.cfg.Profile, e.codecs, n, done, total, e.remaining().Round(time.Second))
+	fmt.Fprintf(e.cfg.Progress, "lab amtt: %s · %s · %s · trial %d/%d · %s left\n",
+		e.cfg.Profile, e.codecs, english.Count(n, "record", "records"), done, total, e.remaining().Round(time.Second))
 }

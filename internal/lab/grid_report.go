@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
@@ -224,13 +225,13 @@ func WriteGridMarkdown(w io.Writer, results []GridResult) error {
 			c.Profile, c.CPU, c.Doc, c.Bytes, c.Best, ms(c.BestT), ms(c.Auto), c.AutoPicks,
 			signed(c.Excess), signedAbs(c.OverIdent, c.Auto-c.identityT), paired, signed(c.OverGzip), yes(c.MeetsBest), yes(c.MeetsIdent), yes(c.MeetsGzip))
 	}
-	fmt.Fprintf(bw, "\nTargets met in %d cells: within 5%% (or 1 ms) of the best fixed choice in %d, within 2%% of identity in %d, within 5%% of gzip always in %d.\n", n, okBest, okIdent, okGzip)
+	fmt.Fprintf(bw, "\nTargets met in %s: within 5%% (or 1 ms) of the best fixed choice in %d, within 2%% of identity in %d, within 5%% of gzip always in %d.\n", english.Count(n, "cell", "cells"), okBest, okIdent, okGzip)
 	if nPaired > 0 {
-		fmt.Fprintf(bw, "Auto's paired ratio to identity (the median over rounds of its exchange time over identity's in the same round) is at most 1.02 in %d of the %d cells where identity was measured.\n", okPaired, nPaired)
+		fmt.Fprintf(bw, "Auto's paired ratio to identity (the median over rounds of its exchange time over identity's in the same round) is at most 1.02 in %d of the %s where identity was measured.\n", okPaired, english.Count(nPaired, "cell", "cells"))
 	}
 	if nCI > 0 {
-		fmt.Fprintf(bw, "Of the %d cells with rounds enough for a 95%% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2%% slower than identity) in %d, wholly at or below 1.02 in %d, and across 1.02 (the run cannot tell) in %d.\n",
-			nCI, shownOver, shownWithin, nCI-shownOver-shownWithin)
+		fmt.Fprintf(bw, "Of the %s with rounds enough for a 95%% interval (in brackets), it lies wholly above 1.02 (auto shown more than 2%% slower than identity) in %d, wholly at or below 1.02 in %d, and across 1.02 (the run cannot tell) in %d.\n",
+			english.Count(nCI, "cell", "cells"), shownOver, shownWithin, nCI-shownOver-shownWithin)
 	}
 
 	if len(again) > 0 {
@@ -473,7 +474,7 @@ func WriteSwitchMarkdown(w io.Writer, r *SwitchResult) error {
 	fmt.Fprintf(bw, "Link change %s → %s, document %s. Best fixed choice on %s: %s, %s ms; on %s: %s, %s ms.\n\n",
 		r.From, r.To, r.Doc, r.From, r.BestFrom.Choice, ms(r.BestFrom.AMTT), r.To, r.BestTo.Choice, ms(r.BestTo.AMTT))
 	if r.Adapted > 0 {
-		fmt.Fprintf(bw, "After the switch, auto's time was within 5%% (or 1 ms) of the best from message %d on (the median of each message and its neighbours; %d later message(s) outside alone).\n", r.Adapted, r.LateMisses)
+		fmt.Fprintf(bw, "After the switch, auto's time was within 5%% (or 1 ms) of the best from message %d on (the median of each message and its neighbours; %s outside alone).\n", r.Adapted, english.Count(r.LateMisses, "later message", "later messages"))
 	} else {
 		fmt.Fprintf(bw, "After the switch, auto's time did not settle within 5%% (or 1 ms) of the best.\n")
 	}

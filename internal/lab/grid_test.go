@@ -268,3 +268,28 @@ func TestGridChartTitleFits(t *testing.T) {
 		t.Fatalf("the title starts at x=%s, left of the image", x)
 	}
 }
+
+// The summary counts its cells in good English whatever their number: a
+// one-cell grid said "Targets met in 1 cells" (and "of the 1 cells").
+func TestGridSummaryOneCell(t *testing.T) {
+	var res []lab.GridResult
+	for _, r := range gridResults() {
+		if r.Profile == "lan" {
+			res = append(res, r)
+		}
+	}
+	var md bytes.Buffer
+	if err := lab.WriteGridMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Targets met in 1 cell: ", "in 0 of the 1 cell where", "Of the 1 cell with rounds"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	sw := &lab.SwitchResult{From: "gbe", To: "lan", Doc: "d", Adapted: 2, LateMisses: 1, ChoiceAdapted: 1}
+	md.Reset()
+	if err := lab.WriteSwitchMarkdown(&md, sw); err != nil || !strings.Contains(md.String(), "; 1 later message outside alone)") {
+		t.Errorf("switch markdown (%v):\n%s", err, md.String())
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -686,14 +687,14 @@ func (r Result) Complete() error {
 		short = append(short, fmt.Sprintf("%d of %d delivered", r.Delivered, r.Expected))
 	}
 	if r.Failures > 0 {
-		f := fmt.Sprintf("%d failures", r.Failures)
+		f := english.Count(r.Failures, "failure", "failures")
 		if r.FirstFailure != "" {
 			f += " (first: " + r.FirstFailure + ")"
 		}
 		short = append(short, f)
 	}
 	if r.Lost > 0 {
-		short = append(short, fmt.Sprintf("%d messages lost without an error", r.Lost))
+		short = append(short, english.Count(r.Lost, "message", "messages")+" lost without an error")
 	}
 	if len(short) == 0 {
 		return nil

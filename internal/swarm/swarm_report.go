@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/english"
 )
 
 // WriteJSON writes one JSON object per result per line.
@@ -43,14 +45,14 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 	}
 	for _, r := range results {
 		if r.GossipDropped > 0 {
-			fmt.Fprintf(bw, "\n%s: gossipsub dropped and counted %d message copies (pipe.Stats).\n", r.Case, r.GossipDropped)
+			fmt.Fprintf(bw, "\n%s: gossipsub dropped and counted %s (pipe.Stats).\n", r.Case, english.Count(int(r.GossipDropped), "message copy", "message copies"))
 		}
 		switch r.Case {
 		case Relay:
-			fmt.Fprintf(bw, "\nrelay: %d relayed connections to the private peers, %d through the busiest relay.\n", r.RelayCircuits, r.RelayMaxCircuits)
+			fmt.Fprintf(bw, "\nrelay: %s to the private peers, %d through the busiest relay.\n", english.Count(r.RelayCircuits, "relayed connection", "relayed connections"), r.RelayMaxCircuits)
 		case Churn:
-			fmt.Fprintf(bw, "\nchurn, unicast: %d messages accepted, %d delivered, %d reported (by Send or Flush), %d lost without an error.\n",
-				r.Accepted, r.UnicastDelivered, r.Reported, r.Lost)
+			fmt.Fprintf(bw, "\nchurn, unicast: %s accepted, %d delivered, %d reported (by Send or Flush), %d lost without an error.\n",
+				english.Count(r.Accepted, "message", "messages"), r.UnicastDelivered, r.Reported, r.Lost)
 		}
 	}
 	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | PSS per peer | goroutines per peer | connections per peer |")

@@ -131,3 +131,26 @@ func TestProcKB(t *testing.T) {
 		}
 	}
 }
+
+// The report and the shortfall count in good English whatever the
+// number: one of a thing read "1 message copies", "1 failures".
+func TestReportCountsOne(t *testing.T) {
+	res := []Result{
+		{Case: Propagate, Peers: 4, GossipDropped: 1},
+		{Case: Relay, Peers: 4, RelayCircuits: 1, RelayMaxCircuits: 1},
+		{Case: Churn, Peers: 4, Accepted: 1, UnicastDelivered: 1},
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dropped and counted 1 message copy (", "relay: 1 relayed connection to", "unicast: 1 message accepted,"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, md.String())
+		}
+	}
+	err := Result{Case: Propagate, Peers: 4, Failures: 1, Lost: 1}.Complete()
+	if err == nil || !strings.Contains(err.Error(), "1 failure, 1 message lost without an error") {
+		t.Errorf("Complete() = %v", err)
+	}
+}
