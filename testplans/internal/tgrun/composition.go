@@ -3,8 +3,8 @@
 // plan, start a sync service (github.com/testground/sync-service, embedded
 // on 127.0.0.1), launch every instance as a process with the runtime
 // environment Testground gives it, stream and judge their output — and
-// then gathers the outputs into one results folder. It is the engine of
-// cmd/tgrun.
+// then gathers the outputs into one results folder. Main is the tgrun
+// command itself; cmd/tgrun hands it the arguments and stdio.
 //
 // It reads the subset of Testground's composition and manifest formats
 // the p2pmsg plans use (groups with instance counts and test parameters;
@@ -16,7 +16,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -160,39 +165,88 @@ func (tc *TestCase) Defaults() (map[string]string, error) {
 	return out, nil
 }
 
+// ParamError reports a test parameter a run cannot take: a name the test
+// case does not declare, a value that does not parse as the type the
+// manifest declares, or one the SDK could not pass. It unwraps to
+// ErrComposition.
+type ParamError struct {
+	Source string // where the value came from: "--param", "global test_params", "group X test_params", "the manifest's default"
+	Name   string
+	Value  string
+	Type   string // the declared type; empty for an undeclared name
+	Reason string
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("%v: %s: parameter %s=%q: %s", ErrComposition, e.Source, e.Name, e.Value, e.Reason)
+}
+
+func (e *ParamError) Unwrap() error { return ErrComposition }
+
+// paramParsers check a value of a declared type as the plans read it: the
+// SDK's RunParams parses int with strconv.Atoi (IntParam) and float with
+// strconv.ParseFloat (FloatParam); bool and duration are the standard
+// library's readings. Other types (string among them) take any value.
+var paramParsers = map[string]func(string) error{
+	"int":      func(s string) error { _, err := strconv.Atoi(s); return err },
+	"float":    func(s string) error { _, err := strconv.ParseFloat(s, 64); return err },
+	"bool":     func(s string) error { _, err := strconv.ParseBool(s); return err },
+	"duration": func(s string) error { _, err := time.ParseDuration(s); return err },
+}
+
+// checkParam checks one value against the test case's declaration of its
+// name. An empty value passes whatever the type: the plans read an empty
+// parameter as unset and use their own default.
+func (tc *TestCase) checkParam(source, name, value string) error {
+	p, ok := tc.Params[name]
+	if !ok {
+		names := slices.Sorted(maps.Keys(tc.Params))
+		return &ParamError{Source: source, Name: name, Value: value,
+			Reason: fmt.Sprintf("test case %s declares no such parameter (it has %s)", tc.Name, strings.Join(names, ", "))}
+	}
+	if i := strings.IndexAny(value, "=|"); i >= 0 {
+		return &ParamError{Source: source, Name: name, Value: value, Type: p.Type,
+			Reason: fmt.Sprintf("the SDK cannot pass %q in a value", value[i])}
+	}
+	if parse := paramParsers[p.Type]; parse != nil && value != "" {
+		if err := parse(value); err != nil {
+			return &ParamError{Source: source, Name: name, Value: value, Type: p.Type,
+				Reason: fmt.Sprintf("not a valid %s", p.Type)}
+		}
+	}
+	return nil
+}
+
 // GroupParams returns each group's test parameters, with Testground's
 // precedence: the group's, then the composition's global ones, then the
-// manifest's defaults; overrides (tgrun's --param) win over all. A name
-// the test case does not declare is an error, as are values the SDK could
-// not pass ("=" or "|" in them).
+// manifest's defaults; overrides (tgrun's --param) win over all. Every
+// value, wherever it comes from, is checked before any is used: a name
+// the test case does not declare is a *ParamError, as are a value that
+// does not parse as its declared type and one the SDK could not pass
+// ("=" or "|" in it).
 func GroupParams(c *Composition, tc *TestCase, overrides map[string]string) (map[string]map[string]string, error) {
 	defaults, err := tc.Defaults()
 	if err != nil {
 		return nil, err
 	}
+	type layer struct {
+		source string
+		params map[string]string
+	}
+	shared := []layer{{"the manifest's default", defaults}}
+	if c.Global.Run != nil {
+		shared = append(shared, layer{"global test_params", c.Global.Run.TestParams})
+	}
 	out := map[string]map[string]string{}
 	for _, g := range c.Groups {
 		p := map[string]string{}
-		layers := []map[string]string{defaults}
-		if c.Global.Run != nil {
-			layers = append(layers, c.Global.Run.TestParams)
-		}
-		layers = append(layers, g.Run.TestParams, overrides)
+		layers := append(slices.Clip(shared), layer{"group " + g.ID + " test_params", g.Run.TestParams}, layer{"--param", overrides})
 		for _, l := range layers {
-			for k, v := range l {
-				p[k] = v
-			}
-		}
-		for k, v := range p {
-			if _, ok := tc.Params[k]; !ok {
-				return nil, fmt.Errorf("%w: group %s: test case %s declares no parameter %q", ErrComposition, g.ID, tc.Name, k)
-			}
-			for _, bad := range "=|" {
-				for _, r := range v {
-					if r == bad {
-						return nil, fmt.Errorf("%w: parameter %s=%q: the SDK cannot pass %q in a value", ErrComposition, k, v, bad)
-					}
+			for _, k := range slices.Sorted(maps.Keys(l.params)) {
+				if err := tc.checkParam(l.source, k, l.params[k]); err != nil {
+					return nil, err
 				}
+				p[k] = l.params[k]
 			}
 		}
 		out[g.ID] = p

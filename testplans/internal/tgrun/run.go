@@ -75,35 +75,68 @@ type Result struct {
 	Outcomes []Outcome `json:"instances"`
 }
 
-// Run builds the plan, runs every instance of the composition against an
-// embedded sync service, and collects the outputs. It returns an error
-// wrapping ErrRunFailed if any instance did not succeed; the Result is
-// filled in either way once the instances have started.
-func Run(ctx context.Context, o Options) (*Result, error) {
+// prepared is a composition resolved against its plan.
+type prepared struct {
+	comp    *Composition
+	man     *Manifest
+	tc      *TestCase
+	planDir string
+	params  map[string]map[string]string // by group
+}
+
+// Check resolves o's composition against its plan's manifest as Run
+// does — the plan found, its test case, the instance count it takes,
+// every group's parameters declared and of their declared types — and
+// builds and starts nothing. It returns the plan's directory. Its errors
+// wrap ErrComposition (parameters': *ParamError) but for I/O's.
+func Check(o Options) (planDir string, err error) {
+	p, err := prepare(o)
+	if err != nil {
+		return "", err
+	}
+	return p.planDir, nil
+}
+
+func prepare(o Options) (*prepared, error) {
 	comp, err := LoadComposition(o.Composition)
 	if err != nil {
 		return nil, err
 	}
-	if o.PlanDir == "" {
-		if o.PlanDir, err = FindPlanDir(o.Composition, comp.Global.Plan); err != nil {
+	p := &prepared{comp: comp, planDir: o.PlanDir}
+	if p.planDir == "" {
+		if p.planDir, err = FindPlanDir(o.Composition, comp.Global.Plan); err != nil {
 			return nil, err
 		}
 	}
-	man, err := LoadManifest(filepath.Join(o.PlanDir, "manifest.toml"))
+	if p.man, err = LoadManifest(filepath.Join(p.planDir, "manifest.toml")); err != nil {
+		return nil, err
+	}
+	if p.tc, err = p.man.TestCase(comp.Global.Case); err != nil {
+		return nil, err
+	}
+	if n := int(comp.Total()); n < p.tc.Instances.Min || n > p.tc.Instances.Max {
+		return nil, fmt.Errorf("%w: %d instances, test case %s takes [%d, %d]", ErrComposition, n, p.tc.Name, p.tc.Instances.Min, p.tc.Instances.Max)
+	}
+	if p.params, err = GroupParams(comp, p.tc, o.Params); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Run checks the composition (Check), builds the plan unless o.Binary is
+// set, runs every instance of the composition against an embedded sync
+// service, and collects the outputs. It returns an error wrapping
+// ErrRunFailed if any instance did not succeed; the Result is filled in
+// either way once the instances have started. When ctx ends first, every
+// instance's process group is killed and the instances are "canceled",
+// with ctx's cause (context.Cause) as their error; their outputs stay.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	pr, err := prepare(o)
 	if err != nil {
 		return nil, err
 	}
-	tc, err := man.TestCase(comp.Global.Case)
-	if err != nil {
-		return nil, err
-	}
-	if n := int(comp.Total()); n < tc.Instances.Min || n > tc.Instances.Max {
-		return nil, fmt.Errorf("%w: %d instances, test case %s takes [%d, %d]", ErrComposition, n, tc.Name, tc.Instances.Min, tc.Instances.Max)
-	}
-	params, err := GroupParams(comp, tc, o.Params)
-	if err != nil {
-		return nil, err
-	}
+	comp, man, tc, params := pr.comp, pr.man, pr.tc, pr.params
+	o.PlanDir = pr.planDir
 	log := o.Log
 	if log == nil {
 		log = os.Stderr
@@ -405,7 +438,7 @@ func (in *instance) wait(ctx context.Context) Outcome {
 	case timedOut && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		oc.Outcome, oc.Error = "timeout", ctx.Err().Error()
 	case timedOut: // the caller's context ended: tgrun interrupted, not the run too long
-		oc.Outcome, oc.Error = "canceled", ctx.Err().Error()
+		oc.Outcome, oc.Error = "canceled", context.Cause(ctx).Error()
 	case in.crashed:
 		oc.Outcome, oc.Error = "crash", in.errText
 	case in.failed:

@@ -1,16 +1,20 @@
 package tgrun_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	stdsync "sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,10 +33,17 @@ import (
 // the embedded sync service without building anything.
 const fakePlanEnv = "TGRUN_TEST_FAKE_PLAN"
 
+// commandEnv makes this test binary act as the tgrun command, running
+// itself as the plan: the tests signal a real tgrun process.
+const commandEnv = "TGRUN_TEST_COMMAND"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(fakePlanEnv) != "" {
 		fakePlan()
 		os.Exit(0)
+	}
+	if os.Getenv(commandEnv) != "" {
+		os.Exit(tgrun.Command(os.Args[1:], os.Stdout, os.Stderr, tgrun.Options{Binary: os.Args[0], Env: []string{fakePlanEnv + "=1"}}))
 	}
 	// The SDK's RunEnv starts go-metrics' process-wide meter ticker,
 	// which never stops.
@@ -64,6 +75,10 @@ func fakePlan() {
 			return nil
 		},
 		"hang": func(re *runtime.RunEnv) error {
+			if err := plan.WriteOutput(re, "pid", []byte(strconv.Itoa(os.Getpid()))); err != nil {
+				return err
+			}
+			re.RecordMessage("pid written")
 			time.Sleep(time.Hour)
 			return nil
 		},
@@ -88,6 +103,9 @@ instances = { min = 2, max = 2 }
   [testcases.params]
   greeting = { type = "string", desc = "a word", unit = "word", default = "hello" }
   count    = { type = "int", desc = "a number", unit = "things", default = 7 }
+  ratio    = { type = "float", desc = "a fraction", unit = "fraction", default = 0.5 }
+  verbose  = { type = "bool", desc = "say more", unit = "bool", default = false }
+  pause    = { type = "duration", desc = "a wait", unit = "duration", default = "1s" }
 
 [[testcases]]
 name = "fail"
@@ -409,5 +427,197 @@ func TestRunCanceled(t *testing.T) {
 		if oc.Outcome != "canceled" {
 			t.Errorf("outcome %q (%s), want canceled", oc.Outcome, oc.Error)
 		}
+	}
+}
+
+// Every value is checked against the type the manifest declares for its
+// name, as the SDK and the plans parse it, wherever it comes from: the
+// command line (--param), the composition's global test_params or a
+// group's. Before, a value of the wrong type reached every instance,
+// which each failed ("strconv.Atoi: parsing "x"").
+func TestParamTypes(t *testing.T) {
+	c := writePlan(t, "ok", "")
+	comp, err := tgrun.LoadComposition(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := tgrun.LoadManifest(filepath.Join(filepath.Dir(filepath.Dir(c)), "manifest.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := man.TestCase("ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []map[string]string{
+		{"count": "3"}, {"count": "-1"}, {"ratio": "2.5"}, {"ratio": "1e-3"}, {"verbose": "true"},
+		{"pause": "250ms"}, {"greeting": "anything at all"}, {"count": ""}, // empty: the plan's own default
+	} {
+		if _, err := tgrun.GroupParams(comp, tc, ok); err != nil {
+			t.Errorf("%v refused: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		where           string
+		name, val, typ_ string
+	}{
+		{"--param", "count", "x", "int"},
+		{"--param", "count", "2.5", "int"},
+		{"--param", "ratio", "fast", "float"},
+		{"--param", "verbose", "maybe", "bool"},
+		{"--param", "pause", "1", "duration"},
+		{"--param", "nosuch", "1", ""},
+		{"global test_params", "count", "x", "int"},
+		{"group b test_params", "pause", "soon", "duration"},
+	} {
+		comp, _ := tgrun.LoadComposition(writePlan(t, "ok", ""))
+		var over map[string]string
+		switch c.where {
+		case "--param":
+			over = map[string]string{c.name: c.val}
+		case "global test_params":
+			comp.Global.Run.TestParams = map[string]string{c.name: c.val}
+		default:
+			comp.Groups[1].Run.TestParams = map[string]string{c.name: c.val}
+		}
+		_, err := tgrun.GroupParams(comp, tc, over)
+		var pe *tgrun.ParamError
+		if !errors.As(err, &pe) || !errors.Is(err, tgrun.ErrComposition) {
+			t.Errorf("%s %s=%s: err = %v, want a ParamError", c.where, c.name, c.val, err)
+			continue
+		}
+		if pe.Source != c.where || pe.Name != c.name || pe.Value != c.val || pe.Type != c.typ_ {
+			t.Errorf("%s %s=%s: %+v", c.where, c.name, c.val, pe)
+		}
+		msg := err.Error()
+		for _, want := range []string{c.where, fmt.Sprintf("%s=%q", c.name, c.val), c.typ_} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%q does not say %q", msg, want)
+			}
+		}
+	}
+}
+
+// tgrun --help (-h, help, run --help) prints the usage on stdout and
+// exits 0; a wrong command line gets it on stderr and exit 2. Before,
+// asking for help exited 2.
+func TestCommandUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--help"}, 0},
+		{[]string{"-h"}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"run", "--help"}, 0},
+		{[]string{"run", "-h"}, 0},
+		{nil, 2},
+		{[]string{"walk"}, 2},
+		{[]string{"run"}, 2},
+		{[]string{"run", "--nosuch"}, 2},
+		{[]string{"run", "-f", "a.toml", "extra"}, 2},
+		{[]string{"run", "--param", "novalue", "-f", "a.toml"}, 2},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := tgrun.Main(c.args, &stdout, &stderr)
+		usage, other := &stdout, &stderr
+		if c.code != 0 {
+			usage, other = &stderr, &stdout
+		}
+		if code != c.code || !strings.Contains(usage.String(), "usage: tgrun run -f COMPOSITION") || !strings.Contains(usage.String(), "-param") || other.Len() > 0 {
+			t.Errorf("tgrun %q: exit %d, want %d; stdout %q, stderr %q", c.args, code, c.code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// A parameter tgrun cannot pass, named on the command line or in a
+// composition, is refused with exit 2 before any plan is built or run,
+// naming the parameter, its value and the type expected, and so is a
+// mistake in the last of several compositions before the first runs.
+// Before, an unknown name was refused only once the plan was built and a
+// value of the wrong type failed every instance (exit 1). The fake plan
+// has no Go code: building it would fail, with exit 1.
+func TestCommandRefusesParamsBeforeBuilding(t *testing.T) {
+	good := writePlan(t, "ok", "")
+	badComp := writePlan(t, "ok", `count = "many"`)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-f", good, "--param", "count=x"}, []string{`--param: parameter count="x"`, "int"}},
+		{[]string{"-f", good, "--param", "ratio=fast"}, []string{`ratio="fast"`, "float"}},
+		{[]string{"-f", good, "--param", "nosuch=1"}, []string{`nosuch="1"`, "declares no such parameter", "greeting"}},
+		{[]string{"-f", good, "-f", badComp}, []string{`global test_params: parameter count="many"`, "int"}},
+	} {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := tgrun.Main(append([]string{"run", "--out", out}, c.args...), &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2; stderr %q", c.args, code, stderr.String())
+		}
+		for _, want := range c.want {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("%q: stderr %q does not say %q", c.args, stderr.String(), want)
+			}
+		}
+		if strings.Contains(stderr.String(), "building") {
+			t.Errorf("%q: built before refusing: %q", c.args, stderr.String())
+		}
+		if ents, _ := os.ReadDir(out); len(ents) > 0 {
+			t.Errorf("%q: wrote %v before refusing", c.args, ents)
+		}
+	}
+}
+
+// tgrun cut short by SIGINT or SIGTERM exits 128+signal, as the p2pmsg
+// command does, saying so in one line, with no instance left running and
+// their outputs kept. Before, it exited 1 ("run failed: a[000] canceled,
+// b[000] canceled").
+func TestCommandInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command(os.Args[0], "run", "-f", writePlan(t, "hang", ""), "--out", out, "--run-id", "r1", "--timeout", "1h")
+			cmd.Env = append(os.Environ(), commandEnv+"=1")
+			errPipe, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			sc := bufio.NewScanner(errPipe)
+			for started := 0; started < 2 && sc.Scan(); {
+				if strings.Contains(sc.Text(), ">> pid written") {
+					started++
+				}
+			}
+			cmd.Process.Signal(sig)
+			var last string
+			for sc.Scan() {
+				last = sc.Text()
+			}
+			cmd.Wait()
+			runDir := filepath.Join(out, "fake", "r1")
+			want := fmt.Sprintf("tgrun: interrupted by %s: run r1 stopped, every instance ended; outputs so far in %s", map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig], runDir)
+			if code := cmd.ProcessState.ExitCode(); code != 128+int(sig) || last != want {
+				t.Fatalf("exit %d, last line %q; want %d and %q", code, last, 128+int(sig), want)
+			}
+			for _, g := range []string{"a", "b"} {
+				b, err := os.ReadFile(filepath.Join(runDir, g, "0", "pid"))
+				if err != nil {
+					t.Fatalf("outputs not kept: %v", err)
+				}
+				pid, _ := strconv.Atoi(string(b))
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					t.Errorf("instance %s (pid %d) left running (kill 0: %v)", g, pid, err)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(runDir, "outcome.json")); err != nil || !bytes.Contains(b, []byte(`"outcome": "canceled"`)) {
+				t.Errorf("outcome.json: %s %v", b, err)
+			}
+		})
 	}
 }
