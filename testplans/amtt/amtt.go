@@ -16,6 +16,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
 )
@@ -93,7 +94,7 @@ func runAMTT(re *runtime.RunEnv, ic *run.InitContext) error {
 	if role == roleReceiver {
 		err = receive(ctx, re, ic, p)
 	} else {
-		err = send(ctx, re, ic, p, cfg)
+		err = send(ctx, re, ic, p, cfg, link)
 	}
 	if err != nil {
 		return err
@@ -124,7 +125,8 @@ func receive(ctx context.Context, re *runtime.RunEnv, ic *run.InitContext, p *la
 	return lab.ServeAMTTReceiver(ctx, pipes)
 }
 
-func send(ctx context.Context, re *runtime.RunEnv, ic *run.InitContext, p *lab.AMTTPeer, cfg lab.AMTTConfig) error {
+// send runs the sender and writes its outputs.
+func send(ctx context.Context, re *runtime.RunEnv, ic *run.InitContext, p *lab.AMTTPeer, cfg lab.AMTTConfig, link linkemu.Link) error {
 	ch := make(chan *receiverInfo, 1)
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
@@ -160,23 +162,35 @@ func send(ctx context.Context, re *runtime.RunEnv, ic *run.InitContext, p *lab.A
 		re.R().RecordPoint(id+",kind=control", float64(r.ControlAMTT))
 		re.R().RecordPoint(id+",kind=encoded", float64(r.AMTT))
 	}
-	var j, md, svg bytes.Buffer
-	if err := lab.WriteAMTTJSON(&j, res); err != nil {
+	files, err := outputs(res, cfg.Profile, link)
+	if err != nil {
 		return err
 	}
-	if err := lab.WriteAMTTMarkdown(&md, res); err != nil {
-		return err
-	}
-	if err := lab.WriteAMTTChart(&svg, res); err != nil {
-		return err
-	}
-	for name, b := range map[string][]byte{outJSON: j.Bytes(), outMarkdown: md.Bytes(), outChart: svg.Bytes()} {
-		if err := plan.WriteOutput(re, name, b); err != nil {
+	for _, name := range []string{outJSON, outMarkdown, outChart} {
+		if err := plan.WriteOutput(re, name, files[name]); err != nil {
 			return err
 		}
 	}
-	re.RecordMessage("results:\n%s", md.String())
+	re.RecordMessage("results:\n%s", files[outMarkdown])
 	return nil
+}
+
+// outputs are the sender's files: the results as JSON lines, their
+// Markdown table and their chart, headed by the link when the profile
+// (label) is custom or changed, as `p2pmsg lab amtt` heads them.
+func outputs(res []lab.AMTTResult, label string, link linkemu.Link) (map[string][]byte, error) {
+	var j, md, svg bytes.Buffer
+	if err := lab.WriteAMTTJSON(&j, res); err != nil {
+		return nil, err
+	}
+	links := map[string]linkemu.Link{label: link}
+	if err := lab.WriteAMTTMarkdownLinks(&md, res, links); err != nil {
+		return nil, err
+	}
+	if err := lab.WriteAMTTChartLinks(&svg, res, links); err != nil {
+		return nil, err
+	}
+	return map[string][]byte{outJSON: j.Bytes(), outMarkdown: md.Bytes(), outChart: svg.Bytes()}, nil
 }
 
 func param(re *runtime.RunEnv, name, def string) string {

@@ -9,9 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/testground/sdk-go/runtime"
+
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/internal/swarm"
 	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
 )
 
 // Files the plans write and Collect gathers.
@@ -28,10 +32,11 @@ const (
 
 // Collect gathers what the instances wrote under runDir into runDir
 // itself: the AMTT results of every instance merged into AMTTFile, with
-// the same Markdown table and SVG chart `p2pmsg lab amtt --out` writes,
-// and the RTT and swarm results concatenated (a swarm run's chart is
-// copied). It prints the tables to log.
-func Collect(runDir string, log io.Writer) error {
+// the same Markdown table and SVG chart `p2pmsg lab amtt --out` writes
+// (links, by AMTTResult.Profile, head custom and changed profiles with
+// their link, as there), and the RTT and swarm results concatenated (a
+// swarm run's chart is copied). It prints the tables to log.
+func Collect(runDir string, links map[string]linkemu.Link, log io.Writer) error {
 	found := map[string][]string{}
 	err := filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -70,10 +75,10 @@ func Collect(runDir string, log io.Writer) error {
 		if err := lab.WriteAMTTJSON(&j, all); err != nil {
 			return err
 		}
-		if err := lab.WriteAMTTMarkdown(&md, all); err != nil {
+		if err := lab.WriteAMTTMarkdownLinks(&md, all, links); err != nil {
 			return err
 		}
-		if err := lab.WriteAMTTChart(&svg, all); err != nil {
+		if err := lab.WriteAMTTChartLinks(&svg, all, links); err != nil {
 			return err
 		}
 		for name, b := range map[string][]byte{AMTTFile: j.Bytes(), AMTTMarkdown: md.Bytes(), AMTTChart: svg.Bytes()} {
@@ -106,4 +111,19 @@ func Collect(runDir string, log io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// Links are the links the groups' parameters give, by the label
+// planlink.Link gives them (AMTTResult.Profile): what each instance of a
+// plan that shapes a link (the amtt plan) ran on. Parameters that give
+// no link (another plan's) are left out.
+func Links(params map[string]map[string]string) map[string]linkemu.Link {
+	links := map[string]linkemu.Link{}
+	for _, p := range params {
+		re := &runtime.RunEnv{RunParams: runtime.RunParams{TestInstanceParams: p}}
+		if label, link, err := planlink.Link(re); err == nil {
+			links[label] = link
+		}
+	}
+	return links
 }

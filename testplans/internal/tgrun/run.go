@@ -266,7 +266,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if len(failed) > 0 {
 		return res, fmt.Errorf("%w: %s", ErrRunFailed, strings.Join(failed, ", "))
 	}
-	if err := Collect(runDir, log); err != nil {
+	if err := Collect(runDir, Links(params), log); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(log, "tgrun: run %s ok in %v; results in %s\n", o.RunID, time.Since(start).Round(time.Millisecond), runDir)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
+	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/tgrun"
 )
 
@@ -59,9 +60,13 @@ func fakePlan() {
 			if _, err := ic.SyncClient.SignalAndWait(ctx, "both", re.TestInstanceCount); err != nil {
 				return err
 			}
+			label, _, err := planlink.Link(re)
+			if err != nil {
+				return err
+			}
 			var b bytes.Buffer
 			lab.WriteAMTTJSON(&b, []lab.AMTTResult{{
-				Profile: "dsl", Codec: re.TestGroupID, Records: 1, Bytes: 254, Trials: 3,
+				Profile: label, Codec: re.TestGroupID, Records: 1, Bytes: 254, Trials: 3,
 				ControlAMTT: time.Second, AMTT: time.Second / 2, DecreasePct: 50,
 			}})
 			re.RecordMessage("param greeting=%s", re.TestInstanceParams["greeting"])
@@ -106,6 +111,9 @@ instances = { min = 2, max = 2 }
   ratio    = { type = "float", desc = "a fraction", unit = "fraction", default = 0.5 }
   verbose  = { type = "bool", desc = "say more", unit = "bool", default = false }
   pause    = { type = "duration", desc = "a wait", unit = "duration", default = "1s" }
+  profile  = { type = "string", desc = "link profile, as the amtt plan's", unit = "name", default = "dsl" }
+  up       = { type = "int", desc = "uplink, as the amtt plan's", unit = "bit/s", default = -1 }
+  rtt_ms   = { type = "float", desc = "round trip, as the amtt plan's", unit = "ms", default = -1.0 }
 
 [[testcases]]
 name = "fail"
@@ -619,5 +627,23 @@ func TestCommandInterrupted(t *testing.T) {
 				t.Errorf("outcome.json: %s %v", b, err)
 			}
 		})
+	}
+}
+
+// The merged AMTT table and chart head a custom or changed link with the
+// link, as `p2pmsg lab amtt` does; before, with the name alone.
+func TestRunHeadsCustomLink(t *testing.T) {
+	res, log, err := runFake(t, "ok", "profile = \"custom\"\nup = \"1000000\"\nrtt_ms = \"40\"", time.Minute)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	want := "custom (1Mbit/s up, unlimited down, 40ms RTT)"
+	md, _ := os.ReadFile(filepath.Join(res.Dir, tgrun.AMTTMarkdown))
+	svg, _ := os.ReadFile(filepath.Join(res.Dir, tgrun.AMTTChart))
+	if !bytes.Contains(md, []byte("#### "+want+"\n")) || !strings.Contains(log, "#### "+want) {
+		t.Errorf("no heading %q:\n%s", want, md)
+	}
+	if !bytes.Contains(svg, []byte("AMTT on "+want)) {
+		t.Errorf("no chart title %q", "AMTT on "+want)
 	}
 }
