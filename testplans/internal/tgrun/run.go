@@ -44,7 +44,8 @@ type Options struct {
 	OutDir string
 	// RunID names the run; default a random one.
 	RunID string
-	// Params override test parameters of every group.
+	// Params override test parameters of every group (tgrun's --param,
+	// the name their ParamErrors give them).
 	Params map[string]string
 	// Timeout bounds the run, build excluded; default 10 minutes.
 	Timeout time.Duration
