@@ -9,7 +9,9 @@ import (
 	"io"
 	"testing"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
@@ -90,4 +92,59 @@ func benchEchoRTT(b *testing.B, size int, security string, opts ...node.Option) 
 			b.Fatal("echo differs")
 		}
 	}
+}
+
+const benchSink = "/p2pmsg/bench/node-sink/1.0.0"
+
+// BenchmarkStreamWrites measures one-way writes on a raw libp2p stream
+// between two loopback TCP nodes, one Write per message, through the
+// node's muxer (yamux with its writes coalesced) and through go-libp2p's
+// own yamux side by side: what coalescing does for a protocol that
+// writes small frames, and that it costs large ones nothing.
+func BenchmarkStreamWrites(b *testing.B) {
+	stock := node.WithLibp2pOptions(libp2p.Muxer(yamux.ID, yamux.DefaultTransport))
+	for _, size := range []int{100, 16 << 10} {
+		for _, mux := range []struct {
+			name string
+			opts []node.Option
+		}{{"node", nil}, {"go-libp2p", []node.Option{stock}}} {
+			b.Run(fmt.Sprintf("muxer=%s/size=%d", mux.name, size), func(b *testing.B) {
+				benchStreamWrites(b, size, mux.opts...)
+			})
+		}
+	}
+}
+
+func benchStreamWrites(b *testing.B, size int, opts ...node.Option) {
+	a := testutil.NewNode(b, opts...)
+	z := testutil.NewNode(b, opts...)
+	read := make(chan int64, 1)
+	z.Host().SetStreamHandler(benchSink, func(st network.Stream) {
+		n, _ := io.Copy(io.Discard, st)
+		st.Close()
+		read <- n
+	})
+	ctx := context.Background()
+	if err := a.Connect(ctx, z.AddrInfo()); err != nil {
+		b.Fatal(err)
+	}
+	st, err := a.Host().NewStream(ctx, z.ID(), benchSink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte{0x5a}, size)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := st.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.CloseWrite() // timed until the peer has read everything
+	if n := <-read; n != int64(b.N*size) {
+		b.Fatalf("the peer read %d bytes of %d", n, b.N*size)
+	}
+	b.StopTimer()
+	st.Close()
 }

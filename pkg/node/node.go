@@ -39,7 +39,14 @@
 // round trips move 919 MB/s over TLS against 482 MB/s over Noise (AES-GCM
 // with hardware support against ChaCha20-Poly1305; TLS also writes 16 KiB
 // records). So TLS is offered first; Noise stays for peers that only speak
-// it. QUIC brings its own TLS 1.3. Muxer: yamux.
+// it. QUIC brings its own TLS 1.3.
+//
+// Muxer on TCP and WebSocket: yamux, its small frames coalesced into
+// fuller TLS records and system calls, with no timer (coalesce.go), so
+// that a stream written a small message at a time, or a queue of small
+// frames behind a write, costs a system call per batch rather than per
+// frame (BenchmarkStreamWrites; docs/performance.md). The bytes on the
+// wire are yamux's; muxers given with WithLibp2pOptions replace it.
 //
 // # Limits
 //
@@ -398,7 +405,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		lopts = append(lopts, libp2p.EnableRelayService(relay.WithResources(relayResources(limiter))))
 	}
 	lopts = append(lopts, c.extra...)
-	lopts = append(lopts, defaultTransports(c.tcpReuse), peerstoreOption())
+	lopts = append(lopts, defaultTransports(c.tcpReuse), defaultMuxer(), peerstoreOption())
 	h, err := libp2p.New(lopts...)
 	if err != nil {
 		rm.Close()

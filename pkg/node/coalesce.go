@@ -1,0 +1,208 @@
+package node
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	pool "github.com/libp2p/go-buffer-pool"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+)
+
+// Write coalescing.
+//
+// yamux writes every frame with its own Write on the secure connection,
+// so with TLS every frame is a TLS record and a system call, however
+// small: a stream written one 100-byte message at a time costs a system
+// call per message on each side, and a writer that queues small frames
+// faster than that (64 of them fit yamux's queue) makes every frame
+// behind them wait for as many system calls. yamux's own write
+// coalescing waits for a timer and is disabled in go-libp2p.
+//
+// The node's yamux writes through a coalescingConn instead: a small frame
+// is appended to a buffer and a writer goroutine, started when the buffer
+// stops being empty and gone once it is empty again, writes the whole
+// buffer in one Write, then again with whatever was appended meanwhile.
+// Frames that queue behind a write leave together in the next (natural
+// batching: nothing waits for a timer; a lone frame is written at once,
+// a goroutine switch later). The bytes on the wire are yamux's, frame for
+// frame, in the same order: only their TLS records are fuller.
+
+// coalesceDirect is the frame size from which a frame is written straight
+// from yamux's buffer, after what is buffered: TLS writes at most 16 KiB
+// per record, each with its own system call, so coalescing a frame this
+// large with others saves none and would only copy it.
+const coalesceDirect = 16 << 10
+
+// coalesceMax bounds the small frames buffered for the writer, per
+// connection: as much as one yamux frame at its largest, which is what
+// yamux's own writer holds at a time. While the writer writes one full
+// buffer the next fills; beyond both, yamux's writer waits, as it waits
+// for the system call without coalescing, and its queue then holds the
+// rest: what a peer that stops reading makes the node hold grows by two
+// buffers per connection at most.
+const coalesceMax = 64 << 10
+
+// closeDrain bounds how long closing a connection waits for the writer to
+// write what yamux handed it (the session's last frames, its GoAway):
+// yamux's own wait for writing a GoAway, so a peer that does not read
+// holds a closing connection no longer than yamux lets it.
+const closeDrain = 100 * time.Millisecond
+
+// coalescingMuxer is go-libp2p's yamux transport on coalescingConns.
+type coalescingMuxer struct{ network.Multiplexer }
+
+func (m coalescingMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
+	return m.Multiplexer.NewConn(newCoalescingConn(c), isServer, scope)
+}
+
+// defaultMuxer offers yamux with its writes coalesced, unless muxers were
+// given with WithLibp2pOptions.
+func defaultMuxer() libp2p.Option {
+	return func(cfg *libp2p.Config) error {
+		if len(cfg.Muxers) > 0 {
+			return nil
+		}
+		return cfg.Apply(libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport}))
+	}
+}
+
+// coalescingConn is a connection whose small writes are coalesced (see
+// above). Its Write returns once the frame is buffered or, for a large
+// one, written; a write that fails fails every later Write and Read with
+// its error.
+type coalescingConn struct {
+	net.Conn
+
+	mu      sync.Mutex
+	changed sync.Cond // the writer took the buffer, finished, or failed
+	buf     []byte    // small frames not yet taken by the writer (pooled)
+	writing bool      // the writer runs, or a large frame is being written
+	err     error     // the first write error, or net.ErrClosed
+	closed  bool
+}
+
+func newCoalescingConn(c net.Conn) *coalescingConn {
+	cc := &coalescingConn{Conn: c}
+	cc.changed.L = &cc.mu
+	return cc
+}
+
+// Write buffers p for the writer, waiting while the buffer is full, or
+// writes it directly if it is coalesceDirect bytes or more, once what is
+// buffered before it is written.
+func (c *coalescingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		switch {
+		case c.closed:
+			return 0, net.ErrClosed
+		case c.err != nil:
+			return 0, c.err
+		case len(p) >= coalesceDirect:
+			if c.writing || len(c.buf) > 0 {
+				c.changed.Wait()
+				continue
+			}
+			c.writing = true
+			c.mu.Unlock()
+			n, err := c.Conn.Write(p)
+			c.mu.Lock()
+			c.writing = false
+			c.changed.Broadcast()
+			if err != nil {
+				c.failLocked(err)
+			}
+			return n, err
+		case len(c.buf) > 0 && len(c.buf)+len(p) > coalesceMax:
+			c.changed.Wait()
+			continue
+		}
+		break
+	}
+	if c.buf == nil {
+		c.buf = pool.Get(coalesceMax)[:0]
+	}
+	c.buf = append(c.buf, p...)
+	if !c.writing {
+		c.writing = true
+		go c.writeLoop()
+	}
+	return len(p), nil
+}
+
+// writeLoop writes the buffer until it finds it empty.
+func (c *coalescingConn) writeLoop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.buf) > 0 && c.err == nil {
+		b := c.buf
+		c.buf = nil
+		c.changed.Broadcast()
+		c.mu.Unlock()
+		_, err := c.Conn.Write(b)
+		pool.Put(b)
+		c.mu.Lock()
+		if err != nil {
+			c.failLocked(err)
+		}
+	}
+	if c.buf != nil && c.err != nil {
+		pool.Put(c.buf)
+		c.buf = nil
+	}
+	c.writing = false
+	c.changed.Broadcast()
+}
+
+// failLocked records a write's error and ends the reads too, so that the
+// session ends, closing the connection, as it would had its own Write
+// failed.
+func (c *coalescingConn) failLocked(err error) {
+	if c.err == nil {
+		c.err = err
+		c.Conn.SetReadDeadline(time.Now())
+	}
+	c.changed.Broadcast()
+}
+
+// Read reads from the connection; once a write failed, its error is what
+// a Read that then fails returns, the cause of the session's end.
+func (c *coalescingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.mu.Lock()
+		if c.err != nil && !c.closed {
+			err = c.err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// Close waits up to closeDrain for the writer to write what is buffered,
+// fails every Write waiting or to come with net.ErrClosed and closes the
+// connection.
+func (c *coalescingConn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.writing && c.err == nil {
+			c.Conn.SetWriteDeadline(time.Now().Add(closeDrain))
+			for c.writing {
+				c.changed.Wait()
+			}
+		}
+		c.err = net.ErrClosed
+		if c.buf != nil {
+			pool.Put(c.buf)
+			c.buf = nil
+		}
+		c.changed.Broadcast()
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
