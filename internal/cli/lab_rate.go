@@ -32,8 +32,9 @@ messages sent as fast as the senders can (at most 256 MiB of payload), and
 a run of about one second at half that rate, evenly paced, for the latency
 p50 and p99 (so it shows queueing, not saturation).
 
-Layers: stream (a raw libp2p stream, one Write per message), stream-bufio (the
-same through a 64 KiB bufio.Writer, flushed when the sender pauses: the
+Layers: stream (a raw libp2p stream as go-libp2p makes it, its yamux without
+the node's write coalescing, one Write per message), stream-bufio (the same
+through a 64 KiB bufio.Writer, flushed when the sender pauses: the
 ceiling), endpoint, pipe (unicast pipe Send to an input pipe's Receive),
 propagate (a propagate pipe whose members are the peers; its rate counts
 messages published whose every copy arrived), socket (one Write per

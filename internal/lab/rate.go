@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -25,8 +27,8 @@ import (
 
 // The layers of a rate study (RateConfig.Layers).
 const (
-	RateStream      = "stream"       // raw libp2p stream, one Write per message
-	RateStreamBufio = "stream-bufio" // raw libp2p stream through a 64 KiB bufio.Writer
+	RateStream      = "stream"       // go-libp2p's stream, one Write per message
+	RateStreamBufio = "stream-bufio" // go-libp2p's stream through a 64 KiB bufio.Writer
 	RateEndpoint    = "endpoint"
 	RatePipe        = "pipe"      // unicast pipe Send → Receive
 	RatePropagate   = "propagate" // propagate pipe with Peers members
@@ -59,7 +61,7 @@ type RateConfig struct {
 	// Messages is how many messages a maximum-rate run sends (default
 	// 200,000), fewer for large sizes: at most MaxBytes of payload.
 	Messages int
-	MaxBytes int64 // default 256 MiB
+	MaxBytes int64 // bounds each run's payload, the latency run's too; default 256 MiB
 	// MaxTime bounds a maximum-rate run at the warm-up's rate (default
 	// 3 s): a slow layer sends fewer than Messages.
 	MaxTime time.Duration
@@ -217,7 +219,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 		lt = time.Second
 	}
 	ln := int(res.Offered * lt.Seconds())
-	ln = max(min(ln, n), sh.Senders*sh.Peers)
+	ln = max(min(ln, int(maxBytes/int64(size))), sh.Senders*sh.Peers)
 	ln -= ln % (sh.Senders * sh.Peers)
 	_, lost, lat, err := ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, stall)
 	if err != nil {
@@ -476,12 +478,18 @@ func (r *nodeRig) copies() int {
 
 func (r *nodeRig) open(ctx context.Context, transport string) error {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	var opts []node.Option
+	if r.layer == RateStream || r.layer == RateStreamBufio {
+		// The baselines are go-libp2p's streams as it makes them: its
+		// yamux, without the node's write coalescing.
+		opts = append(opts, node.WithLibp2pOptions(libp2p.Muxer(yamux.ID, yamux.DefaultTransport)))
+	}
 	var err error
-	if r.a, err = NewNode(ctx, transport); err != nil {
+	if r.a, err = NewNode(ctx, transport, opts...); err != nil {
 		return err
 	}
 	for range r.peers {
-		b, err := NewNode(ctx, transport)
+		b, err := NewNode(ctx, transport, opts...)
 		if err != nil {
 			return err
 		}
