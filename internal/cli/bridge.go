@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -86,7 +87,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 					return err
 				}
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: true, listen: jxtaListen, unsigned: jxtaUnsigned})

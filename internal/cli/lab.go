@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
@@ -144,7 +145,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if w == 0 {
 				w = -1 // RTTConfig reads 0 as "the default" and negative as none
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunRTT(ctx, lab.RTTConfig{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
@@ -120,7 +121,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				cfgs = append(cfgs, cfg)
 				links[label] = link
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			var all []lab.AMTTResult

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
@@ -69,7 +70,7 @@ figures within a run, not across machines).`,
 					return usageError{fmt.Errorf("size %d: a rate message carries a timestamp and a pass number; use 12 bytes or more", n)}
 				}
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunRate(ctx, lab.RateConfig{

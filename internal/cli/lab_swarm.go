@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/swarm"
 	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 )
@@ -63,7 +64,7 @@ goroutines and connections over its start, divided by the peers.`,
 					cfg.Cases = append(cfg.Cases, c)
 				}
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			errw := cmd.ErrOrStderr()

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -105,7 +106,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					return err
 				}
 			}
-			ctx, stop := signalContext(cmd.Context())
+			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			if jxtaLen := jxtaListen; jxtaLen != "" {
 				if ea, err := endpoint.ParseAddress(jxtaLen); err != nil || ea.Protocol != endpoint.ProtocolTCP {

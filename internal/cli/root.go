@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -19,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 )
 
@@ -39,46 +39,16 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
-// signalError is the cause of a context ended by a signal (signalContext).
-type signalError struct{ sig syscall.Signal }
-
-func (e signalError) Error() string {
-	switch e.sig {
-	case syscall.SIGINT:
-		return "interrupted by SIGINT"
-	case syscall.SIGTERM:
-		return "interrupted by SIGTERM"
-	}
-	return "interrupted by " + e.sig.String()
-}
-
-// signalContext is ctx ended, with a signalError as its cause, by SIGINT
-// or SIGTERM.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case s := <-ch:
-			cancel(signalError{s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(ch); cancel(nil) }
-}
-
 // interrupted returns the exit error of a command that ctx's signal cut
 // short, nil if no signal ended ctx.
 func interrupted(ctx context.Context, what error) error {
-	var se signalError
-	if errors.As(context.Cause(ctx), &se) {
-		return exitError{128 + int(se.sig), fmt.Errorf("%v: %w", se, what)}
+	if se, ok := interrupt.Cause(ctx); ok {
+		return exitError{se.ExitCode(), fmt.Errorf("%v: %w", se, what)}
 	}
 	return nil
 }
 
-// exitOnSignal replaces *err, when a signal ended ctx (signalContext),
+// exitOnSignal replaces *err, when a signal ended ctx (interrupt.Context),
 // with the exit error that says so (128+N): deferred by commands that
 // run until done or interrupted, whatever the signal cut short.
 func exitOnSignal(ctx context.Context, err *error) {

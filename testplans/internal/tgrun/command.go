@@ -6,12 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 )
 
 // Exit statuses of the tgrun command, as the p2pmsg command's: 128+N for
@@ -70,7 +69,7 @@ func command(args []string, stdout, stderr io.Writer, base Options) int {
 		return ExitUsage
 	}
 
-	ctx, stop := signalContext(context.Background())
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	runs, code := checkAll(*o, *comps, stderr)
 	if code != ExitOK {
@@ -166,8 +165,8 @@ func failed(ctx context.Context, comp string, res *Result, err error, stderr io.
 // interrupted run's outputs are, and returns 128+N for signal N;
 // ExitOK if no signal ended ctx.
 func interrupted(ctx context.Context, res *Result, stderr io.Writer) int {
-	var se signalError
-	if !errors.As(context.Cause(ctx), &se) {
+	se, ok := interrupt.Cause(ctx)
+	if !ok {
 		return ExitOK
 	}
 	if res != nil {
@@ -175,36 +174,7 @@ func interrupted(ctx context.Context, res *Result, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stderr, "tgrun: %v\n", se)
 	}
-	return 128 + int(se.sig)
-}
-
-// signalError is the cause of a context ended by a signal.
-type signalError struct{ sig syscall.Signal }
-
-func (e signalError) Error() string {
-	switch e.sig {
-	case syscall.SIGINT:
-		return "interrupted by SIGINT"
-	case syscall.SIGTERM:
-		return "interrupted by SIGTERM"
-	}
-	return "interrupted by " + e.sig.String()
-}
-
-// signalContext is a context ended, with a signalError as its cause, by
-// SIGINT or SIGTERM.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case s := <-ch:
-			cancel(signalError{s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(ch); cancel(nil) }
+	return se.ExitCode()
 }
 
 type params map[string]string

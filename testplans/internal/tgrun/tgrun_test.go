@@ -307,8 +307,10 @@ func TestSyncService(t *testing.T) {
 	}
 }
 
-func TestGroupParams(t *testing.T) {
-	c := writePlan(t, "ok", `greeting = "global"`)
+// loadCase loads composition c and the test case name of its plan's
+// manifest.
+func loadCase(t *testing.T, c, name string) (*tgrun.Composition, *tgrun.TestCase) {
+	t.Helper()
 	comp, err := tgrun.LoadComposition(c)
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +319,15 @@ func TestGroupParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := man.TestCase("ok")
+	tc, err := man.TestCase(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return comp, tc
+}
+
+func TestGroupParams(t *testing.T) {
+	comp, tc := loadCase(t, writePlan(t, "ok", `greeting = "global"`), "ok")
 	comp.Groups[1].Run.TestParams = map[string]string{"greeting": "group"}
 	p, err := tgrun.GroupParams(comp, tc, nil)
 	if err != nil {
@@ -444,19 +451,7 @@ func TestRunCanceled(t *testing.T) {
 // group's. Before, a value of the wrong type reached every instance,
 // which each failed ("strconv.Atoi: parsing "x"").
 func TestParamTypes(t *testing.T) {
-	c := writePlan(t, "ok", "")
-	comp, err := tgrun.LoadComposition(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	man, err := tgrun.LoadManifest(filepath.Join(filepath.Dir(filepath.Dir(c)), "manifest.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := man.TestCase("ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	comp, tc := loadCase(t, writePlan(t, "ok", ""), "ok")
 	for _, ok := range []map[string]string{
 		{"count": "3"}, {"count": "-1"}, {"ratio": "2.5"}, {"ratio": "1e-3"}, {"verbose": "true"},
 		{"pause": "250ms"}, {"greeting": "anything at all"}, {"count": ""}, // empty: the plan's own default
