@@ -18,8 +18,9 @@ import (
 // small: a stream written one 100-byte message at a time costs a system
 // call per message on each side, and a writer that queues small frames
 // faster than that (64 of them fit yamux's queue) makes every frame
-// behind them wait for as many system calls. yamux's own write
-// coalescing waits for a timer and is disabled in go-libp2p.
+// behind them wait for as many system calls. go-yamux's own write
+// coalescing waited for a timer, and is commented out there (go-libp2p
+// issue 644).
 //
 // The node's yamux writes through a coalescingConn instead: a small frame
 // is appended to a buffer and a writer goroutine, started when the buffer
