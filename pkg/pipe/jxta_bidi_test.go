@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,8 +115,15 @@ func TestJXSEBiDiPipes(t *testing.T) {
 			}
 			t.Logf("EOF at %v", time.Since(start))
 			a.Close()
-			if res := <-answer; res != "m1,m2,m3" {
+			// JXSE's worker threads call a bidi pipe's listener
+			// concurrently, so the echoes may reach its listener out of
+			// order (as between two JXSE peers: internal/jxse's pair test).
+			res := <-answer
+			if got := strings.Split(res, ","); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"m1", "m2", "m3"}) {
 				t.Fatalf("JXSE answered %q", res)
+			}
+			if res != "m1,m2,m3" {
+				t.Logf("JXSE's listener took the echoes as %s", res)
 			}
 		}
 	})
