@@ -285,7 +285,8 @@ func WithTCPPortReuse() Option { return func(c *config) error { c.tcpReuse = tru
 // WithLibp2pOptions appends raw go-libp2p options, applied after the
 // node's own (for example a transport that emulates a link, or a
 // force-reachability option). Transports given here replace the node's
-// default ones. The node has a connection gater and a resource manager
+// default ones, and muxers its yamux with coalesced writes (a
+// libp2p.Muxer of go-libp2p's yamux transport gives its stock writes). The node has a connection gater and a resource manager
 // of its own (see Limits in the package doc), so libp2p.ConnectionGater
 // or libp2p.ResourceManager here fails New.
 func WithLibp2pOptions(opts ...libp2p.Option) Option {
