@@ -97,6 +97,9 @@ func newCoalescingConn(c net.Conn) *coalescingConn {
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(p) == 0 && c.err == nil && !c.closed {
+		return 0, nil // nothing to write, nor a buffer to take for it
+	}
 	for {
 		switch {
 		case c.closed:

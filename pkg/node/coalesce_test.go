@@ -109,6 +109,23 @@ func TestCoalescingConnKeepsOrder(t *testing.T) {
 	}
 }
 
+// An empty Write writes nothing and holds no buffer.
+func TestCoalescingConnEmptyWrite(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cl, _ := tcpPair(t)
+	c := newCoalescingConn(cl)
+	if n, err := c.Write(nil); n != 0 || err != nil {
+		t.Fatalf("Write(nil) = %d, %v", n, err)
+	}
+	c.mu.Lock()
+	held, writing := c.buf != nil, c.writing
+	c.mu.Unlock()
+	if held || writing {
+		t.Fatalf("after an empty Write: buffer held %v, writer running %v", held, writing)
+	}
+	c.Close()
+}
+
 // Frames written while a write is in progress leave together: however
 // many there are, two writes on the connection carry them at most.
 func TestCoalescingConnCoalesces(t *testing.T) {
