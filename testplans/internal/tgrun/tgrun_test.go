@@ -273,7 +273,10 @@ func TestSyncService(t *testing.T) {
 	defer ss.Close()
 	t.Setenv(sync.EnvServiceHost, ss.Host())
 	t.Setenv(sync.EnvServicePort, fmt.Sprint(ss.Port()))
-	re := runtime.NewRunEnv(runtime.RunParams{TestPlan: "p", TestCase: "c", TestRun: "r", TestInstanceCount: 2})
+	// The SDK writes its metrics files to the outputs path: a temporary
+	// directory, not the package's.
+	re := runtime.NewRunEnv(runtime.RunParams{TestPlan: "p", TestCase: "c", TestRun: "r", TestInstanceCount: 2,
+		TestOutputsPath: t.TempDir()})
 	defer re.Close()
 	var clients []*sync.DefaultClient
 	for range 2 {
