@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 )
 
 // runRefused runs a lab command that must be refused before it measures
@@ -180,22 +181,5 @@ func interrupted(t *testing.T, env []string, ready func(line string) bool, args 
 	t.Helper()
 	cmd := exec.Command(binary_, args...)
 	cmd.Env = append(os.Environ(), env...)
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(errPipe)
-	for sc.Scan() && !ready(sc.Text()) {
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	var last string
-	for sc.Scan() {
-		last = sc.Text()
-	}
-	cmd.Wait()
-	return cmd.ProcessState.ExitCode(), last
+	return testutil.Interrupt(t, cmd, syscall.SIGINT, ready)
 }

@@ -1,7 +1,6 @@
 package tgrun_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/tgrun"
@@ -585,29 +585,16 @@ func TestCommandInterrupted(t *testing.T) {
 			out := t.TempDir()
 			cmd := exec.Command(os.Args[0], "run", "-f", writePlan(t, "hang", ""), "--out", out, "--run-id", "r1", "--timeout", "1h")
 			cmd.Env = append(os.Environ(), commandEnv+"=1")
-			errPipe, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			sc := bufio.NewScanner(errPipe)
-			for started := 0; started < 2 && sc.Scan(); {
-				if strings.Contains(sc.Text(), ">> pid written") {
+			started := 0 // both instances
+			code, last := testutil.Interrupt(t, cmd, sig, func(line string) bool {
+				if strings.Contains(line, ">> pid written") {
 					started++
 				}
-			}
-			cmd.Process.Signal(sig)
-			var last string
-			for sc.Scan() {
-				last = sc.Text()
-			}
-			cmd.Wait()
+				return started == 2
+			})
 			runDir := filepath.Join(out, "fake", "r1")
 			want := fmt.Sprintf("tgrun: interrupted by %s: run r1 stopped, every instance ended; outputs so far in %s", map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig], runDir)
-			if code := cmd.ProcessState.ExitCode(); code != 128+int(sig) || last != want {
+			if code != 128+int(sig) || last != want {
 				t.Fatalf("exit %d, last line %q; want %d and %q", code, last, 128+int(sig), want)
 			}
 			for _, g := range []string{"a", "b"} {
