@@ -93,7 +93,8 @@ func newCoalescingConn(c net.Conn) *coalescingConn {
 
 // Write buffers p for the writer, waiting while the buffer is full, or
 // writes it directly if it is coalesceDirect bytes or more, once what is
-// buffered before it is written.
+// buffered before it is written. Frames buffered by Writes that come
+// during a direct one leave after it.
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -119,6 +120,10 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 			c.changed.Broadcast()
 			if err != nil {
 				c.failLocked(err)
+			} else if len(c.buf) > 0 {
+				// Frames buffered by Writes that came during this one.
+				c.writing = true
+				go c.writeLoop()
 			}
 			return n, err
 		case len(c.buf) > 0 && len(c.buf)+len(p) > coalesceMax:

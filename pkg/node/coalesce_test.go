@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,17 +41,27 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
 
-// gatedConn holds its first Write until release is closed, so that a
-// test knows what the coalescer buffers meanwhile; it counts Writes.
+// gatedConn holds its first Write until open is called, so that a test
+// knows what the coalescer buffers meanwhile; it counts Writes. Its Close
+// opens the gate, as a net.Conn's Close ends a blocked Write, but a write
+// deadline does not.
 type gatedConn struct {
 	net.Conn
 	release chan struct{}
+	opened  sync.Once
 	writes  atomic.Int32
 	started chan struct{} // closed when the first Write begins
 }
 
 func newGatedConn(c net.Conn) *gatedConn {
 	return &gatedConn{Conn: c, release: make(chan struct{}), started: make(chan struct{})}
+}
+
+func (g *gatedConn) open() { g.opened.Do(func() { close(g.release) }) }
+
+func (g *gatedConn) Close() error {
+	g.open()
+	return g.Conn.Close()
 }
 
 func (g *gatedConn) Write(p []byte) (int, error) {
@@ -157,7 +169,7 @@ func TestCoalescingConnCoalesces(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("Writes waited for the held write") // written one by one
 	}
-	close(g.release)
+	g.open()
 	got := make([]byte, want.Len())
 	if _, err := io.ReadFull(sv, got); err != nil {
 		t.Fatal(err)
@@ -189,7 +201,7 @@ func TestCoalescingConnCloseWritesBuffered(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
-	close(g.release)
+	g.open()
 	got, err := io.ReadAll(sv)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +290,50 @@ func TestCoalescingConnWriteFails(t *testing.T) {
 	}
 	if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Write after a failed one: %v, want the write's timeout", err)
+	}
+	c.Close()
+}
+
+// A small frame written while a large one is written directly leaves
+// after it. Before, nothing started the writer for it: it stayed buffered,
+// and a large frame written next waited for it for ever.
+func TestCoalescingConnWriteDuringDirectWrite(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cl, sv := tcpPair(t)
+	g := newGatedConn(cl)
+	c := newCoalescingConn(g)
+	large := bytes.Repeat([]byte{'L'}, coalesceDirect)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(large)
+		wrote <- err
+	}()
+	<-g.started // the large frame is being written, directly
+	if _, err := c.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := c.Write(large) // after "small"
+		wrote <- err
+	}()
+	want := slices.Concat(large, []byte("small"), large)
+	got := make([]byte, len(want))
+	sv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.ReadFull(sv, got); err != nil {
+		buffered, _ := c.buffered()
+		c.Close()
+		<-wrote
+		t.Fatalf("peer read %d of %d bytes (%v), %d still buffered", n, len(want), err, buffered)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("frames arrived out of order")
 	}
 	c.Close()
 }
