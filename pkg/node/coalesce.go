@@ -47,7 +47,8 @@ const coalesceDirect = 16 << 10
 const coalesceMax = 64 << 10
 
 // closeDrain bounds how long closing a connection waits for the writer to
-// write what yamux handed it (the session's last frames, its GoAway):
+// write what yamux handed it (the session's last frames, its GoAway)
+// before it closes the connection under the write still in progress:
 // yamux's own wait for writing a GoAway, so a peer that does not read
 // holds a closing connection no longer than yamux lets it.
 const closeDrain = 100 * time.Millisecond
@@ -192,26 +193,51 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close waits up to closeDrain for the writer to write what is buffered,
-// fails every Write waiting or to come with net.ErrClosed and closes the
-// connection.
+// Close lets the writer write what is buffered for closeDrain at most,
+// then closes the connection, which ends a write still in progress (as
+// net.Conn's Close ends any blocked Write), and fails every Write waiting
+// or to come with net.ErrClosed. Every Close, also one called while
+// another is draining, returns only once the writer is gone. The drain is
+// timed here, not by a write deadline: setting one on libp2p's WebSocket
+// connection waits for the write in progress, which a peer that does not
+// read holds until yamux's own deadline passes.
 func (c *coalescingConn) Close() error {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		if c.writing && c.err == nil {
-			c.Conn.SetWriteDeadline(time.Now().Add(closeDrain))
-			for c.writing {
-				c.changed.Wait()
-			}
-		}
-		c.err = net.ErrClosed
-		if c.buf != nil {
-			pool.Put(c.buf)
-			c.buf = nil
-		}
-		c.changed.Broadcast()
+		c.changed.Broadcast() // Writes waiting for room fail now
 	}
+	c.drainLocked()
 	c.mu.Unlock()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.mu.Lock()
+	for c.writing {
+		c.changed.Wait()
+	}
+	c.err = net.ErrClosed
+	if c.buf != nil {
+		pool.Put(c.buf)
+		c.buf = nil
+	}
+	c.changed.Broadcast()
+	c.mu.Unlock()
+	return err
+}
+
+// drainLocked waits until the writer is done or closeDrain has passed.
+func (c *coalescingConn) drainLocked() {
+	if !c.writing {
+		return
+	}
+	expired := false
+	t := time.AfterFunc(closeDrain, func() {
+		c.mu.Lock()
+		expired = true
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer t.Stop()
+	for c.writing && !expired {
+		c.changed.Wait()
+	}
 }

@@ -2,17 +2,27 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	ws "github.com/libp2p/go-libp2p/p2p/transport/websocket"
+	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
 )
 
@@ -336,4 +346,242 @@ func TestCoalescingConnWriteDuringDirectWrite(t *testing.T) {
 		t.Fatal("frames arrived out of order")
 	}
 	c.Close()
+}
+
+// Every Close returns once the writer is gone, also one called while
+// another drains. Before, a second Close closed the connection under the
+// first one's drain and returned with the writer still writing.
+func TestCoalescingConnConcurrentClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cl, _ := tcpPair(t)
+	g := newGatedConn(cl) // the peer does not take the first write
+	c := newCoalescingConn(g)
+	if _, err := c.Write([]byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	first := make(chan error, 1)
+	go func() { first <- c.Close() }()
+	for closing := false; !closing; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		closing = c.closed
+		c.mu.Unlock()
+	}
+	c.Close()
+	n, writing := c.buffered()
+	g.open()
+	<-first
+	if writing || n > 0 {
+		t.Fatalf("a second Close returned while the first drained: writer running %v, %d bytes buffered", writing, n)
+	}
+}
+
+// stallingProxy relays TCP connections to a target, until stall is
+// called: from then on it reads nothing more from the dialler, a peer
+// that stops reading, while it still relays what the target sends.
+type stallingProxy struct {
+	ln      net.Listener
+	stalled chan struct{}
+	stall   func()
+	mu      sync.Mutex
+	conns   []net.Conn
+	relays  sync.WaitGroup
+}
+
+func newStallingProxy(t *testing.T, target string) *stallingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallingProxy{ln: ln, stalled: make(chan struct{})}
+	var once sync.Once
+	p.stall = func() { once.Do(func() { close(p.stalled) }) }
+	p.relays.Add(1)
+	go func() {
+		defer p.relays.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			in.(*net.TCPConn).SetReadBuffer(16 << 10) // so that the dialler's writes block soon
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			p.relays.Add(2)
+			go func() {
+				defer p.relays.Done()
+				io.Copy(in, out)
+			}()
+			go func() {
+				defer p.relays.Done()
+				p.relayUntilStalled(out, in)
+			}()
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *stallingProxy) relayUntilStalled(dst, src net.Conn) {
+	buf := make([]byte, 4096)
+	for {
+		select {
+		case <-p.stalled:
+			return
+		default:
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close closes every connection the proxy holds and waits for its relays.
+func (p *stallingProxy) close() {
+	p.stall()
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.relays.Wait()
+}
+
+// captureMuxer is the node's coalescing yamux, handing the test the first
+// connection it makes.
+type captureMuxer struct {
+	network.Multiplexer
+	conns chan *coalescingConn
+}
+
+func (m captureMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
+	cc := newCoalescingConn(c)
+	select {
+	case m.conns <- cc:
+	default: // the test watches the first connection only
+	}
+	return m.Multiplexer.NewConn(cc, isServer, scope)
+}
+
+// wsHost is an honest go-libp2p host on loopback WebSocket, stock yamux:
+// each stream of protocol proto answers one byte, then reads all.
+func wsHost(t *testing.T, proto string) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.Transport(ws.New), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0/ws"),
+		libp2p.ResourceManager(&network.NullResourceManager{}), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	h.SetStreamHandler(protocol.ID(proto), func(s network.Stream) {
+		s.Write([]byte{1})
+		io.Copy(io.Discard, s)
+		s.Close()
+	})
+	return h
+}
+
+// A peer that stops reading a WebSocket connection while many streams
+// write to it: closing the connection ends the write in progress after
+// closeDrain. Before, Close set a write deadline for its drain, and on
+// libp2p's WebSocket connection setting one waits for the write in
+// progress, so Close waited for yamux's write timeout (10 s; an hour
+// here, so that no run could mistake the wait for a short one).
+func TestCoalescingConnCloseOverWebSocket(t *testing.T) {
+	const proto, streams = "/test/stall", 64 // 64 windows of 256 KiB: more than the kernel's buffers take
+	ctx := context.Background()
+	b := wsHost(t, proto)
+	ip, _ := b.Addrs()[0].ValueForProtocol(ma.P_IP4)
+	port, _ := b.Addrs()[0].ValueForProtocol(ma.P_TCP)
+	p := newStallingProxy(t, net.JoinHostPort(ip, port))
+	viaProxy := ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port) + "/ws")
+
+	slow := *yamux.DefaultTransport
+	slow.ConnectionWriteTimeout = time.Hour
+	conns := make(chan *coalescingConn, 1)
+	a, err := New(ctx, WithEphemeralKey(), WithListenAddrs("/ip4/127.0.0.1/tcp/0/ws"),
+		WithLibp2pOptions(libp2p.Muxer(yamux.ID, captureMuxer{&slow, conns})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{viaProxy}}); err != nil {
+		t.Fatal(err)
+	}
+	cc := <-conns
+
+	// Open the streams while the proxy relays, then stop reading and
+	// write on all of them until the coalescer is full behind a write the
+	// proxy does not take.
+	var ss []network.Stream
+	for range streams {
+		s, err := a.Host().NewStream(ctx, b.ID(), proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	p.stall()
+	var writers sync.WaitGroup
+	var written atomic.Int64
+	for _, s := range ss {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			frame := make([]byte, 1000)
+			for {
+				n, err := s.Write(frame)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Ready when the coalescer is full and the streams have written
+	// nothing for a second: its write in progress is not taken.
+	for end, last, still := time.Now().Add(time.Minute), int64(-1), 0; still < 10; time.Sleep(100 * time.Millisecond) {
+		n, writing := cc.buffered()
+		if w := written.Load(); w == last && writing && n > coalesceMax-2048 {
+			still++
+		} else {
+			last, still = w, 0
+		}
+		if time.Now().After(end) {
+			p.close()
+			writers.Wait()
+			t.Fatal("the coalescer never stalled full: the kernel's buffers took every stream's window")
+		}
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- a.Host().Network().ClosePeer(b.ID()) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Error("closing the connection still waits 30 s for a write the peer does not take")
+		p.close() // ends that write
+		<-closed
+	}
+	writers.Wait()
+	if n, writing := cc.buffered(); n != 0 || writing {
+		t.Fatalf("after Close: %d bytes buffered, writer running %v", n, writing)
+	}
 }
