@@ -505,8 +505,8 @@ func ServeAMTTReceiver(ctx context.Context, p AMTTPipes) error {
 		}
 		switch op := field(m, elOp); op {
 		case opSet:
-			n, err := strconv.Atoi(field(m, elRecords))
-			if err != nil || n < 1 || n > datasets.MaxEmployees {
+			n, aerr := strconv.Atoi(field(m, elRecords))
+			if aerr != nil || n < 1 || n > datasets.MaxEmployees {
 				return stop(fmt.Errorf("%w: set of %q records", ErrAMTTProtocol, field(m, elRecords)))
 			}
 			mu.Lock()

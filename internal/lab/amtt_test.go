@@ -108,10 +108,12 @@ func TestAMTTConfigErrors(t *testing.T) {
 	}
 }
 
-// memPipe is one end of an in-memory bidirectional pipe.
+// memPipe is one end of an in-memory bidirectional pipe. refuse, if
+// set, says which messages its Send fails to send, and with what error.
 type memPipe struct {
 	in, out chan *message.Message
 	tamper  func(*message.Message) *message.Message
+	refuse  func(*message.Message) error
 }
 
 func memPipes() (a, b *memPipe) {
@@ -122,6 +124,11 @@ func memPipes() (a, b *memPipe) {
 func (p *memPipe) Send(ctx context.Context, m *message.Message) error {
 	if p.tamper != nil {
 		m = p.tamper(m)
+	}
+	if p.refuse != nil {
+		if err := p.refuse(m); err != nil {
+			return err
+		}
 	}
 	select {
 	case p.out <- m:
@@ -185,6 +192,38 @@ func TestAMTTReceiverHandshake(t *testing.T) {
 	}
 	if e, _ := m.Get("amtt", "op"); string(e.Data) != "error" {
 		t.Fatalf("receiver answered %q, want error", e.Data)
+	}
+}
+
+// A receiver that cannot tell the sender it is ready for a new document
+// stops with that error. Before, the error of that one Send was dropped,
+// and the receiver waited for messages the sender would never send.
+func TestAMTTReceiverSendFails(t *testing.T) {
+	sc, rc := memPipes()
+	_, rd := memPipes()
+	errLink := errors.New("link down")
+	readies := 0
+	rc.refuse = func(m *message.Message) error {
+		if e, _ := m.Get("amtt", "op"); string(e.Data) == "ready" {
+			if readies++; readies > 1 { // the handshake's goes through
+				return errLink
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang detector
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- lab.ServeAMTTReceiver(ctx, lab.AMTTPipes{Comm: rc, Data: rd}) }()
+	sc.Send(ctx, message.New(message.Text("amtt", "op", "hello"), message.Text("amtt", "version", "1"), message.Text("amtt", "codecs", "gzip")))
+	if m, err := sc.Receive(ctx); err != nil {
+		t.Fatal(err)
+	} else if e, _ := m.Get("amtt", "op"); string(e.Data) != "ready" {
+		t.Fatalf("receiver answered the hello with %q", e.Data)
+	}
+	sc.Send(ctx, message.New(message.Text("amtt", "op", "set"), message.Text("amtt", "records", "1")))
+	if err := <-served; !errors.Is(err, errLink) {
+		t.Fatalf("receiver: err = %v, want the failed Send's", err)
 	}
 }
 
