@@ -4,5 +4,5 @@ package lab
 
 import "time"
 
-// pace waits d, until due.
-func pace(_ time.Time, d time.Duration) { time.Sleep(d) }
+// pace waits until due.
+func pace(due time.Time) { time.Sleep(time.Until(due)) }

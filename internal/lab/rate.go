@@ -262,7 +262,7 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 				due := min(int(time.Since(start).Seconds()*rate)+1, total)
 				if due <= given {
 					next := start.Add(time.Duration(float64(given) / rate * float64(time.Second)))
-					pace(next, time.Until(next))
+					pace(next)
 					continue
 				}
 				select {
@@ -757,10 +757,9 @@ func (r *nodeRig) sender(g int) (rateSend, error) {
 
 // rateStream is a raw stream to one peer, shared by the senders.
 type rateStream struct {
-	mu  sync.Mutex
-	st  network.Stream
-	w   *bufio.Writer
-	buf []byte
+	mu sync.Mutex
+	st network.Stream
+	w  *bufio.Writer
 }
 
 type streamSend struct {

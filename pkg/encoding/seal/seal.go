@@ -391,7 +391,7 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, b encoding.Binding, m
 		return out, nil
 	}
 	if err := c.replays.check(p.KeyID, seq, c.now()); err != nil {
-		return dst[:len(dst)], err
+		return dst, err
 	}
 	return out, nil
 }
