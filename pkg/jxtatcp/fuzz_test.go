@@ -3,6 +3,7 @@ package jxtatcp
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -50,6 +51,9 @@ func FuzzParseWelcome(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) {
 		w, err := ParseWelcome(line)
 		if err != nil {
+			if !errors.Is(err, ErrWelcome) {
+				t.Fatalf("ParseWelcome(%q): error %v does not wrap ErrWelcome", line, err)
+			}
 			return
 		}
 		// What parses re-encodes to a line that parses the same.
@@ -142,6 +146,8 @@ func FuzzParseERM(f *testing.F) {
 	})
 }
 
+// FuzzVerifyFingerprint: whatever a peer sends as a router element's
+// fingerprint is refused with ErrSignature or names a peer.
 func FuzzVerifyFingerprint(f *testing.F) {
 	_, bodies := captureSeeds(f, "all-default")
 	for _, b := range bodies {
@@ -151,7 +157,16 @@ func FuzzVerifyFingerprint(f *testing.F) {
 	}
 	f.Add([]byte{0, 0, 0, 1, 'x', 0, 0, 0, 1, 'y', 0, 0, 0, 1, 'z'})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		verifyFingerprint(b)
+		p, err := verifyFingerprint(b)
+		if err != nil {
+			if !errors.Is(err, ErrSignature) {
+				t.Fatalf("error %v does not wrap ErrSignature", err)
+			}
+			return
+		}
+		if p.Kind() != id.KindPeer {
+			t.Fatalf("fingerprint verified for %v, not a peer", p)
+		}
 	})
 }
 
@@ -177,6 +192,9 @@ func FuzzUnmarshalSigned(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, signer, err := tr.UnmarshalSigned(b)
 		if err != nil {
+			if !errors.Is(err, ErrFrame) && !errors.Is(err, ErrSignature) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("error %v wraps none of ErrFrame, ErrSignature, ErrTooLarge", err)
+			}
 			return
 		}
 		if m == nil || signer.Kind() != id.KindPeer {
