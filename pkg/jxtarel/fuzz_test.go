@@ -2,12 +2,17 @@ package jxtarel_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
+// FuzzParseAck: an acknowledgement a peer sends is refused with
+// ErrMalformed or read within the bounds, and what is read, written
+// again by AppendAck, reads back the same.
 func FuzzParseAck(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 3})
 	f.Add(jxtarel.AppendAck(nil, 3, []int32{5, 7, 9}))
@@ -15,6 +20,9 @@ func FuzzParseAck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cum, sacks, err := jxtarel.ParseAck(b)
 		if err != nil {
+			if !errors.Is(err, jxtarel.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
 			return
 		}
 		if cum < 0 || len(sacks) > 1024 {
@@ -24,6 +32,10 @@ func FuzzParseAck(f *testing.F) {
 			if s <= cum {
 				t.Fatalf("sack %d at or below %d", s, cum)
 			}
+		}
+		cum2, sacks2, err := jxtarel.ParseAck(jxtarel.AppendAck(nil, cum, sacks))
+		if err != nil || cum2 != cum || !slices.Equal(sacks2, sacks) {
+			t.Fatalf("ack %d %v written again read back as %d %v, %v", cum, sacks, cum2, sacks2, err)
 		}
 	})
 }
