@@ -81,14 +81,29 @@ func seedDocs(f *testing.F) (query, answer []byte) {
 	return q, docBytes(doc)
 }
 
+// FuzzParsePBPQuery: a pipe binding query a JXTA peer sends is refused
+// or read within the bounds, and the query it names, written as this
+// package writes queries, reads back the same.
 func FuzzParsePBPQuery(f *testing.F) {
 	q, _ := seedDocs(f)
 	f.Add(q)
 	f.Add([]byte(jxseQuery))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		q, err := parsePBPQuery(b)
-		if err == nil && (q.pipe.Kind() != id.KindPipe || q.src.Kind() != id.KindPeer || len(q.peers) > 64) {
+		if err != nil {
+			return
+		}
+		if q.pipe.Kind() != id.KindPipe || q.src.Kind() != id.KindPeer || len(q.peers) > 64 {
 			t.Fatalf("accepted %+v", q)
+		}
+		r := &jxtaResolver{self: q.src}
+		e, _ := r.queryMessage(q.qid, &adv.PipeAdvertisement{ID: q.pipe, Type: adv.PipeType(q.typ)}).Get(message.JXTANamespace, jxtaQueryParam)
+		if len(e.Data) > maxJXTADoc {
+			return // the type, escaped twice, takes more room than it did
+		}
+		back, err := parsePBPQuery(e.Data)
+		if err != nil || back.qid != q.qid || back.src != q.src || back.pipe != q.pipe || back.typ != q.typ || back.directed {
+			t.Fatalf("query %+v written again read back as %+v, %v", q, back, err)
 		}
 	})
 }
