@@ -267,6 +267,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 }
 
+// FuzzParseHeader: a header a peer sends is refused with ErrCorrupt or
+// read from within the input, and written again reads back the same.
 func FuzzParseHeader(f *testing.F) {
 	f.Add(encoding.AppendHeader(nil, encoding.Header{Codec: "gzip", MIME: "text/plain", Size: 10}))
 	f.Add(encoding.AppendHeader(nil, encoding.Header{Codec: "seal", Params: encoding.Params{KeyID: "peer:x", DictID: 3, Level: 9}}))
@@ -274,6 +276,9 @@ func FuzzParseHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, n, err := encoding.ParseHeader(data)
 		if err != nil {
+			if !errors.Is(err, encoding.ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
 			return
 		}
 		if n > len(data) {
@@ -286,6 +291,8 @@ func FuzzParseHeader(f *testing.F) {
 	})
 }
 
+// FuzzDecodeElement: an encoded element a peer sends decodes within the
+// limit or is refused with an error wrapping one of the sentinels.
 func FuzzDecodeElement(f *testing.F) {
 	z, _ := zstd.New()
 	s, _ := encoding.New([]encoding.Codec{z}, encoding.WithSelector(encoding.ByName("d")))
@@ -301,7 +308,16 @@ func FuzzDecodeElement(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 1 << 16
 		got, err := encoding.DecodeElement(message.Element{Name: "d", MIME: encoding.MIME, Data: data}, max, encoding.WithoutPipeBinding())
-		if err == nil && len(got.Data) > max {
+		if err != nil {
+			for _, s := range []error{encoding.ErrUnknownCodec, encoding.ErrCorrupt, encoding.ErrAuth, encoding.ErrNoDictionary, encoding.ErrNoKey,
+				encoding.ErrTooLarge, encoding.ErrNestedTooDeep, encoding.ErrNesting, encoding.ErrReplay, encoding.ErrUnbound} {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("error %v wraps none of the sentinels", err)
+		}
+		if len(got.Data) > max {
 			t.Fatalf("decoded %d bytes", len(got.Data))
 		}
 	})
