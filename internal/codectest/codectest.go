@@ -104,9 +104,15 @@ func flip(b []byte, i int) []byte {
 	return b
 }
 
+// decodeErrors are the sentinels a codec's Decode reports, as the
+// encoding layer's Decoder expects them (encoding.Codec).
+var decodeErrors = []error{encoding.ErrCorrupt, encoding.ErrAuth, encoding.ErrTooLarge, encoding.ErrReplay,
+	encoding.ErrNoKey, encoding.ErrNoDictionary, encoding.ErrUnbound}
+
 // Fuzz seeds f with encodings of the suite's inputs and checks that Decode
-// never panics, never returns more than its limit, and that whatever
-// decodes re-encodes and decodes to the same bytes.
+// never panics, fails only with an error wrapping one of encoding's
+// sentinels, appends to dst, never returns more than its limit, and that
+// whatever decodes re-encodes and decodes to the same bytes.
 func Fuzz(f *testing.F, c encoding.Codec) {
 	for name, src := range Inputs() {
 		if len(src) > 20000 {
@@ -122,10 +128,20 @@ func Fuzz(f *testing.F, c encoding.Codec) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 1 << 16
-		dec, err := c.Decode(nil, data, c.Params(), Binding, max)
+		prefix := []byte("prefix")
+		dec, err := c.Decode(bytes.Clone(prefix), data, c.Params(), Binding, max)
 		if err != nil {
-			return
+			for _, s := range decodeErrors {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("error %v wraps none of encoding's sentinels", err)
 		}
+		if !bytes.HasPrefix(dec, prefix) {
+			t.Fatal("Decode did not append to dst")
+		}
+		dec = dec[len(prefix):]
 		if len(dec) > max {
 			t.Fatalf("decoded %d bytes, limit %d", len(dec), max)
 		}
