@@ -97,6 +97,9 @@ func TestReadRequest(t *testing.T) {
 	}
 }
 
+// FuzzReadRequest: a request a peer sends is refused with ErrProtocol
+// (or ends with the stream) or is a profile request or a probe within the
+// bounds, whose header written again reads back the same.
 func FuzzReadRequest(f *testing.F) {
 	f.Add(appendProbeHeader(nil, probeHeader{Size: 4096, Gap: time.Millisecond}))
 	f.Add([]byte{opProfile})
@@ -104,10 +107,24 @@ func FuzzReadRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		op, h, err := readRequest(bufio.NewReader(bytes.NewReader(b)))
 		if err != nil {
+			if len(b) > 0 && !errors.Is(err, ErrProtocol) {
+				t.Fatalf("error %v does not wrap ErrProtocol", err)
+			}
 			return
 		}
-		if op == opProbe && (h.Size < 1 || h.Size > MaxProbe || h.Gap < 0 || h.Gap > maxGap) {
-			t.Fatalf("accepted out-of-bounds probe %+v", h)
+		switch op {
+		case opProfile:
+		case opProbe:
+			if h.Size < 1 || h.Size > MaxProbe || h.Gap < 0 || h.Gap > maxGap {
+				t.Fatalf("accepted out-of-bounds probe %+v", h)
+			}
+			// What was read, written again, reads back the same.
+			op2, h2, err := readRequest(bufio.NewReader(bytes.NewReader(appendProbeHeader(nil, h))))
+			if err != nil || op2 != op || h2 != h {
+				t.Fatalf("probe %+v written again read back as %d %+v, %v", h, op2, h2, err)
+			}
+		default:
+			t.Fatalf("accepted request %d", op)
 		}
 	})
 }
