@@ -171,3 +171,22 @@ func parseValues(doc []byte, path string) [][]byte {
 		}
 	}
 }
+
+// BenchmarkFirstEncode measures what a new codec costs until it has
+// encoded one small document and one that is not XML: building it and
+// the zstd encoders' tables, which its first encodes allocate.
+func BenchmarkFirstEncode(b *testing.B) {
+	doc, text := datasets.Employees(1), []byte(strings.Repeat("not xml, some text; ", 40))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := xmlc.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range [][]byte{doc, text} {
+			if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -200,7 +200,10 @@ func New(opts ...Option) (*Codec, error) {
 		return e
 	}
 	c.encMain = mk(eopts(zstdLevels[c.level], false))
-	c.encSmall = mk(eopts(kzstd.SpeedBestCompression, true))
+	// encSmall never looks back further than its input: a window that
+	// size gives the same bytes as the level's 8 MiB window, and spares
+	// allocating and resetting the rest.
+	c.encSmall = mk(eopts(kzstd.SpeedBestCompression, true, kzstd.WithWindowSize(smallInput), kzstd.WithLowerEncoderMem(true)))
 	c.encLarge = mk(eopts(zstdLevels[c.level], true))
 	if c.model != nil {
 		c.encModel = mk(eopts(zstdLevels[c.level], false, kzstd.WithEncoderDictRaw(0, c.model.dict)))
