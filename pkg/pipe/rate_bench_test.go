@@ -77,6 +77,8 @@ func benchPipeRate(b *testing.B, senders, size int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := testutil.CPUTime()
 	run(b.N)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(testutil.CPUTime()-cpu)/float64(b.N), "cpu-ns/msg")
 }
