@@ -9,6 +9,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstdenc"
 	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
@@ -33,7 +34,7 @@ type Codec struct {
 	dictID  uint32 // the dictionary Encode uses, 0 for none
 	dicts   [][]byte
 	maxDec  uint64
-	enc     *kzstd.Encoder
+	enc     *zstdenc.Encoder
 	dec     *kzstd.Decoder
 	dictIDs map[uint32]bool
 }
@@ -130,15 +131,21 @@ func New(opts ...Option) (*Codec, error) {
 	if len(c.dicts) > 0 {
 		dopts = append(dopts, kzstd.WithDecoderDicts(c.dicts...))
 	}
+	prefix := 0 // the dictionary content a match may reach into
 	if c.dictID != 0 {
 		for _, d := range c.dicts {
 			if id, _ := dictIDOf(d); id == c.dictID {
 				eopts = append(eopts, kzstd.WithEncoderDict(d))
+				if info, err := kzstd.InspectDictionary(d); err == nil {
+					prefix = info.ContentSize()
+				} else {
+					prefix = len(d)
+				}
 			}
 		}
 	}
 	var err error
-	if c.enc, err = kzstd.NewWriter(nil, eopts...); err != nil {
+	if c.enc, err = zstdenc.New(prefix, eopts...); err != nil {
 		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
 	}
 	if c.dec, err = kzstd.NewReader(nil, dopts...); err != nil {

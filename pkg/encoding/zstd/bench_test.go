@@ -1,0 +1,62 @@
+package zstd_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+)
+
+// doc returns the first n bytes of a SOAP/DataSet query result.
+func doc(n int) []byte { return datasets.DataSet(n/200 + 10)[:n] }
+
+// BenchmarkFirstEncode measures what a new codec costs until it has
+// encoded one message: building it, and the encoder's tables and history
+// its first encode allocates.
+func BenchmarkFirstEncode(b *testing.B) {
+	for _, level := range []int{1, 3, 19} {
+		for _, n := range []int{600, 16 << 10, 1 << 20} {
+			in := doc(n)
+			b.Run(fmt.Sprintf("zstd:%d/%d", level, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: level})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if out, err := c.Encode(nil, in, encoding.Binding{}); err != nil || len(out) == 0 {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeShared measures one codec encoding from every goroutine
+// (run with -cpu 1,2), as a node's senders share it.
+func BenchmarkEncodeShared(b *testing.B) {
+	for _, level := range []int{3, 19} {
+		for _, n := range []int{1 << 10, 64 << 10} {
+			in := doc(n)
+			c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: level})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("zstd:%d/%d", level, n), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					var out []byte
+					for pb.Next() {
+						if out, err = c.Encode(out[:0], in, encoding.Binding{}); err != nil || len(out) == 0 {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
