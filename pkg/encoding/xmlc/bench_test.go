@@ -3,6 +3,7 @@ package xmlc_test
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -188,5 +189,54 @@ func BenchmarkFirstEncode(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// BenchmarkFirstEncodeSizes measures what a new codec costs until it has
+// encoded one document of each size, at the default and the best level:
+// above 4 KiB the main stream goes to the level's encoder, whose tables and
+// history its first encode allocates.
+func BenchmarkFirstEncodeSizes(b *testing.B) {
+	for _, level := range []int{3, 4} {
+		for _, rows := range []int{40, 2500} { // 16 KiB, 1 MiB
+			in := datasets.DataSet(rows)
+			b.Run(fmt.Sprintf("xml:%d/%d", level, len(in)), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c, err := xmlc.New(xmlc.WithLevel(level))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if out, err := c.Encode(nil, in, encoding.Binding{}); err != nil || len(out) == 0 {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEncodeShared measures one codec encoding from every goroutine
+// (run with -cpu 1,2), as a node's senders share it.
+func BenchmarkEncodeShared(b *testing.B) {
+	c, err := xmlc.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, rows := range []int{3, 40, 200} { // 1 KiB, 16 KiB, 80 KiB
+		in := datasets.DataSet(rows)
+		b.Run(fmt.Sprint(len(in)), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var out []byte
+				for pb.Next() {
+					if out, err = c.Encode(out[:0], in, encoding.Binding{}); err != nil || len(out) == 0 {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }

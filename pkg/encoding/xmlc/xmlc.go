@@ -65,6 +65,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstdenc"
 	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
@@ -103,10 +104,10 @@ type Codec struct {
 	models map[uint32]*Model
 	maxDec int
 
-	encMain   *kzstd.Encoder // main stream, no dictionary
-	encModel  *kzstd.Encoder // main stream with the model's dictionary
-	encSmall  *kzstd.Encoder // non-XML input up to smallInput, best level
-	encLarge  *kzstd.Encoder // larger non-XML input, at the level
+	encMain   *zstdenc.Encoder // main stream, no dictionary
+	encModel  *zstdenc.Encoder // main stream with the model's dictionary
+	encSmall  *kzstd.Encoder   // non-XML input up to smallInput, best level
+	encLarge  *zstdenc.Encoder // larger non-XML input, at the level
 	dec       *kzstd.Decoder
 	modelDecs map[uint32]*kzstd.Decoder // per model, with its dictionary
 	encoders  sync.Pool
@@ -191,22 +192,26 @@ func New(opts ...Option) (*Codec, error) {
 		}, extra...)
 	}
 	var err error
-	mk := func(o []kzstd.EOption) *kzstd.Encoder {
+	// Encoders by input size (zstdenc): the main stream and larger
+	// non-XML input are as large as the documents.
+	mk := func(prefix int, o []kzstd.EOption) *zstdenc.Encoder {
 		if err != nil {
 			return nil
 		}
-		var e *kzstd.Encoder
-		e, err = kzstd.NewWriter(nil, o...)
+		var e *zstdenc.Encoder
+		e, err = zstdenc.New(prefix, o...)
 		return e
 	}
-	c.encMain = mk(eopts(zstdLevels[c.level], false))
+	c.encMain = mk(0, eopts(zstdLevels[c.level], false))
 	// encSmall never looks back further than its input: a window that
 	// size gives the same bytes as the level's 8 MiB window, and spares
 	// allocating and resetting the rest.
-	c.encSmall = mk(eopts(kzstd.SpeedBestCompression, true, kzstd.WithWindowSize(smallInput), kzstd.WithLowerEncoderMem(true)))
-	c.encLarge = mk(eopts(zstdLevels[c.level], true))
+	if err == nil {
+		c.encSmall, err = kzstd.NewWriter(nil, eopts(kzstd.SpeedBestCompression, true, kzstd.WithWindowSize(smallInput), kzstd.WithLowerEncoderMem(true))...)
+	}
+	c.encLarge = mk(0, eopts(zstdLevels[c.level], true))
 	if c.model != nil {
-		c.encModel = mk(eopts(zstdLevels[c.level], false, kzstd.WithEncoderDictRaw(0, c.model.dict)))
+		c.encModel = mk(len(c.model.dict), eopts(zstdLevels[c.level], false, kzstd.WithEncoderDictRaw(0, c.model.dict)))
 	}
 	if err == nil {
 		c.dec, err = newZstdDecoder(c.maxDec, nil)
@@ -337,7 +342,7 @@ func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
 	return dst, nil
 }
 
-func (c *Codec) appendXML(dst, src []byte, e *encoder, zenc *kzstd.Encoder, mode byte) []byte {
+func (c *Codec) appendXML(dst, src []byte, e *encoder, zenc *zstdenc.Encoder, mode byte) []byte {
 	zb := c.getBuf()
 	z := zenc.EncodeAll(e.main, (*zb)[:0])
 	*zb = z
@@ -359,13 +364,13 @@ func (c *Codec) appendXML(dst, src []byte, e *encoder, zenc *kzstd.Encoder, mode
 }
 
 func (c *Codec) appendGeneric(dst, src []byte) []byte {
-	enc := c.encLarge
-	if len(src) <= smallInput {
-		enc = c.encSmall
-	}
 	dst = append(dst, modeGeneric)
 	at := len(dst)
-	dst = enc.EncodeAll(src, dst)
+	if len(src) <= smallInput {
+		dst = c.encSmall.EncodeAll(src, dst)
+	} else {
+		dst = c.encLarge.EncodeAll(src, dst)
+	}
 	return append(dst[:at], dst[at+len(zstdMagic):]...) // drop the magic number
 }
 
