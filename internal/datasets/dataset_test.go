@@ -89,3 +89,14 @@ func ExampleDataSet() {
 	// 602
 	// <Orders><OrderID>10248</OrderID><CustomerID>FOLSU</CustomerID><EmployeeID>4</EmployeeID><OrderDate>1996-07-04T00:00:00+02:00</OrderDate><ShippedDate>1996-07-23T00:00:00+02:00</ShippedDate><Freight>11.93</Freight><ShipName>Folk suey Chinese</ShipName><ShipCity>Luleå</ShipCity><ShipCountry>Sweden</ShipCountry></Orders>
 }
+
+// BenchmarkDataSet measures generating the largest of the three query
+// results' smaller siblings, as a node training its built-in models does.
+func BenchmarkDataSet(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := datasets.DataSet(100); len(d) == 0 {
+			b.Fatal("empty")
+		}
+	}
+}
