@@ -10,27 +10,31 @@
 // from an encoder with that window, since no match can reach further back
 // than the input (and the dictionary) holds: Encoder sends them to one,
 // and only larger inputs to the level's own encoder. Each is built at its
-// first use.
+// first use. Once the level's encoder has been needed, it takes every input
+// and the small one is let go: a sender of larger messages pays for one
+// encoder's tables, as before, not for two.
 package zstdenc
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	kzstd "github.com/klauspost/compress/zstd"
 )
 
-// SmallWindow is the window of the encoder for smaller inputs. Messages
-// are mostly far smaller (a window of 1 MiB keeps 1.1 MiB of history
-// rather than 16), while one that fits it still goes to a single encoder:
-// each encoder has its own match tables, 34 MB at the best level, so a
-// sender of ordinary messages pays for the tables once.
+// SmallWindow is the window of the encoder for smaller inputs: 1.1 MiB of
+// history rather than 16. Messages are mostly far smaller, and a sender
+// whose messages all fit builds only that encoder; one that sends a larger
+// message builds the level's (whose tables, 34 MB at the best level, are
+// not shared), and from then on uses only that one.
 const SmallWindow = 1 << 20
 
 // Encoder encodes whole inputs, like kzstd.Encoder.EncodeAll. It is safe
 // for concurrent use.
 type Encoder struct {
-	small, full *kzstd.Encoder
-	limit       int // inputs up to limit bytes go to small
+	small atomic.Pointer[kzstd.Encoder] // nil once full has been used
+	full  *kzstd.Encoder
+	limit int // inputs up to limit bytes go to small
 }
 
 // New returns an encoder with opts, which must not set the window or the
@@ -49,17 +53,23 @@ func New(prefix int, opts ...kzstd.EOption) (*Encoder, error) {
 	// WithLowerEncoderMem sizes the history to the window plus one block
 	// (rather than twice the window, and at least 1 MiB) and does not
 	// change what is encoded.
-	small := append(opts[:len(opts):len(opts)], kzstd.WithWindowSize(SmallWindow), kzstd.WithLowerEncoderMem(true))
-	if e.small, err = kzstd.NewWriter(nil, small...); err != nil {
+	small, err := kzstd.NewWriter(nil, append(opts[:len(opts):len(opts)], kzstd.WithWindowSize(SmallWindow), kzstd.WithLowerEncoderMem(true))...)
+	if err != nil {
 		return nil, fmt.Errorf("zstd encoder for small inputs: %w", err)
 	}
+	e.small.Store(small)
 	return e, nil
 }
 
 // EncodeAll appends the zstd frame of src to dst.
 func (e *Encoder) EncodeAll(src, dst []byte) []byte {
-	if e.small != nil && len(src) <= e.limit {
-		return e.small.EncodeAll(src, dst)
+	if len(src) <= e.limit {
+		if s := e.small.Load(); s != nil {
+			return s.EncodeAll(src, dst)
+		}
+	}
+	if e.small.Load() != nil {
+		e.small.Store(nil)
 	}
 	return e.full.EncodeAll(src, dst)
 }

@@ -62,3 +62,29 @@ func TestSameBytesAsTheLevelsWindow(t *testing.T) {
 		}
 	}
 }
+
+// Once an input needs the level's encoder, every input goes to it (with
+// the same bytes) and the small encoder is let go.
+func TestLargeInputRetiresTheSmallEncoder(t *testing.T) {
+	opts := []kzstd.EOption{kzstd.WithEncoderLevel(kzstd.SpeedBetterCompression), kzstd.WithEncoderConcurrency(1)}
+	ref, err := kzstd.NewWriter(nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := zstdenc.New(0, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, large := datasets.DataSet(40), datasets.DataSet(2600)[:zstdenc.SmallWindow+1]
+	for i, step := range []struct {
+		src      []byte
+		hasSmall bool
+	}{{small, true}, {large, false}, {small, false}} {
+		if got, want := e.EncodeAll(step.src, nil), ref.EncodeAll(step.src, nil); !bytes.Equal(got, want) {
+			t.Fatalf("step %d: not the bytes of the level's encoder", i)
+		}
+		if e.HasSmall() != step.hasSmall {
+			t.Fatalf("step %d (%d bytes): small encoder in use %v, want %v", i, len(step.src), e.HasSmall(), step.hasSmall)
+		}
+	}
+}

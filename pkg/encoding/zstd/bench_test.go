@@ -2,6 +2,7 @@ package zstd_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
@@ -59,4 +60,32 @@ func BenchmarkEncodeShared(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMixedSizes measures a new level-19 codec encoding a small
+// message, one larger than 1 MiB and a small one again: B/op is what it
+// allocates, live-B what it still holds afterwards.
+func BenchmarkMixedSizes(b *testing.B) {
+	small, large := doc(600), doc(2<<20)
+	b.ReportAllocs()
+	var live float64
+	for b.Loop() {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: 19})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range [][]byte{small, large, small} {
+			if out, err := c.Encode(nil, in, encoding.Binding{}); err != nil || len(out) == 0 {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		runtime.KeepAlive(c)
+		live += float64(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
+	}
+	b.ReportMetric(live/float64(b.N), "live-B/op")
 }

@@ -39,3 +39,28 @@ func TestFirstEncodeAllocatesForTheMessage(t *testing.T) {
 		})
 	}
 }
+
+// A codec that has encoded a message larger than the small window keeps
+// one encoder, not two: what it holds is what the level's encoder alone
+// held before the small one existed (53 MB at level 19), not 90 MB.
+func TestMixedSizesKeepOneEncoder(t *testing.T) {
+	small, large := doc(600), doc(2<<20)
+	c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for _, in := range [][]byte{small, large, small} {
+		if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	runtime.KeepAlive(c)
+	if got := int64(m1.HeapAlloc) - int64(m0.HeapAlloc); got > 60<<20 {
+		t.Errorf("after messages of %d, %d and %d bytes the codec holds %d bytes, want at most 60 MiB", len(small), len(large), len(small), got)
+	}
+}
