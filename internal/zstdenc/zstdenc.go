@@ -3,16 +3,17 @@
 // EncodeAll that allocates for the input it has, not for the level's
 // window.
 //
-// An encoder at any level keeps a history buffer of twice its window (8
-// MiB at every level but the fastest), allocated at its first encode
-// however small the input; at the better and best levels EncodeAll uses
-// it for every input. Inputs that fit a smaller window get the same bytes
-// from an encoder with that window, since no match can reach further back
-// than the input (and the dictionary) holds: Encoder sends them to one,
-// and only larger inputs to the level's own encoder. Each is built at its
-// first use. Once the level's encoder has been needed, it takes every input
-// and the small one is let go: a sender of larger messages pays for one
-// encoder's tables, as before, not for two.
+// An encoder keeps a history buffer of twice its window (a window of 8
+// MiB at every level but the fastest, 4 MiB there), allocated at the first
+// encode that needs it however small the input: at the better and best
+// levels every input, at the others any input larger than one block.
+// Inputs that fit a smaller window get the same bytes from an encoder with
+// that window, since no match can reach further back than the input (and
+// the dictionary) holds: Encoder sends them to one, and only larger inputs
+// to the level's own encoder. Each is built at its first use. Once the
+// level's encoder has been needed, it takes every input and the small one
+// is let go: a sender of larger messages pays for one encoder's tables, as
+// before, not for two.
 package zstdenc
 
 import (
@@ -51,8 +52,8 @@ func New(prefix int, opts ...kzstd.EOption) (*Encoder, error) {
 		return e, nil
 	}
 	// WithLowerEncoderMem sizes the history to the window plus one block
-	// (rather than twice the window, and at least 1 MiB) and does not
-	// change what is encoded.
+	// (rather than twice the window, and at least 1 MiB); an input that
+	// fits the window never fills it, so what is encoded is the same.
 	small, err := kzstd.NewWriter(nil, append(opts[:len(opts):len(opts)], kzstd.WithWindowSize(SmallWindow), kzstd.WithLowerEncoderMem(true))...)
 	if err != nil {
 		return nil, fmt.Errorf("zstd encoder for small inputs: %w", err)
