@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	kzstd "github.com/klauspost/compress/zstd"
 
@@ -63,6 +67,50 @@ func TestSameBytesAsTheLevelsWindow(t *testing.T) {
 	}
 }
 
+// Encodes at once, each on an encoder of its own, give the bytes the
+// level's encoder gives one after the other, whichever encoder of the pool
+// takes which input and whatever it encoded before.
+func TestSameBytesAtOnce(t *testing.T) {
+	in := inputs()
+	dict := datasets.DataSet(300)[:64<<10]
+	for _, tc := range []struct {
+		level    kzstd.EncoderLevel
+		withDict bool
+	}{{kzstd.SpeedFastest, false}, {kzstd.SpeedBestCompression, true}} {
+		t.Run(fmt.Sprintf("%s/dict=%v", tc.level, tc.withDict), func(t *testing.T) {
+			opts := []kzstd.EOption{kzstd.WithEncoderLevel(tc.level), kzstd.WithEncoderCRC(true)}
+			prefix := 0
+			if tc.withDict {
+				opts, prefix = append(opts, kzstd.WithEncoderDictRaw(7, dict)), len(dict)
+			}
+			ref, err := kzstd.NewWriter(nil, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([][]byte, len(in))
+			for i, src := range in {
+				want[i] = ref.EncodeAll(src, nil)
+			}
+			e, err := zstdenc.New(prefix, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for g := range 3 { // each from another input on
+				wg.Go(func() {
+					for k := range in {
+						i := (k + g*len(in)/3) % len(in)
+						if got := e.EncodeAll(in[i], nil); !bytes.Equal(got, want[i]) {
+							t.Errorf("%d bytes: got %d bytes of frame, the level's encoder gives %d", len(in[i]), len(got), len(want[i]))
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
 // Once an input needs the level's encoder, every input goes to it (with
 // the same bytes) and the small encoder is let go.
 func TestLargeInputRetiresTheSmallEncoder(t *testing.T) {
@@ -86,5 +134,112 @@ func TestLargeInputRetiresTheSmallEncoder(t *testing.T) {
 		if e.HasSmall() != step.hasSmall {
 			t.Fatalf("step %d (%d bytes): small encoder in use %v, want %v", i, len(step.src), e.HasSmall(), step.hasSmall)
 		}
+		// One caller, one encoder of each kind (the one New builds).
+		if small, full := e.Built(); small != b2i(step.hasSmall) || full != 1 {
+			t.Fatalf("step %d: %d small encoders and %d of the level's, want %d and 1", i, small, full, b2i(step.hasSmall))
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A larger input while small ones are being encoded and others wait for a
+// small encoder: the waiting ones go to the level's encoders, which are
+// built as the small ones were, one per encode at once, and the small
+// encoders are let go.
+func TestLargeInputWhileSmallOnesWait(t *testing.T) {
+	opts := []kzstd.EOption{kzstd.WithEncoderLevel(kzstd.SpeedFastest)}
+	small, large := datasets.DataSet(3), datasets.DataSet(2600)[:zstdenc.SmallWindow+1]
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	synctest.Test(t, func(t *testing.T) {
+		e, err := zstdenc.New(0, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var atOnce atomic.Int32
+		release := make(chan struct{})
+		e.OnHeld(func() { atOnce.Add(1); <-release })
+		var wg sync.WaitGroup
+		finish := sync.OnceFunc(func() { close(release); wg.Wait() })
+		defer finish()
+		for range 3 { // two encode, one waits
+			wg.Go(func() { e.EncodeAll(small, nil) })
+		}
+		synctest.Wait()
+		if s, f := e.Built(); atOnce.Load() != 2 || s != 2 || f != 1 {
+			t.Fatalf("3 small inputs: %d at once, %d small encoders, %d of the level's; want 2, 2, 1", atOnce.Load(), s, f)
+		}
+		wg.Go(func() { e.EncodeAll(large, nil) })
+		synctest.Wait()
+		// The large input and the waiting small one each hold one of the
+		// level's encoders.
+		if s, f := e.Built(); atOnce.Load() != 4 || s != 0 || f != 2 || e.HasSmall() {
+			t.Fatalf("then a large input: %d at once, %d small encoders, %d of the level's; want 4, 0, 2", atOnce.Load(), s, f)
+		}
+		finish()
+		if s, f := e.Built(); s != 0 || f != 2 {
+			t.Fatalf("afterwards: %d small encoders, %d of the level's; want 0, 2", s, f)
+		}
+	})
+}
+
+// Encodes run at once on encoders of their own, as many as the callers
+// run up to GOMAXPROCS, and no more are built: a single caller builds one.
+// Each case holds every encode inside its encoder until all the callers
+// are either there or waiting for an encoder (synctest.Wait), then counts.
+func TestEncodesRunAtOnce(t *testing.T) {
+	opts := []kzstd.EOption{kzstd.WithEncoderLevel(kzstd.SpeedFastest)}
+	src := datasets.DataSet(3)
+	for _, tc := range []struct {
+		procs, callers int
+		wantAtOnce     int // encodes holding an encoder at once
+	}{
+		{procs: 4, callers: 1, wantAtOnce: 1},
+		{procs: 4, callers: 3, wantAtOnce: 3},
+		{procs: 2, callers: 5, wantAtOnce: 2},
+		{procs: 1, callers: 3, wantAtOnce: 1},
+	} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d/callers=%d", tc.procs, tc.callers), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+			synctest.Test(t, func(t *testing.T) {
+				e, err := zstdenc.New(0, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var atOnce atomic.Int32
+				release := make(chan struct{})
+				e.OnHeld(func() { atOnce.Add(1); <-release })
+				var wg sync.WaitGroup
+				finish := sync.OnceFunc(func() { close(release); wg.Wait() })
+				defer finish()
+				outs := make([][]byte, tc.callers)
+				for i := range tc.callers {
+					wg.Go(func() { outs[i] = e.EncodeAll(src, nil) })
+				}
+				synctest.Wait()
+				if got := int(atOnce.Load()); got != tc.wantAtOnce {
+					t.Errorf("%d callers: %d encodes at once, want %d", tc.callers, got, tc.wantAtOnce)
+				}
+				finish()
+				if small, full := e.Built(); small != tc.wantAtOnce || full != 1 {
+					t.Errorf("%d callers built %d small encoders and %d of the level's, want %d and 1 (built at New, unused)", tc.callers, small, full, tc.wantAtOnce)
+				}
+				ref, err := kzstd.NewWriter(nil, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := ref.EncodeAll(src, nil)
+				for i := range outs {
+					if !bytes.Equal(outs[i], want) {
+						t.Fatalf("caller %d: not the bytes of the level's encoder", i)
+					}
+				}
+			})
+		})
 	}
 }

@@ -97,7 +97,10 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Codec is the XML codec. It is safe for concurrent use.
+// Codec is the XML codec. It is safe for concurrent use, and concurrent
+// Encodes run in parallel: its tokenizer state is pooled, and its zstd
+// stage takes an encoder of its own per encode (internal/zstdenc), up to
+// GOMAXPROCS.
 type Codec struct {
 	level  int
 	model  *Model // Encode primes with it; nil for none
@@ -106,7 +109,7 @@ type Codec struct {
 
 	encMain   *zstdenc.Encoder // main stream, no dictionary
 	encModel  *zstdenc.Encoder // main stream with the model's dictionary
-	encSmall  *kzstd.Encoder   // non-XML input up to smallInput, best level
+	encSmall  *zstdenc.Encoder // non-XML input up to smallInput, best level
 	encLarge  *zstdenc.Encoder // larger non-XML input, at the level
 	dec       *kzstd.Decoder
 	modelDecs map[uint32]*kzstd.Decoder // per model, with its dictionary
@@ -186,14 +189,14 @@ func New(opts ...Option) (*Codec, error) {
 	eopts := func(l kzstd.EncoderLevel, crc bool, extra ...kzstd.EOption) []kzstd.EOption {
 		return append([]kzstd.EOption{
 			kzstd.WithEncoderLevel(l),
-			kzstd.WithEncoderConcurrency(1),
 			kzstd.WithEncoderCRC(crc),
 			kzstd.WithSingleSegment(true), // always records the content size
 		}, extra...)
 	}
 	var err error
 	// Encoders by input size (zstdenc): the main stream and larger
-	// non-XML input are as large as the documents.
+	// non-XML input are as large as the documents. Each encodes on as
+	// many goroutines at once as the codec's callers use (zstdenc).
 	mk := func(prefix int, o []kzstd.EOption) *zstdenc.Encoder {
 		if err != nil {
 			return nil
@@ -207,7 +210,7 @@ func New(opts ...Option) (*Codec, error) {
 	// size gives the same bytes as the level's 8 MiB window, and spares
 	// allocating and resetting the rest.
 	if err == nil {
-		c.encSmall, err = kzstd.NewWriter(nil, eopts(kzstd.SpeedBestCompression, true, kzstd.WithWindowSize(smallInput), kzstd.WithLowerEncoderMem(true))...)
+		c.encSmall, err = zstdenc.NewFixed(eopts(kzstd.SpeedBestCompression, true, kzstd.WithWindowSize(smallInput), kzstd.WithLowerEncoderMem(true))...)
 	}
 	c.encLarge = mk(0, eopts(zstdLevels[c.level], true))
 	if c.model != nil {

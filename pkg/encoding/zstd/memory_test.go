@@ -3,6 +3,7 @@ package zstd_test
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -11,7 +12,8 @@ import (
 // A codec's first encode allocates for the message, not for the level's 8
 // MiB window: what is left is the level's match tables (34 MB at the best
 // level, where zstd keeps them whatever the input) and a window's history
-// sized to what a message is.
+// sized to what a message is. It builds one encoder, however many
+// processors there are.
 func TestFirstEncodeAllocatesForTheMessage(t *testing.T) {
 	for _, tc := range []struct {
 		level, size int
@@ -21,22 +23,73 @@ func TestFirstEncodeAllocatesForTheMessage(t *testing.T) {
 		{19, 600, 40 << 20},     // before, 53 MB
 		{19, 1 << 20, 40 << 20}, // before, 53 MB
 	} {
-		t.Run(fmt.Sprintf("zstd:%d/%d", tc.level, tc.size), func(t *testing.T) {
-			in := doc(tc.size)
-			c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: tc.level})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
-				t.Fatal(err)
-			}
-			runtime.ReadMemStats(&m1)
-			if got := m1.TotalAlloc - m0.TotalAlloc; got > tc.max {
-				t.Errorf("first encode allocated %d bytes, want at most %d", got, tc.max)
-			}
-		})
+		for _, procs := range []int{2, 64} {
+			t.Run(fmt.Sprintf("zstd:%d/%d/GOMAXPROCS=%d", tc.level, tc.size, procs), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				firstEncode(t, tc.level, tc.size, tc.max)
+			})
+		}
+	}
+}
+
+// firstEncode checks that a new codec's first encode of size bytes
+// allocates at most max bytes.
+func firstEncode(t *testing.T, level, size int, max uint64) {
+	t.Helper()
+	in := doc(size)
+	c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: level})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&m1)
+	if got := m1.TotalAlloc - m0.TotalAlloc; got > max {
+		t.Errorf("first encode allocated %d bytes, want at most %d", got, max)
+	}
+}
+
+// A codec shared by goroutines builds at most one encoder per encode it
+// runs at once, not one per processor: n goroutines encoding through one
+// codec allocate at most n encoders' tables and history (1.4 MB at level
+// 3 for a small message), at GOMAXPROCS 64 as at 2, and one goroutine
+// builds one however many messages it encodes.
+func TestSharedCodecAllocatesPerEncodeAtOnce(t *testing.T) {
+	const perEncoder = 2 << 20 // one level-3 encoder and its history for a 600 B message, 1.4 MB, with room
+	in := doc(600)
+	for _, procs := range []int{2, 64} {
+		for _, n := range []int{1, 2, 8} {
+			t.Run(fmt.Sprintf("GOMAXPROCS=%d/goroutines=%d", procs, n), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				c, err := encoding.NewCodec(encoding.Spec{Name: "zstd", Level: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() {
+						var out []byte
+						for range 50 {
+							var err error
+							if out, err = c.Encode(out[:0], in, encoding.Binding{}); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				runtime.ReadMemStats(&m1)
+				if got := m1.TotalAlloc - m0.TotalAlloc; got > uint64(n)*perEncoder {
+					t.Errorf("%d goroutines encoding 50 messages each allocated %d bytes, want at most %d (one encoder each)", n, got, n*perEncoder)
+				}
+			})
+		}
 	}
 }
 

@@ -28,7 +28,10 @@ const (
 	defaultMaxDecodedSize = 64 << 20
 )
 
-// Codec compresses with zstd. It is safe for concurrent use.
+// Codec compresses with zstd. It is safe for concurrent use, and
+// concurrent Encodes run in parallel, each on an encoder of its own
+// (internal/zstdenc): a codec holds as many encoders as it was asked to
+// run at once, up to GOMAXPROCS.
 type Codec struct {
 	level   int
 	dictID  uint32 // the dictionary Encode uses, 0 for none
@@ -118,7 +121,6 @@ func New(opts ...Option) (*Codec, error) {
 	}
 	eopts := []kzstd.EOption{
 		kzstd.WithEncoderLevel(kzstd.EncoderLevelFromZstd(c.level)),
-		kzstd.WithEncoderConcurrency(1),
 		kzstd.WithEncoderCRC(true),
 	}
 	dopts := []kzstd.DOption{
