@@ -643,6 +643,39 @@ func TestRecvSocketInterrupted(t *testing.T) {
 	})
 }
 
+// TestRecvCountInterrupted: recv --count N cut short by SIGINT or
+// SIGTERM before its Nth message exits 128+signal saying how many came,
+// so that a script waiting for N messages (or timeout(1), which sends
+// SIGTERM) does not read success; without --count, run until
+// interrupted, it exits 0.
+func TestRecvCountInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sig   syscall.Signal
+		count string
+		code  int
+	}{
+		{"SIGINT", syscall.SIGINT, "3", 130},
+		{"SIGTERM", syscall.SIGTERM, "3", 143},
+		{"no count", syscall.SIGINT, "0", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newPipeAdv(t, "unicast")
+			recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", tc.count)
+			if r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y"); r.code != 0 {
+				t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+			}
+			recv.cmd.Process.Signal(tc.sig)
+			if code := recv.wait(t); code != tc.code {
+				t.Fatalf("recv --count %s interrupted by %v after 1 message: exit %d, want %d; stderr %q", tc.count, tc.sig, code, tc.code, recv.stderr)
+			}
+			if tc.code != 0 && !strings.Contains(strings.Join(recv.stderr, "\n"), " of 3 messages received") {
+				t.Fatalf("stderr %q does not say how many messages came", recv.stderr)
+			}
+		})
+	}
+}
+
 // TestRecvSocketSenderKilled: recv --socket whose sender is killed
 // mid-stream (no close of any kind) exits 1 saying why, over libp2p
 // (the connection is reset at once) and over JXTA's TCP transport, which

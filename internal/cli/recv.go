@@ -201,10 +201,15 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					select {
 					case d = <-got:
 					case <-ctx.Done():
-						if cmd.Context().Err() == nil {
-							return nil // interrupted: a normal way to stop
+						if cmd.Context().Err() != nil {
+							return ctx.Err()
 						}
-						return ctx.Err()
+						if count > 0 {
+							// Fewer messages than asked for: not a success
+							// for a script that waits for count of them.
+							return interrupted(ctx, fmt.Errorf("%d of %d messages received", n-1, count))
+						}
+						return nil // run until interrupted: a normal way to stop
 					}
 					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
 					if d.r.From != "" {
@@ -240,7 +245,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
 	f.BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
 	f.StringVar(&outDir, "out", "", "also write each element to a file in this directory")
-	f.IntVar(&count, "count", 0, "exit after this many messages (0: run until interrupted)")
+	f.IntVar(&count, "count", 0, "exit after this many messages, 130 or 143 if SIGINT or SIGTERM comes first (0: run until interrupted, then exit 0)")
 	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file for encoded elements (repeatable)")
