@@ -778,6 +778,26 @@ func TestSendVerboseSizes(t *testing.T) {
 	}
 }
 
+// TestSendVerboseChain: send --verbose names every codec of a chain, as
+// recv does (zstd+seal), not only the outer one, whose header alone is
+// in the clear.
+func TestSendVerboseChain(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+	doc := writeFile(t, "doc.xml", bytes.Repeat([]byte("<employee><name>Ryan</name></employee>\n"), 500))
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "doc=@"+doc,
+		"--encode", "zstd:3,seal", "--verbose")
+	if r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(string(r.stderr), "message 1 element doc: zstd+seal, 19500 → ") {
+		t.Fatalf("send --verbose said %q, want the element's chain, zstd+seal", r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+}
+
 // TestRecvJSONReportsSizes: recv --json tells, per decoded element, the
 // codec chain and its bytes as received and as decoded; a plain element
 // has neither.

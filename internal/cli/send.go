@@ -193,6 +193,7 @@ the peer has acknowledged every byte and answered the close.`,
 					}
 				}
 				var scheme encoding.Scheme
+				var chain []string // a fixed chain's codecs, for --verbose
 				if encode == autoEncode {
 					auto, done, err := newAutoScheme(ctx, p, keyFile, keys.recipient, names, a.ID.String(), cmd.ErrOrStderr())
 					if err != nil {
@@ -208,10 +209,13 @@ the peer has acknowledged every byte and answered the close.`,
 					if scheme, err = encoding.New(codecs, encoding.WithSelector(encoding.ByName(names...)), encoding.WithPipeID(a.ID.String())); err != nil {
 						return err
 					}
+					for _, c := range codecs {
+						chain = append(chain, c.Name())
+					}
 				}
 				var next encoding.Sender = out
 				if verbose {
-					next = &sizeReporter{next: out, orig: m, w: cmd.ErrOrStderr()}
+					next = &sizeReporter{next: out, orig: m, chain: chain, w: cmd.ErrOrStderr()}
 				}
 				eo, err := encoding.NewOutput(next, scheme)
 				if err != nil {
@@ -240,7 +244,7 @@ the peer has acknowledged every byte and answered the close.`,
 	f := cmd.Flags()
 	f.StringVar(&advFile, "pipe", "", "pipe advertisement file (required)")
 	f.StringArrayVar(&peers, "peer", nil, "full multiaddr of a peer where the pipe may be bound, or a JXTA peer's tcp://HOST:PORT (repeatable)")
-	f.BoolVar(&verbose, "verbose", false, "with --encode: say on stderr, per element of each message, the codec and the size before and after")
+	f.BoolVar(&verbose, "verbose", false, "with --encode: say on stderr, per element of each message, its codecs (zstd+seal: as recv prints them) and the size before and after")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with a JXTA --peer: neither sign nor require signed messages (JXSE with CBJX disabled)")
 	f.StringArrayVar(&elems, "elem", nil, "element NAME=VALUE (text) or NAME=@FILE (repeatable)")
 	f.StringVar(&ns, "ns", "", "namespace of the elements")
@@ -287,13 +291,17 @@ func buildMessage(elems []string, ns, mime string) (*message.Message, error) {
 }
 
 // sizeReporter is the sender under an encoding output for send
-// --verbose: it sees each message as encoded and says, per element, the
-// outer codec and the size before (in orig, the message given) and after.
+// --verbose: it sees each message as encoded and says, per element, its
+// codecs and the size before (in orig, the message given) and after. The
+// codecs are the fixed chain's, joined as recv prints them (zstd+seal),
+// since only the outer codec's header is in the clear; with no chain
+// (--encode auto, one codec per element) the header's.
 type sizeReporter struct {
-	next *pipe.OutputPipe
-	orig *message.Message
-	w    io.Writer
-	n    int
+	next  *pipe.OutputPipe
+	orig  *message.Message
+	chain []string
+	w     io.Writer
+	n     int
 }
 
 // Flush is the output pipe's, so that the encoding output above can time
@@ -307,6 +315,9 @@ func (s *sizeReporter) Send(ctx context.Context, m *message.Message) error {
 		if encoding.IsEncoded(e) {
 			if h, _, err := encoding.ParseHeader(e.Data); err == nil {
 				codec = h.Codec
+				if len(s.chain) > 0 && s.chain[len(s.chain)-1] == h.Codec {
+					codec = strings.Join(s.chain, "+")
+				}
 			}
 		}
 		before := len(e.Data)
