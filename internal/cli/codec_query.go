@@ -31,9 +31,9 @@ PATH is absolute and simple: /a/b/c prints the text of each element c under
 b under the root a (its direct character data, references resolved);
 /a/b/@id prints the id attribute of each element /a/b.
 
-A document coded with a shared model needs it: --model FILE (a model's
-serialized form) or --model @NAME (a model trained on sample documents, as in
-the codec spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
+A document coded with a model you trained needs its file: --model FILE (from
+p2pmsg codec train). One coded with a built-in model (xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `)
+needs nothing when the frame names it; for a bare payload give --model @NAME.`,
 		Example: `  p2pmsg codec encode --codec xml < staff.xml > staff.p2e
   p2pmsg codec query --path /employees/employee/@id < staff.p2e`,
 		Args: cobra.NoArgs,
@@ -44,6 +44,20 @@ the codec spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
 			if maxSize < 1 {
 				return usageError{errors.New("--max-size must be positive")}
 			}
+			in, err := readLimited(cmd.InOrStdin(), maxSize, "input")
+			if err != nil {
+				return err
+			}
+			var h encoding.Header
+			if bytes.HasPrefix(in, []byte("P2E")) {
+				if h, _, err = encoding.ParseHeader(in); err != nil {
+					return err
+				}
+			}
+			if name, ok := codecbench.BuiltinModel(h.Params.DictID); ok && model == "" {
+				// A built-in model needs no file, as in codec decode.
+				model = "@" + name
+			}
 			var opts []xmlc.Option
 			if model != "" {
 				m, err := loadXMLModel(model)
@@ -53,10 +67,6 @@ the codec spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
 				opts = append(opts, xmlc.WithModels(m))
 			}
 			c, err := xmlc.New(opts...)
-			if err != nil {
-				return err
-			}
-			in, err := readLimited(cmd.InOrStdin(), maxSize, "input")
 			if err != nil {
 				return err
 			}
@@ -79,7 +89,7 @@ the codec spec xml@NAME: ` + strings.Join(codecbench.Models, ", ") + `).`,
 				return usageError{err}
 			}
 			if err != nil {
-				return err
+				return missingModel(err)
 			}
 			var out bytes.Buffer
 			for _, v := range vals {

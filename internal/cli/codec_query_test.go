@@ -108,6 +108,31 @@ func TestCodecQueryModel(t *testing.T) {
 	}
 }
 
+// TestCodecQueryBuiltinModel: a frame coded with a built-in model
+// (xml@employees) is queried without --model, as codec decode and recv
+// decode it; one naming a model not given says how to give it.
+func TestCodecQueryBuiltinModel(t *testing.T) {
+	enc := run(t, datasets.Employees(1), "codec", "encode", "--codec", "xml@employees")
+	if enc.code != 0 {
+		t.Fatalf("encode: %s", enc.stderr)
+	}
+	r := run(t, enc.stdout, "codec", "query", "--path", "/employees/employee/age")
+	if r.code != 0 || string(r.stdout) != "36\n" {
+		t.Fatalf("query of an xml@employees frame without --model: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	samples, _ := codecbench.ModelSamples("employees")
+	m, err := xmlc.NewModel(77, samples...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := xmlc.New(xmlc.WithEncoderModel(m))
+	r = run(t, xmlFrame(t, c, datasets.Employees(1)), "codec", "query", "--path", "/employees/employee/age")
+	failsCleanly(t, r)
+	if !bytes.Contains(r.stderr, []byte("xml model 77")) || !bytes.Contains(r.stderr, []byte("--model")) {
+		t.Fatalf("query without the model said %q, want it to name xml model 77 and --model", r.stderr)
+	}
+}
+
 func TestCodecQueryErrors(t *testing.T) {
 	c, _ := xmlc.New()
 	doc := datasets.Employees(10)
