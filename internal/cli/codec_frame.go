@@ -76,7 +76,7 @@ records the ID, and decoding needs the same model file.`,
 			if err != nil {
 				return err
 			}
-			in, err := readLimited(cmd.InOrStdin(), maxSize, "input")
+			in, err := readInput(cmd.InOrStdin(), maxSize, "input")
 			if err != nil {
 				return err
 			}
@@ -139,7 +139,7 @@ decoding.`,
 			if err != nil {
 				return err
 			}
-			in, err := readLimited(cmd.InOrStdin(), maxSize, "frame")
+			in, err := readInput(cmd.InOrStdin(), maxSize, "frame")
 			if err != nil {
 				return err
 			}

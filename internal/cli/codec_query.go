@@ -44,7 +44,7 @@ needs nothing when the frame names it; for a bare payload give --model @NAME.`,
 			if maxSize < 1 {
 				return usageError{errors.New("--max-size must be positive")}
 			}
-			in, err := readLimited(cmd.InOrStdin(), maxSize, "input")
+			in, err := readInput(cmd.InOrStdin(), maxSize, "input")
 			if err != nil {
 				return err
 			}

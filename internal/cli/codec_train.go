@@ -79,6 +79,9 @@ func readSamples(files []string) ([][]byte, error) {
 	left := int64(maxTrainInput)
 	for _, f := range files {
 		b, err := readFileLimited(f, left, "sample")
+		if _, ok := err.(tooLargeError); ok {
+			return nil, fmt.Errorf("samples larger than %d bytes in all, at %s: a few kilobytes of samples make a model", maxTrainInput, f)
+		}
 		if err != nil {
 			return nil, err
 		}

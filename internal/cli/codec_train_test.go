@@ -165,6 +165,41 @@ func TestCodecTrainErrors(t *testing.T) {
 	}
 }
 
+// TestTooLargeFilesSayTheirBound: a file over the bound of what it is
+// read as is refused naming that bound, and a flag only where one sets
+// it: codec train's samples are bounded together, and no command has a
+// flag for the size of a model file (before, both said "see --max-size",
+// which codec train lacks and codec encode's bounds only its input).
+func TestTooLargeFilesSayTheirBound(t *testing.T) {
+	dir := t.TempDir()
+	big := func(name string, size int64) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(f, size); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	nine := int64(9 << 20) // each under the samples' bound, not both
+	a, b := big("a.xml", nine), big("b.xml", nine)
+	model := big("huge.model", 64<<20)
+	for _, tc := range []struct {
+		args     []string
+		mentions string
+	}{
+		{[]string{"codec", "train", "--codec", "xml", "--id", "7", "--out", filepath.Join(dir, "m"), a, b}, "samples larger than 16777216 bytes in all"},
+		{[]string{"codec", "encode", "--codec", "xml@7", "--model", model}, "model " + model + " larger than"},
+	} {
+		r := run(t, []byte("<a/>"), tc.args...)
+		failsCleanly(t, r)
+		if !bytes.Contains(r.stderr, []byte(tc.mentions)) || bytes.Contains(r.stderr, []byte("--max-size")) {
+			t.Errorf("%v: %q; want it to say %q, and no --max-size", tc.args[:2], r.stderr, tc.mentions)
+		}
+	}
+}
+
 // TestSendRecvModel: a receiver with the model decodes what was encoded
 // with it exactly; one without refuses it, and send exits non-zero naming
 // the model's ID.

@@ -86,17 +86,44 @@ func elementFromJSON(j jsonElement, depth int) (message.Element, error) {
 	return e, nil
 }
 
-// readLimited reads all of r, failing once it passes max bytes, so a huge
-// input costs an error rather than memory.
+// readLimited reads all of r, failing with a tooLargeError once it passes
+// max bytes, so a huge input costs an error rather than memory.
 func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s larger than %d bytes (see --max-size)", what, max)
+		return nil, tooLargeError{what: what, max: max}
 	}
 	return b, nil
+}
+
+// readInput is readLimited for what a command's --max-size bounds (its
+// input), whose error then names the flag.
+func readInput(r io.Reader, max int64, what string) ([]byte, error) {
+	b, err := readLimited(r, max, what)
+	if tl, ok := err.(tooLargeError); ok {
+		tl.flag = "--max-size"
+		return nil, tl
+	}
+	return b, err
+}
+
+// tooLargeError says that what was read passed its bound, and which flag
+// sets the bound, if one does.
+type tooLargeError struct {
+	what string
+	max  int64
+	flag string
+}
+
+func (e tooLargeError) Error() string {
+	s := fmt.Sprintf("%s larger than %d bytes", e.what, e.max)
+	if e.flag != "" {
+		s += " (see " + e.flag + ")"
+	}
+	return s
 }
 
 func newMsgCmd() *cobra.Command {
@@ -127,7 +154,7 @@ func newMsgEncodeCmd() *cobra.Command {
 				return usageError{errors.New("--max-size must be positive")}
 			}
 			// base64 inflates by 4/3; allow for the JSON around it.
-			in, err := readLimited(cmd.InOrStdin(), maxSize/3*4+1<<20, "JSON input")
+			in, err := readInput(cmd.InOrStdin(), maxSize/3*4+1<<20, "JSON input")
 			if err != nil {
 				return err
 			}
@@ -167,7 +194,7 @@ func newMsgDecodeCmd() *cobra.Command {
 			if maxSize < 1 {
 				return usageError{fmt.Errorf("--max-size must be positive")}
 			}
-			in, err := readLimited(cmd.InOrStdin(), maxSize, "message")
+			in, err := readInput(cmd.InOrStdin(), maxSize, "message")
 			if err != nil {
 				return err
 			}
