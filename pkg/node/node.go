@@ -580,7 +580,7 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 		return createKey(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	// Checked before opening too: opening a FIFO blocks until it has a
 	// writer.
@@ -589,7 +589,7 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	defer f.Close()
 	b, err := readKeyFile(f, path)
@@ -615,7 +615,7 @@ const maxKeyFile = 4096
 func readKeyFile(f *os.File, path string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrKeyFile, path, st.Mode().Type())
@@ -628,7 +628,7 @@ func readKeyFile(f *os.File, path string) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	if len(b) > maxKeyFile {
 		return nil, fmt.Errorf("%w: %s is over %d bytes, not a key", ErrKeyFile, path, maxKeyFile)
@@ -648,14 +648,14 @@ func createKey(path string) (crypto.PrivKey, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	if _, err := f.Write(raw); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	return key, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,6 +98,17 @@ func TestKeyFileNotAKey(t *testing.T) {
 				t.Fatalf("LoadOrCreateKey(%s) did not return", path)
 			}
 		})
+	}
+}
+
+// TestKeyFileOSError: a key file the system cannot open or create fails
+// with ErrKeyFile and the system's error, so that errors.Is finds both
+// (fs.ErrNotExist for a directory that does not exist).
+func TestKeyFileOSError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no-such-dir", "identity.key")
+	_, err := node.LoadOrCreateKey(path)
+	if !errors.Is(err, node.ErrKeyFile) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("key file in a missing directory: %v; want ErrKeyFile and fs.ErrNotExist", err)
 	}
 }
 
