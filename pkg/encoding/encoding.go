@@ -7,8 +7,12 @@
 // Compression Pipe Adapter of Cowan and Kotovskiy (a compression encoding
 // scheme, an element producer that marks which elements to encode, and
 // selectivity), generalised to any Codec: codecs live in subpackages
-// (identity, gzip, deflate, zstd, s2, seal) and register themselves in a
-// Registry; this package imports none of them.
+// (gzip, deflate, zstd, s2, xmlc, seal) and register themselves in the
+// default Registry when imported; this package imports none of them. A
+// program imports those it encodes or decodes with, with a blank import
+// (import _ "github.com/p2pmsg/p2pmsg/pkg/encoding/zstd") where it names
+// them only in specs or receives them: a receiver that imports none
+// refuses every encoded element with ErrUnknownCodec.
 //
 // # Encoded elements
 //

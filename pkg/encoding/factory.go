@@ -49,8 +49,9 @@ func newBuild(opts []BuildOption) (*build, error) {
 }
 
 // NewCodec builds the codec s names, with the factory registered under
-// its name in the default registry or the one WithFactory gives. Errors
-// wrap ErrSpec, and ErrUnknownCodec for a name no factory builds, or the
+// its name in the default registry (a codec package registers its
+// factory when imported) or the one WithFactory gives. Errors wrap
+// ErrSpec, and ErrUnknownCodec for a name no factory builds, or the
 // factory's error.
 func NewCodec(s Spec, opts ...BuildOption) (Codec, error) {
 	b, err := newBuild(opts)
@@ -100,7 +101,11 @@ func (b *build) codec(s Spec) (Codec, error) {
 			}
 		}
 		slices.Sort(names)
-		return nil, fmt.Errorf("%w %q: %w (have %s)", ErrSpec, s.String(), ErrUnknownCodec, strings.Join(names, ", "))
+		have := "have " + strings.Join(names, ", ")
+		if len(names) == 0 {
+			have = noCodecImported
+		}
+		return nil, fmt.Errorf("%w %q: %w (%s)", ErrSpec, s.String(), ErrUnknownCodec, have)
 	}
 	c, err := f(s)
 	if err != nil {

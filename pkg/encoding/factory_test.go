@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/identitycodec"
@@ -21,6 +22,39 @@ var testPSK = bytes.Repeat([]byte{9}, seal.KeySize)
 
 func withPSK() encoding.BuildOption {
 	return encoding.WithFactory(seal.Name, seal.Factory(seal.WithPSK("team", testPSK)))
+}
+
+// TestNoCodecPackage: in a program that imports no codec package, the
+// default registry is empty, and building or decoding a codec fails
+// saying that codecs register when their packages are imported (before:
+// "unknown codec (have )").
+func TestNoCodecPackage(t *testing.T) {
+	z, err := zstd.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := encoding.New([]encoding.Codec{z}, encoding.WithSelector(encoding.ByName("doc")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded, err := s.Encode(message.New(message.Element{Name: "doc", Data: []byte("hello")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoding.WithoutCodecs(func() {
+		_, err := encoding.NewCodec(encoding.Spec{Name: "zstd"})
+		if !errors.Is(err, encoding.ErrUnknownCodec) || !strings.Contains(err.Error(), `import _ "github.com/p2pmsg/p2pmsg/pkg/encoding/`) {
+			t.Errorf("NewCodec with no codec package imported: %v; want ErrUnknownCodec saying to import one", err)
+		}
+		dec, err := encoding.NewDecoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = dec.Decode(encoded)
+		if !errors.Is(err, encoding.ErrUnknownCodec) || !strings.Contains(err.Error(), `import _ "github.com/p2pmsg/p2pmsg/pkg/encoding/`) {
+			t.Errorf("Decode with no codec package imported: %v; want ErrUnknownCodec saying to import one", err)
+		}
+	})
 }
 
 func TestNewCodec(t *testing.T) {

@@ -51,12 +51,21 @@ func (r *Registry) Register(c Codec) error {
 func (r *Registry) Lookup(name string) (Codec, error) {
 	r.mu.RLock()
 	c, ok := r.codecs[name]
+	none := len(r.codecs) == 0
 	r.mu.RUnlock()
 	if !ok {
+		if none && r == defaultRegistry {
+			return nil, fmt.Errorf("%w: %q (%s)", ErrUnknownCodec, name, noCodecImported)
+		}
 		return nil, fmt.Errorf("%w: %q", ErrUnknownCodec, name)
 	}
 	return c, nil
 }
+
+// noCodecImported is what an unknown codec's error says when the default
+// registry holds none: the program imports no codec package, since this
+// package imports none and each registers itself when imported.
+const noCodecImported = `no codec registered: a codec registers when its package is imported, as in import _ "github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"`
 
 // Names returns the registered names, sorted.
 func (r *Registry) Names() []string {

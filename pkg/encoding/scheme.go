@@ -323,7 +323,8 @@ func (s *Codecs) DecodeReport(m *message.Message) (*message.Message, []ElementRe
 }
 
 // NewDecoder returns a Scheme with no codecs of its own, for receivers:
-// its Decode restores encoded elements with the registry's codecs and its
+// its Decode restores encoded elements with the registry's codecs (by
+// default those of the codec packages the program imports) and its
 // Encode returns messages unchanged. It takes the same options as New
 // (WithSelector has no effect).
 func NewDecoder(opts ...Option) (*Decoder, error) {
