@@ -544,6 +544,13 @@ func (o *OutputPipe) Members() []peer.ID {
 // neighbours' subscription announcements, so a message sent right after a
 // peer binds can miss it; waiting avoids that.
 //
+// Only members among this node's connected peers count (those Members
+// lists): a member reached through other peers gets the message, relayed
+// by the mesh, but is never counted, so n is at most the members this
+// node is connected to. In a chain a–b–c, a's WaitMembers(ctx, 2) waits
+// until ctx ends; WaitMembers(ctx, 1) returns once b is known, and c
+// then gets what a sends through b.
+//
 // A member counts once this node's pubsub has its own stream to it, not
 // only its announcement: a member announced before pubsub has set up its
 // way to it is listed, but messages published to it then are dropped, and
