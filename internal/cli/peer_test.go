@@ -460,6 +460,28 @@ func TestRecvSkipsUndecodable(t *testing.T) {
 	}
 }
 
+// TestSendRefusedLeadsWithReason: a message the receiver refuses fails
+// send with one line that leads with the refusal and the receiver's
+// reason, not with the pipe's ID (the chain put the reason last, after
+// some 180 characters of pipe and peer IDs).
+func TestSendRefusedLeadsWithReason(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=secret", "--encode", "seal", "--psk", psk)
+	failsCleanly(t, r)
+	const want = "p2pmsg: refused by the receiver: not decoded: "
+	if !bytes.HasPrefix(r.stderr, []byte(want)) || !bytes.Contains(r.stderr, []byte("1 message not delivered")) {
+		t.Fatalf("send said %q, want it to start with %q and say how many were not delivered", r.stderr, want)
+	}
+	if r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=plain"); r.code != 0 {
+		t.Fatalf("send: %s", r.stderr)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %q", code, recv.stderr)
+	}
+}
+
 // TestRecvPSKRequiresSealed is issue 21's row 7 at the command line: a
 // receiver given --psk refuses elements that do not come sealed with that
 // key, and says how each element it prints was protected.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
 // Exit statuses.
@@ -153,6 +154,9 @@ const maxErrorLine = 160
 // the peer reset), followed by what was being done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(err.Error())
+	if r := refusal(err); r != "" {
+		return r
+	}
 	var errno syscall.Errno
 	var reset *network.StreamError
 	cause := ""
@@ -175,15 +179,40 @@ func shortError(err error) string {
 	}
 	// A chain that ends in the cause (a file's "open x: no such file or
 	// directory") says it once, first.
-	s = strings.TrimSuffix(s, ": "+cause)
-	if len(s) > maxErrorLine {
-		cut := maxErrorLine
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	return cause + ": " + cutLine(strings.TrimSuffix(s, ": "+cause), maxErrorLine)
+}
+
+// cutLine cuts s to at most n bytes and an ellipsis, on a rune boundary.
+func cutLine(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return cause + ": " + s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// refusal is the error line of messages the receiving peer refused with a
+// reason (a key or model it lacks, a policy): the refusal and the reason
+// first, then how many were not delivered, without the pipe's and peer's
+// IDs the command line gave. It is "" for any other error, and for one a
+// signal cut short, which leads with the signal.
+func refusal(err error) string {
+	var ee exitError
+	var ud *pipe.UndeliveredError
+	if errors.As(err, &ee) || !errors.As(err, &ud) || len(ud.Refusals) == 0 {
+		return ""
+	}
+	r := ud.Refusals[len(ud.Refusals)-1]
+	if r.Reason == "" {
+		return ""
+	}
+	n := "1 message"
+	if ud.Count != 1 {
+		n = fmt.Sprintf("%d messages", ud.Count)
+	}
+	return fmt.Sprintf("refused by the receiver: %s (%s not delivered)", cutLine(oneLine(r.Reason), maxErrorLine), n)
 }
 
 // quietLibp2p keeps go-libp2p's own log lines off stderr, which carries
