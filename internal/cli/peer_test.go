@@ -871,6 +871,50 @@ func TestSendSocketInterrupted(t *testing.T) {
 	}
 }
 
+// TestSendSocketReceiverInterrupted: recv --socket cut short by SIGINT
+// while its sender's bytes are still arriving (here, its stdout is not
+// read) resets the socket, so that send --socket fails: before, it closed
+// the socket as at the end of a stream, and a sender whose stdin had
+// ended read that as "the peer has read everything" and exited 0, while
+// recv exited 130 with 98304 of 200000 bytes.
+func TestSendSocketReceiverInterrupted(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close() })
+	recv := startTo(t, nil, pw, "recv", "--socket", "--pipe", a, "--listen", loopback)
+	pw.Close() // recv holds its own copy
+	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
+	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	send.Stdin = bytes.NewReader(bytes.Repeat([]byte("y"), 200000))
+	var stderr bytes.Buffer
+	send.Stderr = &stderr
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { send.Wait(); close(exited) }()
+	t.Cleanup(func() { send.Process.Kill(); <-exited })
+	if _, err := pr.Read(make([]byte, 1)); err != nil { // the stream has started
+		t.Fatal(err)
+	}
+	recv.cmd.Process.Signal(syscall.SIGINT)
+	go io.Copy(io.Discard, pr) // recv's writes to stdout may go on now
+	if code := recv.wait(t); code != 130 {
+		t.Fatalf("recv --socket interrupted: exit %d, want 130; stderr %q", code, recv.stderr)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute): // a hang, not a timing bound
+		t.Fatal("send --socket did not exit after its receiver was interrupted")
+	}
+	if code := send.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("send --socket whose receiver was interrupted mid-stream: exit %d, want 1; stderr %q", code, stderr.String())
+	}
+}
+
 // TestSendInterrupted: send cut short by SIGINT while it connects exits
 // 130 and says it was interrupted, not 1 with "context canceled". The
 // peer is a TCP listener that accepts and never answers, so send is

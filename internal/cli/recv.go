@@ -321,7 +321,10 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		return err
 	}
 	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	// A signal resets rather than closes: a close tells the sender that
+	// everything it sent was read, and one whose input has ended would
+	// take it for that and succeed.
+	stop := context.AfterFunc(ctx, func() { c.Reset() })
 	defer stop()
 	// Only a stream its sender ended cleanly is a success: output cut
 	// short by a signal or an error must not look complete.
