@@ -871,6 +871,48 @@ func TestSendSocketInterrupted(t *testing.T) {
 	}
 }
 
+// TestSendSocketReceiverGone: send --socket whose receiver goes away
+// mid-stream, while stdin is open and idle, fails at once saying the
+// stream was reset (before, it noticed only when stdin next gave bytes or
+// ended, which for an idle terminal or `tail -f` may be never).
+func TestSendSocketReceiverGone(t *testing.T) {
+	a, out, recv := socketReceiver(t)
+	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
+	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	var stderr bytes.Buffer
+	send.Stderr = &stderr
+	stdin, err := send.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { send.Wait(); close(exited) }()
+	t.Cleanup(func() { stdin.Close(); send.Process.Kill(); <-exited })
+	stdin.Write(bytes.Repeat([]byte("x"), 4096))
+	for st, _ := out.Stat(); st.Size() == 0; st, _ = out.Stat() {
+		select {
+		case <-exited:
+			t.Fatalf("send exited before anything arrived: %q", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	recv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := recv.wait(t); code != 143 {
+		t.Fatalf("recv --socket: exit %d, want 143; stderr %q", code, recv.stderr)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute): // a hang, not a timing bound
+		t.Fatal("send --socket, stdin open and idle, did not notice its receiver was gone")
+	}
+	if code := send.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "reset") {
+		t.Fatalf("send --socket whose receiver left: exit %d, stderr %q; want 1 and a reset stream", code, stderr.String())
+	}
+}
+
 // TestSendSocketReceiverInterrupted: recv --socket cut short by SIGINT
 // while its sender's bytes are still arriving (here, its stdout is not
 // read) resets the socket, so that send --socket fails: before, it closed

@@ -60,7 +60,9 @@ and one codec and level, by what it learned of the codecs, of the path to
 the peer (measured before sending) and of the peer's decode speed.
 
 With --socket, copy stdin over a socket connection instead, half-close,
-and exit 0 once the peer has read everything (like nc).
+and exit 0 once the peer has read everything (like nc); if the peer
+resets the socket first (interrupted, or gone), fail at once, even while
+stdin is idle.
 
 A --peer tcp://HOST:PORT is a JXTA peer (JXSE 2.7) on JXTA's own TCP
 transport: the pipe (a unicast pipe) is resolved there with JXTA's pipe
@@ -365,22 +367,37 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		_, err := io.Copy(c, cmd.InOrStdin())
 		sent <- err
 	}()
-	select {
-	case err := <-sent:
-		if err != nil {
-			c.Reset() // stdin failed: what was sent is not all of it
-			return fmt.Errorf("socket to %s: %w", peerName, err)
+	backDone := false
+	for sending := true; sending; {
+		select {
+		case err := <-sent:
+			if err != nil {
+				c.Reset() // stdin failed: what was sent is not all of it
+				return fmt.Errorf("socket to %s: %w", peerName, err)
+			}
+			sending = false
+		case err := <-back:
+			// The peer's side ended before stdin did. With an error (it
+			// reset the stream, or went away) nothing more it is sent
+			// will be read: fail now rather than when stdin, which may
+			// stay idle for ever, next gives bytes. A clean end is the
+			// peer closing its writing half only: go on sending.
+			if err != nil {
+				c.Reset()
+				return fmt.Errorf("socket to %s: before the end of stdin: %w", peerName, err)
+			}
+			backDone, back = true, nil // a nil channel is never ready again
+		case <-ctx.Done():
+			// Here too, and before the deferred Close: the AfterFunc's
+			// Reset runs in its own goroutine and may come after it.
+			c.Reset()
+			return fmt.Errorf("socket to %s: cut short: %w", peerName, context.Cause(ctx))
 		}
-	case <-ctx.Done():
-		// Here too, and before the deferred Close: the AfterFunc's
-		// Reset runs in its own goroutine and may come after it.
-		c.Reset()
-		return fmt.Errorf("socket to %s: cut short: %w", peerName, context.Cause(ctx))
 	}
 	if err := c.CloseWrite(); err != nil {
 		return fmt.Errorf("socket to %s: %w", peerName, err)
 	}
-	if !c.RemoteAddr().(socket.Addr).JXTAPeer.IsZero() {
+	if !c.RemoteAddr().(socket.Addr).JXTAPeer.IsZero() || backDone {
 		// JXTA's close ends both directions, once the peer has
 		// acknowledged every byte: nothing more can come back.
 		return nil
