@@ -600,11 +600,15 @@ func TestSelectMatchingNothingWarns(t *testing.T) {
 
 // sendOpen starts send --socket to the pipe a at peer, writes n bytes
 // and waits until some of them are in out, the stream still open. The
-// sender is killed when the test ends.
-func sendOpen(t *testing.T, a, peer string, n int, out *os.File) *exec.Cmd {
+// sender is killed when the test ends. Its stderr goes to stderr, if
+// one is given.
+func sendOpen(t *testing.T, a, peer string, n int, out *os.File, stderr ...io.Writer) *exec.Cmd {
 	t.Helper()
 	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", peer)
 	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	if len(stderr) > 0 {
+		send.Stderr = stderr[0]
+	}
 	stdin, err := send.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -860,11 +864,15 @@ func TestRecvJSONReportsSizes(t *testing.T) {
 // than taking the bytes that arrived for the whole stream.
 func TestSendSocketInterrupted(t *testing.T) {
 	a, out, recv := socketReceiver(t)
-	send := sendOpen(t, a, recv.addrs[0], 4096, out)
+	var stderr bytes.Buffer
+	send := sendOpen(t, a, recv.addrs[0], 4096, out, &stderr)
 	send.Process.Signal(syscall.SIGINT)
 	send.Wait()
 	if code := send.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("send --socket interrupted: exit %d, want 130", code)
+	}
+	if n := strings.Count(stderr.String(), "SIGINT"); n != 1 {
+		t.Errorf("send --socket interrupted said %q: the signal %d times, want once", stderr.String(), n)
 	}
 	if code := recv.wait(t); code != 1 {
 		t.Errorf("recv --socket whose sender was interrupted: exit %d, want 1; stderr %q", code, recv.stderr)

@@ -391,7 +391,11 @@ func sendSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 			// Here too, and before the deferred Close: the AfterFunc's
 			// Reset runs in its own goroutine and may come after it.
 			c.Reset()
-			return fmt.Errorf("socket to %s: cut short: %w", peerName, context.Cause(ctx))
+			err := fmt.Errorf("socket to %s: cut short", peerName)
+			if _, bySignal := interrupt.Cause(ctx); !bySignal {
+				err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+			} // else exitOnSignal says which signal, once
+			return err
 		}
 	}
 	if err := c.CloseWrite(); err != nil {
