@@ -804,6 +804,33 @@ func TestSendVerboseSizes(t *testing.T) {
 	}
 }
 
+// TestSendPropagateEveryGivenPeer: send on a propagate pipe given two
+// members with --peer reaches both: it waits until each is a member
+// before publishing (before, it waited for one, and the other, whose
+// subscription had not arrived yet, missed the message in two of three
+// runs while send exited 0). Three rounds, since the old miss was a race.
+func TestSendPropagateEveryGivenPeer(t *testing.T) {
+	a := newPipeAdv(t, "propagate")
+	for round := range 3 {
+		r1 := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+		r2 := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "1")
+		msg := fmt.Sprintf("round %d", round)
+		if r := run(t, nil, "send", "--pipe", a, "--peer", r1.addrs[0], "--peer", r2.addrs[0], "--elem", "t="+msg); r.code != 0 {
+			t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+		}
+		for i, d := range []*daemon{r1, r2} {
+			select {
+			case <-d.done:
+			case <-time.After(30 * time.Second): // a hang, not a timing bound
+				t.Fatalf("round %d: member %d did not get the message send published", round, i+1)
+			}
+			if code := d.wait(t); code != 0 || !strings.Contains(d.stdout.String(), msg) {
+				t.Fatalf("round %d: member %d: exit %d, stdout %q", round, i+1, code, d.stdout.String())
+			}
+		}
+	}
+}
+
 // TestSendVerboseChain: send --verbose names every codec of a chain, as
 // recv does (zstd+seal), not only the outer one, whose header alone is
 // in the clear.

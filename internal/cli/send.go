@@ -20,6 +20,42 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
+// memberGrace bounds how long `send` on a propagate pipe waits, once one
+// member is known, for the other peers given with --peer to be known as
+// members too. A member announces its subscription one round trip after
+// the pubsub stream to it opens, so on any path a pipe is used on,
+// loaded machine included, the wait ends long before; the whole bound is
+// spent only when a peer given is not a member, which send then says.
+const memberGrace = 5 * time.Second
+
+// waitGivenMembers waits, at most memberGrace, until every peer given is
+// a member of the propagate pipe out, and warns on w of those that are
+// not: a member not known when the message is published does not get it
+// (gossipsub sends to the members it knows, and this peer, no member,
+// gossips nothing later).
+func waitGivenMembers(ctx context.Context, w io.Writer, out *pipe.OutputPipe, given []peer.AddrInfo) {
+	var ids []peer.ID
+	for _, ai := range given {
+		if !slices.Contains(ids, ai.ID) {
+			ids = append(ids, ai.ID)
+		}
+	}
+	if len(ids) < 2 {
+		return // one member is known already
+	}
+	gctx, cancel := context.WithTimeout(ctx, memberGrace)
+	defer cancel()
+	if out.WaitMembers(gctx, len(ids)) == nil || ctx.Err() != nil {
+		return
+	}
+	members := out.Members()
+	for _, id := range ids {
+		if !slices.Contains(members, id) {
+			fmt.Fprintf(w, "p2pmsg: warning: --peer %s is not a member of the pipe: it may not get the message\n", id)
+		}
+	}
+}
+
 // propagateGrace is how long `send` stays up after publishing on a
 // propagate pipe, which has no acknowledgement, so that gossipsub can
 // write the message out before the process exits.
@@ -41,7 +77,9 @@ pipe is bound at the --peer given (a full multiaddr ending in /p2p/<id>, as
 ` + "`p2pmsg recv`" + ` prints it). Each --elem NAME=VALUE adds a text element, and
 NAME=@FILE an element holding the file's bytes; --ns and --mime set their
 namespace and MIME type. For unicast and secure pipes send exits 0 once the
-receiving peer has every message; propagate pipes have no acknowledgement.
+receiving peer has every message; propagate pipes have no acknowledgement:
+send waits until the peers given are members (at most 5 s once one is,
+warning of those that are not), publishes, and lingers a second.
 A receiver that cannot decode a message (a key it lacks, a policy such as
 recv --psk) refuses it, and send then fails with its reason.
 
@@ -231,6 +269,7 @@ the peer has acknowledged every byte and answered the close.`,
 				if err := out.WaitMembers(ctx, 1); err != nil {
 					return err
 				}
+				waitGivenMembers(ctx, cmd.ErrOrStderr(), out, infos)
 			}
 			for range count {
 				if err := sender.Send(ctx, m); err != nil {
