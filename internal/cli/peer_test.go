@@ -831,6 +831,31 @@ func TestSendPropagateEveryGivenPeer(t *testing.T) {
 	}
 }
 
+// TestSendPSKNeedsSeal: --psk is seal's key, so a chain without seal, or
+// no --encode, with --psk is a wrong command line (before, the elements
+// went in the clear and send exited 0, the key unused); auto, which
+// never seals, combines with no codec, and says so.
+func TestSendPSKNeedsSeal(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
+	for _, tc := range []struct {
+		args     []string
+		mentions string
+	}{
+		{[]string{"--psk", psk}, "--psk"},
+		{[]string{"--encode", "zstd", "--psk", psk}, "--psk"},
+		{[]string{"--encode", "auto", "--psk", psk}, "--psk"},
+		{[]string{"--encode", "auto,seal"}, "--encode auto"},
+	} {
+		r := run(t, nil, append([]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=secret"}, tc.args...)...)
+		failsCleanly(t, r)
+		if r.code != 2 || !bytes.Contains(r.stderr, []byte(tc.mentions)) {
+			t.Errorf("send %v: exit %d, %q; want 2 and a line about %s", tc.args, r.code, r.stderr, tc.mentions)
+		}
+	}
+}
+
 // TestSendVerboseChain: send --verbose names every codec of a chain, as
 // recv does (zstd+seal), not only the outer one, whose header alone is
 // in the clear.

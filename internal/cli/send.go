@@ -15,6 +15,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
@@ -163,6 +164,9 @@ the peer has acknowledged every byte and answered the close.`,
 			if verbose && encode == "" {
 				return usageError{errors.New("--verbose reports what --encode did: give --encode")}
 			}
+			if err := checkAutoAndPSK(encode, pskFile); err != nil {
+				return usageError{err}
+			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
@@ -300,6 +304,26 @@ the peer has acknowledged every byte and answered the close.`,
 	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.DurationVar(&timeout, "timeout", time.Minute, "give up sending messages after this long (0: never; --socket only bounds connecting)")
 	return cmd
+}
+
+// checkAutoAndPSK refuses --encode auto chained with codecs (it chooses
+// one compression codec per element, and never seals) and a --psk that
+// no seal in --encode would use: the elements would go in the clear
+// while the command line says they are encrypted.
+func checkAutoAndPSK(encode, pskFile string) error {
+	specs := strings.Split(encode, ",")
+	if len(specs) > 1 && slices.Contains(specs, autoEncode) {
+		return fmt.Errorf("--encode auto chooses one codec per element and takes no other (%q); it does not seal", encode)
+	}
+	if pskFile == "" {
+		return nil
+	}
+	for _, spec := range specs {
+		if name, _, _ := strings.Cut(spec, ":"); name == seal.Name {
+			return nil
+		}
+	}
+	return fmt.Errorf("--psk is the key of seal, and --encode %q has no seal: nothing would be encrypted (give --encode zstd:9,seal, say)", encode)
 }
 
 // buildMessage makes the message the --elem flags describe.
