@@ -57,6 +57,10 @@ records the ID, and decoding needs the same model file.`,
 				c.Level = level
 				codec = c.String()
 			}
+			if (pskFile != "" || to != "") && !hasSeal(codec) {
+				// The frame would go out in the clear, the key unused.
+				return usageError{fmt.Errorf("--key and --to are seal's keys, and --codec %q has no seal: nothing would be encrypted (give --codec zstd:9,seal, say)", codec)}
+			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err

@@ -27,6 +27,9 @@ func TestCodecSpecErrors(t *testing.T) {
 		{[]string{"codec", "encode", "--codec", "seal,zstd", "--key", psk}, `bad codec spec "seal,zstd"`},
 		{[]string{"codec", "encode", "--codec", "gzip,zstd,seal", "--key", psk}, "3 codecs, want 1 to 2"},
 		{[]string{"codec", "encode", "--codec", "gzip:9", "--level", "3"}, "--level"},
+		// A key no seal uses: the frame would be in the clear.
+		{[]string{"codec", "encode", "--codec", "gzip", "--key", psk}, `--codec "gzip" has no seal`},
+		{[]string{"codec", "encode", "--codec", "zstd:3", "--to", "12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY"}, `--codec "zstd:3" has no seal`},
 		{[]string{"codec", "encode", "--codec", "xml@nothing"}, `no model "nothing"`},
 		{[]string{"lab", "codecs", "--codecs", "zstd:99"}, `bad codec spec "zstd:99"`},
 		{[]string{"lab", "codecs", "--corpus", "nothing"}, `--corpus "nothing"`},

@@ -315,15 +315,20 @@ func checkAutoAndPSK(encode, pskFile string) error {
 	if len(specs) > 1 && slices.Contains(specs, autoEncode) {
 		return fmt.Errorf("--encode auto chooses one codec per element and takes no other (%q); it does not seal", encode)
 	}
-	if pskFile == "" {
+	if pskFile == "" || hasSeal(encode) {
 		return nil
 	}
-	for _, spec := range specs {
+	return fmt.Errorf("--psk is the key of seal, and --encode %q has no seal: nothing would be encrypted (give --encode zstd:9,seal, say)", encode)
+}
+
+// hasSeal reports whether a codec chain (zstd:9,seal) names seal.
+func hasSeal(chain string) bool {
+	for _, spec := range strings.Split(chain, ",") {
 		if name, _, _ := strings.Cut(spec, ":"); name == seal.Name {
-			return nil
+			return true
 		}
 	}
-	return fmt.Errorf("--psk is the key of seal, and --encode %q has no seal: nothing would be encrypted (give --encode zstd:9,seal, say)", encode)
+	return false
 }
 
 // buildMessage makes the message the --elem flags describe.
