@@ -2,10 +2,10 @@ package xmlc_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
@@ -28,13 +28,11 @@ func TestFirstEncodeAllocatesForTheDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
+			got := testutil.Allocated(func() { _, err = c.Encode(nil, in, encoding.Binding{}) })
+			if err != nil {
 				t.Fatal(err)
 			}
-			runtime.ReadMemStats(&m1)
-			if got := m1.TotalAlloc - m0.TotalAlloc; got > tc.max {
+			if got > tc.max {
 				t.Errorf("first encode of %d bytes allocated %d bytes, want at most %d", len(in), got, tc.max)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
@@ -41,13 +42,12 @@ func firstEncode(t *testing.T, level, size int, max uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	if _, err := c.Encode(nil, in, encoding.Binding{}); err != nil {
-		t.Fatal(err)
+	var err2 error
+	got := testutil.Allocated(func() { _, err2 = c.Encode(nil, in, encoding.Binding{}) })
+	if err2 != nil {
+		t.Fatal(err2)
 	}
-	runtime.ReadMemStats(&m1)
-	if got := m1.TotalAlloc - m0.TotalAlloc; got > max {
+	if got > max {
 		t.Errorf("first encode allocated %d bytes, want at most %d", got, max)
 	}
 }
@@ -68,24 +68,23 @@ func TestSharedCodecAllocatesPerEncodeAtOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var m0, m1 runtime.MemStats
-				runtime.ReadMemStats(&m0)
-				var wg sync.WaitGroup
-				for range n {
-					wg.Go(func() {
-						var out []byte
-						for range 50 {
-							var err error
-							if out, err = c.Encode(out[:0], in, encoding.Binding{}); err != nil {
-								t.Error(err)
-								return
+				got := testutil.Allocated(func() {
+					var wg sync.WaitGroup
+					for range n {
+						wg.Go(func() {
+							var out []byte
+							for range 50 {
+								var err error
+								if out, err = c.Encode(out[:0], in, encoding.Binding{}); err != nil {
+									t.Error(err)
+									return
+								}
 							}
-						}
-					})
-				}
-				wg.Wait()
-				runtime.ReadMemStats(&m1)
-				if got := m1.TotalAlloc - m0.TotalAlloc; got > uint64(n)*perEncoder {
+						})
+					}
+					wg.Wait()
+				})
+				if got > uint64(n)*perEncoder {
 					t.Errorf("%d goroutines encoding 50 messages each allocated %d bytes, want at most %d (one encoder each)", n, got, n*perEncoder)
 				}
 			})
