@@ -31,7 +31,11 @@
 // bytes, are dropped and counted (the sender retransmits them).
 //
 // The sender keeps each block until it is acknowledged and has at most the
-// window's blocks (and bytes) unacknowledged. A block unacknowledged for
+// window's blocks (and bytes) unacknowledged. A block a selective
+// acknowledgement names is not sent again, but stays unacknowledged, in
+// the window, until the cumulative acknowledgement covers it: the
+// receiver holds it in its buffer until the blocks before it are taken,
+// so a window within the receiver's buffer never overflows it. A block unacknowledged for
 // its retransmission timeout — twice the smoothed round trip, at least
 // MinRTO, doubled at each retransmission, at most MaxRTO — is sent again;
 // a block that selective acknowledgements show missing is sent again at
@@ -235,6 +239,13 @@ type outBlock struct {
 	rto     time.Duration
 	retries int
 	fast    bool // selective acknowledgements show it missing
+	// sacked: a selective acknowledgement says the peer holds it. It is
+	// not sent again, but it stays in the window until the cumulative
+	// acknowledgement covers it: the peer keeps it in its receive buffer
+	// until the blocks before it arrive, so freeing its room here would
+	// let the window outgrow that buffer and the blocks past it be
+	// dropped, to crawl back one retransmission timeout at a time.
+	sacked bool
 }
 
 // Conn is one direction pair of a reliable connection. It is safe for
@@ -468,15 +479,11 @@ func (c *Conn) handleAck(data []byte) {
 			set[s] = true
 			highest = max(highest, s)
 		}
-		kept := c.unacked[:0]
-		hole := false
+		news := freed
 		for _, b := range c.unacked {
-			if set[b.seq] {
-				c.inflight -= int64(len(b.data))
-				freed = true
-				continue
+			if set[b.seq] && !b.sacked {
+				b.sacked, b.fast, news = true, false, true
 			}
-			kept = append(kept, b)
 		}
 		// A block below one acknowledged is missing; resend it at
 		// once, but at most once per round trip, and only when this
@@ -484,15 +491,12 @@ func (c *Conn) handleAck(data []byte) {
 		// waiting for the block, or a peer replaying one ack to have the
 		// window signed and sent again and again) leaves the block to
 		// its retransmission timeout, which backs off.
-		for _, b := range kept {
-			if freed && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
+		hole := false
+		for _, b := range c.unacked {
+			if news && !b.sacked && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
 				b.fast, hole = true, true
 			}
 		}
-		for i := len(kept); i < len(c.unacked); i++ {
-			c.unacked[i] = nil
-		}
-		c.unacked = kept
 		if hole {
 			c.signal()
 		}
@@ -628,7 +632,9 @@ func (c *Conn) SetEOF(err error) {
 	c.mu.Unlock()
 }
 
-// Pending reports how many blocks sent are not yet acknowledged.
+// Pending reports how many blocks sent are not yet acknowledged: not yet
+// taken by the peer's application, including those it holds behind a
+// missing one (selectively acknowledged).
 func (c *Conn) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -776,7 +782,7 @@ func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Messa
 		return nil, nil, fmt.Errorf("%w: block %d unacknowledged for %v", ErrTimeout, c.unacked[0].seq, c.o.giveUp)
 	}
 	for _, b := range c.unacked {
-		if !b.fast && now.Sub(b.last) < b.rto {
+		if b.sacked || !b.fast && now.Sub(b.last) < b.rto {
 			continue
 		}
 		if !b.fast {

@@ -326,7 +326,9 @@ func TestBadAcks(t *testing.T) {
 	a.Handle(ack(0, 1<<31-1)) // a selective one of a block never sent would have every block below it resent
 	equal(t, uint64(3), a.Stats().BadAcks)
 	equal(t, 1, a.Pending())
-	a.Handle(ack(0, 1)) // a selective acknowledgement frees the block too
+	a.Handle(ack(0, 1)) // selectively acknowledged: not resent, but pending until taken
+	equal(t, 1, a.Pending())
+	a.Handle(ack(1))
 	equal(t, 0, a.Pending())
 }
 
@@ -495,6 +497,9 @@ func TestOneLostBlockWithLargeBlocks(t *testing.T) {
 		}
 	}
 	noErr(t, <-sent)
+	if st := b.Stats(); st.DroppedFull != 0 {
+		t.Errorf("the receiver dropped %d blocks beyond its buffer: the sender's window outgrew it; receiver %+v; sender %+v", st.DroppedFull, st, a.Stats())
+	}
 }
 
 // reachable is a SendFunc that fails, as a transport does for a peer it
