@@ -321,14 +321,11 @@ func checkAutoAndPSK(encode, pskFile string) error {
 	return fmt.Errorf("--psk is the key of seal, and --encode %q has no seal: nothing would be encrypted (give --encode zstd:9,seal, say)", encode)
 }
 
-// hasSeal reports whether a codec chain (zstd:9,seal) names seal.
+// hasSeal reports whether a codec chain (zstd:9,seal) names seal; a
+// chain that does not parse names nothing (building it says why).
 func hasSeal(chain string) bool {
-	for _, spec := range strings.Split(chain, ",") {
-		if name, _, _ := strings.Cut(spec, ":"); name == seal.Name {
-			return true
-		}
-	}
-	return false
+	c, err := encoding.ParseChain(chain)
+	return err == nil && slices.ContainsFunc(c, func(s encoding.Spec) bool { return s.Name == seal.Name })
 }
 
 // buildMessage makes the message the --elem flags describe.
