@@ -1003,14 +1003,17 @@ func TestSendSocketReceiverInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv.cmd.Process.Signal(syscall.SIGINT)
-	go io.Copy(io.Discard, pr) // recv's writes to stdout may go on now
-	if code := recv.wait(t); code != 130 {
-		t.Fatalf("recv --socket interrupted: exit %d, want 130; stderr %q", code, recv.stderr)
-	}
+	// recv's stdout stays unread until send has exited: were it drained
+	// at once, recv could copy the whole stream and end cleanly before
+	// the signal's reset, and both would rightly exit 0.
 	select {
 	case <-exited:
 	case <-time.After(time.Minute): // a hang, not a timing bound
 		t.Fatal("send --socket did not exit after its receiver was interrupted")
+	}
+	go io.Copy(io.Discard, pr) // recv's writes to stdout may go on now
+	if code := recv.wait(t); code != 130 {
+		t.Fatalf("recv --socket interrupted: exit %d, want 130; stderr %q", code, recv.stderr)
 	}
 	if code := send.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("send --socket whose receiver was interrupted mid-stream: exit %d, want 1; stderr %q", code, stderr.String())
