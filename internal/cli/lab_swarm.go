@@ -47,9 +47,10 @@ swarm of its own:
 
 Latencies run from the send call to the receiving peer's Receive.
 delivered/expected counts distinct messages where they were expected
-(churn: at the peers alive throughout); accepted, reported and lost account
-for churn's unicast messages (lost: accepted, flushed without an error and
-never delivered, which must be 0). Per-peer cost is the process's RSS,
+(churn: at the peers alive throughout). Churn's unicast messages are each
+refused by Send, or accepted and then delivered, not delivered and
+reported by their Flush, or lost (flushed without an error and never
+delivered, which must be 0). Per-peer cost is the process's RSS,
 goroutines and connections over its start, divided by the peers.`,
 		Example: `  p2pmsg lab swarm --peers 20
   p2pmsg lab swarm --peers 50 --case propagate,resolve --json > swarm.jsonl`,

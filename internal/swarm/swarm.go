@@ -132,10 +132,13 @@ type Result struct {
 	// busiest relay.
 	RelayCircuits    int `json:"relay_circuits,omitempty"`
 	RelayMaxCircuits int `json:"relay_max_circuits,omitempty"`
-	// Accepted, Reported and Lost account for churn's unicast messages:
-	// Sends that returned nil; messages a Send or Flush reported as not
-	// (or maybe not) delivered; and accepted messages neither delivered
-	// nor reported, which must be 0.
+	// Refused, Accepted, UnicastDelivered, Reported and Lost account
+	// for churn's unicast messages: Sends that failed (never accepted);
+	// Sends that returned nil, which are each either delivered, or not
+	// delivered and reported by their Flush (maybe lost), or neither:
+	// lost without an error, which must be 0. Accepted is always
+	// UnicastDelivered + Reported + Lost.
+	Refused          int `json:"refused,omitempty"`
 	Accepted         int `json:"accepted,omitempty"`
 	UnicastDelivered int `json:"unicast_delivered,omitempty"`
 	Reported         int `json:"reported,omitempty"`

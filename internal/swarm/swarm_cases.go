@@ -225,12 +225,11 @@ func tallyEach(r *Result, rec *swarmRecorder, want map[int][]swarmMsg) {
 // pairLog accounts for one sender's messages to one unicast pipe under
 // churn.
 type pairLog struct {
-	From      int   `json:"from"`
-	Pipe      int   `json:"pipe"`     // the pipe's slot
-	Accepted  []int `json:"accepted"` // Sends that returned nil
-	Lost      []int `json:"lost"`     // accepted, then reported by Flush
-	Rejected  int   `json:"rejected"` // Sends that failed
-	ReportedN int   `json:"reported"` // accepted messages a Flush reported
+	From     int   `json:"from"`
+	Pipe     int   `json:"pipe"`     // the pipe's slot
+	Accepted []int `json:"accepted"` // Sends that returned nil
+	Reported []int `json:"reported"` // accepted, then reported by Flush
+	Rejected int   `json:"rejected"` // Sends that failed
 }
 
 // churnSender sends one message every churnInterval to a until stop
@@ -271,8 +270,7 @@ func churnSender(ctx context.Context, stop <-chan struct{}, p *swarmPeer, a *adv
 		if err := out.Flush(sctx); err != nil {
 			// Flush covers this message only: the one before was
 			// flushed already.
-			l.ReportedN++
-			l.Lost = append(l.Lost, seq)
+			l.Reported = append(l.Reported, seq)
 		}
 		cancel()
 	}

@@ -43,8 +43,8 @@ type peerTally struct {
 	BytesOut                                  int64
 	Circuits                                  int // relay: relayed connections to this private peer
 	// churn, from peer 1 only: the unicast accounting
-	Accepted, Reported, UnicastDelivered, Lost int
-	GossipDropped                              uint64
+	Accepted, Refused, Reported, UnicastDelivered, Lost int
+	GossipDropped                                       uint64
 }
 
 // fail counts a failure and keeps its description if it is the first.
@@ -241,6 +241,7 @@ func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Re
 		r.ConnsPerPeer += float64(pt.Conns) / float64(len(tallies))
 		bytesOut += pt.BytesOut
 		r.Accepted += pt.Accepted
+		r.Refused += pt.Refused
 		r.Reported += pt.Reported
 		r.UnicastDelivered += pt.UnicastDelivered
 		r.Lost += pt.Lost
@@ -790,19 +791,21 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, infos
 	for _, r := range all2 {
 		for _, l := range r.Logs {
 			t.Accepted += len(l.Accepted)
-			t.Reported += l.Rejected + l.ReportedN
+			t.Refused += l.Rejected
 			binders := []int{l.Pipe}
 			if peerRole(cfg, l.Pipe) == roleLeaver {
 				binders = append(binders, cfg.Peers-n+1+(l.Pipe-cfg.Publishers-1))
 			}
 			for _, q := range l.Accepted {
-				if slices.Contains(l.Lost, q) {
-					continue
-				}
 				m := swarmMsg{kind: kindUnicast, from: l.From, seq: q}
-				if got[binders[0]][m] || len(binders) > 1 && got[binders[1]][m] {
+				switch {
+				case got[binders[0]][m] || len(binders) > 1 && got[binders[1]][m]:
+					// A Flush error says "maybe lost": delivered
+					// anyway counts as delivered.
 					t.UnicastDelivered++
-				} else {
+				case slices.Contains(l.Reported, q):
+					t.Reported++
+				default:
 					t.Lost++
 					s.progress("swarm churn: message %d from peer %d to pipe %d was accepted and flushed without an error, and never delivered", q, l.From+1, l.Pipe)
 				}

@@ -51,8 +51,9 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 		case Relay:
 			fmt.Fprintf(bw, "\nrelay: %s to the private peers, %d through the busiest relay.\n", english.Count(r.RelayCircuits, "relayed connection", "relayed connections"), r.RelayMaxCircuits)
 		case Churn:
-			fmt.Fprintf(bw, "\nchurn, unicast: %s accepted, %d delivered, %d reported (by Send or Flush), %d lost without an error.\n",
-				english.Count(r.Accepted, "message", "messages"), r.UnicastDelivered, r.Reported, r.Lost)
+			fmt.Fprintf(bw, "\nchurn, unicast: %s accepted: %d delivered, %d not delivered and reported by Flush, %d lost without an error; %s.\n",
+				english.Count(r.Accepted, "message", "messages"), r.UnicastDelivered, r.Reported, r.Lost,
+				english.Count(r.Refused, "Send refused", "Sends refused"))
 		}
 	}
 	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | PSS per peer | goroutines per peer | connections per peer |")

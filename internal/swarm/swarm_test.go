@@ -60,7 +60,7 @@ func TestSwarm(t *testing.T) {
 				t.Errorf("relay: no relayed connection")
 			}
 		case Churn:
-			if r.Accepted == 0 || r.UnicastDelivered+r.Reported < r.Accepted || r.ResolveP50 <= 0 {
+			if r.Accepted == 0 || r.UnicastDelivered+r.Reported+r.Lost != r.Accepted || r.ResolveP50 <= 0 {
 				t.Errorf("churn: unicast accounting %s", brief(r))
 			}
 		}
@@ -138,13 +138,13 @@ func TestReportCountsOne(t *testing.T) {
 	res := []Result{
 		{Case: Propagate, Peers: 4, GossipDropped: 1},
 		{Case: Relay, Peers: 4, RelayCircuits: 1, RelayMaxCircuits: 1},
-		{Case: Churn, Peers: 4, Accepted: 1, UnicastDelivered: 1},
+		{Case: Churn, Peers: 4, Refused: 1, Accepted: 1, UnicastDelivered: 1},
 	}
 	var md strings.Builder
 	if err := WriteMarkdown(&md, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"dropped and counted 1 message copy (", "relay: 1 relayed connection to", "unicast: 1 message accepted,"} {
+	for _, want := range []string{"dropped and counted 1 message copy (", "relay: 1 relayed connection to", "unicast: 1 message accepted: 1 delivered,", "; 1 Send refused."} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, md.String())
 		}
