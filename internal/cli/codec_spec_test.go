@@ -49,6 +49,32 @@ func TestCodecSpecErrors(t *testing.T) {
 	}
 }
 
+// TestLevelOutOfRangeNamesTheLevels: a level the codec does not have is a
+// usage error naming the codec's levels, whether --codec or --encode
+// gave it (before: "xml level 9", and the user had to guess).
+func TestLevelOutOfRangeNamesTheLevels(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
+	for _, tt := range []struct {
+		spec, want string
+	}{
+		{"xml:9", "xml level 9 out of range 1 to 4"},
+		{"zstd:30", "zstd level 30 out of range 1 to 22"},
+		{"gzip:12", "gzip level 12 out of range -2 to 9"},
+	} {
+		for _, args := range [][]string{
+			{"codec", "encode", "--codec", tt.spec},
+			{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--encode", tt.spec},
+		} {
+			r := run(t, []byte("<a/>"), args...)
+			failsCleanly(t, r)
+			if r.code != 2 || !bytes.Contains(r.stderr, []byte(tt.want)) {
+				t.Errorf("%s %s: exit %d, stderr %q; want 2 and %q", args[0], tt.spec, r.code, r.stderr, tt.want)
+			}
+		}
+	}
+}
+
 // TestCodecDecodeLegacyPSK: frames sealed when the command line named
 // every pre-shared key "cli" still open with the key.
 func TestCodecDecodeLegacyPSK(t *testing.T) {

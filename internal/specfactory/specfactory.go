@@ -47,11 +47,19 @@ func Level(name string, min, max, def int, at func(level int) encoding.Codec) en
 	return func(s encoding.Spec) (encoding.Codec, error) {
 		l := cmp.Or(s.Level, def)
 		if l < min || l > max {
-			return nil, fmt.Errorf("%w: %s level %d (%d to %d)", encoding.ErrBadOption, name, l, min, max)
+			return nil, LevelError(name, l, min, max)
 		}
 		if s.Model != "" {
 			return nil, fmt.Errorf("%w: %s takes no model", encoding.ErrBadOption, name)
 		}
 		return at(l), nil
 	}
+}
+
+// LevelError is the error for a level a codec does not have: it wraps
+// encoding.ErrBadOption and names the codec's levels, min to max, so that
+// whoever typed the spec sees what to type instead. Every codec package of
+// pkg/encoding reports a bad level with it, so they all say it alike.
+func LevelError(name string, level, min, max int) error {
+	return fmt.Errorf("%w: %s level %d out of range %d to %d", encoding.ErrBadOption, name, level, min, max)
 }

@@ -107,6 +107,38 @@ func TestNewCodec(t *testing.T) {
 	}
 }
 
+// TestNewCodecLevelOutOfRange: a level a codec does not have is refused
+// with an error naming the codec's levels, so that whoever typed the spec
+// sees what to type instead (before, xml and zstd said only "xml level 9").
+func TestNewCodecLevelOutOfRange(t *testing.T) {
+	tests := []struct {
+		spec, want string
+	}{
+		{"xml:9", "xml level 9 out of range 1 to 4"},
+		{"xml:-1", "xml level -1 out of range 1 to 4"},
+		{"zstd:30", "zstd level 30 out of range 1 to 22"},
+		{"zstd:-5", "zstd level -5 out of range 1 to 22"},
+		{"gzip:12", "gzip level 12 out of range -2 to 9"},
+		{"deflate:-3", "deflate level -3 out of range -2 to 9"},
+		{"s2:4", "s2 level 4 out of range 1 to 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			c, err := encoding.ParseChain(tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = encoding.NewChain(c)
+			if !errors.Is(err, encoding.ErrSpec) || !errors.Is(err, encoding.ErrBadOption) {
+				t.Fatalf("NewChain(%s): %v, want ErrSpec and ErrBadOption", tt.spec, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewChain(%s): %q, want it to say %q", tt.spec, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestNewCodecHandBuiltSpec(t *testing.T) {
 	for _, s := range []encoding.Spec{{}, {Name: "zstd@1"}, {Name: "gzip", Model: "a,b"}, {Name: "gzip", Level: 1 << 40}} {
 		if _, err := encoding.NewCodec(s); !errors.Is(err, encoding.ErrSpec) {

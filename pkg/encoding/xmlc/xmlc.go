@@ -129,7 +129,7 @@ type Option func(*Codec) error
 func WithLevel(l int) Option {
 	return func(c *Codec) error {
 		if l < minLevel || l > maxLevel {
-			return fmt.Errorf("%w: xml level %d", encoding.ErrBadOption, l)
+			return specfactory.LevelError(Name, l, minLevel, maxLevel)
 		}
 		c.level = l
 		return nil

@@ -51,7 +51,7 @@ type Option func(*Codec) error
 func WithLevel(l int) Option {
 	return func(c *Codec) error {
 		if l < minLevel || l > maxLevel {
-			return fmt.Errorf("%w: zstd level %d", encoding.ErrBadOption, l)
+			return specfactory.LevelError(Name, l, minLevel, maxLevel)
 		}
 		c.level = l
 		return nil
