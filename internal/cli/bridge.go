@@ -82,10 +82,8 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			if err := checkListen(listen); err != nil {
 				return err
 			}
-			if keyFile == "" {
-				if keyFile, err = defaultKeyFile(); err != nil {
-					return err
-				}
+			if keyFile, err = identityFile(keyFile); err != nil {
+				return err
 			}
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,53 @@ func defaultKeyFile() (string, error) {
 	return filepath.Join(dir, "identity.key"), nil
 }
 
+// identityFile is the identity key file recv, bridge and id use: keyFile,
+// --key's value, or the default file when it is "". Either is refused
+// when it names a directory, a FIFO or a device (checkKeyPath).
+func identityFile(keyFile string) (string, error) {
+	if keyFile != "" {
+		return keyFile, checkKeyPath("--key "+keyFile, keyFile)
+	}
+	path, err := defaultKeyFile()
+	if err != nil {
+		return "", err
+	}
+	return path, checkKeyPath("identity key file "+path, path)
+}
+
+// checkKeyPath refuses a key path that exists and is not a regular file,
+// saying what it is ("--key /tmp: is a directory"), before node's key
+// loader refuses it in its own words, which show a directory's mode as
+// d---------. A path that does not exist is left to the loader, which
+// creates the key there.
+func checkKeyPath(label, path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s: is %s", label, fileKind(st.Mode()))
+}
+
+// fileKind says what a file that is not a regular one is, for errors: a
+// FileMode's String shows only its bits (a directory stripped of its
+// permissions prints as d---------).
+func fileKind(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	default:
+		return "not a regular file"
+	}
+}
+
 // readPSK reads a pre-shared key file: seal.KeySize raw bytes, or that
 // many bytes in hex (blanks around it ignored).
 func readPSK(path string) ([]byte, error) {
@@ -79,7 +127,7 @@ func readKeyFile(path string, max int64, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %s: not a regular file (%v)", what, path, st.Mode().Type())
+		return nil, fmt.Errorf("%s %s: is %s", what, path, fileKind(st.Mode()))
 	}
 	if st.Size() > max {
 		return nil, fmt.Errorf("%s %s: %d bytes, more than a key's %d", what, path, st.Size(), max)

@@ -156,11 +156,9 @@ Without --key the file is p2pmsg/identity.key in the user's configuration
 directory, the one ` + "`p2pmsg recv`" + ` uses by default.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if keyFile == "" {
-				var err error
-				if keyFile, err = defaultKeyFile(); err != nil {
-					return err
-				}
+			keyFile, err := identityFile(keyFile)
+			if err != nil {
+				return err
 			}
 			key, err := node.LoadOrCreateKey(keyFile)
 			if err != nil {

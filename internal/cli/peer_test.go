@@ -347,6 +347,35 @@ func TestID(t *testing.T) {
 	failsCleanly(t, run(t, nil, "id", "--key", key))
 }
 
+// TestKeyNotARegularFile: a --key (or --psk) path naming a directory or a
+// FIFO is refused saying what it is (before: "node: unusable key file:
+// DIR is not a regular file (d---------)", the mode with its bits masked).
+func TestKeyNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := newPipeAdv(t, "unicast")
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"id", "--key", dir}, "--key " + dir + ": is a directory"},
+		{[]string{"id", "--key", fifo}, "--key " + fifo + ": is a named pipe (FIFO)"},
+		{[]string{"recv", "--pipe", a, "--key", dir, "--count", "1"}, "--key " + dir + ": is a directory"},
+		{[]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--key", dir}, "--key " + dir + ": is a directory"},
+		{[]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--encode", "seal", "--psk", dir}, "pre-shared key " + dir + ": is a directory"},
+	} {
+		r := run(t, nil, tc.args...)
+		failsCleanly(t, r)
+		if got := strings.TrimSpace(strings.TrimPrefix(string(r.stderr), "p2pmsg: ")); got != tc.want {
+			t.Errorf("%v: stderr %q, want %q", tc.args, r.stderr, tc.want)
+		}
+	}
+}
+
 // TestKeyDirectoriesNotCreated: a --key path in a directory that does not
 // exist is an error, and nothing is created; only the default identity's
 // directory is made.

@@ -92,10 +92,8 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil {
 				return err
 			}
-			if keyFile == "" {
-				if keyFile, err = defaultKeyFile(); err != nil {
-					return err
-				}
+			if keyFile, err = identityFile(keyFile); err != nil {
+				return err
 			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts, models); err != nil {

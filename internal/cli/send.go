@@ -185,6 +185,11 @@ the peer has acknowledged every byte and answered the close.`,
 					return err
 				}
 			}
+			if keyFile != "" {
+				if err := checkKeyPath("--key "+keyFile, keyFile); err != nil {
+					return err
+				}
+			}
 			var m *message.Message
 			if !useSocket {
 				if m, err = buildMessage(elems, ns, mime); err != nil {
