@@ -37,7 +37,8 @@ alone, given the same dictionary, model or key.
 
 A codec naming a model by ID (xml@7, zstd:19@9) encodes with the model of
 that ID among the --model files (see ` + "`p2pmsg codec train`" + `); the frame
-records the ID, and decoding needs the same model file.`,
+records the ID, and decoding needs the same model file. --dict or --model
+files of which the chain uses none are a usage error.`,
 		Example: `  p2pmsg codec encode --codec zstd --level 19 < doc.xml > doc.p2e
   p2pmsg codec encode --codec xml@7 --model orders.p2xm < order.xml > order.p2e
   p2pmsg codec encode --codec gzip:6,seal --key secret.key < doc.xml > doc.p2e`,
@@ -63,6 +64,9 @@ records the ID, and decoding needs the same model file.`,
 			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts, models); err != nil {
+				return err
+			}
+			if err := keys.checkUsed("--codec", codec); err != nil {
 				return err
 			}
 			if to != "" {
@@ -95,8 +99,8 @@ records the ID, and decoding needs the same model file.`,
 	f := cmd.Flags()
 	f.StringVar(&codec, "codec", "", "codec name[:level][@model], or a comma-separated chain")
 	f.IntVar(&level, "level", 0, "codec level (same as NAME:LEVEL)")
-	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file to compress with")
-	f.StringArrayVar(&models, "model", nil, modelUsage)
+	f.StringArrayVar(&dicts, "dict", nil, encodeDictUsage)
+	f.StringArrayVar(&models, "model", nil, encodeModelUsage)
 	f.StringVar(&pskFile, "key", "", "pre-shared key file for seal (32 bytes, raw or hex)")
 	f.StringVar(&to, "to", "", "seal to this peer ID's identity instead of a pre-shared key")
 	f.StringVar(&mime, "mime", "application/octet-stream", "MIME type recorded for the input")

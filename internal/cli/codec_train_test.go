@@ -119,6 +119,48 @@ func TestCodecTrainModels(t *testing.T) {
 	}
 }
 
+// TestUnusedDictOrModel: --dict or --model files of which the chain uses
+// none are a usage error naming the flag and what would use them, in
+// send and codec encode (before: read, ignored, and the elements encoded
+// without them, exit 0, or for send a dial to the --peer); files the
+// chain uses, or one of several it picks, are fine.
+func TestUnusedDictOrModel(t *testing.T) {
+	xmlModel, zstdDict, doc := rosterModels(t)
+	a := newPipeAdv(t, "unicast")
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
+	send := func(args ...string) []string {
+		return append([]string{"send", "--pipe", a, "--peer", peer, "--elem", "doc=@" + doc}, args...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // "" for a command line that may go on to dial
+	}{
+		{send("--dict", zstdDict, "--encode", "gzip"), "--dict " + zstdDict + `: --encode "gzip" does not use it (zstd would)`},
+		{send("--dict", zstdDict), "--dict " + zstdDict + ": nothing uses it without --encode (zstd would)"},
+		{send("--model", xmlModel, "--encode", "auto"), "--model " + xmlModel + `: --encode "auto" does not use it (xml@7 would)`},
+		{send("--model", xmlModel, "--model", zstdDict, "--encode", "gzip:9,seal"), "--model " + xmlModel + ", " + zstdDict + `: --encode "gzip:9,seal" does not use them (xml@7 or zstd@9 would)`},
+		{send("--model", xmlModel, "--dict", zstdDict, "--encode", "xml@7"), "--dict " + zstdDict + `: --encode "xml@7" does not use it (zstd would)`},
+		{[]string{"send", "--pipe", a, "--peer", peer, "--socket", "--dict", zstdDict}, "--socket sends stdin: --elem, --encode, --dict and --model do not apply"},
+		{[]string{"codec", "encode", "--codec", "gzip", "--dict", zstdDict}, "--dict " + zstdDict + `: --codec "gzip" does not use it (zstd would)`},
+		{[]string{"codec", "encode", "--codec", "zstd@9", "--model", xmlModel}, "--model " + xmlModel + `: --codec "zstd@9" does not use it (xml@7 would)`},
+		{send("--dict", zstdDict, "--encode", "zstd:3"), ""},
+		{send("--model", xmlModel, "--model", zstdDict, "--encode", "zstd:19@9"), ""},
+	} {
+		r := run(t, []byte("<a/>"), tc.args...)
+		if tc.want == "" {
+			// Accepted: it goes on to dial the --peer, where nothing listens.
+			if r.code == 2 || !bytes.Contains(r.stderr, []byte("connection refused")) {
+				t.Errorf("%v: exit %d, %q; want it accepted, then connection refused", tc.args, r.code, r.stderr)
+			}
+			continue
+		}
+		failsCleanly(t, r)
+		if got := strings.TrimSpace(strings.TrimPrefix(string(r.stderr), "p2pmsg: ")); r.code != 2 || got != tc.want {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
 func TestCodecTrainErrors(t *testing.T) {
 	dir := t.TempDir()
 	good := writeFile(t, "good.xml", rosterDoc(1, 2))

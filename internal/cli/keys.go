@@ -152,12 +152,28 @@ type codecKeys struct {
 	identity  crypto.PrivKey
 	recipient peer.ID
 	models    encoding.Models
-	dictID    uint32 // the first --dict's ID: zstd without @ID compresses with it
+	dictID    uint32      // the first --dict's ID: zstd without @ID compresses with it
+	files     []modelFile // the --dict and --model files loaded, in order
+}
+
+// modelFile is a --dict or --model file loaded: which flag gave it, and
+// the codec and ID a spec names it by (zstd@ID, xml@ID).
+type modelFile struct {
+	flag, path, codec string
+	id                uint32
 }
 
 // modelUsage describes the --model flag. It quotes no command in
 // backquotes: pflag would show the quoted text as the flag's type.
 const modelUsage = "trained model file (from p2pmsg codec train: an xml model or a zstd dictionary) for codecs naming its ID, xml@ID or zstd@ID (repeatable)"
+
+// encodeModelUsage and encodeDictUsage describe --model and --dict where
+// they serve an encoder (send, codec encode), which refuses files of
+// which its chain uses none (checkUsed).
+const (
+	encodeModelUsage = modelUsage + "; files of which the chain names none are a usage error"
+	encodeDictUsage  = "zstd dictionary file (repeatable): zstd without @ID compresses with the first, zstd@ID with the one of that ID; files of which the chain uses none are a usage error"
+)
 
 // maxModelFile bounds a model file: an xml model's samples
 // (xmlc.MaxModelSize) and their framing.
@@ -189,21 +205,83 @@ func (k *codecKeys) load(pskFile string, dictFiles, modelFiles []string) error {
 		if k.dictID == 0 {
 			k.dictID = id
 		}
+		k.files = append(k.files, modelFile{"--dict", f, codec, id})
 	}
 	for _, f := range modelFiles {
 		b, err := readFileLimited(f, maxModelFile, "model")
 		if err != nil {
 			return err
 		}
-		_, id, err := k.models.Add(b)
+		codec, id, err := k.models.Add(b)
 		if err == nil {
 			err = notBuiltin(id, b)
 		}
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", f, err)
 		}
+		k.files = append(k.files, modelFile{"--model", f, codec, id})
 	}
 	return nil
+}
+
+// checkUsed refuses, as a wrong command line, --dict or --model files of
+// which the codecs of chain (given by flag, --encode or --codec) encode
+// with none: only zstd takes a dictionary and only a spec naming a
+// model's ID (xml@7, zstd:19@9) takes a model, and files nothing uses
+// would be read and ignored, the elements encoded without them. The
+// first --dict is used by a zstd without @ID. An empty chain (no
+// --encode) and auto, whose codecs take no model, use none. One file of
+// several going unused is fine: a chain picks from the models given. A
+// chain that does not parse is left to building it, which says why.
+func (k *codecKeys) checkUsed(flag, chain string) error {
+	var c encoding.Chain
+	if chain != "" && chain != autoEncode {
+		var err error
+		if c, err = encoding.ParseChain(chain); err != nil {
+			return nil
+		}
+	}
+	uses := func(f modelFile) bool {
+		return slices.ContainsFunc(c, func(s encoding.Spec) bool {
+			id, byID := s.DictID()
+			if !byID && s.Name == zstd.Name && s.Model == "" {
+				id = k.dictID
+			}
+			return s.Name == f.codec && id == f.id
+		})
+	}
+	for _, fl := range []string{"--dict", "--model"} {
+		var paths, would []string
+		used := false
+		for _, f := range k.files {
+			if f.flag == fl {
+				paths = append(paths, f.path)
+				would = append(would, f.usedBy(k.dictID))
+				used = used || uses(f)
+			}
+		}
+		if len(paths) == 0 || used {
+			continue
+		}
+		it := "it"
+		if len(paths) > 1 {
+			it = "them"
+		}
+		what := fmt.Sprintf("%s %q does not use %s", flag, chain, it)
+		if chain == "" {
+			what = fmt.Sprintf("nothing uses %s without %s", it, flag)
+		}
+		return usageError{fmt.Errorf("%s %s: %s (%s would)", fl, strings.Join(paths, ", "), what, strings.Join(would, " or "))}
+	}
+	return nil
+}
+
+// usedBy is the spec that encodes with f; first is the first --dict's ID.
+func (f modelFile) usedBy(first uint32) string {
+	if f.flag == "--dict" && f.id == first {
+		return zstd.Name
+	}
+	return fmt.Sprintf("%s@%d", f.codec, f.id)
 }
 
 // builtinID returns an error if id is a built-in model's

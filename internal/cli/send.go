@@ -90,7 +90,8 @@ then encrypt); seal encrypts to the receiving peer's identity, so only it
 can open the element, or with --psk to a pre-shared key. A codec naming a
 trained model by ID (xml@7, zstd:19@9) encodes with the --model file of
 that ID; the receiver needs the same file (recv --model), or refuses the
-message naming the ID.
+message naming the ID. --dict or --model files of which --encode uses
+none (--encode gzip, auto, or no --encode) are a usage error, not ignored.
 A receiver decodes an encoded element to at most 16 MiB (64 MiB a
 message) and refuses one that claims more: send larger files unencoded
 (up to 64 MiB a message) or with --socket.
@@ -152,8 +153,8 @@ the peer has acknowledged every byte and answered the close.`,
 					return usageError{fmt.Errorf("--peer %s: only unicast pipes are shared with JXTA peers (this one is %s)", jxtaPeers[0], a.Type)}
 				}
 			}
-			if useSocket && (len(elems) > 0 || encode != "") {
-				return usageError{errors.New("--socket sends stdin: --elem and --encode do not apply")}
+			if useSocket && (len(elems) > 0 || encode != "" || len(dicts) > 0 || len(models) > 0) {
+				return usageError{errors.New("--socket sends stdin: --elem, --encode, --dict and --model do not apply")}
 			}
 			if !useSocket && len(elems) == 0 {
 				return usageError{errors.New("nothing to send: give --elem NAME=VALUE or NAME=@FILE, or --socket")}
@@ -169,6 +170,9 @@ the peer has acknowledged every byte and answered the close.`,
 			}
 			var keys codecKeys
 			if err := keys.load(pskFile, dicts, models); err != nil {
+				return err
+			}
+			if err := keys.checkUsed("--encode", encode); err != nil {
 				return err
 			}
 			if encode != "" && encode != autoEncode {
@@ -305,8 +309,8 @@ the peer has acknowledged every byte and answered the close.`,
 	f.StringVar(&encode, "encode", "", "codec chain for the selected elements, e.g. gzip:6 or zstd:9,seal, or auto")
 	f.StringVar(&sel, "select", "", "comma-separated names of the elements to encode (default all)")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for seal (32 bytes, raw or hex); default: seal to the receiver's identity")
-	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file; the first one is used to compress")
-	f.StringArrayVar(&models, "model", nil, modelUsage)
+	f.StringArrayVar(&dicts, "dict", nil, encodeDictUsage)
+	f.StringArrayVar(&models, "model", nil, encodeModelUsage)
 	f.DurationVar(&timeout, "timeout", time.Minute, "give up sending messages after this long (0: never; --socket only bounds connecting)")
 	return cmd
 }
