@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -319,14 +320,9 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		return err
 	}
 	defer c.Close()
-	// A signal resets rather than closes: a close tells the sender that
-	// everything it sent was read, and one whose input has ended would
-	// take it for that and succeed.
-	stop := context.AfterFunc(ctx, func() { c.Reset() })
-	defer stop()
 	// Only a stream its sender ended cleanly is a success: output cut
 	// short by a signal or an error must not look complete.
-	if n, err := io.Copy(cmd.OutOrStdout(), c); err != nil {
+	if n, err := copyUntilSignal(ctx, cmd.OutOrStdout(), c); err != nil {
 		if ie := interrupted(ctx, fmt.Errorf("socket from %s cut short after %d bytes", socketPeer(c), n)); ie != nil {
 			return ie
 		}
@@ -342,6 +338,56 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		waitHangUp(ctx, p, c.RemotePeer())
 	}
 	return nil
+}
+
+// copyUntilSignal copies c to out until c ends or ctx does. When ctx
+// ends (a signal), it resets c rather than closing it, since a close
+// tells the sender that everything it sent was read, and one whose input
+// has ended would take it for that and succeed; then it returns at once
+// if a write to out is under way, and otherwise once the copy has ended
+// (the reset ends a read). A write to a pipe nobody reads never returns,
+// and no deadline or close reaches a blocking file such as stdout: that
+// write is abandoned, its goroutine left for the process's exit, so that
+// the signal still ends the command. It returns the bytes written to out.
+func copyUntilSignal(ctx context.Context, out io.Writer, c *socket.Conn) (int64, error) {
+	w := &signalWriter{ctx: ctx, w: out}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(w, c)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return w.n.Load(), err
+	case <-ctx.Done():
+	}
+	c.Reset()
+	if !w.writing.Load() {
+		<-done
+	}
+	return w.n.Load(), context.Cause(ctx)
+}
+
+// signalWriter writes to w until ctx ends, counting the bytes written
+// and saying whether a write is under way (copyUntilSignal).
+type signalWriter struct {
+	ctx     context.Context
+	w       io.Writer
+	n       atomic.Int64
+	writing atomic.Bool
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	// Set before ctx is checked: once ctx has ended, copyUntilSignal,
+	// finding writing false, is sure that no write to w will start.
+	s.writing.Store(true)
+	defer s.writing.Store(false)
+	if s.ctx.Err() != nil {
+		return 0, context.Cause(s.ctx)
+	}
+	n, err := s.w.Write(p)
+	s.n.Add(int64(n))
+	return n, err
 }
 
 // waitHangUp waits, at most drainTimeout, until none of peers has a
