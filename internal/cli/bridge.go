@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -118,7 +119,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 				return err
 			}
 			if failed > 0 {
-				return fmt.Errorf("bridge: %d messages could not be forwarded (see above)", failed)
+				return fmt.Errorf("bridge: %s could not be forwarded (see above)", english.Count(failed, "message", "messages"))
 			}
 			return nil
 		},

@@ -124,7 +124,7 @@ func TestRecvPSKDeliversOnlySealed(t *testing.T) {
 	if code := recv.wait(t); code != 0 {
 		t.Fatalf("recv exit %d: %q", code, recv.stderr)
 	}
-	if got := recv.stdout.String(); !strings.HasPrefix(got, "message 1 from ") || !strings.Contains(got, "(1 elements)") ||
+	if got := recv.stdout.String(); !strings.HasPrefix(got, "message 1 from ") || !strings.Contains(got, "(1 element)") ||
 		!strings.Contains(got, ": sealed\n") || strings.Contains(got, "Mallory") || strings.Contains(got, "jxta:") {
 		t.Fatalf("recv printed %q, want only the sealed message", got)
 	}

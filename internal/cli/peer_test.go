@@ -196,6 +196,27 @@ func TestSendRecvReadableOutAndEncoded(t *testing.T) {
 	}
 }
 
+// TestRecvCountsElements: recv's header line counts elements in English,
+// "(1 element)" and "(2 elements)" (before: "(1 elements)").
+func TestRecvCountsElements(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", "2")
+	for _, elems := range [][]string{{"--elem", "a=one"}, {"--elem", "a=one", "--elem", "b=two"}} {
+		if r := run(t, nil, append([]string{"send", "--pipe", a, "--peer", recv.addrs[0]}, elems...)...); r.code != 0 {
+			t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %s", code, recv.stderr)
+	}
+	text := recv.stdout.String()
+	for _, want := range []string{"message 1 from 12D3", " (1 element)\n", "message 2 from 12D3", " (2 elements)\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("recv printed %q, want %q", text, want)
+		}
+	}
+}
+
 // TestSocket10MiB: a 10 MiB file crosses send --socket / recv --socket
 // byte for byte, and both exit 0. The data goes through files, not this
 // process's memory: children inherit its peak RSS, which other tests
@@ -558,7 +579,7 @@ func TestRecvPSKRequiresSealed(t *testing.T) {
 func TestRecvPrintsPeerTextSafely(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
 	const (
-		name = "x\x1b]0;pwned\x07\nmessage 2 from 12D3KooWFake (1 elements)"
+		name = "x\x1b]0;pwned\x07\nmessage 2 from 12D3KooWFake (1 element)"
 		ns   = "n\u202es"
 		mime = "text/plain;x=\"\x1b[31m\u009b\""
 		body = "line1\r\x1b[2K\u009b31mline2"

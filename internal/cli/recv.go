@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -443,7 +444,7 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message, reps
 	if r.Relayed {
 		via = ", relayed"
 	}
-	if _, err := fmt.Fprintf(w, "message %d from %s (%d elements%s)\n", n, sender(r), m.Len(), via); err != nil {
+	if _, err := fmt.Fprintf(w, "message %d from %s (%s%s)\n", n, sender(r), english.Count(m.Len(), "element", "elements"), via); err != nil {
 		return err
 	}
 	for i, e := range m.Elements() {

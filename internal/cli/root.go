@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -208,11 +209,7 @@ func refusal(err error) string {
 	if r.Reason == "" {
 		return ""
 	}
-	n := "1 message"
-	if ud.Count != 1 {
-		n = fmt.Sprintf("%d messages", ud.Count)
-	}
-	return fmt.Sprintf("refused by the receiver: %s (%s not delivered)", cutLine(oneLine(r.Reason), maxErrorLine), n)
+	return fmt.Sprintf("refused by the receiver: %s (%s not delivered)", cutLine(oneLine(r.Reason), maxErrorLine), english.Count(ud.Count, "message", "messages"))
 }
 
 // quietLibp2p keeps go-libp2p's own log lines off stderr, which carries

@@ -1,7 +1,7 @@
-// Package english words counts in the experiments' reports: "1 cell",
-// "2 cells". It sits beside internal/lab and internal/swarm, which write
-// those reports and share no other package (a swarm peer links no lab
-// code).
+// Package english words counts in the command's output and the
+// experiments' reports: "1 cell", "2 cells". It sits beside internal/cli,
+// internal/lab and internal/swarm, which write them and share no other
+// package (a swarm peer links no lab code).
 package english
 
 import "strconv"
