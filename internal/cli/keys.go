@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -284,6 +285,71 @@ func (f modelFile) usedBy(first uint32) string {
 	return fmt.Sprintf("%s@%d", f.codec, f.id)
 }
 
+// givenIDs returns the IDs of the --dict and --model files for codec.
+func (k *codecKeys) givenIDs(codec string) []uint32 {
+	var ids []uint32
+	for _, f := range k.files {
+		if f.codec == codec {
+			ids = append(ids, f.id)
+		}
+	}
+	return ids
+}
+
+// builtinModelFiles returns the built-in models' files; tests count its
+// calls to see when the models are built.
+var builtinModelFiles = codecbench.ModelFiles
+
+// builtinRegistry builds the built-in models (codecbench.ModelFiles) and
+// returns a registry whose xml and zstd codecs decode with them.
+func builtinRegistry() (*encoding.Registry, error) {
+	files, err := builtinModelFiles()
+	if err != nil {
+		return nil, fmt.Errorf("built-in models: %w", err)
+	}
+	var m encoding.Models
+	for _, f := range files {
+		if _, _, err := m.Add(f); err != nil {
+			return nil, fmt.Errorf("built-in models: %w", err)
+		}
+	}
+	return m.Registry()
+}
+
+// builtinModels is a decoding xml or zstd codec, holding the models given
+// on the command line, that decodes a layer naming a built-in model's ID
+// with the built-in models, built (once, for every codec of the registry)
+// when a layer first names one. A layer naming an ID neither has is
+// refused by the codec given, naming the ID, as before.
+type builtinModels struct {
+	encoding.Codec
+	given    []uint32 // IDs of the models given: a file may be a built-in model itself (notBuiltin)
+	builtins func() (*encoding.Registry, error)
+}
+
+// Kind is the codec's: it decides how codecs may nest.
+func (b *builtinModels) Kind() encoding.Kind {
+	if k, ok := b.Codec.(interface{ Kind() encoding.Kind }); ok {
+		return k.Kind()
+	}
+	return encoding.KindOther
+}
+
+func (b *builtinModels) Decode(dst, src []byte, p encoding.Params, bind encoding.Binding, max int) ([]byte, error) {
+	if _, builtin := codecbench.BuiltinModel(p.DictID); !builtin || slices.Contains(b.given, p.DictID) {
+		return b.Codec.Decode(dst, src, p, bind, max)
+	}
+	r, err := b.builtins()
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.Lookup(b.Name())
+	if err != nil {
+		return nil, err
+	}
+	return c.Decode(dst, src, p, bind, max)
+}
+
 // builtinID returns an error if id is a built-in model's
 // (codecbench.BuiltinModel), which a user's model must not take: a
 // receiver given no model file decodes frames naming that ID with the
@@ -386,37 +452,23 @@ func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 	return codecs, nil
 }
 
-// addBuiltinModels adds the built-in models and dictionaries
-// (codecbench.Models) to those given, for decoding: a sender names them
-// (xml@employees) with no file, so a receiver needs none either. A
-// --model file has another ID, or is the built-in model itself (load).
-func (k *codecKeys) addBuiltinModels() error {
-	files, err := codecbench.ModelFiles()
-	if err != nil {
-		return fmt.Errorf("built-in models: %w", err)
-	}
-	for _, f := range files {
-		if _, _, err := k.models.Add(f); err != nil && !errors.Is(err, encoding.ErrBadOption) {
-			return fmt.Errorf("built-in models: %w", err)
-		}
-	}
-	return nil
-}
-
 // registry is the default registry with xml and zstd holding the models
-// and dictionaries given and seal the keys, for decoding.
+// and dictionaries given and seal the keys, for decoding. xml and zstd
+// decode with the built-in models too (codecbench.Models): a sender names
+// them (xml@employees) with no file, so a receiver needs none either.
+// Those are built when a frame first names one (builtinModels), not here:
+// training them is most of what a receiver allocates at start, and most
+// receivers never see one.
 func (k *codecKeys) registry() (*encoding.Registry, error) {
 	sealOpts, err := k.sealOptions()
 	if err != nil {
-		return nil, err
-	}
-	if err := k.addBuiltinModels(); err != nil {
 		return nil, err
 	}
 	base, err := k.models.Registry()
 	if err != nil {
 		return nil, err
 	}
+	builtins := sync.OnceValues(builtinRegistry)
 	r, err := encoding.NewRegistry()
 	if err != nil {
 		return nil, err
@@ -426,10 +478,13 @@ func (k *codecKeys) registry() (*encoding.Registry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if name == seal.Name {
+		switch name {
+		case seal.Name:
 			if c, err = seal.New(sealOpts...); err != nil {
 				return nil, err
 			}
+		case xmlc.Name, zstd.Name:
+			c = &builtinModels{Codec: c, given: k.givenIDs(name), builtins: builtins}
 		}
 		if err := r.Register(c); err != nil {
 			return nil, err
