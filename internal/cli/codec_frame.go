@@ -137,6 +137,9 @@ decoding.`,
 				if _, err := os.Stat(identity); err != nil {
 					return fmt.Errorf("identity: %w", err)
 				}
+				if err := checkKeyPath("--identity "+identity, identity); err != nil {
+					return err
+				}
 				k, err := node.LoadOrCreateKey(identity)
 				if err != nil {
 					return err

@@ -385,6 +385,7 @@ func TestKeyNotARegularFile(t *testing.T) {
 	}{
 		{[]string{"id", "--key", dir}, "--key " + dir + ": is a directory"},
 		{[]string{"id", "--key", fifo}, "--key " + fifo + ": is a named pipe (FIFO)"},
+		{[]string{"codec", "decode", "--identity", dir}, "--identity " + dir + ": is a directory"},
 		{[]string{"recv", "--pipe", a, "--key", dir, "--count", "1"}, "--key " + dir + ": is a directory"},
 		{[]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--key", dir}, "--key " + dir + ": is a directory"},
 		{[]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--encode", "seal", "--psk", dir}, "pre-shared key " + dir + ": is a directory"},
