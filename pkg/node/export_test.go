@@ -21,6 +21,12 @@ func WithLoopbackHandshakeLimit() Option {
 	return func(c *config) error { c.limitLoopback = true; return nil }
 }
 
+// WithPeerMemoryLimit limits every peer's memory on the node to n bytes,
+// so that a test peer can reach the limit with a few streams.
+func WithPeerMemoryLimit(n int64) Option {
+	return func(c *config) error { c.peerMemory = n; return nil }
+}
+
 // LimitedProtocols lists the layers' protocols the node sizes limits for.
 func LimitedProtocols() []protocol.ID {
 	return []protocol.ID{endpointProtocol, socketProtocol, resolverProtocol, bindingProtocol}

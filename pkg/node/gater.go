@@ -52,6 +52,20 @@ type GateStats struct {
 	// StreamsRefused: streams the resource manager refused over its
 	// limits (per peer, per protocol, per service; see limits).
 	StreamsRefused uint64
+	// MemoryRefused: memory reservations the resource manager refused
+	// over its limits (per connection, per peer, per stream, the node's),
+	// each counted once, at the scope it was asked of. What a refusal
+	// does depends on what asked:
+	//   - a yamux stream's first receive window (256 KiB, reserved in its
+	//     peer's scope, so against the peer's and the node's limits):
+	//     for an inbound stream, yamux ends the whole connection, every
+	//     stream on it reset; for one the node opens, the open fails;
+	//   - a yamux or QUIC receive window's growth (a stream read fast
+	//     doubles its window, up to 16 MiB): the window stays as it is,
+	//     the stream goes on at that rate, nothing lost;
+	//   - a protocol's buffer in a stream's scope (identify, ping, relay,
+	//     hole punching): that protocol resets the stream.
+	MemoryRefused uint64
 }
 
 // GateStats returns what the node has refused so far.
@@ -61,6 +75,7 @@ func (n *Node) GateStats() GateStats {
 		HandshakesRefused: n.gate.handshakesRefused.Load(),
 		ConnsRefused:      n.gate.refusals.conns.Load(),
 		StreamsRefused:    n.gate.refusals.streams.Load(),
+		MemoryRefused:     n.gate.memoryRefused.Load(),
 	}
 }
 
@@ -102,6 +117,7 @@ type gate struct {
 
 	relayedRefused    atomic.Uint64
 	handshakesRefused atomic.Uint64
+	memoryRefused     atomic.Uint64
 	refusals          refusals
 }
 

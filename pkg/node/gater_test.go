@@ -314,3 +314,37 @@ func TestRelayProtectionBounded(t *testing.T) {
 		t.Fatal("the relay closed the connection (and dropped the reservation): still protected")
 	}
 }
+
+// TestMemoryRefused: a connected peer opens more streams, and writes on
+// them, than its memory limit on the node holds receive windows for
+// (yamux reserves each stream's first window, 256 KiB, in its peer's
+// scope). The node refuses the reservation, counted
+// (GateStats.MemoryRefused), and yamux ends the peer's connection.
+func TestMemoryRefused(t *testing.T) {
+	const windows = 4
+	n := testutil.NewNode(t, node.WithPeerMemoryLimit(windows*256<<10))
+	n.Host().SetStreamHandler("/test/hold/1.0.0", func(s network.Stream) { io.Copy(io.Discard, s); s.Reset() })
+	h := rawHost(t, "", nil)
+	if err := h.Connect(context.Background(), n.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	// No redial once the node has ended the connection.
+	ctx := network.WithNoDial(within(t), "test")
+	opened := 0
+	for range 4 * windows {
+		s, err := h.NewStream(ctx, n.ID(), "/test/hold/1.0.0")
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { s.Reset() })
+		if _, err := s.Write([]byte("held")); err != nil {
+			break
+		}
+		opened++
+	}
+	ended := func() bool { return n.Host().Network().Connectedness(h.ID()) != network.Connected }
+	if !waitFor(within(t), func() bool { return n.GateStats().MemoryRefused > 0 && ended() }) {
+		t.Fatalf("a peer opened %d streams of 256 KiB windows within a limit of %d: %d reservations refused, connection ended: %v",
+			opened, windows, n.GateStats().MemoryRefused, ended())
+	}
+}

@@ -208,8 +208,10 @@ func raiseInbound(r *rcmgr.ResourceLimits, n rcmgr.LimitVal) {
 	}
 }
 
-// refusals counts what the resource manager refuses (rcmgr's metrics
-// hooks); it implements rcmgr.MetricsReporter.
+// refusals counts the connections and streams the resource manager
+// refuses (rcmgr's metrics hooks); it implements rcmgr.MetricsReporter.
+// Memory refusals are counted by memoryCounter: this hook reports one
+// refusal at every scope on its way up.
 type refusals struct {
 	conns, streams atomic.Uint64
 }

@@ -58,13 +58,15 @@
 // connections (252 inbound, all of which may be handshaking), 28,229
 // streams (24,192 inbound: MaxInboundStreamsPerPeer for each inbound
 // connection, so that inbound peers cannot take one another's) and
-// 3.1 GiB; per peer, 8 connections, 96 inbound streams and 441 MiB; per
-// connection 32 MiB, which bounds the flow-control windows yamux grows
-// on it (each stream's up to 16 MiB); per peer and protocol, the
-// Max…StreamsPerPeer constants. Every yamux stream reserves its first
-// receive window, 256 KiB, against its peer's memory and the node's, so
-// that a peer holding its whole share of streams reserves 24 MiB, and
-// 131 such peers reach the node's memory limit before its stream limits.
+// 3.1 GiB; per peer, 8 connections, 96 inbound streams and 441 MiB,
+// which bound the flow-control windows yamux grows (each stream's up to
+// 16 MiB, reserved in its peer's scope); per connection 32 MiB (QUIC's
+// windows); per peer and protocol, the Max…StreamsPerPeer constants.
+// Every yamux stream reserves its first receive window, 256 KiB, against
+// its peer's memory and the node's, so that a peer holding its whole
+// share of streams reserves 24 MiB, and 131 such peers reach the node's
+// memory limit before its stream limits; a refused reservation is
+// counted (GateStats.MemoryRefused, which says what each does).
 // A remote host has at most MaxHandshakesPerHost connections handshaking
 // at once; relayed connections come only through relays the node holds
 // a reservation with (Reserve). GateStats counts what is refused.
@@ -184,6 +186,9 @@ type config struct {
 	// limitLoopback applies MaxHandshakesPerHost to loopback hosts too
 	// (tests only).
 	limitLoopback bool
+	// peerMemory, if not 0, is every peer's memory limit in bytes
+	// (tests only).
+	peerMemory int64
 	// noConnGrace sets the connection manager's grace period to 0, so
 	// that a test can trim at once (tests only).
 	noConnGrace bool
@@ -376,12 +381,18 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	g := newGate()
-	limiter := rcmgr.NewFixedLimiter(limits(c.socketStreams))
+	lc := limits(c.socketStreams)
+	if c.peerMemory > 0 {
+		pl := lc.ToPartialLimitConfig()
+		pl.PeerDefault.Memory = rcmgr.LimitVal64(c.peerMemory)
+		lc = pl.Build(rcmgr.ConcreteLimitConfig{})
+	}
+	limiter := rcmgr.NewFixedLimiter(lc)
 	inner, err := rcmgr.NewResourceManager(limiter, rcmgr.WithMetrics(&g.refusals))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
-	rm := &handshakeLimiter{ResourceManager: inner, max: MaxHandshakesPerHost, limitLoopback: c.limitLoopback,
+	rm := &handshakeLimiter{ResourceManager: &memoryCounter{ResourceManager: inner, refused: &g.memoryRefused}, max: MaxHandshakesPerHost, limitLoopback: c.limitLoopback,
 		refused: &g.handshakesRefused, inProgress: map[netip.Prefix]int{}}
 	grace := ConnGrace
 	if c.noConnGrace {
