@@ -71,3 +71,9 @@ func RelayProtectedUntil(n *Node, relay peer.ID) time.Time {
 	defer n.gate.mu.Unlock()
 	return n.gate.expiry[relay].until
 }
+
+// HandshakeSlots is how many inbound connections the node lets handshake
+// at once (the transient scope's inbound connections).
+func HandshakeSlots() int {
+	return int(limits(MaxSocketStreamsPerPeer).ToPartialLimitConfig().Transient.ConnsInbound)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/p2pmsg/p2pmsg/internal/hostkey"
 )
@@ -32,6 +35,24 @@ import (
 // limit: processes on the machine itself are not strangers (a lab swarm
 // runs dozens of nodes on 127.0.0.1 that dial one another at once, and
 // would trip it), and they could do worse than hold sockets.
+//
+// Hosts together may handshake on every inbound connection slot. When
+// the resource manager has none left for a new inbound connection, the
+// connection displaces a TCP or WebSocket handshake in progress, the
+// oldest of the host with the most in progress, the new connection
+// counted with its host's (loopback included), closed at once and
+// counted (GateStats.HandshakesDisplaced). Silent sockets from many
+// hosts then no longer keep every other peer out until they time out
+// (15 s): to displace an honest peer's handshake (one in progress from
+// its host), every other host must hold at most one, and each
+// displacement takes a socket from a host holding none, so the sockets
+// must come from as many hosts as there are slots for handshakes (every
+// inbound connection slot when no peer is connected: 252 on a 24 GiB
+// machine) and keep coming from fresh ones, a slot's worth before the
+// honest handshake ends (a few round trips), while go-libp2p lets one
+// IPv4 address open a connection every 5 s after a burst of 16. Nothing
+// waits for it: a displacement happens only when the connection would
+// be refused otherwise.
 const MaxHandshakesPerHost = 8
 
 // ErrHandshakesPerHost is the resource manager's refusal of a connection
@@ -46,6 +67,10 @@ type GateStats struct {
 	// HandshakesRefused: inbound connections from a host with
 	// MaxHandshakesPerHost handshakes in progress.
 	HandshakesRefused uint64
+	// HandshakesDisplaced: inbound connections closed during their
+	// security handshake to let a newer one in, every slot for
+	// handshakes being taken (see MaxHandshakesPerHost).
+	HandshakesDisplaced uint64
 	// ConnsRefused: connections the resource manager refused over its
 	// limits (system, transient, per peer).
 	ConnsRefused uint64
@@ -71,11 +96,12 @@ type GateStats struct {
 // GateStats returns what the node has refused so far.
 func (n *Node) GateStats() GateStats {
 	return GateStats{
-		RelayedRefused:    n.gate.relayedRefused.Load(),
-		HandshakesRefused: n.gate.handshakesRefused.Load(),
-		ConnsRefused:      n.gate.refusals.conns.Load(),
-		StreamsRefused:    n.gate.refusals.streams.Load(),
-		MemoryRefused:     n.gate.memoryRefused.Load(),
+		RelayedRefused:      n.gate.relayedRefused.Load(),
+		HandshakesRefused:   n.gate.handshakesRefused.Load(),
+		HandshakesDisplaced: n.gate.handshakesDisplaced.Load(),
+		ConnsRefused:        n.gate.refusals.conns.Load(),
+		StreamsRefused:      n.gate.refusals.streams.Load(),
+		MemoryRefused:       n.gate.memoryRefused.Load(),
 	}
 }
 
@@ -114,11 +140,15 @@ type gate struct {
 	cm     connmgr.ConnManager
 	expiry map[peer.ID]protection
 	closed bool
+	// accepted hands the connections let in to the handshake limiter,
+	// which may displace them while they handshake.
+	accepted func(manet.Conn)
 
-	relayedRefused    atomic.Uint64
-	handshakesRefused atomic.Uint64
-	memoryRefused     atomic.Uint64
-	refusals          refusals
+	relayedRefused      atomic.Uint64
+	handshakesRefused   atomic.Uint64
+	handshakesDisplaced atomic.Uint64
+	memoryRefused       atomic.Uint64
+	refusals            refusals
 }
 
 func newGate() *gate {
@@ -237,6 +267,9 @@ func isRelayed(a ma.Multiaddr) bool {
 func (g *gate) InterceptAccept(c network.ConnMultiaddrs) bool {
 	a := c.RemoteMultiaddr()
 	if !isRelayed(a) {
+		if mc, ok := c.(manet.Conn); ok && g.accepted != nil {
+			g.accepted(mc)
+		}
 		return true
 	}
 	if relay, ok := relayOf(a); ok && g.holdsReservation(relay) {
@@ -259,14 +292,39 @@ func (g *gate) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) 
 // their peer or they close, and refuses those beyond
 // MaxHandshakesPerHost. Relayed connections are not counted: only
 // relays this node holds a reservation with get them past the gater.
+//
+// When the resource manager refuses an inbound connection over its
+// connection limits (the transient scope's, which every handshake holds
+// a slot of, or the node's), the connection displaces a handshake in
+// progress (see displace) and asks again, so that silent sockets from
+// many hosts cannot keep every honest peer out until they time out. It
+// counts the connections refused in the end (GateStats.ConnsRefused), so
+// that one let in by a displacement is not counted refused.
 type handshakeLimiter struct {
 	network.ResourceManager
 	max           int
 	limitLoopback bool // tests only: loopback is exempt otherwise
 	refused       *atomic.Uint64
+	displaced     *atomic.Uint64
+	connsRefused  *atomic.Uint64
 
 	mu         sync.Mutex
 	inProgress map[netip.Prefix]int
+	// accepted holds the connections the gater let in (InterceptAccept),
+	// by remote address, until OpenConnection takes them: the listener
+	// calls one right after the other, in the same goroutine, so it
+	// holds at most one per listener accepting at that moment.
+	accepted map[string][]io.Closer
+	// queues holds the displaceable handshakes in progress by host,
+	// oldest first: those whose connection the gater handed over.
+	queues map[netip.Prefix][]*handshakeScope
+	seq    uint64
+}
+
+func newHandshakeLimiter(rm network.ResourceManager, limitLoopback bool, g *gate) *handshakeLimiter {
+	return &handshakeLimiter{ResourceManager: rm, max: MaxHandshakesPerHost, limitLoopback: limitLoopback,
+		refused: &g.handshakesRefused, displaced: &g.handshakesDisplaced, connsRefused: &g.refusals.conns,
+		inProgress: map[netip.Prefix]int{}, accepted: map[string][]io.Closer{}, queues: map[netip.Prefix][]*handshakeScope{}}
 }
 
 // GetConnLimit passes go-libp2p's check of the connection manager's
@@ -278,28 +336,137 @@ func (l *handshakeLimiter) GetConnLimit() int {
 	return 0
 }
 
+// accept records a connection the gater let in, for the OpenConnection
+// that follows (a TCP or WebSocket connection: the other transports
+// open the scope themselves, and hand the gater no connection of ours to
+// close).
+func (l *handshakeLimiter) accept(c manet.Conn) {
+	k := c.RemoteMultiaddr().String()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.accepted[k] = append(l.accepted[k], c)
+}
+
+// takeAccepted returns the connection accept recorded from endpoint, or
+// nil.
+func (l *handshakeLimiter) takeAccepted(endpoint ma.Multiaddr) io.Closer {
+	k := endpoint.String()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cs := l.accepted[k]
+	if len(cs) == 0 {
+		return nil
+	}
+	if len(cs) == 1 {
+		delete(l.accepted, k)
+	} else {
+		l.accepted[k] = cs[1:]
+	}
+	return cs[0]
+}
+
 func (l *handshakeLimiter) OpenConnection(dir network.Direction, usefd bool, endpoint ma.Multiaddr) (network.ConnManagementScope, error) {
 	if dir != network.DirInbound || isRelayed(endpoint) {
-		return l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+		s, err := l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+		if err != nil {
+			l.connsRefused.Add(1)
+		}
+		return s, err
 	}
+	conn := l.takeAccepted(endpoint)
 	h, ok := hostkey.FromMultiaddr(endpoint)
-	if !ok || (h.Addr().IsLoopback() && !l.limitLoopback) {
-		return l.ResourceManager.OpenConnection(dir, usefd, endpoint)
-	}
-	l.mu.Lock()
-	if l.inProgress[h] >= l.max {
+	limited := ok && (!h.Addr().IsLoopback() || l.limitLoopback)
+	if limited {
+		l.mu.Lock()
+		if l.inProgress[h] >= l.max {
+			l.mu.Unlock()
+			l.refused.Add(1)
+			return nil, fmt.Errorf("%w: %v", ErrHandshakesPerHost, h)
+		}
+		l.inProgress[h]++
 		l.mu.Unlock()
-		l.refused.Add(1)
-		return nil, fmt.Errorf("%w: %v", ErrHandshakesPerHost, h)
 	}
-	l.inProgress[h]++
-	l.mu.Unlock()
 	s, err := l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+	if errors.Is(err, network.ErrResourceLimitExceeded) && l.displace(h, ok) {
+		s, err = l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+	}
+	hs := &handshakeScope{ConnManagementScope: s, l: l, host: h, conn: conn}
+	hs.release = sync.OnceFunc(func() {
+		if limited {
+			l.release(h)
+		}
+	})
 	if err != nil {
-		l.release(h)
+		hs.release()
+		l.connsRefused.Add(1)
 		return nil, err
 	}
-	return &handshakeScope{ConnManagementScope: s, release: sync.OnceFunc(func() { l.release(h) })}, nil
+	if ok && conn != nil {
+		l.mu.Lock()
+		l.seq++
+		hs.seq, hs.queued = l.seq, true
+		l.queues[h] = append(l.queues[h], hs)
+		l.mu.Unlock()
+	}
+	return hs, nil
+}
+
+// displace closes a handshake in progress to free its slot for a new
+// connection from host (if known): the oldest of the host with the
+// most in progress, the new connection counted with its host's, so that
+// a host at the top displaces its own (on a tie, the oldest handshake's
+// host). An honest peer's handshake takes a few round trips; to displace
+// it (one in progress from its host), every other host must hold at most
+// one, and each displacement takes a connection from a host holding
+// none: one host's silent sockets, or a few hosts', only displace one
+// another. It reports whether it displaced one (none are in progress
+// when established connections fill the slots, or only handshakes it
+// cannot close).
+func (l *handshakeLimiter) displace(host netip.Prefix, known bool) bool {
+	l.mu.Lock()
+	held := func(h netip.Prefix) int {
+		if known && h == host {
+			return len(l.queues[h]) + 1
+		}
+		return len(l.queues[h])
+	}
+	var victim *handshakeScope
+	for h, q := range l.queues {
+		if victim == nil || held(h) > held(victim.host) || held(h) == held(victim.host) && q[0].seq < victim.seq {
+			victim = q[0]
+		}
+	}
+	if victim == nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.dequeue(victim)
+	victim.displaced = true
+	l.mu.Unlock()
+	victim.conn.Close()
+	// Ends its scope now, rather than when its handshake fails on the
+	// closed connection, so the slot is free for the connection asking.
+	victim.ConnManagementScope.Done()
+	victim.release()
+	l.displaced.Add(1)
+	return true
+}
+
+// dequeue removes s from its host's queue, if there; l.mu is held.
+func (l *handshakeLimiter) dequeue(s *handshakeScope) {
+	if !s.queued {
+		return
+	}
+	s.queued = false
+	q := l.queues[s.host]
+	if i := slices.Index(q, s); i >= 0 {
+		q = slices.Delete(q, i, i+1) // clears the vacated element
+	}
+	if len(q) == 0 {
+		delete(l.queues, s.host)
+	} else {
+		l.queues[s.host] = q
+	}
 }
 
 func (l *handshakeLimiter) release(h netip.Prefix) {
@@ -310,19 +477,41 @@ func (l *handshakeLimiter) release(h netip.Prefix) {
 	}
 }
 
+// ErrHandshakeDisplaced fails the end of a handshake that was displaced
+// (its connection closed) to let another connection in.
+var ErrHandshakeDisplaced = errors.New("node: handshake displaced by a newer connection")
+
 // handshakeScope ends its host's handshake at SetPeer (the handshake
-// named the peer) or Done (the connection closed).
+// named the peer) or Done (the connection closed), or when displaced.
 type handshakeScope struct {
 	network.ConnManagementScope
-	release func()
+	l       *handshakeLimiter
+	host    netip.Prefix
+	conn    io.Closer // nil: not displaceable
+	release func()    // ends the handshake for its host's count
+
+	// guarded by l.mu
+	seq       uint64
+	queued    bool
+	displaced bool
 }
 
 func (s *handshakeScope) SetPeer(p peer.ID) error {
-	defer s.release()
+	s.l.mu.Lock()
+	s.l.dequeue(s)
+	displaced := s.displaced
+	s.l.mu.Unlock()
+	s.release()
+	if displaced {
+		return ErrHandshakeDisplaced
+	}
 	return s.ConnManagementScope.SetPeer(p)
 }
 
 func (s *handshakeScope) Done() {
+	s.l.mu.Lock()
+	s.l.dequeue(s)
+	s.l.mu.Unlock()
 	s.ConnManagementScope.Done()
 	s.release()
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,6 +239,104 @@ func TestHandshakesPerHost(t *testing.T) {
 	}
 	if got := n.GateStats().HandshakesRefused; got != want {
 		t.Fatalf("%d refused after honest peers connected, want %d", got, want)
+	}
+}
+
+// TestHandshakeSlotsFromManyHosts: hosts 127.0.0.2, .3, … open raw
+// TCP sockets to the node, each up to MaxHandshakesPerHost, until they
+// hold every handshake slot (ten hosts for 79 slots), and send nothing.
+// An honest peer from another host then connects: its connection
+// displaces one of their handshakes, counted, while they keep the
+// other slots.
+func TestHandshakeSlotsFromManyHosts(t *testing.T) {
+	n := testutil.NewNode(t, node.WithLoopbackHandshakeLimit())
+	na, err := manet.ToNetAddr(n.Host().Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := node.HandshakeSlots()
+	for i := range slots {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i/node.MaxHandshakesPerHost))}}
+		c, err := d.Dial("tcp", na.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	hosts := (slots + node.MaxHandshakesPerHost - 1) / node.MaxHandshakesPerHost
+	if !waitFor(within(t), func() bool { return transientInbound(n) == slots }) {
+		t.Fatalf("%d silent sockets from %d hosts: the transient scope holds %d inbound connections, want %d",
+			slots, hosts, transientInbound(n), slots)
+	}
+	start := time.Now()
+	err = rawHost(t, "", nil).Connect(within(t), n.AddrInfo())
+	t.Logf("honest dial: %v after %v", err, time.Since(start))
+	if err != nil {
+		t.Fatalf("an honest peer's dial while %d silent sockets from %d hosts hold the handshake slots: %v", slots, hosts, err)
+	}
+	st := n.GateStats()
+	if st.HandshakesDisplaced != 1 || st.HandshakesRefused != 0 || st.ConnsRefused != 0 {
+		t.Fatalf("after the honest peer connected: %+v, want 1 handshake displaced, none refused", st)
+	}
+	if got := transientInbound(n); got != slots-1 {
+		t.Fatalf("the silent sockets hold %d handshake slots, want %d (one displaced)", got, slots-1)
+	}
+}
+
+// TestHandshakeDisplacesFullestHost: a lone silent socket from one host
+// takes a handshake slot, then silent sockets from hosts holding
+// MaxHandshakesPerHost each take the others; then 16 more hosts open
+// one each. Every displaced handshake is one of the full hosts': the
+// lone one stays, though it is the oldest.
+func TestHandshakeDisplacesFullestHost(t *testing.T) {
+	n := testutil.NewNode(t, node.WithLoopbackHandshakeLimit())
+	na, err := manet.ToNetAddr(n.Host().Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent := func(ip net.IP, closed *atomic.Int64) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		c, err := d.Dial("tcp", na.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			io.Copy(io.Discard, c)
+			closed.Add(1)
+		}()
+		t.Cleanup(func() { c.Close(); <-done })
+	}
+	// The sockets the node closed: the lone one, of the full hosts,
+	// of the hosts that come last.
+	var lone, full, last atomic.Int64
+	silent(net.IPv4(127, 0, 1, 1), &lone)
+	if !waitFor(within(t), func() bool { return transientInbound(n) == 1 }) {
+		t.Fatal("the lone socket holds no handshake slot")
+	}
+	slots := node.HandshakeSlots()
+	for i := range slots - 1 {
+		silent(net.IPv4(127, 0, 0, byte(2+i/node.MaxHandshakesPerHost)), &full)
+	}
+	if !waitFor(within(t), func() bool { return transientInbound(n) == slots }) {
+		t.Fatalf("the transient scope holds %d inbound connections, want %d", transientInbound(n), slots)
+	}
+	const more = 16
+	for i := range more {
+		silent(net.IPv4(127, 0, 2, byte(1+i)), &last)
+	}
+	// Each of the last displaces one handshake; the lone one's would
+	// leave one of the full hosts' fewer closed. The wait ends before
+	// the node's handshake timeout (15 s) closes every silent socket.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !waitFor(ctx, func() bool { return full.Load() == more }) || lone.Load() != 0 || last.Load() != 0 {
+		t.Fatalf("%d sockets opened with every slot taken (%d displacements counted): closed %d of the full hosts', %d of the last, the lone one: %v",
+			more, n.GateStats().HandshakesDisplaced, full.Load(), last.Load(), lone.Load() != 0)
+	}
+	if got := n.GateStats().HandshakesDisplaced; got != more {
+		t.Fatalf("%d handshakes displaced, want %d", got, more)
 	}
 }
 

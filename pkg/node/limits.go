@@ -219,7 +219,7 @@ type refusals struct {
 var _ rcmgr.MetricsReporter = (*refusals)(nil)
 
 func (r *refusals) AllowConn(network.Direction, bool)      {}
-func (r *refusals) BlockConn(network.Direction, bool)      { r.conns.Add(1) }
+func (r *refusals) BlockConn(network.Direction, bool)      {} // handshakeLimiter counts them
 func (r *refusals) AllowStream(peer.ID, network.Direction) {}
 func (r *refusals) BlockStream(peer.ID, network.Direction) { r.streams.Add(1) }
 func (r *refusals) AllowPeer(peer.ID)                      {}

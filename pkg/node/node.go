@@ -68,7 +68,8 @@
 // memory limit before its stream limits; a refused reservation is
 // counted (GateStats.MemoryRefused, which says what each does).
 // A remote host has at most MaxHandshakesPerHost connections handshaking
-// at once; relayed connections come only through relays the node holds
+// at once, and when no slot is left a new connection displaces a
+// handshake of the host with the most; relayed connections come only through relays the node holds
 // a reservation with (Reserve). GateStats counts what is refused.
 // Connection manager: once ConnHighWater (40) connections are open, close
 // all but ConnLowWater (10) of the unprotected ones, sparing connections
@@ -96,7 +97,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -392,8 +392,8 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
-	rm := &handshakeLimiter{ResourceManager: &memoryCounter{ResourceManager: inner, refused: &g.memoryRefused}, max: MaxHandshakesPerHost, limitLoopback: c.limitLoopback,
-		refused: &g.handshakesRefused, inProgress: map[netip.Prefix]int{}}
+	rm := newHandshakeLimiter(&memoryCounter{ResourceManager: inner, refused: &g.memoryRefused}, c.limitLoopback, g)
+	g.accepted = rm.accept
 	grace := ConnGrace
 	if c.noConnGrace {
 		grace = 0
