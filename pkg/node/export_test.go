@@ -77,3 +77,9 @@ func RelayProtectedUntil(n *Node, relay peer.ID) time.Time {
 func HandshakeSlots() int {
 	return int(limits(MaxSocketStreamsPerPeer).ToPartialLimitConfig().Transient.ConnsInbound)
 }
+
+// ConnsInboundPerPeer is how many inbound connections one peer may hold
+// on the node.
+func ConnsInboundPerPeer() int {
+	return int(limits(MaxSocketStreamsPerPeer).ToPartialLimitConfig().PeerDefault.ConnsInbound)
+}

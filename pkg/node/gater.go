@@ -72,7 +72,10 @@ type GateStats struct {
 	// handshakes being taken (see MaxHandshakesPerHost).
 	HandshakesDisplaced uint64
 	// ConnsRefused: connections the resource manager refused over its
-	// limits (system, transient, per peer).
+	// limits (system, transient, go-libp2p's connections and rate per IP
+	// address, or per peer, this one when the handshake has named the
+	// peer), counted once, when refused in the end (not one let in by a
+	// displacement).
 	ConnsRefused uint64
 	// StreamsRefused: streams the resource manager refused over its
 	// limits (per peer, per protocol, per service; see limits).

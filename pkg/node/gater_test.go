@@ -20,6 +20,7 @@ import (
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/util"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -337,6 +338,36 @@ func TestHandshakeDisplacesFullestHost(t *testing.T) {
 	}
 	if got := n.GateStats().HandshakesDisplaced; got != more {
 		t.Fatalf("%d handshakes displaced, want %d", got, more)
+	}
+}
+
+// TestConnsPerPeer: one identity connects to the node from more hosts
+// (go-libp2p hosts sharing its key) than a peer may hold connections.
+// The node refuses those beyond the peer's limit when their handshake
+// names the peer, and counts them (GateStats.ConnsRefused).
+func TestConnsPerPeer(t *testing.T) {
+	n := testutil.NewNode(t)
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id peer.ID
+	perPeer := node.ConnsInboundPerPeer()
+	dialled := perPeer + 4
+	for range dialled {
+		h, err := libp2p.New(libp2p.Identity(key), libp2p.Transport(tcp.NewTCPTransport), libp2p.NoListenAddrs,
+			libp2p.ResourceManager(&network.NullResourceManager{}), libp2p.DisableRelay(), libp2p.DisableMetrics())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		id = h.ID()
+		h.Connect(context.Background(), n.AddrInfo()) // refused or not, as the node's limits decide
+	}
+	held := func() int { return len(n.Host().Network().ConnsToPeer(id)) }
+	if !waitFor(within(t), func() bool { return n.GateStats().ConnsRefused == uint64(dialled-perPeer) && held() == perPeer }) {
+		t.Fatalf("%d connections of one peer: %d held, %d refused (want %d and %d)", dialled, held(), n.GateStats().ConnsRefused,
+			perPeer, dialled-perPeer)
 	}
 }
 

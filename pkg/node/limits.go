@@ -223,7 +223,7 @@ func (r *refusals) BlockConn(network.Direction, bool)      {} // handshakeLimite
 func (r *refusals) AllowStream(peer.ID, network.Direction) {}
 func (r *refusals) BlockStream(peer.ID, network.Direction) { r.streams.Add(1) }
 func (r *refusals) AllowPeer(peer.ID)                      {}
-func (r *refusals) BlockPeer(peer.ID)                      {}
+func (r *refusals) BlockPeer(peer.ID)                      { r.conns.Add(1) } // at SetPeer
 func (r *refusals) AllowProtocol(protocol.ID)              {}
 func (r *refusals) BlockProtocol(protocol.ID)              { r.streams.Add(1) }
 func (r *refusals) BlockProtocolPeer(protocol.ID, peer.ID) { r.streams.Add(1) }
