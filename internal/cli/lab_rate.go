@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ func newLabRateCmd() *cobra.Command {
 		layers, sizes, shapes, transport string
 		messages                         int
 		load                             float64
+		paceStep                         time.Duration
 		asJSON                           bool
 	)
 	cmd := &cobra.Command{
@@ -30,8 +32,9 @@ process, one way, from the Send call to the receiver's handler. For each
 layer, shape (senders goroutines on one node, each sending to every one of
 peers nodes in turn) and payload size: a warm-up, a run of --messages
 messages sent as fast as the senders can (at most 256 MiB of payload), and
-a run of about one second at half that rate, evenly paced, for the latency
-p50 and p99 (so it shows queueing, not saturation).
+a run of about one second at half that rate, paced in steps of --pace-step
+(the messages due in a step handed to the senders at once), for the
+latency p50 and p99 (so it shows queueing, not saturation).
 
 Layers: stream (a raw libp2p stream as go-libp2p makes it, its yamux without
 the node's write coalescing, one Write per message), stream-bufio (the same
@@ -73,8 +76,14 @@ figures within a run, not across machines).`,
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
+			switch {
+			case paceStep < 0:
+				return usageError{fmt.Errorf("--pace-step must not be negative")}
+			case paceStep == 0:
+				paceStep = -1 // lab: as often as it can
+			}
 			res, err := lab.RunRate(ctx, lab.RateConfig{
-				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load,
+				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load, PaceStep: paceStep,
 				Progress: cmd.ErrOrStderr(),
 			})
 			if errors.Is(err, lab.ErrUnknownLayer) || errors.Is(err, lab.ErrRateConfig) {
@@ -103,6 +112,7 @@ figures within a run, not across machines).`,
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")
 	f.Float64Var(&load, "load", 0.5, "the fraction of the measured maximum rate the latency run offers")
+	f.DurationVar(&paceStep, "pace-step", lab.DefaultPaceStep, "how often the latency run hands out the messages that came due (0: as often as it can, a few at a time: see docs/performance.md)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }

@@ -57,6 +57,7 @@ func TestLabRefusesZeroValues(t *testing.T) {
 		{"lab", "swarm", "--settle", "-1s"},
 		{"lab", "rate", "--messages", "0"},
 		{"lab", "rate", "--shapes", "0x1"},
+		{"lab", "rate", "--pace-step", "-1ms"},
 		{"lab", "grid", "--slow-factor", "0"},
 		{"lab", "grid", "--max-message", "0s"},
 	} {

@@ -71,11 +71,27 @@ type RateConfig struct {
 	// Load is the fraction of the measured maximum rate the latency run
 	// offers (default 0.5).
 	Load float64
+	// PaceStep is how often the latency run's pacer hands the senders
+	// the messages that came due (DefaultPaceStep if 0; negative: as
+	// often as it can, yielding between hand-outs).
+	PaceStep time.Duration
 	// Stall ends a run whose receivers have received nothing more for
 	// this long (default 5 s): the rest are counted lost.
 	Stall    time.Duration
 	Progress io.Writer
 }
+
+// DefaultPaceStep is how often the latency run's pacer hands out the
+// messages that came due: Linux's default timer slack for a thread, the
+// shortest a sleeping thread reliably sleeps. A pacer with finer steps
+// cannot sleep between them at the rates measured here (a message is due
+// every microsecond or less): it yields in a loop and hands out a few
+// messages at a time, so the layer under test writes per few messages and
+// keeps every P of the process busy, and Go polls the network only from a
+// P with nothing else to run, or every 10 ms (golang/go#51651): the
+// receiving connection's reader is woken late, and the latency measured
+// is the runtime's, at a load that saturates (docs/performance.md).
+const DefaultPaceStep = 50 * time.Microsecond
 
 // RateResult is one layer, size and shape. MsgsPerS is what the receivers
 // handed over per second while the senders sent as fast as they could
@@ -186,7 +202,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 
 	warm := max(n/10, sh.Senders*sh.Peers)
 	warm -= warm % (sh.Senders * sh.Peers)
-	wt, _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, stall)
+	wt, _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, 0, stall)
 	if err != nil {
 		return res, fmt.Errorf("warm-up: %w", err)
 	}
@@ -201,7 +217,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 		n -= n % (sh.Senders * sh.Peers)
 		res.Messages = n
 	}
-	elapsed, lost, _, err := ratePass(ctx, rig, sink, sh, size, n, copies, 0, stall)
+	elapsed, lost, _, err := ratePass(ctx, rig, sink, sh, size, n, copies, 0, 0, stall)
 	if err != nil {
 		return res, err
 	}
@@ -221,7 +237,11 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	ln := int(res.Offered * lt.Seconds())
 	ln = max(min(ln, int(maxBytes/int64(size))), sh.Senders*sh.Peers)
 	ln -= ln % (sh.Senders * sh.Peers)
-	_, lost, lat, err := ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, stall)
+	step := cfg.PaceStep
+	if step == 0 {
+		step = DefaultPaceStep
+	}
+	_, lost, lat, err := ratePass(ctx, rig, sink, sh, size, ln, copies, res.Offered, max(step, 0), stall)
 	if err != nil {
 		return res, fmt.Errorf("latency run: %w", err)
 	}
@@ -236,17 +256,18 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 
 // ratePass sends n messages of size bytes from sh.Senders goroutines, as
 // fast as they can (rate 0) or paced to rate messages per second in all,
-// and waits until every copy has arrived or arrivals stall. It returns
+// handing them out every step, and waits until every copy has arrived or
+// arrivals stall. It returns
 // the time from the first Send to the last arrival, how many copies did
 // not arrive, and, for a paced pass, the latencies of those that did.
-func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, stall time.Duration) (time.Duration, int64, []int64, error) {
+func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, step, stall time.Duration) (time.Duration, int64, []int64, error) {
 	ps := sink.start(int64(n*copies), rate > 0)
 	defer sink.cur.Store(nil)
 	per := n / sh.Senders
 	// A paced pass has one pacer, which hands the senders tickets for
-	// the messages that have come due since it last woke: one thread
-	// asleep (see pace), however many senders, and no wake-up per
-	// message.
+	// the messages that have come due since it last handed any, at most
+	// once a step: one thread asleep (see pace), however many senders,
+	// and no wake-up per message.
 	var tickets chan int
 	stopPacer := make(chan struct{})
 	var wg sync.WaitGroup
@@ -258,16 +279,20 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 			defer wg.Done()
 			defer close(tickets)
 			start := time.Now()
+			handed := start
 			for given := 0; given < total; {
 				due := min(int(time.Since(start).Seconds()*rate)+1, total)
-				if due <= given {
+				if due <= given || time.Since(handed) < step {
 					next := start.Add(time.Duration(float64(given) / rate * float64(time.Second)))
+					if h := handed.Add(step); next.Before(h) {
+						next = h
+					}
 					pace(next)
 					continue
 				}
 				select {
 				case tickets <- due - given:
-					given = due
+					given, handed = due, time.Now()
 				case <-stopPacer:
 					return
 				}

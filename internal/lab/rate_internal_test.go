@@ -1,0 +1,53 @@
+package lab
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// sinkRig delivers every payload straight to the sink, counting the
+// batches its sender is handed (one idle call after each).
+type sinkRig struct {
+	sink    *rateSink
+	batches atomic.Int64
+}
+
+func (r *sinkRig) sender(int) (rateSend, error) { return r, nil }
+func (r *sinkRig) copies() int                  { return 1 }
+func (r *sinkRig) close() error                 { return nil }
+
+func (r *sinkRig) send(_ context.Context, _ int, p []byte) error {
+	r.sink.deliver(p)
+	return nil
+}
+
+func (r *sinkRig) idle() error {
+	r.batches.Add(1)
+	return nil
+}
+
+// The latency run's pacer hands out what came due at most once a step,
+// however close together the messages are due: a finer one hands out a
+// message or two at a time (the old pacer: about one batch per message
+// here).
+func TestPacerHandsOutOncePerStep(t *testing.T) {
+	const (
+		n    = 200
+		rate = 2000.0 // a message due every 0.5 ms: 100 ms in all
+		step = 20 * time.Millisecond
+	)
+	sink := &rateSink{}
+	rig := &sinkRig{sink: sink}
+	start := time.Now()
+	_, lost, lat, err := ratePass(context.Background(), rig, sink, RateShape{Senders: 1, Peers: 1}, 100, n, 1, rate, step, 5*time.Second)
+	elapsed := time.Since(start)
+	if err != nil || lost != 0 || len(lat) != n {
+		t.Fatalf("pass: %v, %d lost, %d latencies", err, lost, len(lat))
+	}
+	// At most one hand-out per step of the pass, and the first at once.
+	if b, most := rig.batches.Load(), int64(elapsed/step)+2; b > most {
+		t.Errorf("%d batches handed out in %v, want at most %d (one per %v)", b, elapsed, most, step)
+	}
+}
