@@ -3,6 +3,7 @@ package node
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pool "github.com/libp2p/go-buffer-pool"
@@ -53,21 +54,28 @@ const coalesceMax = 64 << 10
 // holds a closing connection no longer than yamux lets it.
 const closeDrain = 100 * time.Millisecond
 
-// coalescingMuxer is go-libp2p's yamux transport on coalescingConns.
-type coalescingMuxer struct{ network.Multiplexer }
+// coalescingMuxer is go-libp2p's yamux transport on coalescingConns,
+// its memory spans ended when refused (yamuxScope).
+type coalescingMuxer struct {
+	network.Multiplexer
+	spans *atomic.Int64 // yamux spans begun and not ended
+}
 
 func (m coalescingMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
+	if scope != nil { // yamux takes a nil scope for none
+		scope = yamuxScope{scope, m.spans}
+	}
 	return m.Multiplexer.NewConn(newCoalescingConn(c), isServer, scope)
 }
 
 // defaultMuxer offers yamux with its writes coalesced, unless muxers were
-// given with WithLibp2pOptions.
-func defaultMuxer() libp2p.Option {
+// given with WithLibp2pOptions; spans counts its live memory spans.
+func defaultMuxer(spans *atomic.Int64) libp2p.Option {
 	return func(cfg *libp2p.Config) error {
 		if len(cfg.Muxers) > 0 {
 			return nil
 		}
-		return cfg.Apply(libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport}))
+		return cfg.Apply(libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport, spans}))
 	}
 }
 

@@ -83,3 +83,7 @@ func HandshakeSlots() int {
 func ConnsInboundPerPeer() int {
 	return int(limits(MaxSocketStreamsPerPeer).ToPartialLimitConfig().PeerDefault.ConnsInbound)
 }
+
+// LiveYamuxSpans is how many of the node's yamux memory spans have begun
+// and not ended.
+func LiveYamuxSpans(n *Node) int64 { return n.gate.yamuxSpans.Load() }

@@ -152,6 +152,9 @@ type gate struct {
 	handshakesDisplaced atomic.Uint64
 	memoryRefused       atomic.Uint64
 	refusals            refusals
+	// yamuxSpans counts the yamux memory spans begun and not ended
+	// (yamuxScope), for tests.
+	yamuxSpans atomic.Int64
 }
 
 func newGate() *gate {

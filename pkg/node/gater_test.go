@@ -477,4 +477,10 @@ func TestMemoryRefused(t *testing.T) {
 		t.Fatalf("a peer opened %d streams of 256 KiB windows within a limit of %d: %d reservations refused, connection ended: %v",
 			opened, windows, n.GateStats().MemoryRefused, ended())
 	}
+	// Every stream's memory span ends with the connection, the refused
+	// one's too (go-yamux drops it unended: yamuxScope ends it), so that
+	// the peer's scope is not held for the node's life.
+	if !waitFor(within(t), func() bool { return node.LiveYamuxSpans(n) == 0 }) {
+		t.Fatalf("%d yamux memory spans still live after the connection ended", node.LiveYamuxSpans(n))
+	}
 }
