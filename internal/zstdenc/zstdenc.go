@@ -20,9 +20,10 @@
 // and all, at the first encode. Encoder instead keeps a pool of
 // single-input encoders of each kind and builds another only when every
 // one it has is busy, up to GOMAXPROCS: what it holds follows the most
-// encodes its callers ran at once, so a codec used by one goroutine builds
-// one encoder, as before, and one shared by many senders encodes on as
-// many cores as they use. Every encoder of a kind is built with the same
+// encodes its callers ran at once, within the last minute (an encoder
+// idle that long, other than the last used, is let go), so a codec used
+// by one goroutine builds one encoder, as before, and one shared by many
+// senders encodes on as many cores as they use. Every encoder of a kind is built with the same
 // options, and EncodeAll starts each input afresh, so which one encodes an
 // input does not change its bytes.
 package zstdenc
@@ -32,6 +33,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	kzstd "github.com/klauspost/compress/zstd"
 )
@@ -108,22 +110,42 @@ func (e *Encoder) EncodeAll(src, dst []byte) []byte {
 // GOMAXPROCS of them make progress at once, and a further encoder would
 // add its tables (34 MB at the best level) without adding throughput; a
 // caller beyond that waits for one to be free, as klauspost's own
-// concurrency makes it wait. Encoders it has built are kept while the pool
-// is open: a codec whose senders encoded at once will likely do so again,
-// and building an encoder again costs its tables again, more than most
-// messages cost to encode.
+// concurrency makes it wait. Encoders it has built are kept while they
+// are used: a codec whose senders encoded at once will likely do so
+// again, and building an encoder again costs its tables again, more than
+// most messages cost to encode; but one left idle for trimAfter, other
+// than the most recently used, is let go.
 type pool struct {
 	opts []kzstd.EOption
 
 	mu     sync.Mutex
-	freed  sync.Cond        // an encoder was put back, or the pool closed
-	idle   []*kzstd.Encoder // the most recently used last
-	built  int              // encoders held: idle and busy
-	bound  int              // encoders it may hold; 0 for GOMAXPROCS
+	freed  sync.Cond // an encoder was put back, or the pool closed
+	idle   []idleEncoder
+	built  int         // encoders held: idle and busy
+	bound  int         // encoders it may hold; 0 for GOMAXPROCS
+	trim   *time.Timer // armed while more than one encoder is idle
 	closed bool
 
 	held func() // tests: called while an encoder is held
 }
+
+// idleEncoder is an encoder the pool holds free, and since when; the
+// pool's idle ones are in the order they were put back, the most
+// recently used last.
+type idleEncoder struct {
+	enc   *kzstd.Encoder
+	since time.Time
+}
+
+// trimAfter is how long an encoder other than the most recently used
+// stays idle before its pool lets it go. The encoders a burst of
+// concurrent encodes built are worth keeping while such bursts recur,
+// which for senders sharing a codec is within seconds; a minute in which
+// one of them was never needed says the senders no longer encode at
+// once, and holding its tables (34 MB at the best level) longer buys
+// nothing. The most recently used encoder is kept however long it idles:
+// what one sender needs stays ready.
+const trimAfter = time.Minute
 
 // newPool returns a pool holding one encoder, built to check opts: it
 // allocates nothing more until it encodes.
@@ -133,7 +155,7 @@ func newPool(opts []kzstd.EOption) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pool{opts: opts, idle: []*kzstd.Encoder{enc}, built: 1}
+	p := &pool{opts: opts, idle: []idleEncoder{{enc, time.Now()}}, built: 1}
 	p.freed.L = &p.mu
 	return p, nil
 }
@@ -161,8 +183,8 @@ func (p *pool) get() *kzstd.Encoder {
 	defer p.mu.Unlock()
 	for !p.closed {
 		if n := len(p.idle); n > 0 {
-			enc := p.idle[n-1]
-			p.idle[n-1] = nil
+			enc := p.idle[n-1].enc
+			p.idle[n-1] = idleEncoder{}
 			p.idle = p.idle[:n-1]
 			return enc
 		}
@@ -188,13 +210,38 @@ func (p *pool) get() *kzstd.Encoder {
 // put gives back an encoder get returned; a closed pool lets it go.
 func (p *pool) put(enc *kzstd.Encoder) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
 		p.built--
-	} else {
-		p.idle = append(p.idle, enc)
-		p.freed.Signal()
+		return
 	}
-	p.mu.Unlock()
+	p.idle = append(p.idle, idleEncoder{enc, time.Now()})
+	p.freed.Signal()
+	if len(p.idle) > 1 && p.trim == nil {
+		p.trim = time.AfterFunc(time.Until(p.idle[0].since.Add(trimAfter)), p.trimIdle)
+	}
+}
+
+// trimIdle lets go the encoders idle for trimAfter but the most recently
+// used one, and arms itself again for the next to come due.
+func (p *pool) trimIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.trim = nil
+	if p.closed {
+		return
+	}
+	cut := time.Now().Add(-trimAfter)
+	n := 0
+	for n < len(p.idle)-1 && !p.idle[n].since.After(cut) {
+		n++
+	}
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	clear(p.idle[len(p.idle) : len(p.idle)+n])
+	p.built -= n
+	if len(p.idle) > 1 {
+		p.trim = time.AfterFunc(time.Until(p.idle[0].since.Add(trimAfter)), p.trimIdle)
+	}
 }
 
 // close lets the free encoders go, and the busy ones as they are put
@@ -204,6 +251,10 @@ func (p *pool) close() {
 	p.closed = true
 	p.built -= len(p.idle)
 	p.idle = nil
+	if p.trim != nil {
+		p.trim.Stop()
+		p.trim = nil
+	}
 	p.freed.Broadcast()
 	p.mu.Unlock()
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	kzstd "github.com/klauspost/compress/zstd"
 
@@ -242,4 +243,52 @@ func TestEncodesRunAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The encoders a burst of concurrent encodes built are let go once they
+// have idled a minute, all but the most recently used, which a sender
+// encoding now and then keeps: a codec that once had a burst does not hold
+// every encoder's tables (34 MB each at the best level) for its life.
+func TestBurstEncodersLetGo(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	src := datasets.DataSet(3)
+	synctest.Test(t, func(t *testing.T) {
+		e, err := zstdenc.New(0, kzstd.WithEncoderLevel(kzstd.SpeedFastest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var burst atomic.Bool
+		burst.Store(true)
+		e.OnHeld(func() {
+			if burst.Load() {
+				<-release
+			}
+		})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { e.EncodeAll(src, nil) })
+		}
+		synctest.Wait()
+		burst.Store(false)
+		close(release)
+		wg.Wait()
+		if small, _ := e.Built(); small != 3 {
+			t.Fatalf("a burst of 3 encodes built %d encoders, want 3", small)
+		}
+		// One sender encodes every 20 s: the burst's others idle on.
+		for range 6 {
+			time.Sleep(20 * time.Second)
+			e.EncodeAll(src, nil)
+			synctest.Wait()
+		}
+		if small, _ := e.Built(); small != 1 {
+			t.Errorf("2 minutes after the burst, with one encode every 20 s, %d encoders held, want 1", small)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if small, _ := e.Built(); small != 1 {
+			t.Errorf("idle for 10 minutes: %d encoders held, want the last used one", small)
+		}
+	})
 }
