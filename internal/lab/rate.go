@@ -256,10 +256,10 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 
 // ratePass sends n messages of size bytes from sh.Senders goroutines, as
 // fast as they can (rate 0) or paced to rate messages per second in all,
-// handing them out every step, and waits until every copy has arrived or
-// arrivals stall. It returns
-// the time from the first Send to the last arrival, how many copies did
-// not arrive, and, for a paced pass, the latencies of those that did.
+// handed out every step, and waits until every copy has arrived or
+// arrivals stall. It returns the time from the first Send to the last
+// arrival, how many copies did not arrive, and, for a paced pass, the
+// latencies of those that did.
 func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, size, n, copies int, rate float64, step, stall time.Duration) (time.Duration, int64, []int64, error) {
 	ps := sink.start(int64(n*copies), rate > 0)
 	defer sink.cur.Store(nil)
@@ -279,7 +279,7 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 			defer wg.Done()
 			defer close(tickets)
 			start := time.Now()
-			handed := start
+			var handed time.Time // none yet: the first message goes at once
 			for given := 0; given < total; {
 				due := min(int(time.Since(start).Seconds()*rate)+1, total)
 				if due <= given || time.Since(handed) < step {
