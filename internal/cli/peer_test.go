@@ -1039,17 +1039,7 @@ func TestSendSocketReceiverInterrupted(t *testing.T) {
 	t.Cleanup(func() { pr.Close() })
 	recv := startTo(t, nil, pw, "recv", "--socket", "--pipe", a, "--listen", loopback)
 	pw.Close() // recv holds its own copy
-	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
-	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-	send.Stdin = bytes.NewReader(bytes.Repeat([]byte("y"), 200000))
-	var stderr bytes.Buffer
-	send.Stderr = &stderr
-	if err := send.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { send.Wait(); close(exited) }()
-	t.Cleanup(func() { send.Process.Kill(); <-exited })
+	send, stderr, exited := startSendSocket(t, a, recv.addrs[0], 200000)
 	if _, err := pr.Read(make([]byte, 1)); err != nil { // the stream has started
 		t.Fatal(err)
 	}
@@ -1069,6 +1059,25 @@ func TestSendSocketReceiverInterrupted(t *testing.T) {
 	if code := send.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("send --socket whose receiver was interrupted mid-stream: exit %d, want 1; stderr %q", code, stderr.String())
 	}
+}
+
+// startSendSocket starts send --socket to the pipe a at peer with n bytes
+// on its stdin, and returns it, its stderr and a channel closed once it
+// has exited (it is killed at the test's end).
+func startSendSocket(t *testing.T, a, peer string, n int) (*exec.Cmd, *bytes.Buffer, <-chan struct{}) {
+	t.Helper()
+	send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", peer)
+	send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	send.Stdin = bytes.NewReader(bytes.Repeat([]byte("y"), n))
+	stderr := new(bytes.Buffer)
+	send.Stderr = stderr
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { send.Wait(); close(exited) }()
+	t.Cleanup(func() { send.Process.Kill(); <-exited })
+	return send, stderr, exited
 }
 
 // TestSendInterrupted: send cut short by SIGINT while it connects exits

@@ -1,9 +1,7 @@
 package cli_test
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,18 +28,8 @@ func TestRecvSocketInterruptedWhileStdoutBlocked(t *testing.T) {
 			t.Cleanup(func() { pr.Close() }) // never read: recv's writes block
 			size := pipeSize(t, pw, 4096)
 			recv := startTo(t, nil, pw, "recv", "--socket", "--pipe", a, "--listen", loopback)
-			pw.Close() // recv holds its own copy
-			send := exec.Command(binary_, "send", "--socket", "--pipe", a, "--peer", recv.addrs[0])
-			send.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
-			send.Stdin = bytes.NewReader(bytes.Repeat([]byte("y"), 1<<20)) // far more than the pipe holds
-			var stderr bytes.Buffer
-			send.Stderr = &stderr
-			if err := send.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan struct{})
-			go func() { send.Wait(); close(exited) }()
-			t.Cleanup(func() { send.Process.Kill(); <-exited })
+			pw.Close()                                                          // recv holds its own copy
+			send, stderr, exited := startSendSocket(t, a, recv.addrs[0], 1<<20) // far more than the pipe holds
 
 			// Once the pipe is full, recv, with more to copy, is stuck
 			// in a write to its stdout.
