@@ -28,8 +28,9 @@ func TestRecvSocketInterruptedWhileStdoutBlocked(t *testing.T) {
 			t.Cleanup(func() { pr.Close() }) // never read: recv's writes block
 			size := pipeSize(t, pw, 4096)
 			recv := startTo(t, nil, pw, "recv", "--socket", "--pipe", a, "--listen", loopback)
-			pw.Close()                                                          // recv holds its own copy
-			send, stderr, exited := startSendSocket(t, a, recv.addrs[0], 1<<20) // far more than the pipe holds
+			pw.Close() // recv holds its own copy
+			// Far more than the pipe holds.
+			send, stderr, exited := startSendSocket(t, a, recv.addrs[0], 1<<20)
 
 			// Once the pipe is full, recv, with more to copy, is stuck
 			// in a write to its stdout.
