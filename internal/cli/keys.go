@@ -452,6 +452,36 @@ func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 	return codecs, nil
 }
 
+// calibrationRegistry returns codecs like reg's, built afresh, for
+// measuring this end's decodes (pathinfo.WithCalibration): the encoders
+// the measurement builds go with them once it is done, where reg's
+// compression codecs, the process's default ones, would keep them (xml's
+// best-level zstd tables alone are 34 MB) for the receiver's life. Each is
+// its codec at its default level, as in reg, without models, which the
+// measurement does not use; seal, built with the keys for each registry,
+// is reg's own (identity, which holds nothing, is one value anyway).
+func calibrationRegistry(reg *encoding.Registry) (*encoding.Registry, error) {
+	out, err := encoding.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range reg.Names() {
+		c, err := reg.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if name != seal.Name {
+			if c, err = encoding.NewCodec(encoding.Spec{Name: name}); err != nil {
+				return nil, err
+			}
+		}
+		if err := out.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // registry is the default registry with xml and zstd holding the models
 // and dictionaries given and seal the keys, for decoding. xml and zstd
 // decode with the built-in models too (codecbench.Models): a sender names

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -93,4 +95,36 @@ func encodeFrame(t *testing.T, spec string, doc []byte, opts ...encoding.BuildOp
 		t.Fatal(err)
 	}
 	return e.Data
+}
+
+// TestCalibrationRegistryIsItsOwn: the codecs recv measures its decodes
+// on are its registry's, at the same levels, but built afresh, so that the
+// encoders measuring builds (xml's best-level tables: 34 MB) go with them
+// rather than stay in the process's default codecs, which recv decodes
+// with, for its life; seal, which holds the keys, is the registry's own,
+// and identity, which holds nothing, is one value.
+func TestCalibrationRegistryIsItsOwn(t *testing.T) {
+	k := codecKeys{psk: bytes.Repeat([]byte{7}, 32)}
+	reg, err := k.registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calib, err := calibrationRegistry(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := calib.Names(), reg.Names(); !slices.Equal(got, want) {
+		t.Fatalf("calibration registry of %v, want %v", got, want)
+	}
+	for _, name := range reg.Names() {
+		c, _ := calib.Lookup(name)
+		r, _ := reg.Lookup(name)
+		d, _ := encoding.Default().Lookup(name)
+		if c.Params() != r.Params() {
+			t.Errorf("%s: measured at %+v, decoding codec at %+v", name, c.Params(), r.Params())
+		}
+		if shared := c == r || c == d; shared != (name == seal.Name || name == "identity") {
+			t.Errorf("%s: shared with the decoding registry: %v", name, shared)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,49 @@ func TestSendEncodeAuto(t *testing.T) {
 	m, _ := adaptive.Load(filepath.Join(cfg, "p2pmsg", "encoding-models.bin"))
 	if len(m.Specs()) == 0 {
 		t.Fatal("the models file holds nothing")
+	}
+}
+
+// recv measures its codecs for the decode profile it serves when a sender
+// first asks for it, not at start (measuring builds every codec's encoder:
+// 50 MB allocated): a first run no sender asks saves no profile; the next,
+// asked by send --encode auto, saves one covering its codecs.
+func TestRecvMeasuresDecodesWhenAsked(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	cfg := t.TempDir()
+	recv := func(args ...string) *daemon {
+		cmd := exec.Command(binary_, append([]string{"recv", "--pipe", a, "--listen", loopback}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+cfg)
+		return startCmd(t, cmd, nil, "recv")
+	}
+	profile := func() []string {
+		m, err := adaptive.Load(filepath.Join(cfg, "p2pmsg", "encoding-models.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Profile().Codecs()
+	}
+	idle := recv()
+	if err := idle.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := idle.wait(t); code != 0 {
+		t.Fatalf("recv interrupted: exit %d: %s", code, idle.stderr)
+	}
+	if got := profile(); len(got) != 0 {
+		t.Fatalf("a recv no sender asked measured %v", got)
+	}
+
+	asked := recv("--count", "1")
+	cmd := exec.Command(binary_, "send", "--pipe", a, "--peer", asked.addrs[0], "--elem", "doc=<a>b</a>", "--mime", "text/xml", "--encode", "auto")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("send: %v: %s", err, out)
+	}
+	if code := asked.wait(t); code != 0 {
+		t.Fatalf("recv: exit %d: %s", code, asked.stderr)
+	}
+	if got, want := profile(), []string{"deflate", "gzip", "identity", "s2", "xml", "zstd"}; !slices.Equal(got, want) {
+		t.Fatalf("recv asked for its profile saved one of %v, want %v", got, want)
 	}
 }

@@ -147,9 +147,16 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil {
 				return err
 			}
-			// Its decode profile covers its codecs before it decodes any.
-			models.CalibrateDecode(reg)
-			info, err := pathinfo.New(p.node.Host(), models)
+			// The profile the first sender to ask gets covers this end's
+			// codecs (those it decoded none of yet measured then):
+			// measuring builds every codec's encoder, and most receivers
+			// are asked by no sender, or only once their models file
+			// knows them.
+			calib, err := calibrationRegistry(reg)
+			if err != nil {
+				return err
+			}
+			info, err := pathinfo.New(p.node.Host(), models, pathinfo.WithCalibration(calib))
 			if err != nil {
 				return err
 			}
