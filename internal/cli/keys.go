@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
+	"github.com/p2pmsg/p2pmsg/internal/filekind"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
@@ -71,36 +71,16 @@ func identityFile(keyFile string) (string, error) {
 }
 
 // checkKeyPath refuses a key path that exists and is not a regular file,
-// saying what it is ("--key /tmp: is a directory"), before node's key
-// loader refuses it in its own words, which show a directory's mode as
-// d---------. A path that does not exist is left to the loader, which
-// creates the key there.
+// saying what it is under the flag that named it ("--key /tmp: is a
+// directory") before node's key loader refuses it in its own words. A
+// path that does not exist is left to the loader, which creates the key
+// there.
 func checkKeyPath(label, path string) error {
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().IsRegular() {
 		return nil
 	}
-	return fmt.Errorf("%s: is %s", label, fileKind(st.Mode()))
-}
-
-// fileKind says what a file that is not a regular one is, for errors: a
-// FileMode's String shows only its bits (a directory stripped of its
-// permissions prints as d---------).
-func fileKind(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a block device"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	default:
-		return "not a regular file"
-	}
+	return fmt.Errorf("%s: is %s", label, filekind.Of(st.Mode()))
 }
 
 // readPSK reads a pre-shared key file: seal.KeySize raw bytes, or that
@@ -128,7 +108,7 @@ func readKeyFile(path string, max int64, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %s: is %s", what, path, fileKind(st.Mode()))
+		return nil, fmt.Errorf("%s %s: is %s", what, path, filekind.Of(st.Mode()))
 	}
 	if st.Size() > max {
 		return nil, fmt.Errorf("%s %s: %d bytes, more than a key's %d", what, path, st.Size(), max)

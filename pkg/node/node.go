@@ -119,6 +119,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/p2pmsg/p2pmsg/internal/filekind"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
 
@@ -583,8 +584,8 @@ func checkPortsFree(listen []string) error {
 // there (mode 0600) if the file does not exist; its directory must exist
 // (a mistyped path is an error, not a new directory tree). A
 // key file readable by others, a file that is not a regular file (a
-// device, a FIFO, a directory) and one larger than 4 KiB are refused
-// before anything is read from them.
+// device, a FIFO, a directory: the error says which) and one larger than
+// 4 KiB are refused before anything is read from them.
 func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -596,7 +597,7 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 	// Checked before opening too: opening a FIFO blocks until it has a
 	// writer.
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrKeyFile, path, st.Mode().Type())
+		return nil, fmt.Errorf("%w: %s is %s", ErrKeyFile, path, filekind.Of(st.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -629,7 +630,7 @@ func readKeyFile(f *os.File, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrKeyFile, path, st.Mode().Type())
+		return nil, fmt.Errorf("%w: %s is %s", ErrKeyFile, path, filekind.Of(st.Mode()))
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%w: %s is accessible by others (mode %v); chmod 600 it", ErrKeyFile, path, st.Mode().Perm())

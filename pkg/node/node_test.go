@@ -73,8 +73,10 @@ func TestIdentityAndAddrs(t *testing.T) {
 }
 
 // TestKeyFileNotAKey checks that a key path naming something other than
-// a small regular file is refused before it is read: reading /dev/zero
-// would never end, and opening a FIFO would block.
+// a small regular file is refused before it is read (reading /dev/zero
+// would never end, and opening a FIFO would block), with ErrKeyFile and
+// an error saying what it is: not the mode's type bits, which show a
+// directory stripped of its permissions as d---------.
 func TestKeyFileNotAKey(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.key")
@@ -85,17 +87,31 @@ func TestKeyFileNotAKey(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/dev/zero", "/dev/urandom", fifo, dir, big} {
-		t.Run(filepath.Base(path), func(t *testing.T) {
+	bare := filepath.Join(dir, "bare")
+	if err := os.Mkdir(bare, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/dev/zero", "/dev/zero is a character device"},
+		{"/dev/urandom", "/dev/urandom is a character device"},
+		{fifo, fifo + " is a named pipe (FIFO)"},
+		{dir, dir + " is a directory"},
+		{bare, bare + " is a directory"},
+		{big, big + " is 1048576 bytes, not a key"},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { _, err := node.LoadOrCreateKey(path); done <- err }()
+			go func() { _, err := node.LoadOrCreateKey(tc.path); done <- err }()
 			select {
 			case err := <-done:
 				if !errors.Is(err, node.ErrKeyFile) {
-					t.Fatalf("%s accepted as a key file: %v", path, err)
+					t.Fatalf("%s accepted as a key file: %v", tc.path, err)
+				}
+				if want := node.ErrKeyFile.Error() + ": " + tc.want; err.Error() != want {
+					t.Fatalf("error %q, want %q", err, want)
 				}
 			case <-time.After(10 * time.Second): // a hang, not a timing bound
-				t.Fatalf("LoadOrCreateKey(%s) did not return", path)
+				t.Fatalf("LoadOrCreateKey(%s) did not return", tc.path)
 			}
 		})
 	}
