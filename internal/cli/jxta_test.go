@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,33 @@ func TestBridgeCountRefusesTheRest(t *testing.T) {
 	}
 	if r.code == 0 {
 		t.Fatal("send exited 0: the bridge acknowledged three messages and forwarded one")
+	}
+}
+
+// TestBridgeCountsUnforwarded: a bridge given no JXSE peer cannot forward
+// what libp2p peers send it; each message is reported, and the bridge,
+// interrupted, exits 130 counting them ("2 messages").
+func TestBridgeCountsUnforwarded(t *testing.T) {
+	p := newPipeAdv(t, "unicast")
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback, "--p2p-peer", peer)
+	var bridgeP2P string
+	for _, a := range bridge.addrs {
+		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
+			bridgeP2P = a
+		}
+	}
+	// send's Flush returns once the bridge's loop has taken both, and the
+	// loop fails a message with no peer for its direction at once.
+	if r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--count", "2", "--elem", "text=hi"); r.code != 0 {
+		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	}
+	if err := bridge.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code := bridge.wait(t)
+	want := "p2pmsg: interrupted by SIGINT: bridge: 2 messages could not be forwarded (see above)"
+	if code != 130 || !slices.Contains(bridge.stderr, want) {
+		t.Fatalf("bridge: exit %d, stderr %q; want 130 and %q", code, bridge.stderr, want)
 	}
 }
