@@ -14,7 +14,10 @@ import (
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/filekind"
@@ -433,7 +436,7 @@ func (k *codecKeys) codecs(chain, noKey string) ([]encoding.Codec, error) {
 }
 
 // calibrationRegistry returns codecs like reg's, built afresh, for
-// measuring this end's decodes (pathinfo.WithCalibration): the encoders
+// measuring this end's decodes (calibratingHost): the encoders
 // the measurement builds go with them once it is done, where reg's
 // compression codecs, the process's default ones, would keep them (xml's
 // best-level zstd tables alone are 34 MB) for the receiver's life. Each is
@@ -460,6 +463,26 @@ func calibrationRegistry(reg *encoding.Registry) (*encoding.Registry, error) {
 		}
 	}
 	return out, nil
+}
+
+// calibratingHost is the host recv's pathinfo service serves on: the
+// first pathinfo stream a peer opens (an --encode auto sender asking for
+// the decode profile) runs calibrate, which measures this end's codecs,
+// before the service handles it, so that the profile served covers them,
+// while a receiver no such sender asks measures nothing: measuring builds
+// and runs an encoder of every codec, tens of MB. Streams that arrive
+// meanwhile wait for it.
+type calibratingHost struct {
+	host.Host
+	once      *sync.Once
+	calibrate func()
+}
+
+func (h calibratingHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
+	h.Host.SetStreamHandler(pid, func(s network.Stream) {
+		h.once.Do(h.calibrate)
+		handler(s)
+	})
 }
 
 // registry is the default registry with xml and zstd holding the models

@@ -156,7 +156,8 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil {
 				return err
 			}
-			info, err := pathinfo.New(p.node.Host(), models, pathinfo.WithCalibration(calib))
+			measure := func() { models.CalibrateDecode(calib); calib = nil }
+			info, err := pathinfo.New(calibratingHost{p.node.Host(), new(sync.Once), measure}, models)
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,8 @@ import (
 
 // NewWithProgressTimeout is New with a shorter progress timeout, so that
 // a test of a trickling peer need not wait for the real one.
-func NewWithProgressTimeout(h host.Host, models *adaptive.Models, d time.Duration, opts ...Option) (*Service, error) {
-	return newService(h, models, d, opts...)
+func NewWithProgressTimeout(h host.Host, models *adaptive.Models, d time.Duration) (*Service, error) {
+	return newService(h, models, d)
 }
 
 const MaxProbing = maxProbing

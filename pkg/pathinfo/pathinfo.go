@@ -39,7 +39,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	msmux "github.com/multiformats/go-multistream"
 
-	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
 
@@ -47,7 +46,7 @@ import (
 // profile's JSON form; a peer of version 1 is one without the protocol.
 const ProtocolID protocol.ID = "/p2pmsg/pathinfo/2.0.0"
 
-// ErrBadOption reports a nil host, models or calibration registry.
+// ErrBadOption reports a nil host or models.
 var ErrBadOption = errors.New("pathinfo: invalid option")
 
 // Serving probes. A probe is a measurement: one at a time per peer is all
@@ -72,52 +71,19 @@ type Service struct {
 	monitors map[peer.ID]*Monitor
 	probing  map[peer.ID]bool // peers whose probe is being received
 	stats    Stats            // Served and Refused
-
-	calibrated sync.Once
-	calibrate  *encoding.Registry // WithCalibration's; nil once used
-}
-
-// Option configures a Service.
-type Option func(*Service) error
-
-// WithCalibration has the service measure reg's codecs that its models
-// know nothing of (adaptive.Models.CalibrateDecode) when a peer first asks
-// for its profile, and serve that peer the profile measured, rather than
-// the caller calibrating before New. Calibrating builds and runs an
-// encoder of every codec, which allocates tens of MB (the xml codec's
-// best-level zstd tables most of them): a receiver that no sender asks for
-// its profile then pays none of it, and the first to ask waits for it
-// (tens of ms). It runs once; reg, with the encoders it built, is let go
-// after, so the caller should give a registry of its own, not the one it
-// decodes with, whose codecs would keep those encoders for their life. A
-// codec decoded before the first request is known from its decodes and
-// not measured. Default: no calibration.
-func WithCalibration(reg *encoding.Registry) Option {
-	return func(s *Service) error {
-		if reg == nil {
-			return fmt.Errorf("%w: nil calibration registry", ErrBadOption)
-		}
-		s.calibrate = reg
-		return nil
-	}
 }
 
 // New starts the service on the libp2p host h (a p2pmsg node's Host()),
 // serving models' decode profile (adaptive.Models.TimeDecodes teaches it).
-func New(h host.Host, models *adaptive.Models, opts ...Option) (*Service, error) {
-	return newService(h, models, progressTimeout, opts...)
+func New(h host.Host, models *adaptive.Models) (*Service, error) {
+	return newService(h, models, progressTimeout)
 }
 
-func newService(h host.Host, models *adaptive.Models, progress time.Duration, opts ...Option) (*Service, error) {
+func newService(h host.Host, models *adaptive.Models, progress time.Duration) (*Service, error) {
 	if h == nil || models == nil {
 		return nil, fmt.Errorf("%w: nil host or models", ErrBadOption)
 	}
 	s := &Service{host: h, models: models, progress: progress, monitors: map[peer.ID]*Monitor{}, probing: map[peer.ID]bool{}}
-	for _, o := range opts {
-		if err := o(s); err != nil {
-			return nil, err
-		}
-	}
 	h.SetStreamHandler(ProtocolID, s.handle)
 	return s, nil
 }
@@ -140,12 +106,6 @@ func (s *Service) handle(st network.Stream) {
 	r := bufio.NewReaderSize(st, 16) // the request; a probe's bytes are read beside it
 	op, h, err := readRequest(r)
 	if err == nil && op == opProfile {
-		s.calibrated.Do(func() {
-			if s.calibrate != nil {
-				s.models.CalibrateDecode(s.calibrate)
-				s.calibrate = nil
-			}
-		})
 		var b []byte
 		if b, err = s.models.Profile().MarshalBinary(); err == nil {
 			_, err = st.Write(appendFrame(nil, b))

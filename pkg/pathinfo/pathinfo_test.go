@@ -7,11 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
-	"slices"
 	"testing"
 	"time"
-	"weak"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -345,63 +342,5 @@ func TestBandwidthLieCorrected(t *testing.T) {
 	}
 	if bw := m.Path().Bandwidth; bw > 2*(5<<20) {
 		t.Fatalf("bandwidth %.3g bytes/s after 20 exchanges at 5 MiB/s: the liar's still", bw)
-	}
-}
-
-// WithCalibration: the service measures its codecs when a peer first asks
-// for its profile, not at New, and that peer gets the profile measured;
-// it measures once, and lets the registry (and the encoders measuring
-// built) go after.
-func TestCalibrationWhenAsked(t *testing.T) {
-	snd, rcv := testutil.NewNode(t), testutil.NewNode(t)
-	if err := snd.Connect(ctx(t), rcv.AddrInfo()); err != nil {
-		t.Fatal(err)
-	}
-	z, _ := zstd.New()
-	reg, err := encoding.NewRegistry(z, gzip.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := weak.Make(reg)
-	rmodels := adaptive.NewModels()
-	rs, err := pathinfo.New(rcv.Host(), rmodels, pathinfo.WithCalibration(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.Close() })
-	reg = nil
-	if got := rmodels.Profile().Codecs(); len(got) != 0 {
-		t.Fatalf("measured %v before any peer asked", got)
-	}
-	ss, err := pathinfo.New(snd.Host(), adaptive.NewModels())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	first, err := ss.Monitor(rcv.ID()).FetchProfile(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := first.Codecs(); !slices.Equal(got, []string{"gzip", "zstd"}) {
-		t.Fatalf("the first peer to ask got a profile of %v, want gzip and zstd", got)
-	}
-	got, _ := first.MarshalBinary()
-	want, _ := rmodels.Profile().MarshalBinary()
-	if string(got) != string(want) {
-		t.Fatal("the profile received differs from the one the service holds")
-	}
-	runtime.GC()
-	if gone.Value() != nil {
-		t.Fatal("the service still holds the calibration registry after measuring")
-	}
-	again, err := ss.Monitor(rcv.ID()).FetchProfile(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := again.MarshalBinary(); string(b) != string(want) {
-		t.Fatal("a second request got another profile")
-	}
-	if _, err := pathinfo.New(rcv.Host(), rmodels, pathinfo.WithCalibration(nil)); !errors.Is(err, pathinfo.ErrBadOption) {
-		t.Fatalf("nil calibration registry: %v, want ErrBadOption", err)
 	}
 }
