@@ -158,15 +158,7 @@ func TestLargeInputWhileSmallOnesWait(t *testing.T) {
 	small, large := datasets.DataSet(3), datasets.DataSet(2600)[:zstdenc.SmallWindow+1]
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	synctest.Test(t, func(t *testing.T) {
-		e, err := zstdenc.New(0, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var atOnce atomic.Int32
-		release := make(chan struct{})
-		e.OnHeld(func() { atOnce.Add(1); <-release })
-		var wg sync.WaitGroup
-		finish := sync.OnceFunc(func() { close(release); wg.Wait() })
+		e, atOnce, wg, finish := heldEncoder(t, opts)
 		defer finish()
 		for range 3 { // two encode, one waits
 			wg.Go(func() { e.EncodeAll(small, nil) })
@@ -189,6 +181,21 @@ func TestLargeInputWhileSmallOnesWait(t *testing.T) {
 	})
 }
 
+// heldEncoder returns an encoder with opts whose encodes wait inside
+// their encoder, counted in atOnce, until finish, which lets them go and
+// waits for the callers started with wg.
+func heldEncoder(t *testing.T, opts []kzstd.EOption) (e *zstdenc.Encoder, atOnce *atomic.Int32, wg *sync.WaitGroup, finish func()) {
+	t.Helper()
+	e, err := zstdenc.New(0, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atOnce, wg = new(atomic.Int32), new(sync.WaitGroup)
+	release := make(chan struct{})
+	e.OnHeld(func() { atOnce.Add(1); <-release })
+	return e, atOnce, wg, sync.OnceFunc(func() { close(release); wg.Wait() })
+}
+
 // Encodes run at once on encoders of their own, as many as the callers
 // run up to GOMAXPROCS, and no more are built: a single caller builds one.
 // Each case holds every encode inside its encoder until all the callers
@@ -208,15 +215,7 @@ func TestEncodesRunAtOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d/callers=%d", tc.procs, tc.callers), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			synctest.Test(t, func(t *testing.T) {
-				e, err := zstdenc.New(0, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var atOnce atomic.Int32
-				release := make(chan struct{})
-				e.OnHeld(func() { atOnce.Add(1); <-release })
-				var wg sync.WaitGroup
-				finish := sync.OnceFunc(func() { close(release); wg.Wait() })
+				e, atOnce, wg, finish := heldEncoder(t, opts)
 				defer finish()
 				outs := make([][]byte, tc.callers)
 				for i := range tc.callers {
