@@ -45,7 +45,10 @@ Each forwarded message is printed on stdout as one line: where it came from
 and where it went. A message that cannot be forwarded (the other side is
 down, or does not have the pipe bound) is reported on stderr and counted,
 never dropped in silence; the bridge keeps running. A message to a libp2p
-peer counts as forwarded once that peer confirmed it (Flush).
+peer counts as forwarded once that peer confirmed it (Flush). A libp2p
+peer's message that could not be forwarded is refused back to it, with the
+reason, so its sender learns it was not delivered (p2pmsg send exits 1);
+JXTA has no refusal, so a JXSE peer's is reported here only.
 
 JXSE peers reach the bridge as they reach another JXSE peer: once it has
 connected to them (it does when it first forwards to --jxse-peer), or once
@@ -137,36 +140,50 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 }
 
 // handoff hands a bridge's messages from the input pipe's reader to the
-// forwarding loop, one at a time, so that a message is acknowledged to
-// its sender only once the loop has it. Once the loop has stopped (stop),
-// what still comes is refused back to its sender (a libp2p sender's
-// Flush then fails; JXTA has no refusal) and reported not forwarded.
+// forwarding loop, one at a time, and holds each in the input pipe's
+// handler until the loop has forwarded it or failed to: a message the
+// loop could not forward is refused back to its sender (a libp2p sender's
+// Send or Flush then reports it; JXTA has no refusal), so that no sender
+// is told a message arrived that went nowhere. Once the loop has stopped
+// (stop), what still comes is refused and reported not forwarded.
 type handoff struct {
-	got     chan *pipe.Received
+	got     chan *handed
 	stopped chan struct{}
 	once    sync.Once
 	errOut  io.Writer
 }
 
+// handed is a message handed to the forwarding loop, which sends on done
+// what became of it: nil once forwarded.
+type handed struct {
+	*pipe.Received
+	done chan error
+}
+
 func newHandoff(errOut io.Writer) *handoff {
-	return &handoff{got: make(chan *pipe.Received), stopped: make(chan struct{}), errOut: errOut}
+	return &handoff{got: make(chan *handed), stopped: make(chan struct{}), errOut: errOut}
 }
 
 func (h *handoff) handle(r *pipe.Received) {
+	m := &handed{Received: r, done: make(chan error, 1)}
 	select {
-	case h.got <- r:
+	case h.got <- m:
+		if err := <-m.done; err != nil {
+			r.Refuse("the bridge could not forward it: " + oneLine(err.Error()))
+		}
 	case <-h.stopped:
 		r.Refuse("the bridge has stopped")
 		fmt.Fprintf(h.errOut, "p2pmsg: bridge: message from %s not forwarded: the bridge has stopped\n", sender(r))
-		r.Release()
 	}
+	r.Release()
 }
 
-// ReceiveFrom is the forwarding loop's next message.
-func (h *handoff) ReceiveFrom(ctx context.Context) (*pipe.Received, error) {
+// ReceiveFrom is the forwarding loop's next message; the loop sends what
+// became of it on its done, once.
+func (h *handoff) ReceiveFrom(ctx context.Context) (*handed, error) {
 	select {
-	case r := <-h.got:
-		return r, nil
+	case m := <-h.got:
+		return m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -177,21 +194,20 @@ func (h *handoff) stop() { h.once.Do(func() { close(h.stopped) }) }
 // runBridge forwards what arrives from in: from JXTA peers through p2p,
 // from libp2p peers through jx, until count messages are forwarded (0:
 // until ctx ends or in fails). It prints a line on out per message
-// forwarded and on errOut per message that was not.
-func runBridge(ctx context.Context, in interface {
-	ReceiveFrom(context.Context) (*pipe.Received, error)
-}, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
+// forwarded and on errOut per message that was not, and tells in what
+// became of each message before it looks at the next.
+func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
 	for count == 0 || forwarded < count {
-		r, err := in.ReceiveFrom(ctx)
+		m, err := in.ReceiveFrom(ctx)
 		if err != nil {
 			return forwarded, failed, err
 		}
-		from, f, to := "p2p "+r.From.String(), jx, "jxta "+jxseName
-		if r.From == "" {
-			from, f, to = "jxta "+r.FromJXTA.String(), p2p, "p2p "+p2pName
+		from, f, to := "p2p "+m.From.String(), jx, "jxta "+jxseName
+		if m.From == "" {
+			from, f, to = "jxta "+m.FromJXTA.String(), p2p, "p2p "+p2pName
 		}
-		err = f.send(ctx, r.Message)
-		r.Release()
+		err = f.send(ctx, m.Message)
+		m.done <- err // m is the handler's again
 		if err != nil {
 			failed++
 			fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))

@@ -79,7 +79,8 @@ func BenchmarkBridgeTransit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin, err := bridge.pipes.NewInputPipe(pb)
+	h := newHandoff(io.Discard)
+	bin, err := bridge.pipes.NewInputPipe(pb, pipe.WithHandler(h.handle))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,9 +90,10 @@ func BenchmarkBridgeTransit(b *testing.B) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runBridge(ctx, bin, fwd, &forwarder{}, "behind", "", 0, io.Discard, io.Discard)
+		runBridge(ctx, h, fwd, &forwarder{}, "behind", "", 0, io.Discard, io.Discard)
 	}()
-	defer func() { cancel(); <-done }()
+	defer bin.Close()
+	defer func() { cancel(); <-done; h.stop() }()
 	outB, err := sender.pipes.NewOutputPipe(ctx, pb, pipe.ToJXTAPeers(bridge.ep.JXTA().Addrs()[0]))
 	if err != nil {
 		b.Fatal(err)

@@ -284,8 +284,9 @@ func TestBridgeCountRefusesTheRest(t *testing.T) {
 }
 
 // TestBridgeCountsUnforwarded: a bridge given no JXSE peer cannot forward
-// what libp2p peers send it; each message is reported, and the bridge,
-// interrupted, exits 130 counting them ("2 messages").
+// what libp2p peers send it; it refuses each message back, so each send
+// exits 1 naming why (a bridge that acknowledged first had send exit 0),
+// and the bridge, interrupted, exits 130 counting them ("2 messages").
 func TestBridgeCountsUnforwarded(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
@@ -296,10 +297,13 @@ func TestBridgeCountsUnforwarded(t *testing.T) {
 			bridgeP2P = a
 		}
 	}
-	// send's Flush returns once the bridge's loop has taken both, and the
-	// loop fails a message with no peer for its direction at once.
-	if r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--count", "2", "--elem", "text=hi"); r.code != 0 {
-		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+	// The loop fails a message with no peer for its direction at once,
+	// and the bridge refuses it back: each send learns it went nowhere.
+	for range 2 {
+		r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--elem", "text=hi")
+		if want := "the bridge could not forward it: no peer given for this direction"; r.code != 1 || !strings.Contains(string(r.stderr), want) {
+			t.Fatalf("send: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+		}
 	}
 	if err := bridge.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
