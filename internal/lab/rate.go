@@ -73,7 +73,9 @@ type RateConfig struct {
 	Load float64
 	// PaceStep is how often the latency run's pacer hands the senders
 	// the messages that came due (DefaultPaceStep if 0; negative: as
-	// often as it can, yielding between hand-outs).
+	// often as it can, yielding between hand-outs). It must be shorter
+	// than LatencyTime: a step as long hands out every message but the
+	// first at once, which paces nothing.
 	PaceStep time.Duration
 	// Stall ends a run whose receivers have received nothing more for
 	// this long (default 5 s): the rest are counted lost.
@@ -145,6 +147,9 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 		if sh.Senders < 1 || sh.Peers < 1 || sh.Senders > 256 || sh.Peers > 64 {
 			return nil, fmt.Errorf("%w: shape %d senders to %d peers: want 1–256 senders and 1–64 peers", ErrRateConfig, sh.Senders, sh.Peers)
 		}
+	}
+	if lt := latencyTime(cfg); cfg.PaceStep >= lt {
+		return nil, fmt.Errorf("%w: pace step %v: want less than the latency run's %v", ErrRateConfig, cfg.PaceStep, lt)
 	}
 	transport := cmp(cfg.Transport, TransportTCP)
 	var out []RateResult
@@ -230,10 +235,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 		load = 0.5
 	}
 	res.Offered = res.MsgsPerS * load
-	lt := cfg.LatencyTime
-	if lt <= 0 {
-		lt = time.Second
-	}
+	lt := latencyTime(cfg)
 	ln := int(res.Offered * lt.Seconds())
 	ln = max(min(ln, int(maxBytes/int64(size))), sh.Senders*sh.Peers)
 	ln -= ln % (sh.Senders * sh.Peers)
@@ -254,6 +256,14 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	return res, nil
 }
 
+// latencyTime is how long cfg's latency run offers its load.
+func latencyTime(cfg RateConfig) time.Duration {
+	if cfg.LatencyTime <= 0 {
+		return time.Second
+	}
+	return cfg.LatencyTime
+}
+
 // ratePass sends n messages of size bytes from sh.Senders goroutines, as
 // fast as they can (rate 0) or paced to rate messages per second in all,
 // handed out every step, and waits until every copy has arrived or
@@ -267,7 +277,9 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 	// A paced pass has one pacer, which hands the senders tickets for
 	// the messages that have come due since it last handed any, at most
 	// once a step: one thread asleep (see pace), however many senders,
-	// and no wake-up per message.
+	// and no wake-up per message. It stops when ctx ends, within a step
+	// or the wait for the next message due (the senders wait on it, not
+	// on ctx).
 	var tickets chan int
 	stopPacer := make(chan struct{})
 	var wg sync.WaitGroup
@@ -280,7 +292,7 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 			defer close(tickets)
 			start := time.Now()
 			var handed time.Time // none yet: the first message goes at once
-			for given := 0; given < total; {
+			for given := 0; given < total && ctx.Err() == nil; {
 				due := min(int(time.Since(start).Seconds()*rate)+1, total)
 				if due <= given || time.Since(handed) < step {
 					next := start.Add(time.Duration(float64(given) / rate * float64(time.Second)))
@@ -294,6 +306,8 @@ func ratePass(ctx context.Context, rig rateRig, sink *rateSink, sh RateShape, si
 				case tickets <- due - given:
 					given, handed = due, time.Now()
 				case <-stopPacer:
+					return
+				case <-ctx.Done():
 					return
 				}
 			}

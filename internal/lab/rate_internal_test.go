@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,5 +50,20 @@ func TestPacerHandsOutOncePerStep(t *testing.T) {
 	// At most one hand-out per step of the pass, and the first at once.
 	if b, most := rig.batches.Load(), int64(elapsed/step)+2; b > most {
 		t.Errorf("%d batches handed out in %v, want at most %d (one per %v)", b, elapsed, most, step)
+	}
+}
+
+// A latency pass whose context ends stops handing out messages and
+// returns, whatever its step: the pacer sleeps between hand-outs and the
+// senders wait on it, not on the context (before, a cancelled pass with a
+// step of an hour ran the hour).
+func TestPacerStopsWithContext(t *testing.T) {
+	sink := &rateSink{}
+	rig := &sinkRig{sink: sink}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, _, err := ratePass(ctx, rig, sink, RateShape{Senders: 1, Peers: 1}, 100, 200, 1, 2000, time.Hour, 5*time.Second)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled pass returned %v, want %v", err, context.Canceled)
 	}
 }

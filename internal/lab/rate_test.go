@@ -52,3 +52,29 @@ func TestRunRateRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A pace step as long as the latency run is refused before anything
+// runs: it would hand out every message but the first at once, and
+// before, a step of an hour ran (for the hour, the context ignored).
+func TestRunRateRefusesPaceStep(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration
+		step    time.Duration
+	}{
+		{"as long as the run", 100 * time.Millisecond, 100 * time.Millisecond},
+		{"an hour", 0, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := lab.RunRate(ctx, lab.RateConfig{
+				Layers: []string{lab.RateLayers[0]}, Sizes: []int{100}, Shapes: []lab.RateShape{{Senders: 1, Peers: 1}},
+				Messages: 200, LatencyTime: tc.latency, PaceStep: tc.step,
+			})
+			if !errors.Is(err, lab.ErrRateConfig) {
+				t.Fatalf("pace step %v, latency run %v: %v, want %v", tc.step, tc.latency, err, lab.ErrRateConfig)
+			}
+		})
+	}
+}
