@@ -466,12 +466,16 @@ func calibrationRegistry(reg *encoding.Registry) (*encoding.Registry, error) {
 }
 
 // calibratingHost is the host recv's pathinfo service serves on: the
-// first pathinfo stream a peer opens (an --encode auto sender asking for
+// first profile request a peer sends (an --encode auto sender asking for
 // the decode profile) runs calibrate, which measures this end's codecs,
-// before the service handles it, so that the profile served covers them,
+// before the service answers it, so that the profile served covers them,
 // while a receiver no such sender asks measures nothing: measuring builds
-// and runs an encoder of every codec, tens of MB. Streams that arrive
-// meanwhile wait for it.
+// and runs an encoder of every codec, tens of MB. Requests that arrive
+// meanwhile wait for it. A probe does not: a sender probes the path before
+// it asks for the profile, and a probe the receiver read only after
+// calibrating would time the calibration, not the path (one that took
+// over a second, as a slow or busy machine's may, had the sender measure a
+// loopback path at 0.3 MB/s rather than 400).
 type calibratingHost struct {
 	host.Host
 	once      *sync.Once
@@ -480,9 +484,30 @@ type calibratingHost struct {
 
 func (h calibratingHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
 	h.Host.SetStreamHandler(pid, func(s network.Stream) {
-		h.once.Do(h.calibrate)
-		handler(s)
+		handler(&calibratingStream{Stream: s, calibrate: func() { h.once.Do(h.calibrate) }})
 	})
+}
+
+// profileRequest is the first byte of a pathinfo profile request (see
+// pkg/pathinfo's protocol).
+const profileRequest = 2
+
+// calibratingStream runs calibrate when the stream's first byte, read by
+// the pathinfo service within its own deadlines, is a profile request.
+type calibratingStream struct {
+	network.Stream
+	calibrate func() // nil once the first byte is read
+}
+
+func (s *calibratingStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	if n > 0 && s.calibrate != nil {
+		if p[0] == profileRequest {
+			s.calibrate()
+		}
+		s.calibrate = nil
+	}
+	return n, err
 }
 
 // registry is the default registry with xml and zstd holding the models
