@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,9 +78,16 @@ func identityFile(keyFile string) (string, error) {
 // saying what it is under the flag that named it ("--key /tmp: is a
 // directory") before node's key loader refuses it in its own words. A
 // path that does not exist is left to the loader, which creates the key
-// there.
+// there, unless it is a symbolic link to a file that does not exist: the
+// loader creates a key only where no file is, not through a link, and
+// said "file exists" of it.
 func checkKeyPath(label, path string) error {
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if target, err := os.Readlink(path); err == nil {
+			return fmt.Errorf("%s: is a symbolic link to %s, which does not exist", label, target)
+		}
+	}
 	if err != nil || st.Mode().IsRegular() {
 		return nil
 	}

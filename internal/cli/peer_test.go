@@ -377,6 +377,16 @@ func TestKeyNotARegularFile(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Symbolic links are followed; one to nothing is named as such, as
+	// the key is not created through it (before: "file exists: node:
+	// unusable key file: open LINK").
+	toDir, dangling, nowhere := filepath.Join(dir, "to-dir"), filepath.Join(dir, "dangling"), filepath.Join(dir, "nowhere")
+	if err := os.Symlink(dir, toDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(nowhere, dangling); err != nil {
+		t.Fatal(err)
+	}
 	a := newPipeAdv(t, "unicast")
 	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
 	for _, tc := range []struct {
@@ -384,6 +394,9 @@ func TestKeyNotARegularFile(t *testing.T) {
 		want string
 	}{
 		{[]string{"id", "--key", dir}, "--key " + dir + ": is a directory"},
+		{[]string{"id", "--key", toDir}, "--key " + toDir + ": is a directory"},
+		{[]string{"id", "--key", dangling}, "--key " + dangling + ": is a symbolic link to " + nowhere + ", which does not exist"},
+		{[]string{"recv", "--pipe", a, "--key", dangling, "--count", "1"}, "--key " + dangling + ": is a symbolic link to " + nowhere + ", which does not exist"},
 		{[]string{"id", "--key", fifo}, "--key " + fifo + ": is a named pipe (FIFO)"},
 		{[]string{"codec", "decode", "--identity", dir}, "--identity " + dir + ": is a directory"},
 		{[]string{"recv", "--pipe", a, "--key", dir, "--count", "1"}, "--key " + dir + ": is a directory"},
