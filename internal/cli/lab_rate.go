@@ -79,6 +79,8 @@ figures within a run, not across machines).`,
 			switch {
 			case paceStep < 0:
 				return usageError{fmt.Errorf("--pace-step must not be negative")}
+			case paceStep >= lab.DefaultLatencyTime:
+				return usageError{fmt.Errorf("--pace-step %v: want less than the latency run's %v", paceStep, lab.DefaultLatencyTime)}
 			case paceStep == 0:
 				paceStep = -1 // lab: as often as it can
 			}
@@ -112,7 +114,7 @@ figures within a run, not across machines).`,
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")
 	f.Float64Var(&load, "load", 0.5, "the fraction of the measured maximum rate the latency run offers")
-	f.DurationVar(&paceStep, "pace-step", lab.DefaultPaceStep, "how often the latency run hands out the messages that came due (0: as often as it can, a few at a time: see docs/performance.md)")
+	f.DurationVar(&paceStep, "pace-step", lab.DefaultPaceStep, "how often the latency run hands out the messages that came due, less than the run (0: as often as it can, a few at a time: see docs/performance.md)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }

@@ -58,6 +58,7 @@ func TestLabRefusesZeroValues(t *testing.T) {
 		{"lab", "rate", "--messages", "0"},
 		{"lab", "rate", "--shapes", "0x1"},
 		{"lab", "rate", "--pace-step", "-1ms"},
+		{"lab", "rate", "--pace-step", "1h"}, // longer than the latency run: before, taken, and slept an hour
 		{"lab", "grid", "--slow-factor", "0"},
 		{"lab", "grid", "--max-message", "0s"},
 	} {

@@ -66,7 +66,7 @@ type RateConfig struct {
 	// 3 s): a slow layer sends fewer than Messages.
 	MaxTime time.Duration
 	// LatencyTime is how long the latency run offers Load times the
-	// measured maximum rate (default 1 s).
+	// measured maximum rate (default DefaultLatencyTime).
 	LatencyTime time.Duration
 	// Load is the fraction of the measured maximum rate the latency run
 	// offers (default 0.5).
@@ -256,10 +256,16 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	return res, nil
 }
 
+// DefaultLatencyTime is how long the latency run offers its load unless
+// RateConfig.LatencyTime says otherwise: long enough for a p99 of
+// thousands of messages at the rates measured, short enough that a study
+// of every layer, size and shape stays within minutes.
+const DefaultLatencyTime = time.Second
+
 // latencyTime is how long cfg's latency run offers its load.
 func latencyTime(cfg RateConfig) time.Duration {
 	if cfg.LatencyTime <= 0 {
-		return time.Second
+		return DefaultLatencyTime
 	}
 	return cfg.LatencyTime
 }
