@@ -55,17 +55,25 @@ const coalesceMax = 64 << 10
 const closeDrain = 100 * time.Millisecond
 
 // coalescingMuxer is go-libp2p's yamux transport on coalescingConns,
-// its memory spans ended when refused (yamuxScope).
+// each stream's first window reserved before yamux reserves it, so that
+// a refusal costs the stream, not the connection (yamuxspan.go).
 type coalescingMuxer struct {
 	network.Multiplexer
-	spans *atomic.Int64 // yamux spans begun and not ended
+	spans *atomic.Int64 // memory spans begun and not ended
 }
 
 func (m coalescingMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
-	if scope != nil { // yamux takes a nil scope for none
-		scope = yamuxScope{scope, m.spans}
+	cc := newCoalescingConn(c)
+	if scope == nil { // yamux takes a nil scope for none
+		return m.Multiplexer.NewConn(cc, isServer, nil)
 	}
-	return m.Multiplexer.NewConn(newCoalescingConn(c), isServer, scope)
+	mem := &yamuxMemory{scope: scope, live: m.spans}
+	mc, err := m.Multiplexer.NewConn(newSynGate(cc, mem), isServer, yamuxScope{scope, mem})
+	if err != nil {
+		mem.close()
+		return nil, err
+	}
+	return yamuxConn{mc, mem}, nil
 }
 
 // defaultMuxer offers yamux with its writes coalesced, unless muxers were

@@ -27,6 +27,12 @@ func WithPeerMemoryLimit(n int64) Option {
 	return func(c *config) error { c.peerMemory = n; return nil }
 }
 
+// WithNodeMemoryLimit limits the node's memory, all peers together, to
+// n bytes, so that a test peer can fill it with a few streams.
+func WithNodeMemoryLimit(n int64) Option {
+	return func(c *config) error { c.nodeMemory = n; return nil }
+}
+
 // LimitedProtocols lists the layers' protocols the node sizes limits for.
 func LimitedProtocols() []protocol.ID {
 	return []protocol.ID{endpointProtocol, socketProtocol, resolverProtocol, bindingProtocol}

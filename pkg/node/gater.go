@@ -86,8 +86,11 @@ type GateStats struct {
 	// does depends on what asked:
 	//   - a yamux stream's first receive window (256 KiB, reserved in its
 	//     peer's scope, so against the peer's and the node's limits):
-	//     for an inbound stream, yamux ends the whole connection, every
-	//     stream on it reset; for one the node opens, the open fails;
+	//     an inbound stream is reset as its first frame is read, before
+	//     yamux sees it; for one the node opens, the open fails; either
+	//     way the connection and its other streams go on (go-yamux
+	//     itself would end the connection for an inbound stream: the
+	//     node reserves the window ahead of it, see yamuxspan.go);
 	//   - a yamux or QUIC receive window's growth (a stream read fast
 	//     doubles its window, up to 16 MiB): the window stays as it is,
 	//     the stream goes on at that rate, nothing lost;

@@ -190,6 +190,9 @@ type config struct {
 	// peerMemory, if not 0, is every peer's memory limit in bytes
 	// (tests only).
 	peerMemory int64
+	// nodeMemory, if not 0, is the node's memory limit in bytes, all
+	// peers together (tests only).
+	nodeMemory int64
 	// noConnGrace sets the connection manager's grace period to 0, so
 	// that a test can trim at once (tests only).
 	noConnGrace bool
@@ -383,9 +386,14 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	}
 	g := newGate()
 	lc := limits(c.socketStreams)
-	if c.peerMemory > 0 {
+	if c.peerMemory > 0 || c.nodeMemory > 0 {
 		pl := lc.ToPartialLimitConfig()
-		pl.PeerDefault.Memory = rcmgr.LimitVal64(c.peerMemory)
+		if c.peerMemory > 0 {
+			pl.PeerDefault.Memory = rcmgr.LimitVal64(c.peerMemory)
+		}
+		if c.nodeMemory > 0 {
+			pl.System.Memory = rcmgr.LimitVal64(c.nodeMemory)
+		}
 		lc = pl.Build(rcmgr.ConcreteLimitConfig{})
 	}
 	limiter := rcmgr.NewFixedLimiter(lc)

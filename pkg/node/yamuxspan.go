@@ -1,58 +1,145 @@
 package node
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
 	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/network"
 )
 
-// yamuxScope is the peer scope the node's yamux reserves its streams'
-// receive windows in. Its spans end themselves when their first
-// reservation is refused: go-yamux (v5.1.0, Session.OpenStream and
-// incomingStream) begins a span for each new stream, reserves the
-// stream's first window in it, and when that is refused returns without
-// ending the span, which then holds its peer's scope in the resource
-// manager for the node's life. A peer that makes the node refuse the
-// window (GateStats.MemoryRefused), each time under a new identity,
-// would grow the node's memory by a peer scope a connection, without
-// bound. A span whose first reservation was refused holds nothing, and
-// yamux drops it: ending it is what yamux omits.
-type yamuxScope struct {
-	network.PeerScope
-	live *atomic.Int64 // spans begun and not ended, for tests; nil: not counted
+// The node's yamux reserves each stream's first receive window before
+// go-yamux (v5.1.0) does, so that a refusal costs the one stream, not
+// the connection. go-yamux reserves the window (256 KiB, in a span of
+// the peer's scope) as a stream opens, and on refusal:
+//
+//   - for a stream the peer opens (Session.incomingStream, called from
+//     its receive loop on a frame with the SYN flag), returns the error
+//     to the receive loop, which ends the session: every stream of the
+//     connection is reset and the connection closed, without a GoAway;
+//   - for a stream this node opens (Session.OpenStream), fails the open;
+//   - for a window's growth (Stream.sendWindowUpdate), keeps the window
+//     as it is.
+//
+// So once the node's memory (or the peer's) was full, every peer opening
+// a stream lost its connection, honest peers too: a peer holding streams
+// the node does not read could make it drop others' connections. Now the
+// window is reserved when the SYN frame is read, before yamux sees it
+// (synGate), and when a stream is opened, before yamux opens it
+// (yamuxConn.OpenStream); go-yamux's own first reservation takes one of
+// these (yamuxMemory), so it is never refused. A refused SYN is stripped
+// of its flag (yamux then drops the stream's frames as those of a stream
+// it reset) and answered with a reset of that stream; a refused open
+// fails. Both are counted (GateStats.MemoryRefused).
+//
+// yamuxFirstWindow is go-yamux's initialStreamWindow.
+const yamuxFirstWindow = 256 << 10
+
+// yamux frame header (go-yamux's spec.md): version, type, flags, stream
+// ID, length.
+const (
+	yamuxHeaderSize    = 12
+	yamuxVersion       = 0
+	yamuxTypeData      = 0
+	yamuxTypeWindowUpd = 1
+	yamuxFlagSYN       = 1
+	yamuxFlagRST       = 8
+)
+
+// yamuxMemory holds the first windows reserved ahead for one
+// connection's streams, each in a span of the peer's scope, until
+// go-yamux reserves a first window: each reservation ahead is followed
+// by one of go-yamux's (or by none, when the open fails before it, or
+// the session is ending), so the one it takes need not be the one
+// reserved for its own stream.
+type yamuxMemory struct {
+	scope network.PeerScope
+	live  *atomic.Int64 // spans begun and not ended, for tests; nil: not counted
+
+	mu     sync.Mutex
+	ready  []network.ResourceScopeSpan
+	closed bool
 }
 
-func (s yamuxScope) BeginSpan() (network.ResourceScopeSpan, error) {
-	sp, err := s.PeerScope.BeginSpan()
+// begin begins a span of the peer's scope and reserves size in it; a
+// refused span is ended.
+func (m *yamuxMemory) begin(size int) (network.ResourceScopeSpan, error) {
+	sp, err := m.scope.BeginSpan()
 	if err != nil {
 		return nil, err
 	}
-	if s.live != nil {
-		s.live.Add(1)
+	if m.live != nil {
+		m.live.Add(1)
 	}
-	return &yamuxSpan{ResourceScopeSpan: sp, live: s.live}, nil
+	sp = &liveSpan{ResourceScopeSpan: sp, live: m.live}
+	if err := sp.ReserveMemory(size, 255); err != nil {
+		sp.Done()
+		return nil, err
+	}
+	return sp, nil
 }
 
-// yamuxSpan is a span of yamuxScope.
-type yamuxSpan struct {
+// prepare reserves a stream's first window ahead.
+func (m *yamuxMemory) prepare() error {
+	sp, err := m.begin(yamuxFirstWindow)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		sp.Done()
+		return net.ErrClosed
+	}
+	m.ready = append(m.ready, sp)
+	return nil
+}
+
+// take returns a window reserved ahead, or nil.
+func (m *yamuxMemory) take() network.ResourceScopeSpan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.ready) == 0 {
+		return nil
+	}
+	sp := m.ready[len(m.ready)-1]
+	m.ready[len(m.ready)-1] = nil
+	m.ready = m.ready[:len(m.ready)-1]
+	return sp
+}
+
+// unprepare ends a window reserved ahead that no stream will take.
+func (m *yamuxMemory) unprepare() {
+	if sp := m.take(); sp != nil {
+		sp.Done()
+	}
+}
+
+// close ends the windows reserved ahead; the connection is closed.
+func (m *yamuxMemory) close() {
+	m.mu.Lock()
+	ready := m.ready
+	m.ready, m.closed = nil, true
+	m.mu.Unlock()
+	for _, sp := range ready {
+		sp.Done()
+	}
+}
+
+// liveSpan is a span counted in yamuxMemory.live until its Done,
+// which it passes on once, however often it is called.
+type liveSpan struct {
 	network.ResourceScopeSpan
-	live     *atomic.Int64
-	reserved atomic.Bool // a reservation succeeded: yamux ends the span itself
-	done     atomic.Bool
+	live *atomic.Int64
+	done atomic.Bool
 }
 
-func (s *yamuxSpan) ReserveMemory(size int, prio uint8) error {
-	err := s.ResourceScopeSpan.ReserveMemory(size, prio)
-	if err == nil {
-		s.reserved.Store(true)
-	} else if !s.reserved.Load() {
-		s.Done()
-	}
-	return err
-}
-
-// Done ends the span; once, however often it is called.
-func (s *yamuxSpan) Done() {
+func (s *liveSpan) Done() {
 	if !s.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -60,4 +147,189 @@ func (s *yamuxSpan) Done() {
 		s.live.Add(-1)
 	}
 	s.ResourceScopeSpan.Done()
+}
+
+// yamuxScope is the peer scope the node's yamux reserves its streams'
+// windows in: its spans take their first window from those reserved
+// ahead (yamuxMemory).
+type yamuxScope struct {
+	network.PeerScope
+	mem *yamuxMemory
+}
+
+func (s yamuxScope) BeginSpan() (network.ResourceScopeSpan, error) {
+	return &yamuxSpan{mem: s.mem}, nil
+}
+
+// errNoSpan answers what go-yamux never asks of its spans (Stat,
+// BeginSpan) before their first reservation.
+var errNoSpan = errors.New("node: yamux span holds no reservation yet")
+
+// yamuxSpan is a yamux stream's span: at its first reservation it takes
+// a window reserved ahead, or, if none is left (go-yamux used
+// otherwise than through synGate and yamuxConn), reserves one of its
+// own, ended at once if refused (go-yamux drops a refused span without
+// ending it, which would hold the peer's scope for the node's life).
+type yamuxSpan struct {
+	mem *yamuxMemory
+
+	mu    sync.Mutex
+	inner network.ResourceScopeSpan // nil until the first reservation
+	done  bool
+}
+
+func (s *yamuxSpan) ReserveMemory(size int, prio uint8) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return net.ErrClosed
+	}
+	if s.inner != nil {
+		return s.inner.ReserveMemory(size, prio)
+	}
+	if size == yamuxFirstWindow {
+		if sp := s.mem.take(); sp != nil {
+			s.inner = sp
+			return nil
+		}
+	}
+	sp, err := s.mem.begin(size)
+	if err != nil {
+		return err
+	}
+	s.inner = sp
+	return nil
+}
+
+func (s *yamuxSpan) ReleaseMemory(size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inner != nil {
+		s.inner.ReleaseMemory(size)
+	}
+}
+
+func (s *yamuxSpan) Stat() network.ScopeStat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inner == nil {
+		return network.ScopeStat{}
+	}
+	return s.inner.Stat()
+}
+
+func (s *yamuxSpan) BeginSpan() (network.ResourceScopeSpan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inner == nil {
+		return nil, errNoSpan
+	}
+	return s.inner.BeginSpan()
+}
+
+// Done ends the span; once, however often it is called.
+func (s *yamuxSpan) Done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	if s.inner != nil {
+		s.inner.Done()
+	}
+}
+
+// synGate is the connection yamux reads from: it reads each frame's
+// header whole before handing it on, and for a SYN (a new stream from
+// the peer) reserves the stream's first window ahead; if that is
+// refused, it clears the SYN flag and resets the stream. go-yamux reads
+// a header with one io.ReadFull and a data frame's body by its length,
+// never past the frame, so the frames it reads are the frames this
+// reads.
+type synGate struct {
+	*coalescingConn
+	mem *yamuxMemory
+
+	hdr  [yamuxHeaderSize]byte
+	pos  int   // header bytes handed on; yamuxHeaderSize: none pending
+	body int64 // body bytes of the current frame not yet handed on
+}
+
+func newSynGate(c *coalescingConn, mem *yamuxMemory) *synGate {
+	return &synGate{coalescingConn: c, mem: mem, pos: yamuxHeaderSize}
+}
+
+func (g *synGate) Read(p []byte) (int, error) {
+	if g.pos == yamuxHeaderSize && g.body == 0 {
+		if _, err := io.ReadFull(g.coalescingConn, g.hdr[:]); err != nil {
+			return 0, err
+		}
+		g.pos = 0
+		if g.hdr[0] == yamuxVersion && g.hdr[1] == yamuxTypeData {
+			g.body = int64(binary.BigEndian.Uint32(g.hdr[8:12]))
+		}
+		g.admit()
+	}
+	if g.pos < yamuxHeaderSize {
+		n := copy(p, g.hdr[g.pos:])
+		g.pos += n
+		return n, nil
+	}
+	if int64(len(p)) > g.body {
+		p = p[:g.body]
+	}
+	n, err := g.coalescingConn.Read(p)
+	g.body -= int64(n)
+	return n, err
+}
+
+// admit reserves ahead the first window of the stream a SYN opens, or
+// clears its SYN and resets the stream. Frames yamux refuses on their
+// own (another version, a type it does not know) pass as they are.
+func (g *synGate) admit() {
+	flags := binary.BigEndian.Uint16(g.hdr[2:4])
+	t := g.hdr[1]
+	if g.hdr[0] != yamuxVersion || t != yamuxTypeData && t != yamuxTypeWindowUpd || flags&yamuxFlagSYN == 0 {
+		return
+	}
+	if g.mem.prepare() == nil {
+		return
+	}
+	binary.BigEndian.PutUint16(g.hdr[2:4], flags&^yamuxFlagSYN)
+	var rst [yamuxHeaderSize]byte
+	rst[0], rst[1] = yamuxVersion, yamuxTypeWindowUpd
+	binary.BigEndian.PutUint16(rst[2:4], yamuxFlagRST)
+	copy(rst[4:8], g.hdr[4:8])
+	// One frame, one Write, as yamux's own: frames stay whole. A failed
+	// write fails the connection's reads too (coalescingConn).
+	g.coalescingConn.Write(rst[:])
+}
+
+// Close ends the windows reserved ahead, then closes the connection.
+func (g *synGate) Close() error {
+	g.mem.close()
+	return g.coalescingConn.Close()
+}
+
+// yamuxConn is the node's yamux connection: it reserves the first window
+// of each stream it opens before yamux opens it.
+type yamuxConn struct {
+	network.MuxedConn
+	mem *yamuxMemory
+}
+
+func (c yamuxConn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
+	if err := c.mem.prepare(); err != nil {
+		return nil, fmt.Errorf("node: stream window: %w", err)
+	}
+	s, err := c.MuxedConn.OpenStream(ctx)
+	// go-yamux returns the context's error only while waiting for a
+	// slot, before it reserves; any other error comes after it did (and
+	// it ended the span), or with the session ending (its connection's
+	// Close ends what is reserved ahead).
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		c.mem.unprepare()
+	}
+	return s, err
 }
