@@ -21,6 +21,13 @@ func WithLoopbackHandshakeLimit() Option {
 	return func(c *config) error { c.limitLoopback = true; return nil }
 }
 
+// WithLoopbackRateLimit lets each loopback address open n connections
+// to the node, then none for days (loopbackConnRate), so that a test
+// can spend an address's connections without timing anything.
+func WithLoopbackRateLimit(n int) Option {
+	return func(c *config) error { c.loopbackRate = n; return nil }
+}
+
 // WithPeerMemoryLimit limits every peer's memory on the node to n bytes,
 // so that a test peer can reach the limit with a few streams.
 func WithPeerMemoryLimit(n int64) Option {

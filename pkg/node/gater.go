@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -49,10 +50,11 @@ import (
 // must come from as many hosts as there are slots for handshakes (every
 // inbound connection slot when no peer is connected: 252 on a 24 GiB
 // machine) and keep coming from fresh ones, a slot's worth before the
-// honest handshake ends (a few round trips), while go-libp2p lets one
-// IPv4 address open a connection every 5 s after a burst of 16. Nothing
-// waits for it: a displacement happens only when the connection would
-// be refused otherwise.
+// honest handshake ends (a few round trips), while go-libp2p's rate
+// limit (connRate, charged once per connection) lets one IPv4 address
+// open a connection every 5 s after a burst of 16. Nothing waits for
+// it: a displacement happens only when the connection would be refused
+// otherwise.
 const MaxHandshakesPerHost = 8
 
 // ErrHandshakesPerHost is the resource manager's refusal of a connection
@@ -73,9 +75,9 @@ type GateStats struct {
 	HandshakesDisplaced uint64
 	// ConnsRefused: connections the resource manager refused over its
 	// limits (system, transient, go-libp2p's connections and rate per IP
-	// address, or per peer, this one when the handshake has named the
-	// peer), counted once, when refused in the end (not one let in by a
-	// displacement).
+	// address, ErrConnRate, or per peer, this one when the handshake has
+	// named the peer), counted once, when refused in the end (not one let
+	// in by a displacement).
 	ConnsRefused uint64
 	// StreamsRefused: streams the resource manager refused over its
 	// limits (per peer, per protocol, per service; see limits).
@@ -313,9 +315,12 @@ type handshakeLimiter struct {
 	network.ResourceManager
 	max           int
 	limitLoopback bool // tests only: loopback is exempt otherwise
-	refused       *atomic.Uint64
-	displaced     *atomic.Uint64
-	connsRefused  *atomic.Uint64
+	// rate charges each connection's address once (connRate); the
+	// resource manager charges none.
+	rate         *rate.Limiter
+	refused      *atomic.Uint64
+	displaced    *atomic.Uint64
+	connsRefused *atomic.Uint64
 
 	mu         sync.Mutex
 	inProgress map[netip.Prefix]int
@@ -330,8 +335,8 @@ type handshakeLimiter struct {
 	seq    uint64
 }
 
-func newHandshakeLimiter(rm network.ResourceManager, limitLoopback bool, g *gate) *handshakeLimiter {
-	return &handshakeLimiter{ResourceManager: rm, max: MaxHandshakesPerHost, limitLoopback: limitLoopback,
+func newHandshakeLimiter(rm network.ResourceManager, r *rate.Limiter, limitLoopback bool, g *gate) *handshakeLimiter {
+	return &handshakeLimiter{ResourceManager: rm, max: MaxHandshakesPerHost, limitLoopback: limitLoopback, rate: r,
 		refused: &g.handshakesRefused, displaced: &g.handshakesDisplaced, connsRefused: &g.refusals.conns,
 		inProgress: map[netip.Prefix]int{}, accepted: map[string][]io.Closer{}, queues: map[netip.Prefix][]*handshakeScope{}}
 }
@@ -376,6 +381,10 @@ func (l *handshakeLimiter) takeAccepted(endpoint ma.Multiaddr) io.Closer {
 
 func (l *handshakeLimiter) OpenConnection(dir network.Direction, usefd bool, endpoint ma.Multiaddr) (network.ConnManagementScope, error) {
 	if dir != network.DirInbound || isRelayed(endpoint) {
+		if err := allowConn(l.rate, endpoint); err != nil {
+			l.connsRefused.Add(1)
+			return nil, err
+		}
 		s, err := l.ResourceManager.OpenConnection(dir, usefd, endpoint)
 		if err != nil {
 			l.connsRefused.Add(1)
@@ -395,9 +404,15 @@ func (l *handshakeLimiter) OpenConnection(dir network.Direction, usefd bool, end
 		l.inProgress[h]++
 		l.mu.Unlock()
 	}
-	s, err := l.ResourceManager.OpenConnection(dir, usefd, endpoint)
-	if errors.Is(err, network.ErrResourceLimitExceeded) && l.displace(h, ok) {
+	// Charged once: the second ask after a displacement is the same
+	// connection's.
+	err := allowConn(l.rate, endpoint)
+	var s network.ConnManagementScope
+	if err == nil {
 		s, err = l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+		if errors.Is(err, network.ErrResourceLimitExceeded) && l.displace(h, ok) {
+			s, err = l.ResourceManager.OpenConnection(dir, usefd, endpoint)
+		}
 	}
 	hs := &handshakeScope{ConnManagementScope: s, l: l, host: h, conn: conn}
 	hs.release = sync.OnceFunc(func() {

@@ -69,8 +69,11 @@
 // counted (GateStats.MemoryRefused, which says what each does).
 // A remote host has at most MaxHandshakesPerHost connections handshaking
 // at once, and when no slot is left a new connection displaces a
-// handshake of the host with the most; relayed connections come only through relays the node holds
-// a reservation with (Reserve). GateStats counts what is refused.
+// handshake of the host with the most; go-libp2p's
+// rate limit of new connections per address is charged once per
+// connection (connRate); relayed connections come only through relays
+// the node holds a reservation with (Reserve). GateStats counts what is
+// refused.
 // Connection manager: once ConnHighWater (40) connections are open, close
 // all but ConnLowWater (10) of the unprotected ones, sparing connections
 // younger than ConnGrace (20 s) and those the DHT, gossipsub and open
@@ -116,6 +119,7 @@ import (
 	libp2pwebrtc "github.com/libp2p/go-libp2p/p2p/transport/webrtc"
 	ws "github.com/libp2p/go-libp2p/p2p/transport/websocket"
 	webtransport "github.com/libp2p/go-libp2p/p2p/transport/webtransport"
+	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -187,6 +191,9 @@ type config struct {
 	// limitLoopback applies MaxHandshakesPerHost to loopback hosts too
 	// (tests only).
 	limitLoopback bool
+	// loopbackRate, if not 0, rate-limits connections from each loopback
+	// address to that many (loopbackConnRate; tests only).
+	loopbackRate int
 	// peerMemory, if not 0, is every peer's memory limit in bytes
 	// (tests only).
 	peerMemory int64
@@ -397,11 +404,17 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		lc = pl.Build(rcmgr.ConcreteLimitConfig{})
 	}
 	limiter := rcmgr.NewFixedLimiter(lc)
-	inner, err := rcmgr.NewResourceManager(limiter, rcmgr.WithMetrics(&g.refusals))
+	// The node charges each connection's address itself (connRate).
+	inner, err := rcmgr.NewResourceManager(limiter, rcmgr.WithMetrics(&g.refusals),
+		rcmgr.WithConnRateLimiters(&rate.Limiter{}))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
-	rm := newHandshakeLimiter(&memoryCounter{ResourceManager: inner, refused: &g.memoryRefused}, c.limitLoopback, g)
+	cr := connRate()
+	if c.loopbackRate > 0 {
+		cr = loopbackConnRate(c.loopbackRate)
+	}
+	rm := newHandshakeLimiter(&memoryCounter{ResourceManager: inner, refused: &g.memoryRefused}, cr, c.limitLoopback, g)
 	g.accepted = rm.accept
 	grace := ConnGrace
 	if c.noConnGrace {
