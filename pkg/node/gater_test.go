@@ -477,8 +477,9 @@ func TestMemoryRefused(t *testing.T) {
 		})
 		return c
 	}
-	// Each stream ends refused or held.
-	if !waitFor(within(t), func() bool { return n.GateStats().MemoryRefused+uint64(held()) == opened }) || held() == 0 {
+	// Each stream ends refused or held (identify's streams take windows
+	// too, and may be refused alike).
+	if !waitFor(within(t), func() bool { return n.GateStats().MemoryRefused+uint64(held()) >= opened }) || held() == 0 {
 		t.Fatalf("a peer opened %d streams of 256 KiB windows within a limit of %d: %d reservations refused, %d streams held",
 			opened, windows, n.GateStats().MemoryRefused, held())
 	}
