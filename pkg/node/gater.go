@@ -39,22 +39,26 @@ import (
 //
 // Hosts together may handshake on every inbound connection slot. When
 // the resource manager has none left for a new inbound connection, the
-// connection displaces a TCP or WebSocket handshake in progress, the
-// oldest of the host with the most in progress, the new connection
-// counted with its host's (loopback included), closed at once and
-// counted (GateStats.HandshakesDisplaced). Silent sockets from many
-// hosts then no longer keep every other peer out until they time out
-// (15 s): to displace an honest peer's handshake (one in progress from
-// its host), every other host must hold at most one, and each
-// displacement takes a socket from a host holding none, so the sockets
-// must come from as many hosts as there are slots for handshakes (every
-// inbound connection slot when no peer is connected: 252 on a 24 GiB
-// machine) and keep coming from fresh ones, a slot's worth before the
-// honest handshake ends (a few round trips), while go-libp2p's rate
-// limit (connRate, charged once per connection) lets one IPv4 address
-// open a connection every 5 s after a burst of 16. Nothing waits for
-// it: a displacement happens only when the connection would be refused
-// otherwise.
+// connection displaces a TCP or WebSocket handshake in progress, closed
+// at once and counted (GateStats.HandshakesDisplaced): one whose peer
+// has sent nothing yet if there is one (an honest peer speaks at once,
+// a silent socket never), else any; of those, the oldest of the host
+// with the most in progress, the new connection counted with its
+// host's (loopback included). Silent sockets from many hosts then no
+// longer keep every other peer out until they time out (15 s), nor
+// displace honest peers' handshakes, however many of those one address
+// (a NAT) holds. Sockets that send a few bytes and stall are displaced
+// by the host rule alone: to displace an honest peer's handshake (one
+// in progress from its host), every other host must hold at most one,
+// and each displacement takes a socket from a host holding none, so
+// the sockets must come from as many hosts as there are slots for
+// handshakes (every inbound connection slot when no peer is connected:
+// 252 on a 24 GiB machine) and keep coming from fresh ones, a slot's
+// worth before the honest handshake ends (a few round trips), while
+// go-libp2p's rate limit (connRate, charged once per connection) lets
+// one IPv4 address open a connection every 5 s after a burst of 16.
+// Nothing waits for it: a displacement happens only when the connection
+// would be refused otherwise.
 const MaxHandshakesPerHost = 8
 
 // ErrHandshakesPerHost is the resource manager's refusal of a connection
@@ -436,29 +440,31 @@ func (l *handshakeLimiter) OpenConnection(dir network.Direction, usefd bool, end
 }
 
 // displace closes a handshake in progress to free its slot for a new
-// connection from host (if known): the oldest of the host with the
-// most in progress, the new connection counted with its host's, so that
-// a host at the top displaces its own (on a tie, the oldest handshake's
-// host). An honest peer's handshake takes a few round trips; to displace
-// it (one in progress from its host), every other host must hold at most
-// one, and each displacement takes a connection from a host holding
-// none: one host's silent sockets, or a few hosts', only displace one
-// another. It reports whether it displaced one (none are in progress
-// when established connections fill the slots, or only handshakes it
-// cannot close).
+// connection from host (if known): a silent one if any (its peer has
+// sent nothing yet), else any; of those, the oldest of the host with the
+// most in progress, the new connection counted with its host's (and as
+// silent: it has had no time to speak), so that a host at the top
+// displaces its own (on a tie, the oldest handshake's host).
+//
+// An honest peer speaks at once (its multistream header, then its
+// security handshake's first message), a silent socket never: while
+// silent sockets hold slots, only they are displaced, whatever their
+// hosts, so that honest peers handshaking from one address (behind one
+// NAT) are not displaced first for holding the most. Once every
+// handshake has spoken (an attacker's sockets can send a header too),
+// or where it cannot be told (a WebSocket connection, a system other
+// than Linux: counted as having spoken), the host rule alone decides:
+// to displace an honest peer's handshake (one in progress from its
+// host), every other host must hold at most one, and each displacement
+// takes a connection from a host holding none: one host's sockets, or a
+// few hosts', only displace one another. It reports whether it
+// displaced one (none are in progress when established connections fill
+// the slots, or only handshakes it cannot close).
 func (l *handshakeLimiter) displace(host netip.Prefix, known bool) bool {
 	l.mu.Lock()
-	held := func(h netip.Prefix) int {
-		if known && h == host {
-			return len(l.queues[h]) + 1
-		}
-		return len(l.queues[h])
-	}
-	var victim *handshakeScope
-	for h, q := range l.queues {
-		if victim == nil || held(h) > held(victim.host) || held(h) == held(victim.host) && q[0].seq < victim.seq {
-			victim = q[0]
-		}
+	victim := l.victim(host, known, true)
+	if victim == nil {
+		victim = l.victim(host, known, false)
 	}
 	if victim == nil {
 		l.mu.Unlock()
@@ -474,6 +480,34 @@ func (l *handshakeLimiter) displace(host netip.Prefix, known bool) bool {
 	victim.release()
 	l.displaced.Add(1)
 	return true
+}
+
+// victim is the handshake displace closes, among the silent ones only
+// if silent, or nil; l.mu is held.
+func (l *handshakeLimiter) victim(host netip.Prefix, known, silent bool) *handshakeScope {
+	var victim *handshakeScope
+	victimHeld := 0
+	for h, q := range l.queues {
+		held, oldest := 0, (*handshakeScope)(nil)
+		for _, hs := range q {
+			if silent && hs.spoke() {
+				continue
+			}
+			if held++; oldest == nil {
+				oldest = hs
+			}
+		}
+		if oldest == nil {
+			continue
+		}
+		if known && h == host {
+			held++
+		}
+		if victim == nil || held > victimHeld || held == victimHeld && oldest.seq < victim.seq {
+			victim, victimHeld = oldest, held
+		}
+	}
+	return victim
 }
 
 // dequeue removes s from its host's queue, if there; l.mu is held.
@@ -518,6 +552,17 @@ type handshakeScope struct {
 	seq       uint64
 	queued    bool
 	displaced bool
+	spoken    bool // its peer has sent something, or that cannot be told
+}
+
+// spoke reports whether s's peer has sent anything yet, or whether that
+// cannot be told; l.mu is held.
+func (s *handshakeScope) spoke() bool {
+	if !s.spoken {
+		sent, known := heard(s.conn)
+		s.spoken = sent || !known
+	}
+	return s.spoken
 }
 
 func (s *handshakeScope) SetPeer(p peer.ID) error {

@@ -69,7 +69,7 @@
 // counted (GateStats.MemoryRefused, which says what each does).
 // A remote host has at most MaxHandshakesPerHost connections handshaking
 // at once, and when no slot is left a new connection displaces a
-// handshake of the host with the most; go-libp2p's
+// handshake, a silent one first, of the host with the most; go-libp2p's
 // rate limit of new connections per address is charged once per
 // connection (connRate); relayed connections come only through relays
 // the node holds a reservation with (Reserve). GateStats counts what is
