@@ -284,10 +284,7 @@ func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []b
 		if snd.st == st {
 			snd.failLocked(err, false)
 		}
-		if cerr := ctxDone(ctx, err); cerr != nil {
-			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
-		}
-		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+		return snd.writeErrLocked(ctx, err)
 	}
 	if snd.fastest == 0 || d < snd.fastest {
 		snd.fastest = d
@@ -511,12 +508,25 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 		snd.mu.Unlock()
 	}
 	if err != nil {
-		if cerr := ctxDone(ctx, err); cerr != nil {
-			return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
-		}
-		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
+		snd.mu.Lock()
+		defer snd.mu.Unlock()
+		return snd.writeErrLocked(ctx, err)
 	}
 	return nil
+}
+
+// writeErrLocked is the error of a Send whose write failed with err: it
+// names ctx's end, or the service's Close, when either cut the write
+// short, so that callers can match them (errors.Is) rather than the
+// stream's deadline error.
+func (snd *sender) writeErrLocked(ctx context.Context, err error) error {
+	if cerr := ctxDone(ctx, err); cerr != nil {
+		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
+	}
+	if snd.closed {
+		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrClosed, err)
+	}
+	return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 }
 
 // largeWriter writes a large message's frame: its header and small
@@ -644,6 +654,15 @@ func (snd *sender) flush(ctx context.Context) error {
 	if snd.dead {
 		snd.mu.Unlock()
 		return errRetired
+	}
+	if snd.closed { // Close dropped what was queued while this Flush waited
+		lost := snd.lost
+		snd.mu.Unlock()
+		err := fmt.Errorf("endpoint: flushing to %s: %w", p, ErrClosed)
+		if lost {
+			err = fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, ErrMaybeLost)
+		}
+		return errors.Join(err, snd.takeRefusals())
 	}
 	lost := snd.lost
 	snd.lost, snd.failed = false, nil // reported here

@@ -310,6 +310,9 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 		if err == nil {
 			return nil
 		}
+		if err := closedBelow(err); err != nil {
+			return err
+		}
 		var re *endpoint.RefusedError
 		if !errors.As(err, &re) {
 			return err
@@ -449,8 +452,23 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	var err error
 	if err = errors.Join(errs...); err != nil {
 		err = fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+		if cerr := closedBelow(err); cerr != nil {
+			err = cerr
+		}
 	}
 	return errors.Join(o.takeUndelivered(), err)
+}
+
+// closedBelow returns err matching ErrClosed too when it says that the
+// endpoint service closed under a Send or Flush (Peer.Close closes it
+// after the pipes, and cuts short a Send still waiting on a slow
+// receiver), so that callers match one sentinel, this package's, for a
+// pipe that ended by Close; nil when it does not.
+func closedBelow(err error) error {
+	if !errors.Is(err, endpoint.ErrClosed) || errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrClosed, err)
 }
 
 // sortRefusals takes the refusals out of an endpoint Flush's error: its
@@ -623,7 +641,10 @@ func (s *Service) pubsubStreamTo(p peer.ID) bool {
 	return false
 }
 
-// Close releases the pipe; Send then fails with ErrClosed.
+// Close releases the pipe; Send then fails with ErrClosed. A Send
+// already waiting for a slow receiver goes on waiting until its ctx ends
+// or the endpoint service closes (then it fails with ErrClosed too):
+// Close does not interrupt it.
 func (o *OutputPipe) Close() error {
 	o.once.Do(func() {
 		o.closed.Store(true)

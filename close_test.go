@@ -1,0 +1,80 @@
+package p2pmsg_test
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// TestCloseEndsBlockedSend checks what a service shutting down sees:
+// a Send held by a receiver that does not read, and a Flush waiting
+// behind it, both return when the sending peer closes, with errors that
+// match the pipe's ErrClosed (and the endpoint's), not a stream deadline.
+func TestCloseEndsBlockedSend(t *testing.T) {
+	ctx := testContext(t)
+	receiver := newPeer(t, p2pmsg.WithPipeOptions(pipe.WithQueueLen(1)))
+	sender, err := p2pmsg.New(ctx, p2pmsg.WithListenAddrs(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	a, _ := adv.New(adv.Unicast, "stalled", "")
+	if _, err := receiver.Pipes().NewInputPipe(a); err != nil { // never received from
+		t.Fatal(err)
+	}
+	out, err := sender.Pipes().NewOutputPipe(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first message fills the input's queue, the second holds the
+	// receiver's reader; the third is larger than a stream's flow-control
+	// window can ever hold (yamux's is at most 16 MiB), so its Send
+	// cannot finish until the receiver reads.
+	small := message.New(message.Text("", "n", "x"))
+	for range 2 {
+		if err := out.Send(ctx, small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- out.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
+	waitGoroutineIn(t, "endpoint.writeLarge")
+	flushed := make(chan error, 1)
+	go func() { flushed <- out.Flush(ctx) }()
+	waitGoroutineIn(t, "endpoint.(*sender).flush")
+
+	if err := sender.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, ch := range map[string]chan error{"Send": sent, "Flush": flushed} {
+		err := <-ch
+		if !errors.Is(err, pipe.ErrClosed) || !errors.Is(err, endpoint.ErrClosed) {
+			t.Errorf("%s under Close: %v, want it to match pipe.ErrClosed and endpoint.ErrClosed", what, err)
+		}
+	}
+}
+
+// waitGoroutineIn waits until some goroutine's stack is in function fn
+// (package-qualified, as runtime.Stack prints it): the call the test
+// started has reached the point it is to be interrupted at. A test's
+// context bounds the wait.
+func waitGoroutineIn(t *testing.T, fn string) {
+	t.Helper()
+	ctx := testContext(t)
+	buf := make([]byte, 1<<20)
+	for ctx.Err() == nil {
+		n := runtime.Stack(buf, true)
+		if strings.Contains(string(buf[:n]), fn+"(") {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("no goroutine reached %s", fn)
+}
