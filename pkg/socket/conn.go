@@ -76,7 +76,9 @@ func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Con
 }
 
 // Read implements net.Conn. It returns io.EOF after the other side's last
-// byte once that side has closed or half-closed.
+// byte once that side has closed or half-closed, and only then: when the
+// stream ends otherwise (the other side's Reset, its peer gone, the
+// connection lost), Read and Write fail with an error matching ErrReset.
 func (c *Conn) Read(b []byte) (int, error) {
 	if c.isClosed() {
 		return 0, c.wrap("read", ErrClosed)
@@ -300,6 +302,8 @@ func (c *Conn) wrap(op string, err error) error {
 	}
 	if c.isClosed() {
 		err = ErrClosed
+	} else if errors.Is(err, network.ErrReset) {
+		err = newResetError(err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, timeoutError{}) {
@@ -307,6 +311,34 @@ func (c *Conn) wrap(op string, err error) error {
 	}
 	return &net.OpError{Op: op, Net: Network, Source: c.local, Addr: c.remote, Err: err}
 }
+
+// resetError is a stream's reset as Read and Write report it: its text
+// is the stream's error, and it matches ErrReset, network.ErrReset and
+// the stream's *network.StreamError or *network.ConnError (for their
+// codes), but not the rest of the stream's chain: when the connection
+// under a yamux stream ends with a bare end of stream (the peer's
+// process closed or died), yamux resets the stream with an error that
+// wraps io.EOF, which callers would take for a clean end.
+type resetError struct {
+	err  error
+	errs []error
+}
+
+func newResetError(err error) *resetError {
+	e := &resetError{err: err, errs: []error{ErrReset, network.ErrReset}}
+	var se *network.StreamError
+	var ce *network.ConnError
+	switch {
+	case errors.As(err, &se) && !errors.Is(se, io.EOF):
+		e.errs = append(e.errs, se)
+	case errors.As(err, &ce) && !errors.Is(ce, io.EOF):
+		e.errs = append(e.errs, ce)
+	}
+	return e
+}
+
+func (e *resetError) Error() string   { return e.err.Error() }
+func (e *resetError) Unwrap() []error { return e.errs }
 
 // timeoutError marks a deadline's error so errors.Is(err,
 // os.ErrDeadlineExceeded) holds, as it does for package net's conns.

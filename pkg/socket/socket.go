@@ -108,6 +108,12 @@ var (
 	ErrBound     = errors.New("socket: pipe already has a listener on this peer")
 	ErrBadOption = errors.New("socket: invalid option")
 	ErrInsecure  = errors.New("socket: connection is not authenticated and encrypted")
+	// ErrReset is what a Conn's Read and Write fail with once its stream
+	// ended without a clean close: the other side reset it (Conn.Reset),
+	// its peer went away, or the connection to it was lost. Unlike after
+	// io.EOF, what was read may be only part of what was sent. It also
+	// matches libp2p's network.ErrReset, and never io.EOF.
+	ErrReset = errors.New("socket: connection reset")
 )
 
 // handshakeTimeout bounds how long either side waits for the handshake.

@@ -365,3 +365,43 @@ func TestResetIsNotEOF(t *testing.T) {
 		t.Fatal("the reader saw a clean end of stream after the writer reset")
 	}
 }
+
+// TestLostConnectionIsNotEOF: however the stream ends before a clean
+// close (the other side resets it, or its peer goes away: its node
+// closes, as a killed process's connection does, with a bare end of
+// stream under the multiplexer), Read fails with ErrReset, which a
+// caller can match, and never with an error that matches io.EOF, which
+// would let a caller testing errors.Is(err, io.EOF) take the bytes that
+// arrived for the whole stream.
+func TestLostConnectionIsNotEOF(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(writer *socket.Conn, writerNode *node.Node) error
+	}{
+		{"writer resets", func(c *socket.Conn, _ *node.Node) error { return c.Reset() }},
+		{"writer's node closes", func(_ *socket.Conn, n *node.Node) error { return n.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+			c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+			defer c1.Close()
+			defer c2.Close()
+			if _, err := c1.Write([]byte("partial")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 7)
+			if _, err := io.ReadFull(c2, buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.end(c1, nodes[0]); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c2.Read(buf)
+			if !errors.Is(err, socket.ErrReset) || errors.Is(err, io.EOF) {
+				t.Fatalf("Read after the stream was lost: %v, want socket.ErrReset and not io.EOF", err)
+			}
+		})
+	}
+}
