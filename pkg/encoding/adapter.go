@@ -111,7 +111,11 @@ func NewInput(next Receiver, scheme Scheme) (*Input, error) {
 
 // Receive receives one message and decodes it. If the scheme's policy is
 // DropMessage and an element fails, Receive returns the *ElementError for
-// that message; the next call receives the next message.
+// that message; the next call receives the next message. Only this side
+// learns of the failure: the sender's Send and Flush succeed. For the
+// sender to be told (a missing model or key), decode in the input pipe's
+// handler (pipe.WithHandler) and refuse what fails (pipe.Received.Refuse),
+// as the CLI's recv does.
 func (i *Input) Receive(ctx context.Context) (*message.Message, error) {
 	m, err := i.next.Receive(ctx)
 	if err != nil {
