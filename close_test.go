@@ -61,6 +61,48 @@ func TestCloseEndsBlockedSend(t *testing.T) {
 	}
 }
 
+// TestSendWhenPeerGoes checks what a service sees when the peer it sends
+// to goes away under a Send held by that peer's full queue: the Send
+// fails with an error matching pipe.ErrPeerGone (and endpoint.ErrPeerGone),
+// which a service can retry on, and the next Send resolves again.
+func TestSendWhenPeerGoes(t *testing.T) {
+	ctx := testContext(t)
+	sender := newPeer(t)
+	receiver, err := p2pmsg.New(ctx, p2pmsg.WithListenAddrs(loopback), p2pmsg.WithPipeOptions(pipe.WithQueueLen(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer receiver.Close()
+	a, _ := adv.New(adv.Unicast, "stalled", "")
+	if _, err := receiver.Pipes().NewInputPipe(a); err != nil { // never received from
+		t.Fatal(err)
+	}
+	out, err := sender.Pipes().NewOutputPipe(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As in TestCloseEndsBlockedSend: the third Send cannot finish.
+	small := message.New(message.Text("", "n", "x"))
+	for range 2 {
+		if err := out.Send(ctx, small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- out.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
+	waitGoroutineIn(t, "endpoint.writeLarge")
+
+	if err := receiver.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; !errors.Is(err, pipe.ErrPeerGone) || !errors.Is(err, endpoint.ErrPeerGone) {
+		t.Fatalf("Send when the peer went away: %v, want it to match pipe.ErrPeerGone and endpoint.ErrPeerGone", err)
+	}
+	if err := out.Send(ctx, small); !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("Send after the peer went away: %v, want pipe.ErrNotResolved", err)
+	}
+}
+
 // waitGoroutineIn waits until some goroutine's stack is in function fn
 // (package-qualified, as runtime.Stack prints it): the call the test
 // started has reached the point it is to be interrupted at. A test's

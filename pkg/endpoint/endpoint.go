@@ -121,6 +121,12 @@ var (
 	ErrFrame        = errors.New("endpoint: malformed frame")
 	ErrSourceForged = errors.New("endpoint: message names another peer as its source")
 	ErrMaybeLost    = errors.New("endpoint: messages sent earlier may be lost (their stream was reset)")
+	// ErrPeerGone: a Send failed because the peer's side ended the
+	// stream under it, or the connection under it ended (the peer
+	// closed, restarted, or the connection was lost), or, with no
+	// connection left, the peer could not be dialled. The message was
+	// not delivered; the next Send opens a new stream, dialling again.
+	ErrPeerGone = errors.New("endpoint: the peer went away")
 )
 
 // Delivery is one received message and where it came from.

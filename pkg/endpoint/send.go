@@ -358,6 +358,9 @@ func (snd *sender) open(ctx context.Context) error {
 		if snd.svc.ctx.Err() != nil {
 			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, ErrClosed)
 		}
+		if ctx.Err() == nil && snd.svc.node.Host().Network().Connectedness(snd.peer) == network.NotConnected {
+			return fmt.Errorf("endpoint: opening stream to %s: %w (%w)", snd.peer, ErrPeerGone, err)
+		}
 		return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, err)
 	}
 	b := snd.startBack(st)
@@ -516,15 +519,18 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 }
 
 // writeErrLocked is the error of a Send whose write failed with err: it
-// names ctx's end, or the service's Close, when either cut the write
-// short, so that callers can match them (errors.Is) rather than the
-// stream's deadline error.
+// names ctx's end, the service's Close, or the peer's going away when one
+// of them cut the write short, so that callers can match them (errors.Is)
+// rather than the stream's own errors.
 func (snd *sender) writeErrLocked(ctx context.Context, err error) error {
 	if cerr := ctxDone(ctx, err); cerr != nil {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 	}
 	if snd.closed {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrClosed, err)
+	}
+	if errors.Is(err, network.ErrReset) {
+		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrPeerGone, err)
 	}
 	return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 }

@@ -292,7 +292,10 @@ const maxRefusalReports = 4096
 
 // Send sends m on the pipe. A unicast or secure message is on its way
 // when Send returns; Flush waits until it is delivered. If sending fails
-// the pipe forgets its peer and the next Send resolves the binding again.
+// the pipe forgets its peer and the next Send resolves the binding again;
+// when it failed because that peer went away (it closed or restarted,
+// its connection was lost or it could not be dialled again), the error
+// matches ErrPeerGone, and m was not delivered.
 // If the peer reports that earlier messages were refused there (the pipe
 // is no longer bound on it), Send forgets that peer, resolves the binding
 // again and sends m to the new binder; the earlier messages are reported
@@ -312,6 +315,9 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 		}
 		if err := closedBelow(err); err != nil {
 			return err
+		}
+		if errors.Is(err, endpoint.ErrPeerGone) {
+			return &peerGoneError{err}
 		}
 		var re *endpoint.RefusedError
 		if !errors.As(err, &re) {
@@ -458,6 +464,13 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	}
 	return errors.Join(o.takeUndelivered(), err)
 }
+
+// peerGoneError is a Send's failure because the peer it sent to went away
+// (endpoint.ErrPeerGone): it matches ErrPeerGone too, as a Bidi's does.
+type peerGoneError struct{ err error }
+
+func (e *peerGoneError) Error() string   { return e.err.Error() }
+func (e *peerGoneError) Unwrap() []error { return []error{ErrPeerGone, e.err} }
 
 // closedBelow returns err matching ErrClosed too when it says that the
 // endpoint service closed under a Send or Flush (Peer.Close closes it

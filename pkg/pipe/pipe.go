@@ -417,7 +417,8 @@ const DefaultMaxPropagate = 1 << 20
 // sequence number, author, signature and key.
 const propagateHeadroom = 4 << 10
 
-// Service is a node's pipe service.
+// Service is a node's pipe service. Its methods are safe for concurrent
+// use.
 type Service struct {
 	ep   *endpoint.Service
 	node *node.Node

@@ -220,7 +220,8 @@ func WithJXTAUnreliable() Option {
 	}
 }
 
-// Service is a node's socket service.
+// Service is a node's socket service. Its methods are safe for concurrent
+// use.
 type Service struct {
 	pipes *pipe.Service
 	host  host.Host
