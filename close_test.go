@@ -2,6 +2,7 @@ package p2pmsg_test
 
 import (
 	"errors"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -100,6 +101,55 @@ func TestSendWhenPeerGoes(t *testing.T) {
 	}
 	if err := out.Send(ctx, small); !errors.Is(err, pipe.ErrNotResolved) {
 		t.Fatalf("Send after the peer went away: %v, want pipe.ErrNotResolved", err)
+	}
+}
+
+// TestCloseEndsSocketIO checks that a socket's Read and Write blocked
+// when their own peer closes return with net.ErrClosed, as after the
+// Conn's own Close: Close ends every connection, open sockets included.
+func TestCloseEndsSocketIO(t *testing.T) {
+	ctx := testContext(t)
+	server := newPeer(t)
+	client, err := p2pmsg.New(ctx, p2pmsg.WithListenAddrs(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	a, _ := adv.New(adv.Unicast, "files", "")
+	l, err := server.Sockets().Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Sockets().Dial(ctx, a, pipe.ToPeers(server.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.AcceptContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() // never read: the client's writes fill the window
+	read, wrote := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := c.Read(make([]byte, 1)); read <- err }()
+	go func() {
+		b := make([]byte, 1<<20)
+		for {
+			if _, err := c.Write(b); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	waitGoroutineIn(t, "socket.(*Conn).Read")
+	waitGoroutineIn(t, "socket.(*Conn).Write")
+
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, ch := range map[string]chan error{"Read": read, "Write": wrote} {
+		if err := <-ch; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s under its peer's Close: %v, want net.ErrClosed", what, err)
+		}
 	}
 }
 

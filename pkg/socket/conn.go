@@ -3,6 +3,7 @@ package socket
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 // Conn is a socket connection. It implements net.Conn, with CloseWrite
 // and CloseRead for half-closing as *net.TCPConn has.
 type Conn struct {
+	svc    *Service // nil for a JXTA socket
 	st     stream
 	sec    string // what secures it (Security)
 	adv    *adv.PipeAdvertisement
@@ -64,12 +66,12 @@ type stream interface {
 	SetWriteDeadline(time.Time) error
 }
 
-func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Conn {
+func newConn(svc *Service, st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Conn {
 	c := st.Conn()
 	if br != nil && br.Buffered() == 0 {
 		br = nil
 	}
-	return &Conn{st: st, sec: endpoint.ConnSecurity(c), adv: a, br: br,
+	return &Conn{svc: svc, st: st, sec: endpoint.ConnSecurity(c), adv: a, br: br,
 		local:  Addr{Peer: c.LocalPeer(), Pipe: a.ID},
 		remote: Addr{Peer: c.RemotePeer(), Pipe: a.ID},
 		wlock:  make(chan struct{}, 1), closed: make(chan struct{})}
@@ -78,7 +80,9 @@ func newConn(st network.Stream, a *adv.PipeAdvertisement, br *bufio.Reader) *Con
 // Read implements net.Conn. It returns io.EOF after the other side's last
 // byte once that side has closed or half-closed, and only then: when the
 // stream ends otherwise (the other side's Reset, its peer gone, the
-// connection lost), Read and Write fail with an error matching ErrReset.
+// connection lost), Read and Write fail with an error matching ErrReset;
+// when this side's node closed it after the socket service (a Peer's
+// Close), with ErrClosed.
 func (c *Conn) Read(b []byte) (int, error) {
 	if c.isClosed() {
 		return 0, c.wrap("read", ErrClosed)
@@ -300,9 +304,12 @@ func (c *Conn) wrap(op string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	if c.isClosed() {
+	switch {
+	case c.isClosed():
 		err = ErrClosed
-	} else if errors.Is(err, network.ErrReset) {
+	case c.closedHere(err):
+		err = fmt.Errorf("%w (this node closed: %v)", ErrClosed, err)
+	case errors.Is(err, network.ErrReset):
 		err = newResetError(err)
 	}
 	var ne net.Error
@@ -310,6 +317,16 @@ func (c *Conn) wrap(op string, err error) error {
 		err = timeoutError{err}
 	}
 	return &net.OpError{Op: op, Net: Network, Source: c.local, Addr: c.remote, Err: err}
+}
+
+// closedHere reports whether err is the end of the connection under the
+// stream that this side's Close made after the socket service closed:
+// a Peer's Close closes the socket service, then the node, whose host
+// ends every connection. Reads and Writes then fail with ErrClosed, as
+// after the Conn's own Close, rather than ErrReset.
+func (c *Conn) closedHere(err error) bool {
+	var ce *network.ConnError
+	return c.svc != nil && errors.As(err, &ce) && !ce.Remote && c.svc.isClosed()
 }
 
 // resetError is a stream's reset as Read and Write report it: its text

@@ -302,6 +302,12 @@ func (s *Service) Close() error {
 	return nil
 }
 
+func (s *Service) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // Listener accepts socket connections on a pipe.
 type Listener struct {
 	svc     *Service
@@ -454,7 +460,7 @@ func (s *Service) handle(st network.Stream) {
 		return
 	}
 	st.SetDeadline(time.Time{})
-	if !l.enqueue(backlogged{c: newConn(st, l.adv, br), at: at}) {
+	if !l.enqueue(backlogged{c: newConn(l.svc, st, l.adv, br), at: at}) {
 		l.unreserve(at)
 		st.Reset()
 	}
@@ -555,7 +561,7 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 		return nil, fmt.Errorf("%w by %s: %s", ErrRefused, p, why)
 	}
 	st.SetDeadline(time.Time{})
-	return newConn(st, a, nil), nil
+	return newConn(s, st, a, nil), nil
 }
 
 // handshakeError reports a failure to write the handshake to p or to
