@@ -330,19 +330,25 @@ func (c *Conn) closedHere(err error) bool {
 }
 
 // resetError is a stream's reset as Read and Write report it: its text
-// is the stream's error, and it matches ErrReset, network.ErrReset and
-// the stream's *network.StreamError or *network.ConnError (for their
-// codes), but not the rest of the stream's chain: when the connection
-// under a yamux stream ends with a bare end of stream (the peer's
-// process closed or died), yamux resets the stream with an error that
-// wraps io.EOF, which callers would take for a clean end.
+// is the stream's error, and it matches ErrReset and the stream's error
+// chain (network.ErrReset, the connection's syscall.Errno, ...), unless
+// that chain matches io.EOF: when the connection under a yamux stream
+// ends with a bare end of stream (the peer's process closed or died),
+// yamux resets the stream with an error that wraps io.EOF, which callers
+// would take for a clean end. Then it matches only ErrReset,
+// network.ErrReset and the stream's *network.StreamError or
+// *network.ConnError (for their codes) if one is there without io.EOF.
 type resetError struct {
 	err  error
 	errs []error
 }
 
 func newResetError(err error) *resetError {
-	e := &resetError{err: err, errs: []error{ErrReset, network.ErrReset}}
+	e := &resetError{err: err, errs: []error{ErrReset, err}}
+	if !errors.Is(err, io.EOF) {
+		return e
+	}
+	e.errs = []error{ErrReset, network.ErrReset}
 	var se *network.StreamError
 	var ce *network.ConnError
 	switch {
