@@ -104,6 +104,65 @@ func TestSendWhenPeerGoes(t *testing.T) {
 	}
 }
 
+// TestBidiSendCutShort checks a bidirectional pipe's Send held by an
+// other end that does not receive: when this peer closes, it fails with
+// pipe.ErrClosed (and the Flush waiting behind it too); when the other
+// end's peer closes, with pipe.ErrPeerGone, as an output pipe's Send.
+func TestBidiSendCutShort(t *testing.T) {
+	tests := []struct {
+		name    string
+		closing func(sender, receiver *p2pmsg.Peer) *p2pmsg.Peer
+		wantErr error
+	}{
+		{"this peer closes", func(s, _ *p2pmsg.Peer) *p2pmsg.Peer { return s }, pipe.ErrClosed},
+		{"the other peer closes", func(_, r *p2pmsg.Peer) *p2pmsg.Peer { return r }, pipe.ErrPeerGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			sender := newPeer(t)
+			receiver := newPeer(t, p2pmsg.WithPipeOptions(pipe.WithQueueLen(1)))
+			a, _ := adv.New(adv.Unicast, "rpc", "")
+			l, err := receiver.Pipes().Listen(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			accepted := make(chan error, 1)
+			go func() { _, err := l.Accept(ctx); accepted <- err }() // never received from
+			b, err := sender.Pipes().Connect(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-accepted; err != nil {
+				t.Fatal(err)
+			}
+			// As in TestCloseEndsBlockedSend: the third Send cannot finish.
+			small := message.New(message.Text("", "n", "x"))
+			for range 2 {
+				if err := b.Send(ctx, small); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sent := make(chan error, 1)
+			go func() { sent <- b.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
+			waitGoroutineIn(t, "endpoint.writeLarge")
+			flushed := make(chan error, 1)
+			go func() { flushed <- b.Flush(ctx) }()
+			waitGoroutineIn(t, "endpoint.(*sender).flush")
+
+			if err := tt.closing(sender, receiver).Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-sent; !errors.Is(err, tt.wantErr) {
+				t.Errorf("Send: %v, want %v", err, tt.wantErr)
+			}
+			if err := <-flushed; tt.wantErr == pipe.ErrClosed && !errors.Is(err, pipe.ErrClosed) {
+				t.Errorf("Flush: %v, want %v", err, pipe.ErrClosed)
+			}
+		})
+	}
+}
+
 // TestCloseEndsSocketIO checks that a socket's Read and Write blocked
 // when their own peer closes return with net.ErrClosed, as after the
 // Conn's own Close: Close ends every connection, open sockets included.

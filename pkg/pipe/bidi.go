@@ -530,7 +530,9 @@ func (b *Bidi) RemotePeer() peer.ID { return b.remote }
 func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
 
 // Send sends m to the other end. A failed Send ends the connection,
-// because what reached the other end is then unknown.
+// because what reached the other end is then unknown. A Send that this
+// peer's Close cuts short fails with ErrClosed, one whose other end's peer
+// went away under it with ErrPeerGone, as an output pipe's.
 func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 	select {
 	case <-b.done:
@@ -551,8 +553,9 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 		}
 	}
 	if err := b.svc.ep.Send(ctx, b.dst, m); err != nil {
+		err = belowErr(fmt.Errorf("pipe %s: %w", b.adv.ID, err))
 		b.fail(err)
-		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+		return err
 	}
 	return nil
 }
@@ -657,7 +660,11 @@ func (b *Bidi) Flush(ctx context.Context) error {
 		return nil
 	}
 	if err := b.flush(ctx); err != nil {
-		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+		err = fmt.Errorf("pipe %s: %w", b.adv.ID, err)
+		if cerr := closedBelow(err); cerr != nil {
+			return cerr
+		}
+		return err
 	}
 	return nil
 }

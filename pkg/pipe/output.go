@@ -313,11 +313,8 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 		if err == nil {
 			return nil
 		}
-		if err := closedBelow(err); err != nil {
-			return err
-		}
-		if errors.Is(err, endpoint.ErrPeerGone) {
-			return &peerGoneError{err}
+		if errors.Is(err, endpoint.ErrClosed) || errors.Is(err, endpoint.ErrPeerGone) {
+			return belowErr(err)
 		}
 		var re *endpoint.RefusedError
 		if !errors.As(err, &re) {
@@ -465,8 +462,22 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	return errors.Join(o.takeUndelivered(), err)
 }
 
+// belowErr is err, a Send's failure in the endpoint service, matching
+// this package's ErrClosed too when that service closed under it, and
+// ErrPeerGone when the peer it sent to went away, so that callers match
+// one package's sentinels for a pipe.
+func belowErr(err error) error {
+	if cerr := closedBelow(err); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, endpoint.ErrPeerGone) && !errors.Is(err, ErrPeerGone) {
+		return &peerGoneError{err}
+	}
+	return err
+}
+
 // peerGoneError is a Send's failure because the peer it sent to went away
-// (endpoint.ErrPeerGone): it matches ErrPeerGone too, as a Bidi's does.
+// (endpoint.ErrPeerGone): it matches ErrPeerGone too.
 type peerGoneError struct{ err error }
 
 func (e *peerGoneError) Error() string   { return e.err.Error() }
