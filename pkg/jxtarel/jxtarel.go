@@ -411,7 +411,8 @@ func (c *Conn) count(f func(*Stats)) {
 }
 
 // ParseAck reads an acknowledgement element's data: the cumulative
-// sequence number and the selective ones (at most 1024 are read).
+// sequence number and the selective ones above it (at most 1024 are
+// read; those at or below it, which say nothing, are skipped).
 func ParseAck(b []byte) (cum int32, sacks []int32, err error) {
 	if len(b) < 4 || len(b)%4 != 0 {
 		return 0, nil, fmt.Errorf("%w: ack of %d bytes", ErrMalformed, len(b))
