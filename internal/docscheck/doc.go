@@ -3,4 +3,6 @@
 // docs/ names a file or directory of the repository, and every #fragment
 // names a heading of the file it points to. Like internal/layering it has
 // no code of its own; it sits outside the layers and imports none of them.
+// Its subpackage snippets keeps the Go snippets of the same files
+// compiling.
 package docscheck
