@@ -204,13 +204,19 @@ func (c *Codec) Encode(dst, src []byte, _ encoding.Binding) ([]byte, error) {
 // Decode appends the decompressed frame to dst. The payload must be
 // exactly one ordinary frame (skippable frames, further frames and
 // trailing bytes are refused with ErrCorrupt). The frame's content size
-// is checked against max before decoding, and a dictionary the header names
+// is checked against max, or the codec's own limit (WithMaxDecodedSize)
+// when lower, before decoding, and a dictionary the header names
 // but this codec lacks fails with ErrNoDictionary. It makes room for no
 // more than the frame's blocks can hold (zstdframe), whatever the frame or
 // the caller's header claims.
 func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, max int) ([]byte, error) {
 	if p.DictID != 0 && !c.dictIDs[p.DictID] {
 		return dst, fmt.Errorf("%w: zstd dictionary %d", encoding.ErrNoDictionary, p.DictID)
+	}
+	// The codec's own limit (WithMaxDecodedSize) bounds every decode, so
+	// that a frame recording more is refused before room is made for it.
+	if uint64(max) > c.maxDec {
+		max = int(c.maxDec)
 	}
 	// Exactly one ordinary frame: a skippable frame, another frame or
 	// trailing bytes would make the decoder work for output nobody
@@ -224,9 +230,6 @@ func (c *Codec) Decode(dst, src []byte, p encoding.Params, _ encoding.Binding, m
 	}
 	if f.HasFCS && f.FrameContentSize > uint64(max) {
 		return dst, fmt.Errorf("%w: frame holds %d bytes, limit %d", encoding.ErrTooLarge, f.FrameContentSize, max)
-	}
-	if uint64(max) > c.maxDec {
-		max = int(c.maxDec)
 	}
 	// Room for exactly the frame's content size (which Check found its
 	// blocks can hold), or, when the frame does not record it, for what
