@@ -26,9 +26,13 @@
 // Acknowledgements are coalesced (one covers everything taken while the
 // previous one was being sent), and while a block is missing the receiver
 // repeats its acknowledgement, with its selective acknowledgements, once
-// a second. Blocks already taken or already queued are dropped without an
-// acknowledgement; blocks too far ahead, or beyond the receive buffer's
-// bytes, are dropped and counted (the sender retransmits them).
+// a second. Blocks already taken or already queued are dropped and
+// counted (Duplicates); one already taken has the acknowledgement sent
+// again, at most every MinRTO/5, since the sender's repeating it means the
+// acknowledgement was lost (JXSE sends none, and its sender can
+// retransmit until it gives up). Blocks too far ahead, or beyond the
+// receive buffer's bytes, are dropped and counted (the sender retransmits
+// them).
 //
 // The sender keeps each block until it is acknowledged and has at most the
 // window's blocks (and bytes) unacknowledged. A block a selective

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -593,4 +594,37 @@ func TestIdleProbe(t *testing.T) {
 	})
 	_, err := jxtarel.New(nil, jxtarel.WithIdleProbe(-time.Second))
 	isErr(t, err, jxtarel.ErrBadOption)
+}
+
+// A block already taken, sent again, means the acknowledgement was lost:
+// the receiver sends it again (the package doc).
+func TestTakenBlockRepeatsAck(t *testing.T) {
+	var mu sync.Mutex
+	var cums []int32
+	r, err := jxtarel.New(func(_ context.Context, m *message.Message) error {
+		e, _ := m.Get(jxtarel.Namespace, "ack")
+		if cum, _, err := jxtarel.ParseAck(e.Data); err == nil {
+			mu.Lock()
+			cums = append(cums, cum)
+			mu.Unlock()
+		}
+		return nil
+	})
+	noErr(t, err)
+	defer r.Close()
+	acks := func() []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(cums)
+	}
+	r.Handle(block(1, []byte("one")))
+	_, err = r.Receive(context.Background())
+	noErr(t, err)
+	eventually(t, func() bool { return len(acks()) == 1 })
+	eventually(t, func() bool {
+		r.Handle(block(1, []byte("one")))
+		return len(acks()) >= 2
+	})
+	equal(t, []int32{1, 1}, acks()[:2])
+	check(t, r.Stats().Duplicates > 0, "duplicate not counted")
 }
