@@ -163,8 +163,8 @@ func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, 
 	return rec.rep, nil
 }
 
-// Monitor returns the monitor of the path to p, creating it (with what
-// the models remember of p) on first use.
+// Monitor returns the monitor of the path to p, creating it on first use,
+// knowing nothing of the path yet (the models keep no paths).
 func (s *Service) Monitor(p peer.ID) *Monitor {
 	s.mu.Lock()
 	defer s.mu.Unlock()
