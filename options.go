@@ -16,9 +16,8 @@ import (
 // ErrBadOption is what an invalid option makes New fail with, whether this
 // package or a layer below refused it: the error then also matches that
 // layer's own sentinel (node.ErrBadOption, endpoint.ErrBadOption,
-// pipe.ErrBadOption or socket.ErrBadOption). Package jxtatcp has no such
-// sentinel: an invalid transport option given to WithJXTA fails New with
-// the transport's error alone.
+// jxtatcp.ErrBadOption for WithJXTA's transport options, pipe.ErrBadOption
+// or socket.ErrBadOption).
 var ErrBadOption = errors.New("p2pmsg: invalid option")
 
 // config holds each layer's options, in the order they were given. Every

@@ -10,6 +10,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
@@ -141,7 +142,7 @@ func (e *startError) Error() string { return "p2pmsg: starting " + e.step + ": "
 // Unwrap returns the step's error and, when a layer refused an option,
 // ErrBadOption.
 func (e *startError) Unwrap() []error {
-	for _, bad := range []error{node.ErrBadOption, endpoint.ErrBadOption, pipe.ErrBadOption, socket.ErrBadOption} {
+	for _, bad := range []error{node.ErrBadOption, endpoint.ErrBadOption, jxtatcp.ErrBadOption, pipe.ErrBadOption, socket.ErrBadOption} {
 		if errors.Is(e.err, bad) {
 			return []error{e.err, ErrBadOption}
 		}

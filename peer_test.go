@@ -152,6 +152,8 @@ func TestNewFails(t *testing.T) {
 		// Refused after the node started: it must be closed again.
 		{"endpoint option", []p2pmsg.Option{p2pmsg.WithEndpointOptions(endpoint.WithMaxStreamsPerPeer(0))}, endpoint.ErrBadOption, true},
 		{"JXTA listen address", []p2pmsg.Option{p2pmsg.WithJXTA(ident, "udp://127.0.0.1:0")}, jxtatcp.ErrAddress, false},
+		{"JXTA transport option", []p2pmsg.Option{p2pmsg.WithJXTA(ident, "tcp://127.0.0.1:0", jxtatcp.WithMaxMessageSize(1))}, jxtatcp.ErrBadOption, true},
+		{"JXTA public address", []p2pmsg.Option{p2pmsg.WithJXTA(ident, "tcp://127.0.0.1:0", jxtatcp.WithPublicAddress("udp://x:1"))}, jxtatcp.ErrAddress, true},
 		{"pipe option", []p2pmsg.Option{p2pmsg.WithPipeOptions(pipe.WithQueueLen(0))}, pipe.ErrBadOption, true},
 		{"socket option", []p2pmsg.Option{p2pmsg.WithSocketOptions(socket.WithBacklog(0))}, socket.ErrBadOption, true},
 	}

@@ -189,7 +189,7 @@ const (
 func WithPublicAddress(addr string) Option {
 	return func(o *options) error {
 		if proto, _, _, _, err := splitAddress(addr); err != nil || proto != "tcp" {
-			return fmt.Errorf("%w: public address %q: want tcp://host:port", ErrAddress, addr)
+			return fmt.Errorf("%w: public address %q: want tcp://host:port (%w)", ErrBadOption, addr, ErrAddress)
 		}
 		o.public = addr
 		return nil
@@ -221,7 +221,7 @@ func WithAcceptUnsigned() Option {
 func WithMaxMessageSize(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 1<<30 {
-			return fmt.Errorf("jxtatcp: max message size %d out of [4 KiB, 1 GiB]", n)
+			return fmt.Errorf("%w: max message size %d out of [4 KiB, 1 GiB]", ErrBadOption, n)
 		}
 		o.maxMessage = n
 		return nil
@@ -261,7 +261,7 @@ func WithMaxMessageSize(n int64) Option {
 func WithMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
-			return fmt.Errorf("jxtatcp: memory budget %d out of [4 KiB, 64 GiB]", n)
+			return fmt.Errorf("%w: memory budget %d out of [4 KiB, 64 GiB]", ErrBadOption, n)
 		}
 		o.budget = n
 		return nil
@@ -282,7 +282,7 @@ func WithMemoryBudget(n int64) Option {
 func WithHostMemoryBudget(n int64) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 64<<30 {
-			return fmt.Errorf("jxtatcp: host memory budget %d out of [4 KiB, 64 GiB]", n)
+			return fmt.Errorf("%w: host memory budget %d out of [4 KiB, 64 GiB]", ErrBadOption, n)
 		}
 		o.hostBudget = n
 		return nil
@@ -295,7 +295,7 @@ func WithHostMemoryBudget(n int64) Option {
 func WithFrameTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {
-			return fmt.Errorf("jxtatcp: frame timeout %v out of [100ms, 1h]", d)
+			return fmt.Errorf("%w: frame timeout %v out of [100ms, 1h]", ErrBadOption, d)
 		}
 		o.frameTimeout = d
 		return nil
@@ -316,7 +316,7 @@ func WithFrameTimeout(d time.Duration) Option {
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1<<16 {
-			return fmt.Errorf("jxtatcp: max connections %d out of [1, 65536]", n)
+			return fmt.Errorf("%w: max connections %d out of [1, 65536]", ErrBadOption, n)
 		}
 		o.maxConns = n
 		return nil
@@ -331,7 +331,7 @@ func WithMaxConns(n int) Option {
 func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
 	return func(o *options) error {
 		if dial == nil {
-			return errors.New("jxtatcp: nil dialer")
+			return fmt.Errorf("%w: nil dialer", ErrBadOption)
 		}
 		o.dial = dial
 		return nil
@@ -378,7 +378,7 @@ type Transport struct {
 // to h. It dials when asked to send; Listen makes it accept connections.
 func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 	if ident == nil || h == nil {
-		return nil, errors.New("jxtatcp: New needs an identity and a handler")
+		return nil, fmt.Errorf("%w: New needs an identity and a handler", ErrBadOption)
 	}
 	o := options{sign: true, requireS: true, maxMessage: DefaultMaxMessageSize, budget: DefaultMemoryBudget,
 		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, maxConns: DefaultMaxConns,
@@ -389,14 +389,14 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 		}
 	}
 	if o.budget < o.maxMessage {
-		return nil, fmt.Errorf("jxtatcp: memory budget %d below the max message size %d", o.budget, o.maxMessage)
+		return nil, fmt.Errorf("%w: memory budget %d below the max message size %d", ErrBadOption, o.budget, o.maxMessage)
 	}
 	if o.hostBudget == 0 {
 		o.hostBudget = min(o.budget, max(2*o.maxMessage, o.budget/4))
 	}
 	if o.hostBudget < o.maxMessage || o.hostBudget > o.budget {
-		return nil, fmt.Errorf("jxtatcp: host memory budget %d out of [max message size %d, memory budget %d]",
-			o.hostBudget, o.maxMessage, o.budget)
+		return nil, fmt.Errorf("%w: host memory budget %d out of [max message size %d, memory budget %d]",
+			ErrBadOption, o.hostBudget, o.maxMessage, o.budget)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{ident: ident, opts: o, handler: h, ctx: ctx, cancel: cancel,

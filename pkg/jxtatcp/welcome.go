@@ -29,6 +29,9 @@ var (
 	// ErrTooManyConns: a dial found every connection slot taken and none
 	// idle long enough to close for it (WithMaxConns).
 	ErrTooManyConns = errors.New("jxtatcp: too many connections")
+	// ErrBadOption: New was given an invalid option (or none of an
+	// identity and a handler).
+	ErrBadOption = errors.New("jxtatcp: invalid option")
 )
 
 // Welcome is the line each end of a connection sends first:
