@@ -113,18 +113,23 @@ func readPSK(path string) ([]byte, error) {
 // readKeyFile reads a small secret file, refusing before reading it
 // anything but a regular file of at most max bytes: a key path naming a
 // device would otherwise be read until the bound, and a FIFO would block.
+// The type is checked on the file opened, which opening does not wait
+// for (filekind.OpenRegular), so a path swapped for a FIFO after a check
+// of it cannot hold the command.
 func readKeyFile(path string, max int64, what string) ([]byte, error) {
-	st, err := os.Stat(path)
+	f, st, err := filekind.OpenRegular(path)
+	var nr *filekind.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%s %s: is %s", what, path, filekind.Of(nr.Mode))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %s: is %s", what, path, filekind.Of(st.Mode()))
-	}
+	defer f.Close()
 	if st.Size() > max {
 		return nil, fmt.Errorf("%s %s: %d bytes, more than a key's %d", what, path, st.Size(), max)
 	}
-	return readFileLimited(path, max, what)
+	return readLimited(f, max, what+" "+path)
 }
 
 func readFileLimited(path string, max int64, what string) ([]byte, error) {

@@ -606,26 +606,20 @@ func checkPortsFree(listen []string) error {
 // (a mistyped path is an error, not a new directory tree). A
 // key file readable by others, a file that is not a regular file (a
 // device, a FIFO, a directory: the error says which) and one larger than
-// 4 KiB are refused before anything is read from them.
+// 4 KiB are refused before anything is read from them: the file's type is
+// checked once it is open, and opening it does not wait for a FIFO's
+// writer (filekind.OpenRegular), so a path swapped after any check of it
+// cannot hold the caller.
 func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
-	st, err := os.Stat(path)
+	f, st, err := filekind.OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return createKey(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
 	}
-	// Checked before opening too: opening a FIFO blocks until it has a
-	// writer.
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is %s", ErrKeyFile, path, filekind.Of(st.Mode()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
-	}
 	defer f.Close()
-	b, err := readKeyFile(f, path)
+	b, err := readKeyFile(f, st, path)
 	if err != nil {
 		return nil, err
 	}
@@ -640,19 +634,11 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 // RSA-4096 one about 2.4 KiB.
 const maxKeyFile = 4096
 
-// readKeyFile reads an opened key file after checking, on the open file
-// itself, that it is a regular file of at most maxKeyFile bytes that
-// only its owner can read: a device or a FIFO named by mistake (or by
-// someone else) is refused before a byte is read, and a file that grows
-// after the check is still read only up to the bound.
-func readKeyFile(f *os.File, path string) ([]byte, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is %s", ErrKeyFile, path, filekind.Of(st.Mode()))
-	}
+// readKeyFile reads an opened regular key file, st its FileInfo, after
+// checking that it is at most maxKeyFile bytes and that only its owner
+// can read it; a file that grows after the check is still read only up
+// to the bound.
+func readKeyFile(f *os.File, st fs.FileInfo, path string) ([]byte, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%w: %s is accessible by others (mode %v); chmod 600 it", ErrKeyFile, path, st.Mode().Perm())
 	}
