@@ -292,6 +292,10 @@ func TestSynGateHostileFrames(t *testing.T) {
 		if !waitFor(within(t), func() bool { return c.resetCount() >= beyond }) {
 			t.Fatalf("%d of %d flooding streams reset", c.resetCount(), flood)
 		}
+		t.Logf("flood: %d reset, %d refusals counted, %d spans live", c.resetCount(), n.GateStats().MemoryRefused-refused, node.LiveYamuxSpans(n))
+		if live := node.LiveYamuxSpans(n); live > 24 {
+			t.Fatalf("%d yamux spans live, more windows than the peer's limit (24)", live)
+		}
 		if got := n.GateStats().MemoryRefused - refused; got < beyond {
 			t.Fatalf("%d memory refusals counted for %d streams beyond the peer's memory", got, beyond)
 		}
