@@ -2,7 +2,9 @@
 // the errors of code that refuses such a file where it wants one (a key
 // file in pkg/node, the CLI's --key and --psk): fs.FileMode's String shows
 // only the mode's bits, so a directory stripped of its permissions reads
-// "d---------". It sits below both and imports only the standard library.
+// "d---------"; and it opens such a file only if it is a regular one
+// (OpenRegular), checking the file opened, not the path. It sits below
+// both and imports only the standard library.
 package filekind
 
 import "io/fs"
