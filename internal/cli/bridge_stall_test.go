@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBridgeInterruptedWhileForwardStalls: the bridge's JXSE side is a
+// TCP listener that accepts and never answers (a peer that stalls), so
+// the forwarding loop waits on it while libp2p peers' messages are held
+// in the bridge's handler. SIGINT stops the bridge (exit 130), and every
+// sender learns its message went nowhere (exit 1): none is acknowledged
+// (before the handler held each message until it was forwarded, the
+// message the loop had taken was acknowledged and send exited 0).
+func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	})
+
+	p := newPipeAdv(t, "unicast")
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--jxse-peer", "tcp://"+ln.Addr().String())
+	var bridgeP2P string
+	for _, a := range bridge.addrs {
+		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
+			bridgeP2P = a
+		}
+	}
+	type sent struct {
+		code   int
+		stderr string
+	}
+	const senders = 3
+	results := make(chan sent, senders)
+	for range senders {
+		go func() {
+			cmd := exec.Command(binary_, "send", "--pipe", p, "--peer", bridgeP2P, "--elem", "text=hi")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmd.Run()
+			results <- sent{cmd.ProcessState.ExitCode(), stderr.String()}
+		}()
+	}
+	// The loop has a message once it connects to the JXSE side.
+	select {
+	case c := <-accepted:
+		t.Cleanup(func() { c.Close() }) // unanswered until the test ends
+	case <-time.After(time.Minute):
+		t.Fatal("the bridge never connected to its JXSE peer")
+	}
+	if err := bridge.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code := bridge.wait(t)
+	for range senders {
+		r := <-results
+		if r.code == 0 {
+			t.Errorf("send exited 0: a message the bridge never forwarded was acknowledged (bridge stderr %q)", bridge.stderr)
+		} else {
+			t.Logf("send: exit %d, %q", r.code, r.stderr)
+		}
+	}
+	if code != 130 {
+		t.Fatalf("bridge: exit %d, stderr %q; want 130", code, bridge.stderr)
+	}
+}
