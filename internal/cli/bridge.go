@@ -16,13 +16,25 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
 // bridgeFlushTimeout bounds how long the bridge waits for a libp2p peer
-// to confirm a forwarded message before it reports it undelivered.
+// to take and confirm a forwarded message before it reports it
+// undelivered, beyond the message's size at jxtatcp.MinFrameRate (as a
+// JXTA write is bounded): a peer that keeps its connection and never
+// reads would otherwise hold the forwarding loop, and every sender
+// waiting on it, until the bridge is stopped, while a large message over
+// a slow honest link still has the time it needs.
 const bridgeFlushTimeout = 10 * time.Second
+
+// forwardTimeout bounds forwarding m to a libp2p peer, Send and Flush
+// together.
+func forwardTimeout(m *message.Message) time.Duration {
+	return bridgeFlushTimeout + time.Duration(m.PayloadSize())*time.Second/jxtatcp.MinFrameRate
+}
 
 func newBridgeCmd() *cobra.Command {
 	var (
@@ -228,6 +240,9 @@ type forwarder struct {
 	adv     *adv.PipeAdvertisement
 	opt     pipe.ResolveOption // nil: this side was not given
 	confirm bool               // wait for the peer's confirmation (libp2p)
+	// timeout bounds a confirmed forward (nil: forwardTimeout; tests
+	// shorten it).
+	timeout func(*message.Message) time.Duration
 	out     *pipe.OutputPipe
 }
 
@@ -242,11 +257,18 @@ func (f *forwarder) send(ctx context.Context, m *message.Message) error {
 		}
 		f.out = out
 	}
+	if f.confirm {
+		timeout := forwardTimeout
+		if f.timeout != nil {
+			timeout = f.timeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout(m))
+		defer cancel()
+	}
 	err := f.out.Send(ctx, m)
 	if err == nil && f.confirm {
-		fctx, cancel := context.WithTimeout(ctx, bridgeFlushTimeout)
-		err = f.out.Flush(fctx)
-		cancel()
+		err = f.out.Flush(ctx)
 	}
 	if err != nil {
 		f.close()
