@@ -215,6 +215,7 @@ func (c *Conn) Reset() error {
 // fails at once.
 func (c *Conn) linger() {
 	c.reading.Lock()
+	//lint:ignore SA2001 a barrier: the Reads Close unblocked hold it until they return
 	c.reading.Unlock()
 	reset := time.AfterFunc(lingerTimeout, func() { c.st.Reset() })
 	defer reset.Stop()
