@@ -1,6 +1,7 @@
 package p2pmsg_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"runtime"
@@ -26,6 +27,31 @@ func TestCloseEndsBlockedSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.Close()
+	out, sent := blockedSend(t, ctx, sender, receiver)
+	flushed := make(chan error, 1)
+	go func() { flushed <- out.Flush(ctx) }()
+	waitGoroutineIn(t, "endpoint.(*sender).flush")
+
+	if err := sender.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, ch := range map[string]<-chan error{"Send": sent, "Flush": flushed} {
+		err := <-ch
+		if !errors.Is(err, pipe.ErrClosed) || !errors.Is(err, endpoint.ErrClosed) {
+			t.Errorf("%s under Close: %v, want it to match pipe.ErrClosed and endpoint.ErrClosed", what, err)
+		}
+	}
+}
+
+// blockedSend has sender send three messages on a unicast pipe to
+// receiver (made with a queue of 1), which never receives: the first
+// fills the input's queue, the second holds the receiver's reader, and
+// the third, larger than a stream's flow-control window can ever hold
+// (yamux's is at most 16 MiB), cannot finish until the receiver reads.
+// It returns once that third Send is under way, with the channel its
+// error comes on.
+func blockedSend(t *testing.T, ctx context.Context, sender, receiver *p2pmsg.Peer) (*pipe.OutputPipe, <-chan error) {
+	t.Helper()
 	a, _ := adv.New(adv.Unicast, "stalled", "")
 	if _, err := receiver.Pipes().NewInputPipe(a); err != nil { // never received from
 		t.Fatal(err)
@@ -34,32 +60,15 @@ func TestCloseEndsBlockedSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first message fills the input's queue, the second holds the
-	// receiver's reader; the third is larger than a stream's flow-control
-	// window can ever hold (yamux's is at most 16 MiB), so its Send
-	// cannot finish until the receiver reads.
-	small := message.New(message.Text("", "n", "x"))
 	for range 2 {
-		if err := out.Send(ctx, small); err != nil {
+		if err := out.Send(ctx, message.New(message.Text("", "n", "x"))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sent := make(chan error, 1)
 	go func() { sent <- out.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
 	waitGoroutineIn(t, "endpoint.writeLarge")
-	flushed := make(chan error, 1)
-	go func() { flushed <- out.Flush(ctx) }()
-	waitGoroutineIn(t, "endpoint.(*sender).flush")
-
-	if err := sender.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for what, ch := range map[string]chan error{"Send": sent, "Flush": flushed} {
-		err := <-ch
-		if !errors.Is(err, pipe.ErrClosed) || !errors.Is(err, endpoint.ErrClosed) {
-			t.Errorf("%s under Close: %v, want it to match pipe.ErrClosed and endpoint.ErrClosed", what, err)
-		}
-	}
+	return out, sent
 }
 
 // TestSendWhenPeerGoes checks what a service sees when the peer it sends
@@ -74,24 +83,7 @@ func TestSendWhenPeerGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer receiver.Close()
-	a, _ := adv.New(adv.Unicast, "stalled", "")
-	if _, err := receiver.Pipes().NewInputPipe(a); err != nil { // never received from
-		t.Fatal(err)
-	}
-	out, err := sender.Pipes().NewOutputPipe(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As in TestCloseEndsBlockedSend: the third Send cannot finish.
-	small := message.New(message.Text("", "n", "x"))
-	for range 2 {
-		if err := out.Send(ctx, small); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sent := make(chan error, 1)
-	go func() { sent <- out.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
-	waitGoroutineIn(t, "endpoint.writeLarge")
+	out, sent := blockedSend(t, ctx, sender, receiver)
 
 	if err := receiver.Close(); err != nil {
 		t.Fatal(err)
@@ -99,7 +91,7 @@ func TestSendWhenPeerGoes(t *testing.T) {
 	if err := <-sent; !errors.Is(err, pipe.ErrPeerGone) || !errors.Is(err, endpoint.ErrPeerGone) {
 		t.Fatalf("Send when the peer went away: %v, want it to match pipe.ErrPeerGone and endpoint.ErrPeerGone", err)
 	}
-	if err := out.Send(ctx, small); !errors.Is(err, pipe.ErrNotResolved) {
+	if err := out.Send(ctx, message.New(message.Text("", "n", "x"))); !errors.Is(err, pipe.ErrNotResolved) {
 		t.Fatalf("Send after the peer went away: %v, want pipe.ErrNotResolved", err)
 	}
 }
