@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -529,7 +530,11 @@ func (snd *sender) writeErrLocked(ctx context.Context, err error) error {
 	if snd.closed {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrClosed, err)
 	}
-	if errors.Is(err, network.ErrReset) {
+	// A write ends with io.EOF when the connection's session ended
+	// because the peer closed the connection under it, which go-yamux
+	// reports to every stream: the peer went away as surely as when its
+	// side reset the stream.
+	if errors.Is(err, network.ErrReset) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrPeerGone, err)
 	}
 	return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
