@@ -32,6 +32,9 @@ type Model struct {
 	samples [][]byte
 	base    *state
 	dict    []byte
+	// decoders decode the main streams primed with dict, for every
+	// codec holding the model.
+	decoders decoderPools
 }
 
 // NewModel builds a model with ID id (not 0) from sample documents, which

@@ -65,6 +65,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstddec"
 	"github.com/p2pmsg/p2pmsg/internal/zstdenc"
 	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -107,12 +108,12 @@ type Codec struct {
 	models map[uint32]*Model
 	maxDec int
 
-	encMain   *zstdenc.Encoder // main stream, no dictionary
-	encModel  *zstdenc.Encoder // main stream with the model's dictionary
-	encSmall  *zstdenc.Encoder // non-XML input up to smallInput, best level
-	encLarge  *zstdenc.Encoder // larger non-XML input, at the level
-	dec       *kzstd.Decoder
-	modelDecs map[uint32]*kzstd.Decoder // per model, with its dictionary
+	encMain   *zstdenc.Encoder         // main stream, no dictionary
+	encModel  *zstdenc.Encoder         // main stream with the model's dictionary
+	encSmall  *zstdenc.Encoder         // non-XML input up to smallInput, best level
+	encLarge  *zstdenc.Encoder         // larger non-XML input, at the level
+	dec       *zstddec.Pool            // shared by the codecs of its maxDec
+	modelDecs map[uint32]*zstddec.Pool // per model, shared likewise (Model.decoders)
 	encoders  sync.Pool
 	decoders  sync.Pool
 	zbuf      sync.Pool
@@ -217,12 +218,12 @@ func New(opts ...Option) (*Codec, error) {
 		c.encModel = mk(len(c.model.dict), eopts(zstdLevels[c.level], false, kzstd.WithEncoderDictRaw(0, c.model.dict)))
 	}
 	if err == nil {
-		c.dec, err = newZstdDecoder(c.maxDec, nil)
+		c.dec, err = plainDecoders.get(c.maxDec, nil)
 	}
-	c.modelDecs = map[uint32]*kzstd.Decoder{}
+	c.modelDecs = map[uint32]*zstddec.Pool{}
 	for id, m := range c.models {
 		if err == nil {
-			c.modelDecs[id], err = newZstdDecoder(c.maxDec, m.dict)
+			c.modelDecs[id], err = m.decoders.get(c.maxDec, m.dict)
 		}
 	}
 	if err != nil {
@@ -233,9 +234,38 @@ func New(opts ...Option) (*Codec, error) {
 	return c, nil
 }
 
-func newZstdDecoder(maxDec int, dict []byte) (*kzstd.Decoder, error) {
+// decoderPools holds the zstd decoders of one dictionary (or none), one
+// pool per decoded-size limit, shared by every codec built with both: a
+// decoder keeps nothing of a frame once it has decoded it (zstddec), so
+// codecs, and the receivers holding them, need not each have their own.
+// Limits are the codecs' options, not peers', so there are few.
+type decoderPools struct {
+	mu    sync.Mutex
+	pools map[int]*zstddec.Pool
+}
+
+// plainDecoders are the decoders without a dictionary.
+var plainDecoders decoderPools
+
+func (p *decoderPools) get(maxDec int, dict []byte) (*zstddec.Pool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z := p.pools[maxDec]; z != nil {
+		return z, nil
+	}
+	z, err := newZstdDecoders(maxDec, dict)
+	if err != nil {
+		return nil, err
+	}
+	if p.pools == nil {
+		p.pools = map[int]*zstddec.Pool{}
+	}
+	p.pools[maxDec] = z
+	return z, nil
+}
+
+func newZstdDecoders(maxDec int, dict []byte) (*zstddec.Pool, error) {
 	o := []kzstd.DOption{
-		kzstd.WithDecoderConcurrency(0),
 		kzstd.WithDecoderMaxMemory(uint64(mainBound(maxDec))),
 		kzstd.WithDecoderMaxWindow(max(1<<10, min(uint64(mainBound(maxDec)), 64<<20))),
 		kzstd.WithDecodeAllCapLimit(true),
@@ -243,7 +273,7 @@ func newZstdDecoder(maxDec int, dict []byte) (*kzstd.Decoder, error) {
 	if dict != nil {
 		o = append(o, kzstd.WithDecoderDictRaw(0, dict))
 	}
-	return kzstd.NewReader(nil, o...)
+	return zstddec.New(o...)
 }
 
 // mainBound is the largest main stream a document of size bytes may have;
@@ -533,7 +563,7 @@ func (c *Codec) mainStream(d *decoder, h header) (main, packed []byte, err error
 // can hold (zstdframe), and decode to exactly that: dst grows by no more
 // than the frame can decode to, whatever it claims. zin is scratch for the
 // frame with its magic number restored, returned for reuse.
-func zstdDecode(zd *kzstd.Decoder, dst, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
+func zstdDecode(zd *zstddec.Pool, dst, zin, frame []byte, limit int, what string) (out, zin2 []byte, err error) {
 	full := append(append(zin[:0], zstdMagic...), frame...)
 	f, err := zstdframe.Check(full) // one frame, nothing after it
 	if err != nil {
