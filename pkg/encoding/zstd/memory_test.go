@@ -1,13 +1,17 @@
 package zstd_test
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+	"weak"
 
+	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
+	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
 // A codec's first encode allocates for the message, not for the level's 8
@@ -114,5 +118,53 @@ func TestMixedSizesKeepOneEncoder(t *testing.T) {
 	runtime.KeepAlive(c)
 	if got := int64(m1.HeapAlloc) - int64(m0.HeapAlloc); got > 60<<20 {
 		t.Errorf("after messages of %d, %d and %d bytes the codec holds %d bytes, want at most 60 MiB", len(small), len(large), len(small), got)
+	}
+}
+
+// A decoded message is the caller's once Decode returns: the codec keeps
+// no reference to it, nor to the frame it read, so both go when the caller
+// lets them go. Before, klauspost's decoder kept both until its next frame,
+// for each of its GOMAXPROCS block decoders: a receiver held the last
+// messages it had decoded, up to the decoded-size limit (64 MiB) each.
+func TestDecodeKeepsNoMessage(t *testing.T) {
+	for _, dict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dictionary=%v", dict), func(t *testing.T) {
+			var opts []zstd.Option
+			if dict {
+				files, err := codecbench.ModelFiles()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range files {
+					if bytes.HasPrefix(f, []byte{0x37, 0xA4, 0x30, 0xEC}) { // a zstd dictionary
+						opts = append(opts, zstd.WithEncoderDictionary(f))
+						break
+					}
+				}
+			}
+			c, err := zstd.New(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame, err := c.Encode(nil, doc(1<<20), encoding.Binding{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Decode(nil, frame, c.Params(), encoding.Binding{}, 64<<20)
+			if err != nil || len(out) != 1<<20 {
+				t.Fatalf("decoded %d bytes (%v), want %d", len(out), err, 1<<20)
+			}
+			wOut, wIn := weak.Make(&out[0]), weak.Make(&frame[0])
+			out, frame = nil, nil
+			runtime.GC()
+			runtime.GC()
+			if wOut.Value() != nil {
+				t.Error("the decoded message is still reachable")
+			}
+			if wIn.Value() != nil {
+				t.Error("the frame decoded is still reachable")
+			}
+			runtime.KeepAlive(c)
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	kzstd "github.com/klauspost/compress/zstd"
 
 	"github.com/p2pmsg/p2pmsg/internal/specfactory"
+	"github.com/p2pmsg/p2pmsg/internal/zstddec"
 	"github.com/p2pmsg/p2pmsg/internal/zstdenc"
 	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -38,7 +39,7 @@ type Codec struct {
 	dicts   [][]byte
 	maxDec  uint64
 	enc     *zstdenc.Encoder
-	dec     *kzstd.Decoder
+	dec     *zstddec.Pool
 	dictIDs map[uint32]bool
 }
 
@@ -123,8 +124,10 @@ func New(opts ...Option) (*Codec, error) {
 		kzstd.WithEncoderLevel(kzstd.EncoderLevelFromZstd(c.level)),
 		kzstd.WithEncoderCRC(true),
 	}
+	// Decoders are built as decodes run at once (zstddec), each loading
+	// the dictionaries (tens of KB each); a receiver decoding one element
+	// at a time has one.
 	dopts := []kzstd.DOption{
-		kzstd.WithDecoderConcurrency(0),
 		kzstd.WithDecoderMaxMemory(c.maxDec),
 		kzstd.WithDecoderMaxWindow(min(c.maxDec, 64<<20)),
 		// DecodeAll stops at cap(dst): Decode sets it to the caller's max.
@@ -150,7 +153,7 @@ func New(opts ...Option) (*Codec, error) {
 	if c.enc, err = zstdenc.New(prefix, eopts...); err != nil {
 		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
 	}
-	if c.dec, err = kzstd.NewReader(nil, dopts...); err != nil {
+	if c.dec, err = zstddec.New(dopts...); err != nil {
 		return nil, fmt.Errorf("%w: %w", encoding.ErrBadOption, err)
 	}
 	return c, nil
