@@ -7,6 +7,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 )
@@ -94,4 +95,53 @@ func TestDecodeKeepsNoOutput(t *testing.T) {
 			runtime.KeepAlive(snd)
 		})
 	}
+}
+
+// Codecs holding the same model (with the same decoded-size limit) share
+// its zstd decoders: a second codec's first decode does not build them
+// and their buffers again, as the first codec's did. A process building
+// codecs per use (a chain per spec, a registry per key set) pays for a
+// model's decoders once.
+func TestCodecsShareModelDecoders(t *testing.T) {
+	samples, err := codecbench.ModelSamples("dataset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := xmlc.NewModel(0xD5, samples...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := xmlc.New(xmlc.WithEncoderModel(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := snd.Encode(nil, datasets.DataSet(2000), encoding.Binding{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(c *xmlc.Codec) uint64 {
+		return testutil.Allocated(func() {
+			if _, err := c.Decode(nil, frame, snd.Params(), encoding.Binding{}, 64<<20); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	a, err := xmlc.New(xmlc.WithModels(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := decode(a)
+	b, err := xmlc.New(xmlc.WithModels(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A zstd block decoder's buffers for a frame of full blocks are over
+	// 128 KiB (a block's literals alone can be); the second codec's first
+	// decode spares at least half that. What it does allocate is the
+	// document and its own scratch (the main stream), as the first did.
+	const decoderBuffers = 64 << 10
+	if got := decode(b); got+decoderBuffers > first {
+		t.Errorf("a second codec's first decode allocated %d bytes, the first codec's %d: want %d less", got, first, decoderBuffers)
+	}
+	runtime.KeepAlive(a)
 }

@@ -61,6 +61,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"sync"
+	"weak"
 
 	kzstd "github.com/klauspost/compress/zstd"
 
@@ -235,13 +236,14 @@ func New(opts ...Option) (*Codec, error) {
 }
 
 // decoderPools holds the zstd decoders of one dictionary (or none), one
-// pool per decoded-size limit, shared by every codec built with both: a
-// decoder keeps nothing of a frame once it has decoded it (zstddec), so
-// codecs, and the receivers holding them, need not each have their own.
-// Limits are the codecs' options, not peers', so there are few.
+// pool per decoded-size limit, shared by every codec built with both while
+// any holds it: a decoder keeps nothing of a frame once it has decoded it
+// (zstddec), so codecs, and the receivers holding them, need not each have
+// their own; a pool no codec holds goes, as a codec's decoders went with
+// it. Limits are the codecs' options, not peers', so there are few.
 type decoderPools struct {
 	mu    sync.Mutex
-	pools map[int]*zstddec.Pool
+	pools map[int]weak.Pointer[zstddec.Pool]
 }
 
 // plainDecoders are the decoders without a dictionary.
@@ -250,7 +252,7 @@ var plainDecoders decoderPools
 func (p *decoderPools) get(maxDec int, dict []byte) (*zstddec.Pool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if z := p.pools[maxDec]; z != nil {
+	if z := p.pools[maxDec].Value(); z != nil {
 		return z, nil
 	}
 	z, err := newZstdDecoders(maxDec, dict)
@@ -258,9 +260,9 @@ func (p *decoderPools) get(maxDec int, dict []byte) (*zstddec.Pool, error) {
 		return nil, err
 	}
 	if p.pools == nil {
-		p.pools = map[int]*zstddec.Pool{}
+		p.pools = map[int]weak.Pointer[zstddec.Pool]{}
 	}
-	p.pools[maxDec] = z
+	p.pools[maxDec] = weak.Make(z)
 	return z, nil
 }
 
