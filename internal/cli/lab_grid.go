@@ -129,6 +129,14 @@ run's JSON lines again.`,
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
 			}
+			// The link-change run comes after the grid: its flags are
+			// checked now, not after the grid's minutes or hours.
+			swCfg := lab.SwitchConfig{From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast, Seed: seed}
+			if doSwitch {
+				if err := swCfg.Check(); err != nil {
+					return usageError{fmt.Errorf("--switch-from, --switch-to, --switch-doc: %w", err)}
+				}
+			}
 			models := adaptive.NewModels()
 			if modelsFile != "" {
 				m, err := adaptive.Load(modelsFile)
@@ -158,10 +166,8 @@ run's JSON lines again.`,
 			}
 			var sw *lab.SwitchResult
 			if doSwitch {
-				sw, err = lab.RunSwitch(ctx, lab.SwitchConfig{
-					From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast,
-					Models: models, Seed: seed, Progress: cmd.ErrOrStderr(), Trace: cfg.Trace,
-				})
+				swCfg.Models, swCfg.Progress, swCfg.Trace = models, cmd.ErrOrStderr(), cfg.Trace
+				sw, err = lab.RunSwitch(ctx, swCfg)
 				if err != nil {
 					if errors.Is(err, lab.ErrGridConfig) {
 						return usageError{err}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,4 +185,24 @@ func interrupted(t *testing.T, env []string, ready func(line string) bool, args 
 	cmd := exec.Command(binary_, args...)
 	cmd.Env = append(os.Environ(), env...)
 	return testutil.Interrupt(t, cmd, syscall.SIGINT, ready)
+}
+
+// lab grid's link-change run comes after the grid: a mistyped
+// --switch-from, --switch-to or --switch-doc is refused before the grid is
+// measured (exit 2, one line naming the value), not after the grid's
+// minutes or hours, with the grid's results lost.
+func TestLabGridRefusesBadSwitchFirst(t *testing.T) {
+	grid := []string{"lab", "grid", "--profile", "loopback", "--docs", "employees-1", "--choices", "identity,s2:1",
+		"--trials", "3", "--warmup", "0", "--budget", "0", "--remeasure", "0"}
+	for _, c := range []struct{ flag, val string }{
+		{"--switch-from", "moon"},
+		{"--switch-to", "moon"},
+		{"--switch-doc", "employees-0x"},
+	} {
+		r := runRefused(t, append(slices.Clone(grid), c.flag, c.val)...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), c.val) {
+			t.Errorf("%s %s: exit %d, %q; want exit 2 and the value named", c.flag, c.val, r.code, r.stderr)
+		}
+	}
 }

@@ -116,8 +116,19 @@ func withinPct(got, ref time.Duration, pct float64) bool {
 	return float64(got) <= float64(ref)*(1+pct/100)
 }
 
-// RunSwitch runs the link-change experiment.
-func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
+// Check reports whether RunSwitch would refuse cfg's configuration (an
+// error matching ErrGridConfig: an unknown link or document, a bad
+// choice), without running anything: a caller that runs a grid before
+// the link change can refuse a mistyped --switch-from before the grid's
+// minutes or hours, not after them.
+func (cfg SwitchConfig) Check() error {
+	_, _, err := cfg.normalize()
+	return err
+}
+
+// normalize fills in cfg's defaults and checks it, with the grid
+// configuration of its reference measurements.
+func (cfg SwitchConfig) normalize() (SwitchConfig, GridConfig, error) {
 	if cfg.From == "" {
 		cfg.From = "lan"
 	}
@@ -142,10 +153,19 @@ func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
 	gc, err := GridConfig{Profiles: []string{cfg.From, cfg.To}, Docs: []string{cfg.Doc}, Choices: cfg.Choices,
 		CPUs: []string{cfg.CPU}, SlowFactor: cfg.SlowFactor, Trials: cfg.RefTrials, Warmup: -1, Models: cfg.Models, Seed: cfg.Seed}.normalize()
 	if err != nil {
-		return nil, err
+		return cfg, gc, err
 	}
 	if cfg.Before < 1 || cfg.After < 1 {
-		return nil, fmt.Errorf("%w: before %d, after %d", ErrGridConfig, cfg.Before, cfg.After)
+		return cfg, gc, fmt.Errorf("%w: before %d, after %d", ErrGridConfig, cfg.Before, cfg.After)
+	}
+	return cfg, gc, nil
+}
+
+// RunSwitch runs the link-change experiment.
+func RunSwitch(ctx context.Context, cfg SwitchConfig) (*SwitchResult, error) {
+	cfg, gc, err := cfg.normalize()
+	if err != nil {
+		return nil, err
 	}
 	from, _ := linkemu.Lookup(cfg.From)
 	to, _ := linkemu.Lookup(cfg.To)
