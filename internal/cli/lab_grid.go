@@ -129,6 +129,9 @@ run's JSON lines again.`,
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
 			}
+			if err := cfg.Check(); err != nil {
+				return usageError{err}
+			}
 			// The link-change run comes after the grid: its flags are
 			// checked now, not after the grid's minutes or hours.
 			swCfg := lab.SwitchConfig{From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast, Seed: seed}

@@ -206,3 +206,16 @@ func TestLabGridRefusesBadSwitchFirst(t *testing.T) {
 		}
 	}
 }
+
+// lab grid's auto chooses among the codecs of --choices: a list with none
+// (identity alone) is a wrong command line, refused before anything is
+// measured, not a failure (exit 1) once the first cell's pair is up.
+func TestLabGridRefusesChoicesWithoutCodec(t *testing.T) {
+	for _, sw := range []string{"--switch=true", "--switch=false"} {
+		r := runRefused(t, "lab", "grid", "--profile", "loopback", "--docs", "employees-1", "--choices", "identity", sw)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), "choices") || strings.Contains(string(r.stderr), "--switch") {
+			t.Errorf("--choices identity %s: exit %d, %q; want exit 2 and the choices named", sw, r.code, r.stderr)
+		}
+	}
+}

@@ -145,6 +145,13 @@ type GridConfig struct {
 	Trace io.Writer
 }
 
+// Check reports whether RunGrid would refuse c's configuration (an error
+// matching ErrGridConfig), without running anything.
+func (c GridConfig) Check() error {
+	_, err := c.normalize()
+	return err
+}
+
 func (c GridConfig) normalize() (GridConfig, error) {
 	if len(c.Profiles) == 0 {
 		c.Profiles = DefaultGridProfiles
@@ -180,6 +187,11 @@ func (c GridConfig) normalize() (GridConfig, error) {
 	}
 	if !seen[ChoiceIdentity] {
 		c.Choices = append([]string{ChoiceIdentity}, c.Choices...)
+	}
+	// Auto chooses among the fixed choices' codecs: with none it has
+	// nothing to measure against identity.
+	if len(c.Choices) < 2 {
+		return c, fmt.Errorf("%w: choices %q name no codec for auto to choose among", ErrGridConfig, c.Choices)
 	}
 	if len(c.CPUs) == 0 {
 		c.CPUs = []string{CPUFast}

@@ -102,12 +102,16 @@ func TestGridConfigErrors(t *testing.T) {
 		{Choices: []string{"gzip:6", "gzip:6"}},
 		{Choices: []string{"auto"}},
 		{Choices: []string{"lzma"}},
+		{Choices: []string{"identity"}},
 		{CPUs: []string{"quantum"}},
 		{SlowFactor: 0.5},
 		{Trials: 2},
 	} {
 		if _, err := lab.RunGrid(context.Background(), cfg); !errors.Is(err, lab.ErrGridConfig) {
 			t.Errorf("%+v: err %v, want ErrGridConfig", cfg, err)
+		}
+		if err := cfg.Check(); !errors.Is(err, lab.ErrGridConfig) {
+			t.Errorf("%+v: Check: %v, want ErrGridConfig", cfg, err)
 		}
 	}
 }
