@@ -106,6 +106,7 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"msg", "--help"}, {"msg", "encode", "--help"}, {"msg", "decode", "--help"},
 		{"adv", "--help"}, {"adv", "new", "--help"}, {"adv", "show", "--help"}, {"lab", "rtt", "--help"},
+		{"lab", "--help"}, {"lab"}, {"codec", "-h"},
 	} {
 		r := run(t, nil, args...)
 		if r.code != 0 || !bytes.Contains(r.stdout, []byte("Usage:")) {
@@ -118,6 +119,9 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"nonsense"}, {"sned"}, {"msg", "encode", "--bogus"}, {"msg", "decode", "extra"},
 		{"msg", "bogus"}, {"lab", "bogus"}, {"adv", "new"}, {"adv", "show", "a", "b"}, {"send", "--count", "x"},
+		// an unknown subcommand of a group with --help: not the group's
+		// help and exit 0, as cobra does by itself
+		{"lab", "layers", "--help"}, {"codec", "bogus", "-h"},
 	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)

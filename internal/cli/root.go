@@ -61,6 +61,24 @@ func exitOnSignal(ctx context.Context, err *error) {
 	}
 }
 
+// groupAnnotation marks a command below the root that only groups others
+// (checkCommandLine).
+const groupAnnotation = "p2pmsg/group"
+
+// unknownSubcommand is the usage error for a group c given name, which is
+// none of its subcommands, with cobra's suggestions as it gives them at
+// the root.
+func unknownSubcommand(c *cobra.Command, name string) error {
+	err := fmt.Errorf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s", err, strings.Join(s, "\n\t"))
+	}
+	return usageError{err}
+}
+
 // usageError marks errors in how the command was invoked: Main exits with
 // ExitUsage for them, and for no other error. It decides by this type
 // alone, never by an error's text, which may quote a peer (a refusal's
@@ -79,6 +97,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// The root runs nothing itself: an error of its own is cobra's,
 		// finding no such subcommand.
 		err = usageError{err}
+	}
+	if err == nil && cmd.Annotations[groupAnnotation] != "" && len(cmd.Flags().Args()) > 0 {
+		// --help after an unknown subcommand of a group: its help
+		// printed nothing (checkCommandLine).
+		err = unknownSubcommand(cmd, cmd.Flags().Args()[0])
 	}
 	if err == nil {
 		return ExitOK
@@ -105,20 +128,28 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // before running anything.
 func checkCommandLine(cmd *cobra.Command) {
 	if cmd.HasParent() && cmd.HasSubCommands() && !cmd.Runnable() {
+		group := cmd
 		cmd.Args = cobra.ArbitraryArgs
 		cmd.RunE = func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return c.Help()
 			}
-			err := fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
-			if c.SuggestionsMinimumDistance <= 0 {
-				c.SuggestionsMinimumDistance = 2 // cobra's default
-			}
-			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-				err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s", err, strings.Join(s, "\n\t")) // as cobra says it at the root
-			}
-			return usageError{err}
+			return unknownSubcommand(c, args[0])
 		}
+		// With --help, cobra prints the group's help for an unknown
+		// subcommand ("lab layers --help") without running RunE: print
+		// nothing then, and Main reports the unknown command.
+		help := cmd.HelpFunc()
+		cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+			if c == group && len(c.Flags().Args()) > 0 {
+				return
+			}
+			help(c, args)
+		})
+		if cmd.Annotations == nil {
+			cmd.Annotations = map[string]string{}
+		}
+		cmd.Annotations[groupAnnotation] = "true"
 	}
 	if args := cmd.Args; args != nil {
 		cmd.Args = func(c *cobra.Command, a []string) error {
