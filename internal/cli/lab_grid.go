@@ -69,7 +69,8 @@ The default run is small (a few minutes); --full is every profile
 (` + strings.Join(lab.AllGridProfiles, ", ") + `), document
 (` + strings.Join(lab.AllGridDocs, ", ") + `),
 fixed choice (` + strings.Join(lab.AllGridChoices, ", ") + `) and both CPUs,
-which takes hours.
+which takes hours; --profile, --docs, --choices or --cpu given with it
+narrow it (--full --profile dsl: one link of the full grid).
 
 Then, unless --switch=false, the link-change run: auto sends one document
 over a connection whose link switches (--switch-from → --switch-to), and
@@ -208,7 +209,7 @@ run's JSON lines again.`,
 	f.StringVar(&choices, "choices", strings.Join(lab.DefaultGridChoices, ","), "comma-separated fixed choices: identity and codec specs (auto picks among the same codecs)")
 	f.StringVar(&cpus, "cpu", lab.CPUFast, "comma-separated receiver CPUs: fast, slow")
 	f.Float64Var(&slow, "slow-factor", lab.DefaultSlowFactor, "how many times longer a slow receiver decodes")
-	f.BoolVar(&full, "full", false, "every profile, document, fixed choice and both CPUs (hours)")
+	f.BoolVar(&full, "full", false, "every profile, document, fixed choice and both CPUs (hours); --profile, --docs, --choices, --cpu narrow it")
 	f.IntVar(&trials, "trials", lab.DefaultGridTrials, "measured rounds per document")
 	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")
 	f.DurationVar(&maxMessage, "max-message", lab.DefaultGridMaxMessage, "skip a fixed choice whose document takes longer over the link")

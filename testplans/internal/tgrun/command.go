@@ -110,7 +110,7 @@ func runFlags(base Options) (*flag.FlagSet, *Options, *files) {
 	fs.Var(&comps, "f", "composition file (TOML; repeatable, run in turn)")
 	fs.StringVar(&o.PlanDir, "plan-dir", "", "plan directory (default: found from the composition)")
 	fs.StringVar(&o.OutDir, "out", "results", "results root: the run goes to OUT/<plan>/<run id>")
-	fs.StringVar(&o.RunID, "run-id", "", "run ID (default: time and random; with several -f, the composition's name is appended)")
+	fs.StringVar(&o.RunID, "run-id", "", "run ID (default: time and random, one per run; an ID given with several -f gets each composition's name appended)")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "time limit of each run, build excluded")
 	fs.Var(params(o.Params), "param", "override a test parameter of every group: name=value (repeatable)")
 	return fs, &o, &comps
