@@ -240,3 +240,23 @@ func positiveFlags(cmd *cobra.Command, names ...string) error {
 	}
 	return nil
 }
+
+// prepareOutDir creates a lab command's --out directory (if dir is not
+// empty) and makes sure a file can be created in it, before the command
+// measures anything: a directory that cannot be written (a file in the
+// way, no permission) fails the command at once, not after a run of
+// minutes or hours whose results it would then not print.
+func prepareOutDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".p2pmsg-out-*")
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

@@ -121,6 +121,9 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				cfgs = append(cfgs, cfg)
 				links[label] = link
 			}
+			if err := prepareOutDir(out); err != nil {
+				return err
+			}
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)

@@ -113,6 +113,9 @@ run's JSON lines again.`,
 			if trials < lab.MinAMTTTrials || warmup < 0 || budget < 0 || remeasure < 0 {
 				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --budget and --remeasure >= 0", lab.MinAMTTTrials)}
 			}
+			if err := prepareOutDir(out); err != nil {
+				return err
+			}
 			if from != "" { // reports of an earlier run
 				f, err := os.Open(from)
 				if err != nil {

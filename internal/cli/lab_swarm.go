@@ -65,6 +65,9 @@ goroutines and connections over its start, divided by the peers.`,
 					cfg.Cases = append(cfg.Cases, c)
 				}
 			}
+			if err := prepareOutDir(out); err != nil {
+				return err
+			}
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)

@@ -219,3 +219,21 @@ func TestLabGridRefusesChoicesWithoutCodec(t *testing.T) {
 		}
 	}
 }
+
+// A lab command's --out directory that cannot be written (here a file is
+// in the way) fails the command before it measures anything, not after
+// the run, whose results it would not print either.
+func TestLabOutUnwritableRefusedFirst(t *testing.T) {
+	file := writeFile(t, "notadir", []byte("x"))
+	for _, args := range [][]string{
+		{"lab", "amtt", "--profile", "none", "--sizes", "1", "--trials", "3", "--codecs", "none", "--out", file},
+		{"lab", "grid", "--profile", "loopback", "--docs", "employees-1", "--choices", "identity,s2:1", "--trials", "3",
+			"--warmup", "0", "--budget", "0", "--switch=false", "--out", file},
+	} {
+		r := runRefused(t, args...)
+		failsCleanly(t, r)
+		if !strings.Contains(string(r.stderr), "--out") {
+			t.Errorf("%v: %q; want the error to name --out", args[:2], r.stderr)
+		}
+	}
+}
