@@ -111,6 +111,9 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				if err != nil {
 					return usageError{err}
 				}
+				if _, ok := links[label]; ok { // the reports key profiles by label: one would be lost
+					return usageError{fmt.Errorf("--profile: %q given twice", label)}
+				}
 				cfg := lab.AMTTConfig{
 					Profile: label, Link: link, Codecs: specs, Records: records,
 					Trials: trials, Warmup: w, Seed: seed, Progress: cmd.ErrOrStderr(),

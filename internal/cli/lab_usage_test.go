@@ -237,3 +237,19 @@ func TestLabOutUnwritableRefusedFirst(t *testing.T) {
 		}
 	}
 }
+
+// lab amtt's reports have one row per document and one table per profile:
+// a document or profile given twice is refused, not measured twice with
+// one of the two results missing from the table (and both in --json).
+func TestLabAMTTRefusesDuplicates(t *testing.T) {
+	for _, args := range [][]string{
+		{"--sizes", "1,1"},
+		{"--profile", "none,none"},
+	} {
+		r := runRefused(t, append([]string{"lab", "amtt", "--profile", "none", "--sizes", "1", "--trials", "3", "--codecs", "none"}, args...)...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), "twice") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and the duplicate named", args, r.code, r.stderr)
+		}
+	}
+}

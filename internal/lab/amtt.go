@@ -115,10 +115,17 @@ func (c AMTTConfig) normalize() (AMTTConfig, error) {
 	if len(c.Records) == 0 {
 		c.Records = datasets.EmployeeCounts
 	}
+	// A document measured twice would be two results of one row: the
+	// reports key their rows by record count and would show only one.
+	seenRecords := map[int]bool{}
 	for _, n := range c.Records {
 		if n < 1 || n > datasets.MaxEmployees {
 			return c, fmt.Errorf("%w: %d employee records out of range [1, %d]", ErrAMTTConfig, n, datasets.MaxEmployees)
 		}
+		if seenRecords[n] {
+			return c, fmt.Errorf("%w: %d employee records given twice", ErrAMTTConfig, n)
+		}
+		seenRecords[n] = true
 	}
 	switch {
 	case c.Trials == 0:

@@ -100,6 +100,7 @@ func TestAMTTConfigErrors(t *testing.T) {
 		"codec twice":    {Codecs: []string{"gzip", "gzip"}},
 		"zero records":   {Records: []int{0}},
 		"too many":       {Records: []int{datasets.MaxEmployees + 1}},
+		"records twice":  {Records: []int{1, 50, 1}},
 		"negative link":  {Link: linkemu.Link{Up: linkemu.Shape{Bandwidth: -1}}},
 	} {
 		if _, err := lab.RunAMTT(context.Background(), cfg); !errors.Is(err, lab.ErrAMTTConfig) {
