@@ -253,3 +253,21 @@ func TestLabAMTTRefusesDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// lab grid's reports have one row per cell (link, receiver CPU,
+// document): a profile, document or CPU given twice is refused before
+// anything is measured, not measured twice.
+func TestLabGridRefusesDuplicates(t *testing.T) {
+	for _, args := range [][]string{
+		{"--profile", "loopback,loopback"},
+		{"--docs", "employees-1,employees-1"},
+		{"--cpu", "fast,fast"},
+	} {
+		r := runRefused(t, append([]string{"lab", "grid", "--profile", "loopback", "--docs", "employees-1", "--choices", "identity,s2:1",
+			"--trials", "3", "--warmup", "0", "--budget", "0", "--switch=false"}, args...)...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), "twice") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and the duplicate named", args, r.code, r.stderr)
+		}
+	}
+}

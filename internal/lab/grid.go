@@ -196,6 +196,20 @@ func (c GridConfig) normalize() (GridConfig, error) {
 	if len(c.CPUs) == 0 {
 		c.CPUs = []string{CPUFast}
 	}
+	// A cell measured twice would be two results of one cell: the
+	// reports key their cells by link, CPU and document.
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"profile", c.Profiles}, {"document", c.Docs}, {"receiver CPU", c.CPUs}} {
+		seen := map[string]bool{}
+		for _, n := range l.names {
+			if seen[n] {
+				return c, fmt.Errorf("%w: %s %q given twice", ErrGridConfig, l.what, n)
+			}
+			seen[n] = true
+		}
+	}
 	for _, cpu := range c.CPUs {
 		if cpu != CPUFast && cpu != CPUSlow {
 			return c, fmt.Errorf("%w: receiver CPU %q (want fast or slow)", ErrGridConfig, cpu)

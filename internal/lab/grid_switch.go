@@ -150,7 +150,11 @@ func (cfg SwitchConfig) normalize() (SwitchConfig, GridConfig, error) {
 	if cfg.CPU == "" {
 		cfg.CPU = CPUFast
 	}
-	gc, err := GridConfig{Profiles: []string{cfg.From, cfg.To}, Docs: []string{cfg.Doc}, Choices: cfg.Choices,
+	profiles := []string{cfg.From}
+	if cfg.To != cfg.From {
+		profiles = append(profiles, cfg.To)
+	}
+	gc, err := GridConfig{Profiles: profiles, Docs: []string{cfg.Doc}, Choices: cfg.Choices,
 		CPUs: []string{cfg.CPU}, SlowFactor: cfg.SlowFactor, Trials: cfg.RefTrials, Warmup: -1, Models: cfg.Models, Seed: cfg.Seed}.normalize()
 	if err != nil {
 		return cfg, gc, err

@@ -116,6 +116,20 @@ func TestGridConfigErrors(t *testing.T) {
 	}
 }
 
+// A cell given twice is refused by Check (RunGrid's own check): checked
+// with Check alone, so that were it accepted, no grid would run.
+func TestGridConfigDuplicates(t *testing.T) {
+	for _, cfg := range []lab.GridConfig{
+		{Profiles: []string{"lan", "lan"}},
+		{Docs: []string{"employees-1", "employees-1"}},
+		{CPUs: []string{"fast", "fast"}},
+	} {
+		if err := cfg.Check(); !errors.Is(err, lab.ErrGridConfig) || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%+v: Check: %v, want ErrGridConfig naming the duplicate", cfg, err)
+		}
+	}
+}
+
 func TestLoadGridDoc(t *testing.T) {
 	for _, name := range lab.AllGridDocs {
 		d, err := lab.LoadGridDoc(name)
