@@ -10,7 +10,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
-	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
@@ -26,22 +25,9 @@ func BenchmarkBridgeTransit(b *testing.B) {
 	defer cancel()
 	jx := jxtaConfig{on: true, listen: "tcp://127.0.0.1:0"}
 	lo := []string{"/ip4/127.0.0.1/tcp/0"}
-	start := func(listen []string, j jxtaConfig) *peerStack {
-		p, err := startPeer(ctx, "", listen, j)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(p.Close)
-		return p
-	}
+	start := func(listen []string, j jxtaConfig) *peerStack { return startTestPeer(ctx, b, listen, j) }
 	sender, bridge, direct, behind := start(nil, jxtaConfig{on: true}), start(lo, jx), start(nil, jx), start(lo, jxtaConfig{})
-	newAdv := func() *adv.PipeAdvertisement {
-		pid, err := id.NewPipeID(id.NetPeerGroupID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast}
-	}
+	newAdv := func() *adv.PipeAdvertisement { return newUnicastAdv(b) }
 	// One-way transit of n messages from out to in.
 	transit := func(out *pipe.OutputPipe, in *pipe.InputPipe, n int) []time.Duration {
 		m := message.New(message.Text("study", "text", "x"))

@@ -23,20 +23,9 @@ import (
 func TestForwardToPeerNotReading(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := func() *peerStack {
-		p, err := startPeer(ctx, "", []string{"/ip4/127.0.0.1/tcp/0"}, jxtaConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
-	bridge, deaf := start(), start()
-	pid, err := id.NewPipeID(id.NetPeerGroupID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast}
+	lo := []string{"/ip4/127.0.0.1/tcp/0"}
+	bridge, deaf := startTestPeer(ctx, t, lo, jxtaConfig{}), startTestPeer(ctx, t, lo, jxtaConfig{})
+	a := newUnicastAdv(t)
 	held, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	in, err := deaf.pipes.NewInputPipe(a, pipe.WithHandler(func(r *pipe.Received) {
@@ -74,4 +63,26 @@ func TestForwardToPeerNotReading(t *testing.T) {
 		cancel()
 		t.Fatalf("a forward to a peer not reading still waited after 30 s (bound %v): %v", bound, <-done)
 	}
+}
+
+// startTestPeer starts a peer stack listening on listen, closed when tb
+// ends.
+func startTestPeer(ctx context.Context, tb testing.TB, listen []string, j jxtaConfig) *peerStack {
+	tb.Helper()
+	p, err := startPeer(ctx, "", listen, j)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	return p
+}
+
+// newUnicastAdv is a new unicast pipe's advertisement.
+func newUnicastAdv(tb testing.TB) *adv.PipeAdvertisement {
+	tb.Helper()
+	pid, err := id.NewPipeID(id.NetPeerGroupID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &adv.PipeAdvertisement{ID: pid, Type: adv.Unicast}
 }

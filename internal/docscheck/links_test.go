@@ -1,7 +1,6 @@
 package docscheck
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,13 +71,7 @@ func anchors(md string) map[string]bool {
 
 // markdownFiles returns README.md and every .md file under docs/.
 func markdownFiles(t *testing.T) []string {
-	files := []string{filepath.Join(root, "README.md")}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return err
-	})
+	files, err := MarkdownFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,14 +173,7 @@ func holdStreams(t *testing.T, n *node.Node, protos []protocol.ID, opened, want 
 		}
 		s.Write(nil) // sends the protocol header, then nothing
 	}
-	held := func() int {
-		var c int
-		n.Host().Network().ResourceManager().ViewPeer(h.ID(), func(s network.PeerScope) error {
-			c = s.Stat().NumStreamsInbound
-			return nil
-		})
-		return c
-	}
+	held := func() int { return inboundStreams(n, h.ID()) }
 	// Each stream ends refused or held; one being refused is held until
 	// it is reset.
 	most := 0
@@ -291,41 +284,23 @@ func TestHandshakeSlotsFromManyHosts(t *testing.T) {
 // lone one stays, though it is the oldest.
 func TestHandshakeDisplacesFullestHost(t *testing.T) {
 	n := testutil.NewNode(t, node.WithLoopbackHandshakeLimit())
-	na, err := manet.ToNetAddr(n.Host().Addrs()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	silent := func(ip net.IP, closed *atomic.Int64) {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
-		c, err := d.Dial("tcp", na.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			io.Copy(io.Discard, c)
-			closed.Add(1)
-		}()
-		t.Cleanup(func() { c.Close(); <-done })
-	}
 	// The sockets the node closed: the lone one, of the full hosts,
 	// of the hosts that come last.
 	var lone, full, last atomic.Int64
-	silent(net.IPv4(127, 0, 1, 1), &lone)
+	silent(t, n, net.IPv4(127, 0, 1, 1), &lone)
 	if !waitFor(within(t), func() bool { return transientInbound(n) == 1 }) {
 		t.Fatal("the lone socket holds no handshake slot")
 	}
 	slots := node.HandshakeSlots()
 	for i := range slots - 1 {
-		silent(net.IPv4(127, 0, 0, byte(2+i/node.MaxHandshakesPerHost)), &full)
+		silent(t, n, net.IPv4(127, 0, 0, byte(2+i/node.MaxHandshakesPerHost)), &full)
 	}
 	if !waitFor(within(t), func() bool { return transientInbound(n) == slots }) {
 		t.Fatalf("the transient scope holds %d inbound connections, want %d", transientInbound(n), slots)
 	}
 	const more = 16
 	for i := range more {
-		silent(net.IPv4(127, 0, 2, byte(1+i)), &last)
+		silent(t, n, net.IPv4(127, 0, 2, byte(1+i)), &last)
 	}
 	// Each of the last displaces one handshake; the lone one's would
 	// leave one of the full hosts' fewer closed. The wait ends before
@@ -469,14 +444,7 @@ func TestMemoryRefused(t *testing.T) {
 		t.Cleanup(func() { s.Reset() })
 		s.Write([]byte("held")) // refused or not, as the node decides
 	}
-	held := func() int {
-		var c int
-		n.Host().Network().ResourceManager().ViewPeer(h.ID(), func(s network.PeerScope) error {
-			c = s.Stat().NumStreamsInbound
-			return nil
-		})
-		return c
-	}
+	held := func() int { return inboundStreams(n, h.ID()) }
 	// Each stream ends refused or held (identify's streams take windows
 	// too, and may be refused alike).
 	if !waitFor(within(t), func() bool { return n.GateStats().MemoryRefused+uint64(held()) >= opened }) || held() == 0 {
@@ -492,4 +460,15 @@ func TestMemoryRefused(t *testing.T) {
 	if !waitFor(within(t), func() bool { return node.LiveYamuxSpans(n) == 0 }) {
 		t.Fatalf("%d yamux memory spans still live after the connection ended", node.LiveYamuxSpans(n))
 	}
+}
+
+// inboundStreams is how many inbound streams of p the node's resource
+// manager holds.
+func inboundStreams(n *node.Node, p peer.ID) int {
+	var c int
+	n.Host().Network().ResourceManager().ViewPeer(p, func(s network.PeerScope) error {
+		c = s.Stat().NumStreamsInbound
+		return nil
+	})
+	return c
 }

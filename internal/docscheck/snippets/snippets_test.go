@@ -6,12 +6,13 @@ import (
 	"go/parser"
 	"go/scanner"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/docscheck"
 )
 
 // root is the repository's root, from this package's directory.
@@ -146,13 +147,7 @@ type snippet struct {
 }
 
 func markdownSnippets(t *testing.T) []snippet {
-	files := []string{filepath.Join(root, "README.md")}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return err
-	})
+	files, err := docscheck.MarkdownFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
