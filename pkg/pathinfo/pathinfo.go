@@ -142,11 +142,7 @@ func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, 
 	for left, window := h.Size-first, 0; left > 0; {
 		if window <= 0 {
 			window = min(left, probeWindow)
-			if d := time.Now().Add(s.progress); d.Before(end) {
-				st.SetReadDeadline(d)
-			} else {
-				st.SetReadDeadline(end)
-			}
+			st.SetReadDeadline(time.Now().Add(min(s.progress, time.Until(end))))
 		}
 		n, err := st.Read(buf[:window])
 		if n > 0 || first > 0 {
