@@ -106,7 +106,7 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"msg", "--help"}, {"msg", "encode", "--help"}, {"msg", "decode", "--help"},
 		{"adv", "--help"}, {"adv", "new", "--help"}, {"adv", "show", "--help"}, {"lab", "rtt", "--help"},
-		{"lab", "--help"}, {"lab"}, {"codec", "-h"},
+		{"lab", "--help"}, {"lab"}, {"codec", "-h"}, {"help"}, {"help", "lab"}, {"help", "codec", "list"},
 	} {
 		r := run(t, nil, args...)
 		if r.code != 0 || !bytes.Contains(r.stdout, []byte("Usage:")) {
@@ -122,6 +122,9 @@ func TestUsageErrors(t *testing.T) {
 		// an unknown subcommand of a group with --help: not the group's
 		// help and exit 0, as cobra does by itself
 		{"lab", "layers", "--help"}, {"codec", "bogus", "-h"},
+		// nor with help before it: before, the group's help (or the
+		// root's usage for an unknown command) and exit 0
+		{"help", "lab", "layers"}, {"help", "codec", "bogus"}, {"help", "nonsense"}, {"help", "lab", "rtt", "extra"},
 	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)

@@ -281,7 +281,32 @@ tcp://…), and bridges a pipe between JXSE peers and libp2p peers (bridge).`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newBridgeCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
 	checkCommandLine(root)
 	return root
+}
+
+// newHelpCmd is cobra's help command, except that a path naming no command
+// is a usage error, as it is with --help ("lab layers --help"): cobra's
+// own printed the nearest group's help for "help lab layers", and its
+// usage for "help nosuch", and exited 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long: `Help prints the help of any command.
+Type p2pmsg help [path to command] for full details.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil {
+				return usageError{err}
+			}
+			if len(rest) > 0 {
+				return unknownSubcommand(cmd, rest[0])
+			}
+			cmd.InitDefaultHelpFlag() // so that its help lists -h
+			return cmd.Help()
+		},
+	}
 }
