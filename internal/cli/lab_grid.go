@@ -107,7 +107,10 @@ run's JSON lines again.`,
 					*f.dst = splitList(f.val)
 				}
 			}
-			if err := positiveFlags(cmd, "slow-factor", "max-message"); err != nil {
+			if !lab.ValidSlowFactor(slow) {
+				return usageError{fmt.Errorf("--slow-factor %s: want %s", cmd.Flags().Lookup("slow-factor").Value, lab.SlowFactorRule)}
+			}
+			if err := positiveFlags(cmd, "max-message"); err != nil {
 				return err
 			}
 			if trials < lab.MinAMTTTrials || warmup < 0 || budget < 0 || remeasure < 0 {
@@ -211,7 +214,7 @@ run's JSON lines again.`,
 	f.StringVar(&docs, "docs", strings.Join(lab.DefaultGridDocs, ","), "comma-separated documents: employees-N, dataset-N, random-SIZE")
 	f.StringVar(&choices, "choices", strings.Join(lab.DefaultGridChoices, ","), "comma-separated fixed choices: identity and codec specs (auto picks among the same codecs)")
 	f.StringVar(&cpus, "cpu", lab.CPUFast, "comma-separated receiver CPUs: fast, slow")
-	f.Float64Var(&slow, "slow-factor", lab.DefaultSlowFactor, "how many times longer a slow receiver decodes")
+	f.Float64Var(&slow, "slow-factor", lab.DefaultSlowFactor, "how many times longer a slow receiver decodes: "+lab.SlowFactorRule)
 	f.BoolVar(&full, "full", false, "every profile, document, fixed choice and both CPUs (hours); --profile, --docs, --choices, --cpu narrow it")
 	f.IntVar(&trials, "trials", lab.DefaultGridTrials, "measured rounds per document")
 	f.IntVar(&warmup, "warmup", lab.DefaultGridWarmup, "rounds discarded at the start of each document")

@@ -74,6 +74,25 @@ func TestLabRefusesZeroValues(t *testing.T) {
 	}
 }
 
+// lab grid's --slow-factor follows the engine's rule (lab.ValidSlowFactor)
+// and says it as its help does, in one message naming the flag: before,
+// 0 was refused as "must be more than 0", 0.5 and 1 by the engine as
+// "(want > 1)", 2000 as "(want > 1)" too, and NaN ran the grid.
+func TestLabGridSlowFactorRule(t *testing.T) {
+	const rule = "more than 1 and at most 1000"
+	for _, v := range []string{"0", "0.5", "1", "1000.5", "NaN", "-3"} {
+		r := runRefused(t, "lab", "grid", "--slow-factor", v, "--profile", "loopback", "--docs", "employees-1", "--switch=false")
+		failsCleanly(t, r)
+		if want := "p2pmsg: --slow-factor " + v + ": want " + rule + "\n"; r.code != 2 || string(r.stderr) != want {
+			t.Errorf("--slow-factor %s: exit %d, %q; want exit 2 and %q", v, r.code, r.stderr, want)
+		}
+	}
+	r := run(t, nil, "lab", "grid", "--help")
+	if !strings.Contains(string(r.stdout), "decodes: "+rule) {
+		t.Errorf("lab grid --help does not state --slow-factor's rule %q", rule)
+	}
+}
+
 // TestLabCodecsInterrupted: lab codecs cut short by SIGINT exits 130
 // saying so, as the other experiments do, instead of measuring every
 // codec to the end. Its document is a FIFO: once lab codecs has opened

@@ -85,6 +85,23 @@ const (
 // machine this runs on, about 6× by clock and 3× by work per cycle.
 const DefaultSlowFactor = 20
 
+// MaxSlowFactor bounds the slow factor: at 1000 a millisecond's decode
+// already takes a second, and the grid's largest documents' (tens of
+// milliseconds each) most of a minute a round, which no CPU a peer still
+// runs on comes near; beyond it a slow cell would run for hours.
+const MaxSlowFactor = 1000
+
+// SlowFactorRule is what ValidSlowFactor allows, in words: for the
+// errors of GridConfig and for a flag's help, so that they say the same.
+var SlowFactorRule = fmt.Sprintf("more than 1 and at most %d", MaxSlowFactor)
+
+// ValidSlowFactor reports whether f is a slow factor GridConfig takes:
+// more than 1 (a receiver slower than this machine) and at most
+// MaxSlowFactor. NaN is not.
+func ValidSlowFactor(f float64) bool {
+	return f > 1 && f <= MaxSlowFactor
+}
+
 // Grid defaults.
 var (
 	// AllGridProfiles are the full grid's links.
@@ -117,7 +134,8 @@ type GridConfig struct {
 	// Auto chooses among the same codecs.
 	Choices []string
 	CPUs    []string // receiver CPUs: CPUFast, CPUSlow
-	// SlowFactor is the slow receiver's decode slowdown, > 1.
+	// SlowFactor is the slow receiver's decode slowdown (ValidSlowFactor);
+	// default DefaultSlowFactor.
 	SlowFactor float64
 	Trials     int // counted rounds per document, at least MinAMTTTrials
 	Warmup     int // discarded rounds first; negative: none
@@ -218,8 +236,8 @@ func (c GridConfig) normalize() (GridConfig, error) {
 	if c.SlowFactor == 0 {
 		c.SlowFactor = DefaultSlowFactor
 	}
-	if c.SlowFactor <= 1 || c.SlowFactor > 1000 {
-		return c, fmt.Errorf("%w: slow factor %g (want > 1)", ErrGridConfig, c.SlowFactor)
+	if !ValidSlowFactor(c.SlowFactor) {
+		return c, fmt.Errorf("%w: slow factor %g: want %s", ErrGridConfig, c.SlowFactor, SlowFactorRule)
 	}
 	switch {
 	case c.Trials == 0:

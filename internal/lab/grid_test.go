@@ -116,6 +116,32 @@ func TestGridConfigErrors(t *testing.T) {
 	}
 }
 
+// A slow factor outside ValidSlowFactor's range is refused by Check
+// saying the rule, NaN (which every comparison let through) among them;
+// the bounds themselves are taken. Checked with Check alone, so that were
+// a factor accepted, no grid would run.
+func TestGridConfigSlowFactor(t *testing.T) {
+	for _, c := range []struct {
+		factor float64
+		ok     bool
+	}{
+		{0.5, false}, {1, false}, {-20, false}, {lab.MaxSlowFactor + 1, false},
+		{math.Inf(1), false}, {math.NaN(), false},
+		{1.01, true}, {lab.DefaultSlowFactor, true}, {lab.MaxSlowFactor, true},
+	} {
+		err := lab.GridConfig{SlowFactor: c.factor}.Check()
+		if c.ok {
+			if err != nil {
+				t.Errorf("slow factor %g: %v, want it taken", c.factor, err)
+			}
+			continue
+		}
+		if !errors.Is(err, lab.ErrGridConfig) || !strings.HasSuffix(err.Error(), "want "+lab.SlowFactorRule) {
+			t.Errorf("slow factor %g: Check: %v, want ErrGridConfig saying %q", c.factor, err, lab.SlowFactorRule)
+		}
+	}
+}
+
 // A cell given twice is refused by Check (RunGrid's own check): checked
 // with Check alone, so that were it accepted, no grid would run.
 func TestGridConfigDuplicates(t *testing.T) {
