@@ -136,7 +136,7 @@ func checkAll(o Options, comps []string, stderr io.Writer) ([]Options, int) {
 		}
 		dir, err := Check(r)
 		if err != nil {
-			fmt.Fprintf(stderr, "tgrun: %s: %v\n", c, err)
+			fmt.Fprintln(stderr, errorLine(c, err))
 			if errors.Is(err, ErrComposition) {
 				return nil, ExitUsage
 			}
@@ -154,11 +154,22 @@ func failed(ctx context.Context, comp string, res *Result, err error, stderr io.
 	if code := interrupted(ctx, res, stderr); code != ExitOK {
 		return code
 	}
-	fmt.Fprintf(stderr, "tgrun: %s: %v\n", comp, err)
+	fmt.Fprintln(stderr, errorLine(comp, err))
 	if errors.Is(err, ErrComposition) {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// errorLine is the line tgrun prints for err, an error of this package
+// about composition comp: "tgrun: COMP: what". The package's errors lead
+// with its name ("tgrun: run failed: …"), and LoadComposition's name the
+// file after their sentinel ("tgrun: unusable composition: COMP: …"):
+// the line says each once.
+func errorLine(comp string, err error) string {
+	s := strings.TrimPrefix(err.Error(), "tgrun: ")
+	s = strings.Replace(s, ": "+comp+": ", ": ", 1)
+	return "tgrun: " + comp + ": " + s
 }
 
 // interrupted says, in one line, that a signal ended ctx and where the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -571,6 +572,36 @@ func TestCommandRefusesParamsBeforeBuilding(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(out); len(ents) > 0 {
 			t.Errorf("%q: wrote %v before refusing", c.args, ents)
+		}
+	}
+}
+
+// tgrun's error line names the program and the composition once each,
+// then what went wrong. Before, the package's own prefix followed the
+// command's, and LoadComposition's path the command's: "tgrun: C: tgrun:
+// unusable composition: C: global.plan and global.case are required",
+// "tgrun: C: tgrun: run failed: b[000] failure".
+func TestCommandErrorLine(t *testing.T) {
+	dir := t.TempDir()
+	noCase := filepath.Join(dir, "nocase.toml")
+	if err := os.WriteFile(noCase, []byte("[global]\nplan = \"fake\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.toml")
+	for _, c := range []struct {
+		comp, want string
+		code       int
+	}{
+		{noCase, "unusable composition: global.plan and global.case are required", 2},
+		{missing, "unusable composition: open " + missing + ": no such file or directory", 2},
+		{writePlan(t, "fail", ""), "run failed: b[000] failure", 1},
+	} {
+		var stdout, stderr bytes.Buffer
+		base := tgrun.Options{Binary: os.Args[0], Env: []string{fakePlanEnv + "=1"}, Log: io.Discard}
+		code := tgrun.Command([]string{"run", "-f", c.comp, "--out", t.TempDir()}, &stdout, &stderr, base)
+		want := "tgrun: " + c.comp + ": " + c.want
+		if got := stderr.String(); code != c.code || !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 || strings.Count(got, "tgrun:") != 1 {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and one line starting %q", c.comp, code, got, c.code, want)
 		}
 	}
 }
