@@ -60,7 +60,9 @@ never dropped in silence; the bridge keeps running. A message to a libp2p
 peer counts as forwarded once that peer confirmed it (Flush). A libp2p
 peer's message that could not be forwarded is refused back to it, with the
 reason, so its sender learns it was not delivered (p2pmsg send exits 1);
-JXTA has no refusal, so a JXSE peer's is reported here only.
+JXTA has no refusal, so a JXSE peer's is reported here only. A message that
+arrives as the bridge stops is refused, reported and counted too; the bridge
+exits 1 with the count if there was any.
 
 JXSE peers reach the bridge as they reach another JXSE peer: once it has
 connected to them (it does when it first forwards to --jxse-peer), or once
@@ -127,7 +129,8 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			defer p2p.close()
 			defer jx.close()
 			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			h.stop()
+			in.Close()
+			failed += h.finish()
 			// Interrupted (ctx ended, the command's did not) is a normal
 			// way to stop.
 			if err != nil && !(ctx.Err() != nil && cmd.Context().Err() == nil) {
@@ -157,12 +160,19 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 // loop could not forward is refused back to its sender (a libp2p sender's
 // Send or Flush then reports it; JXTA has no refusal), so that no sender
 // is told a message arrived that went nowhere. Once the loop has stopped
-// (stop), what still comes is refused and reported not forwarded.
+// (finish), what still comes is refused and reported not forwarded, and
+// counted with the loop's failures: a JXSE sender, told nothing, has only
+// the bridge's count to learn of it.
 type handoff struct {
 	got     chan *handed
 	stopped chan struct{}
 	once    sync.Once
 	errOut  io.Writer
+
+	mu      sync.Mutex
+	counted bool           // finish has counted: a handler no longer reports
+	running sync.WaitGroup // handlers that may still report a message
+	refused int            // messages refused as stopped, and reported
 }
 
 // handed is a message handed to the forwarding loop, which sends on done
@@ -176,7 +186,22 @@ func newHandoff(errOut io.Writer) *handoff {
 	return &handoff{got: make(chan *handed), stopped: make(chan struct{}), errOut: errOut}
 }
 
+// stoppedReason is the refusal of a message that came after the loop.
+const stoppedReason = "the bridge has stopped"
+
 func (h *handoff) handle(r *pipe.Received) {
+	defer r.Release()
+	h.mu.Lock()
+	if h.counted {
+		// A delivery that was under way when the pipe closed: the
+		// command has ended and printed its count.
+		h.mu.Unlock()
+		r.Refuse(stoppedReason)
+		return
+	}
+	h.running.Add(1)
+	h.mu.Unlock()
+	defer h.running.Done()
 	m := &handed{Received: r, done: make(chan error, 1)}
 	select {
 	case h.got <- m:
@@ -184,15 +209,21 @@ func (h *handoff) handle(r *pipe.Received) {
 			r.Refuse("the bridge could not forward it: " + oneLine(err.Error()))
 		}
 	case <-h.stopped:
-		r.Refuse("the bridge has stopped")
-		fmt.Fprintf(h.errOut, "p2pmsg: bridge: message from %s not forwarded: the bridge has stopped\n", sender(r))
+		r.Refuse(stoppedReason)
+		fmt.Fprintf(h.errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", sender(r), stoppedReason)
+		h.mu.Lock()
+		h.refused++
+		h.mu.Unlock()
 	}
-	r.Release()
 }
 
 // ReceiveFrom is the forwarding loop's next message; the loop sends what
-// became of it on its done, once.
+// became of it on its done, once. Once ctx has ended it takes no more:
+// they could not be forwarded, and finish refuses them as stopped.
 func (h *handoff) ReceiveFrom(ctx context.Context) (*handed, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case m := <-h.got:
 		return m, nil
@@ -202,6 +233,21 @@ func (h *handoff) ReceiveFrom(ctx context.Context) (*handed, error) {
 }
 
 func (h *handoff) stop() { h.once.Do(func() { close(h.stopped) }) }
+
+// finish stops the handoff once the forwarding loop has ended, waits for
+// the handlers under way to refuse their messages, and returns how many
+// they refused and reported: every report has been counted. Closing the
+// input pipe first leaves few or none to wait for.
+func (h *handoff) finish() int {
+	h.stop()
+	h.mu.Lock()
+	h.counted = true
+	h.mu.Unlock()
+	h.running.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused
+}
 
 // runBridge forwards what arrives from in: from JXTA peers through p2p,
 // from libp2p peers through jx, until count messages are forwarded (0:

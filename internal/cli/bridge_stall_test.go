@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +17,11 @@ import (
 // in the bridge's handler. SIGINT stops the bridge (exit 130), and every
 // sender learns its message went nowhere (exit 1): none is acknowledged
 // (before the handler held each message until it was forwarded, the
-// message the loop had taken was acknowledged and send exited 0).
+// message the loop had taken was acknowledged and send exited 0). The
+// bridge's exit line counts every message it reported not forwarded:
+// before, it left out those its handler refused once the loop had
+// stopped ("the bridge has stopped"), and said "1 message" under three
+// reports.
 func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,6 +76,10 @@ func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the bridge never connected to its JXSE peer")
 	}
+	// The other senders' messages reach the bridge's handler meanwhile;
+	// one that has not by the signal is refused by the closed pipe, not
+	// reported by the bridge, and the count below holds either way.
+	time.Sleep(time.Second)
 	if err := bridge.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +94,36 @@ func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
 	}
 	if code != 130 {
 		t.Fatalf("bridge: exit %d, stderr %q; want 130", code, bridge.stderr)
+	}
+	checkBridgeCount(t, bridge.stderr, "p2pmsg: interrupted by SIGINT: ")
+}
+
+// checkBridgeCount checks that a bridge's last stderr line, after prefix,
+// counts the messages its other lines reported not forwarded, or that
+// there was none to count.
+func checkBridgeCount(t *testing.T, stderr []string, prefix string) {
+	t.Helper()
+	reported := 0
+	for _, l := range stderr {
+		if strings.HasPrefix(l, "p2pmsg: bridge: message from ") && strings.Contains(l, " not forwarded: ") {
+			reported++
+		}
+	}
+	last := ""
+	if len(stderr) > 0 {
+		last = stderr[len(stderr)-1]
+	}
+	want := fmt.Sprintf("%sbridge: %d messages could not be forwarded (see above)", prefix, reported)
+	if reported == 1 {
+		want = prefix + "bridge: 1 message could not be forwarded (see above)"
+	}
+	if reported == 0 {
+		if strings.Contains(last, "could not be forwarded") {
+			t.Errorf("bridge: none reported, last line %q", last)
+		}
+		return
+	}
+	if last != want {
+		t.Errorf("bridge: %d reported not forwarded, last line %q; want %q (stderr %q)", reported, last, want, stderr)
 	}
 }

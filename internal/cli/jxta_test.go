@@ -253,7 +253,7 @@ func TestLabRTTJXTA(t *testing.T) {
 // `bridge --count 1`, whose other side is a p2pmsg JXTA peer. The bridge
 // forwards one and stops; the others are refused or never read, so send
 // fails — a bridge that queued them acknowledged all three and dropped
-// two in silence.
+// two in silence. Those it refused it counts (exit 1).
 func TestBridgeCountRefusesTheRest(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	sink := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
@@ -275,9 +275,13 @@ func TestBridgeCountRefusesTheRest(t *testing.T) {
 	code := bridge.wait(t)
 	fwd := strings.Count(bridge.stdout.String(), "forwarded message")
 	t.Logf("send: exit %d %q; bridge: exit %d, %d forwarded, stderr %q", r.code, r.stderr, code, fwd, bridge.stderr)
-	if code != 0 || fwd != 1 {
+	// A message the bridge's handler took after the loop's last is
+	// refused, reported and counted (exit 1); whether one came in time
+	// is the scheduler's.
+	if fwd != 1 || code != 0 && code != 1 {
 		t.Fatalf("bridge --count 1: exit %d, %d forwarded", code, fwd)
 	}
+	checkBridgeCount(t, bridge.stderr, "p2pmsg: ")
 	if r.code == 0 {
 		t.Fatal("send exited 0: the bridge acknowledged three messages and forwarded one")
 	}
