@@ -107,6 +107,7 @@ func TestHelpEverywhere(t *testing.T) {
 		{"--help"}, {"msg", "--help"}, {"msg", "encode", "--help"}, {"msg", "decode", "--help"},
 		{"adv", "--help"}, {"adv", "new", "--help"}, {"adv", "show", "--help"}, {"lab", "rtt", "--help"},
 		{"lab", "--help"}, {"lab"}, {"codec", "-h"}, {"help"}, {"help", "lab"}, {"help", "codec", "list"},
+		{"completion"}, {"completion", "bash", "--help"},
 	} {
 		r := run(t, nil, args...)
 		if r.code != 0 || !bytes.Contains(r.stdout, []byte("Usage:")) {
@@ -125,6 +126,9 @@ func TestUsageErrors(t *testing.T) {
 		// nor with help before it: before, the group's help (or the
 		// root's usage for an unknown command) and exit 0
 		{"help", "lab", "layers"}, {"help", "codec", "bogus"}, {"help", "nonsense"}, {"help", "lab", "rtt", "extra"},
+		// cobra's completion command, checked as the others: before, its
+		// help and exit 0, and exit 1 for an argument of completion bash
+		{"completion", "bogus"}, {"completion", "bogus", "-h"}, {"completion", "bash", "extra"},
 	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)

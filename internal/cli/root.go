@@ -283,6 +283,9 @@ tcp://…), and bridges a pipe between JXSE peers and libp2p peers (bridge).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newBridgeCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
+	// cobra adds its completion command when it runs, after
+	// checkCommandLine: added now, it is checked as the others are.
+	root.InitDefaultCompletionCmd()
 	checkCommandLine(root)
 	return root
 }
