@@ -84,10 +84,18 @@ func newAdvNewCmd() *cobra.Command {
 func newAdvShowCmd() *cobra.Command {
 	var maxSize int
 	cmd := &cobra.Command{
-		Use:     "show FILE",
-		Short:   "Print a pipe advertisement's fields as JSON",
-		Long:    "Print {\"id\",\"type\",\"name\",\"desc\",\"binders\"} of the pipe advertisement in FILE (- for stdin).",
-		Args:    cobra.ExactArgs(1),
+		Use:   "show FILE",
+		Short: "Print a pipe advertisement's fields as JSON",
+		Long:  "Print {\"id\",\"type\",\"name\",\"desc\",\"binders\"} of the pipe advertisement in FILE (- for stdin).",
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return errors.New("missing FILE: the advertisement to show (- for stdin)")
+			case len(args) > 1:
+				return fmt.Errorf("%d files given: adv show takes one", len(args))
+			}
+			return nil
+		},
 		Example: `  p2pmsg adv show chat.xml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := cmd.InOrStdin()

@@ -138,6 +138,27 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// A usage error's line says what is wrong in the command's own terms:
+// the missing or extra argument, the flag left out, the names a list
+// takes, as lab rtt lists its layers.
+func TestUsageErrorsSayWhat(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // the line after "p2pmsg: "; before, in the comment
+	}{
+		{[]string{"adv", "show"}, "missing FILE: the advertisement to show (- for stdin)"},          // accepts 1 arg(s), received 0
+		{[]string{"adv", "show", "a", "b"}, "2 files given: adv show takes one"},                    // accepts 1 arg(s), received 2
+		{[]string{"codec", "train", "x.xml"}, "--codec is required: xml or zstd"},                   // --codec "": want xml or zstd
+		{[]string{"lab", "rate", "--layer", "bogus"}, `lab: unknown layer: "bogus" (have stream, `}, // (rate layers: [stream stream-bufio …])
+	} {
+		r := run(t, nil, c.args...)
+		failsCleanly(t, r)
+		if got := string(r.stderr); r.code != 2 || !strings.HasPrefix(got, "p2pmsg: "+c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, r.code, got, "p2pmsg: "+c.want)
+		}
+	}
+}
+
 func TestMsgEncodeDecode(t *testing.T) {
 	in := `{"elements":[` +
 		`{"namespace":"","name":"greeting","mime":"text/plain;charset=UTF-8","data":"` + base64.StdEncoding.EncodeToString([]byte("héllo")) + `"},` +

@@ -40,6 +40,8 @@ with an error naming it.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			switch {
+			case codec == "":
+				return usageError{errors.New("--codec is required: xml or zstd")}
 			case codec != xmlc.Name && codec != zstd.Name:
 				return usageError{fmt.Errorf("--codec %q: want xml or zstd", codec)}
 			case id == 0:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,7 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 	}
 	for _, l := range layers {
 		if !slices.Contains(RateLayers, l) {
-			return nil, fmt.Errorf("%w: %q (rate layers: %v)", ErrUnknownLayer, l, RateLayers)
+			return nil, fmt.Errorf("%w: %q (have %s)", ErrUnknownLayer, l, strings.Join(RateLayers, ", "))
 		}
 	}
 	for _, s := range sizes {
