@@ -150,6 +150,13 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 		{[]string{"adv", "show", "a", "b"}, "2 files given: adv show takes one"},                    // accepts 1 arg(s), received 2
 		{[]string{"codec", "train", "x.xml"}, "--codec is required: xml or zstd"},                   // --codec "": want xml or zstd
 		{[]string{"lab", "rate", "--layer", "bogus"}, `lab: unknown layer: "bogus" (have stream, `}, // (rate layers: [stream stream-bufio …])
+		// a value a flag cannot parse: before, pflag's 'invalid argument
+		// "x" for "--count" flag: strconv.ParseInt: parsing "x": invalid syntax'
+		{[]string{"send", "--count", "x"}, `--count "x": want an integer`},
+		{[]string{"send", "--count", "99999999999999999999"}, `--count "99999999999999999999": value out of range`},
+		{[]string{"lab", "grid", "--max-message", "5"}, `--max-message "5": want a duration with its unit`},
+		{[]string{"lab", "amtt", "--json=maybe"}, `--json "maybe": want true or false`},
+		{[]string{"codec", "train", "--id", "-1"}, `--id "-1": want an integer of 0 or more`},
 	} {
 		r := run(t, nil, c.args...)
 		failsCleanly(t, r)

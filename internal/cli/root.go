@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -17,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/gologshim"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
@@ -255,6 +257,37 @@ func quietLibp2p() {
 	}
 }
 
+// flagWants says, by a flag's value type, what a value of it is.
+var flagWants = map[string]string{
+	"int": "an integer", "int64": "an integer",
+	"uint32": "an integer of 0 or more", "uint64": "an integer of 0 or more",
+	"float64":  "a number",
+	"duration": "a duration with its unit, such as 500ms or 2m",
+	"bool":     "true or false",
+}
+
+// flagValueError is err, pflag's error for a value a flag cannot parse,
+// as a short line that leads with the flag and the value and says what
+// the flag takes, without the parser's own names ("invalid argument "x"
+// for "--count" flag: strconv.ParseInt: parsing "x": invalid syntax"
+// becomes `--count "x": want an integer`). Other errors are left as
+// they are.
+func flagValueError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	what := "--" + iv.GetFlag().Name + " " + strconv.Quote(iv.GetValue())
+	var num *strconv.NumError
+	switch want, ok := flagWants[iv.GetFlag().Value.Type()]; {
+	case errors.As(err, &num) && errors.Is(num.Err, strconv.ErrRange):
+		return fmt.Errorf("%s: %w", what, strconv.ErrRange)
+	case ok:
+		return fmt.Errorf("%s: want %s", what, want)
+	}
+	return fmt.Errorf("%s: %w", what, errors.Unwrap(err))
+}
+
 // oneLine folds s, an error or a message that may quote text from the
 // network, into one printable line.
 func oneLine(s string) string {
@@ -280,7 +313,7 @@ tcp://…), and bridges a pipe between JXSE peers and libp2p peers (bridge).`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
 	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(newIDCmd(), newSendCmd(), newRecvCmd(), newBridgeCmd(), newMsgCmd(), newAdvCmd(), newCodecCmd(), newLabCmd())
 	// cobra adds its completion command when it runs, after
