@@ -162,13 +162,12 @@ func (s *Scheme) Decode(m *message.Message) (*message.Message, error) { return s
 
 // Sending is the encoding.Observer's: m, encoded by the scheme, is handed
 // to the sender now. The exchange is timed from the first message sent
-// since the last Delivered.
+// since the last Delivered; without a Peer there is nothing to time it for.
 func (s *Scheme) Sending(m *message.Message) {
-	n := messageSize(m)
-	var dec time.Duration
-	if s.peer != nil {
-		dec = s.decodeTimeOf(m)
+	if s.peer == nil {
+		return
 	}
+	n, dec := messageSize(m), s.decodeTimeOf(m)
 	s.xmu.Lock()
 	if s.x.start.IsZero() {
 		s.x.start = time.Now()
@@ -180,9 +179,8 @@ func (s *Scheme) Sending(m *message.Message) {
 
 // decodeTimeOf predicts the receiver's time decoding m's encoded
 // elements, as decisions do.
-func (s *Scheme) decodeTimeOf(m *message.Message) time.Duration {
-	var d time.Duration
-	var prof *Profile
+func (s *Scheme) decodeTimeOf(m *message.Message) (d time.Duration) {
+	prof := s.peer.ReceiverProfile()
 	for i := range m.Len() {
 		if !encoding.IsEncoded(m.At(i)) {
 			continue
@@ -190,9 +188,6 @@ func (s *Scheme) decodeTimeOf(m *message.Message) time.Duration {
 		h, _, err := encoding.ParseHeader(m.At(i).Data)
 		if err != nil {
 			continue
-		}
-		if prof == nil {
-			prof = s.peer.ReceiverProfile()
 		}
 		s.models.mu.Lock()
 		d += s.models.decodeTime(prof, h.Codec, int(min(h.Size, 1<<40)))
@@ -213,7 +208,7 @@ func (s *Scheme) Delivered(ok bool) {
 	x := s.x
 	s.x = exchange{}
 	s.xmu.Unlock()
-	if d := time.Since(x.start) - x.decode; ok && !x.start.IsZero() && d > 0 && s.peer != nil {
+	if d := time.Since(x.start) - x.decode; ok && !x.start.IsZero() && d > 0 {
 		s.peer.ObserveExchange(x.bytes, d)
 	}
 }
