@@ -49,9 +49,14 @@ func NewModels() *Models {
 	return &Models{codecs: map[string]*codecStats{}, own: Profile{dec: map[string]*curve{}}, tried: map[trialKey]bool{}}
 }
 
-// stats is spec's stats, new if need be; beyond maxCodecs specs, new ones
-// are not kept (a models file holds at most that many).
-func (m *Models) stats(spec string) *codecStats {
+// recordEncode records that encoding n bytes of kind k with spec took d
+// and gave out bytes, header included. Unless ofKind, only k's class
+// learns it: calibration's samples are not the user's content. Beyond
+// maxCodecs specs, new ones are not kept (a models file holds at most
+// that many).
+func (m *Models) recordEncode(spec string, k kind, ofKind bool, n, out int, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	s := m.codecs[spec]
 	if s == nil {
 		s = &codecStats{Size: make(map[kind]*curve)}
@@ -59,16 +64,6 @@ func (m *Models) stats(spec string) *codecStats {
 			m.codecs[spec] = s
 		}
 	}
-	return s
-}
-
-// recordEncode records that encoding n bytes of kind k with spec took d
-// and gave out bytes, header included. Unless ofKind, only k's class
-// learns it: calibration's samples are not the user's content.
-func (m *Models) recordEncode(spec string, k kind, ofKind bool, n, out int, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.stats(spec)
 	kc := s.Size[k]
 	if ofKind && kc == nil && len(s.Size) < maxKinds { // beyond, the class's curve serves
 		kc = new(curve)
@@ -125,8 +120,7 @@ func (m *Models) knows(spec, name string) bool {
 // and whether it was measured for this kind within a bucket of n: from
 // the kind's curve, else the class's, else a prior by class.
 func (m *Models) predictSize(spec string, k kind, n int) (int, bool) {
-	s := m.codecs[spec]
-	if s != nil {
+	if s := m.codecs[spec]; s != nil {
 		if kc := s.Size[k]; kc != nil {
 			if l := kc.at(n, true); l.ok {
 				return int(l.y + 0.5), l.dist <= 1
