@@ -56,9 +56,7 @@ func classOf(data []byte) uint8 {
 }
 
 func mediaType(s string) string {
-	if i := strings.IndexByte(s, ';'); i >= 0 {
-		s = s[:i]
-	}
+	s, _, _ = strings.Cut(s, ";")
 	s = strings.ToLower(strings.TrimSpace(s))
 	if len(s) > maxKindMIME {
 		s = s[:maxKindMIME]
