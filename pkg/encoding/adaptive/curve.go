@@ -123,5 +123,4 @@ func (c *curve) at(n int, sizes bool) lookup {
 	return l
 }
 
-// empty reports whether nothing was recorded.
 func (c *curve) empty() bool { return !c.at(1, false).ok }

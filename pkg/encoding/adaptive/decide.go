@@ -45,7 +45,6 @@ func wireSize(e message.Element) int {
 	return len(e.Data) + len(e.Name) + len(e.Namespace) + len(e.MIME) + elemOverhead
 }
 
-// messageSize is m's size on the wire.
 func messageSize(m *message.Message) (n int) {
 	for i := range m.Len() {
 		n += wireSize(m.At(i))
@@ -217,7 +216,6 @@ func (s *Scheme) decide(raw message.Element, key cacheKey, rest int) (k kind, d 
 	return k, d, true
 }
 
-// forget drops the remembered decision for the elements of key.
 func (s *Scheme) forget(key cacheKey) {
 	s.mu.Lock()
 	delete(s.cache, key)

@@ -264,11 +264,11 @@ var calibrationSamples = sync.OnceValue(func() [][]byte {
 
 // calibrate measures each codec on the built-in samples: size and encode
 // time go into the class-level curves of the samples' class, the decode
-// time into this node's profile. Each is
-// the faster of two runs after a warm-up (pools, tables), so that one
-// descheduled run does not stand; a codec that takes more than
-// calibrationBudget on a sample is extrapolated beyond it, and one that
-// fails on the samples (a key is missing) is skipped.
+// time into this node's profile. Each is the faster of two runs after a
+// warm-up (pools, tables), so that one descheduled run does not stand; a
+// codec that takes more than calibrationBudget on a sample is
+// extrapolated beyond it, and one that fails on the samples (a key is
+// missing) is skipped.
 func (m *Models) calibrate(codecs []encoding.Codec) {
 	b := encoding.Binding{Namespace: "adaptive", Name: "calibration"}
 	for _, c := range codecs {
