@@ -60,10 +60,10 @@ func (c *curve) add(n int, y float64, robust bool) {
 	p := &c.p[bucketOf(n)]
 	x := float64(n)
 	if p.w == 0 {
-		if l := c.at(n, false); robust && l.ok && y > clipFactor*l.y {
+		if want, _, ok := c.at(n, false); robust && ok && y > clipFactor*want {
 			// A new bucket's first sample is held to what the rest of
 			// the curve expects here.
-			y = clipFactor * l.y
+			y = clipFactor * want
 		}
 		*p = point{w: 1, n: x, y: y}
 		return
@@ -83,18 +83,14 @@ func (c *curve) add(n int, y float64, robust bool) {
 	p.w = min(p.w+1, maxWeight)
 }
 
-// lookup is what a curve says about one size.
-type lookup struct {
-	y    float64
-	dist int  // buckets between the size's bucket and the nearest populated one
-	ok   bool // false: the curve is empty
-}
-
-// at estimates the value at size n; sizes says it is a size curve.
-func (c *curve) at(n int, sizes bool) lookup {
+// at estimates the value y at size n; sizes says it is a size curve. dist
+// is the number of buckets between n's and the nearest populated one; ok
+// is false when the curve is empty.
+func (c *curve) at(n int, sizes bool) (y float64, dist int, ok bool) {
 	x := float64(max(n, 1))
 	b := bucketOf(n)
-	lo, hi, nearDist := -1, -1, numBuckets
+	lo, hi := -1, -1
+	dist = numBuckets
 	for i := range c.p {
 		if c.p[i].w == 0 {
 			continue
@@ -104,23 +100,21 @@ func (c *curve) at(n int, sizes bool) lookup {
 		} else if hi < 0 {
 			hi = i
 		}
-		nearDist = min(nearDist, max(i-b, b-i))
+		dist = min(dist, max(i-b, b-i))
 	}
-	l := lookup{dist: nearDist, ok: nearDist < numBuckets}
 	switch {
 	case lo >= 0 && hi >= 0:
 		a, z := c.p[lo], c.p[hi]
-		l.y = a.y + (x-a.n)/(z.n-a.n)*(z.y-a.y)
+		y = a.y + (x-a.n)/(z.n-a.n)*(z.y-a.y)
 	case lo >= 0:
-		l.y = c.p[lo].y * x / c.p[lo].n
+		y = c.p[lo].y * x / c.p[lo].n
 	case hi >= 0 && sizes:
 		z := c.p[hi]
-		l.y = x * min(z.y/z.n*math.Sqrt(z.n/x), 1)
+		y = x * min(z.y/z.n*math.Sqrt(z.n/x), 1)
 	case hi >= 0:
-		l.y = c.p[hi].y
+		y = c.p[hi].y
 	}
-	l.y = min(max(l.y, 0), maxValue)
-	return l
+	return min(max(y, 0), maxValue), dist, dist < numBuckets
 }
 
-func (c *curve) empty() bool { return !c.at(1, false).ok }
+func (c *curve) empty() bool { _, _, ok := c.at(1, false); return !ok }

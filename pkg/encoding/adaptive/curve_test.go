@@ -25,22 +25,22 @@ func TestCurve(t *testing.T) {
 		{"below: flat for times", 100, false, 3000},
 		{"below: sizes never above the input", 100, true, 100},
 	} {
-		if got := c.at(tc.n, tc.sizes); !got.ok || math.Abs(got.y-tc.want) > 1e-6*tc.want {
-			t.Errorf("%s: at(%d) = %+v, want %g", tc.name, tc.n, got, tc.want)
+		if got, _, ok := c.at(tc.n, tc.sizes); !ok || math.Abs(got-tc.want) > 1e-6*tc.want {
+			t.Errorf("%s: at(%d) = %g, want %g", tc.name, tc.n, got, tc.want)
 		}
 	}
 	c.add(1000, 30_000, true) // ten times the expectation: once is a delay
-	if got := c.at(1000, false).y; got > 2*3000 {
+	if got, _, _ := c.at(1000, false); got > 2*3000 {
 		t.Fatalf("one slow sample moved the point to %g", got)
 	}
 	for range clipStreak {
 		c.add(1000, 30_000, true)
 	}
-	if got := c.at(1000, false).y; got < 2*3000 {
+	if got, _, _ := c.at(1000, false); got < 2*3000 {
 		t.Fatalf("a run of slow samples left the point at %g", got)
 	}
 	var empty curve
-	if empty.at(5, false).ok || !empty.empty() {
+	if _, _, ok := empty.at(5, false); ok || !empty.empty() {
 		t.Fatal("an empty curve knows something")
 	}
 }

@@ -122,12 +122,12 @@ func (m *Models) knows(spec, name string) bool {
 func (m *Models) predictSize(spec string, k kind, n int) (int, bool) {
 	if s := m.codecs[spec]; s != nil {
 		if kc := s.Size[k]; kc != nil {
-			if l := kc.at(n, true); l.ok {
-				return int(l.y + 0.5), l.dist <= 1
+			if y, dist, ok := kc.at(n, true); ok {
+				return int(y + 0.5), dist <= 1
 			}
 		}
-		if l := s.Class[k.class].at(n, true); l.ok {
-			return int(l.y + 0.5), false
+		if y, _, ok := s.Class[k.class].at(n, true); ok {
+			return int(y + 0.5), false
 		}
 	}
 	return int(float64(n) * priorRatio[k.class]), false
@@ -141,12 +141,12 @@ var priorRatio = [numClasses]float64{1.0, 0.8, 0.5, 0.25}
 // and whether it was measured within a bucket of n.
 func (m *Models) predictEncode(spec string, c uint8, n int) (time.Duration, bool) {
 	if s := m.codecs[spec]; s != nil {
-		if l := s.Enc[c].at(n, false); l.ok {
-			return time.Duration(l.y), l.dist <= 1
+		if y, dist, ok := s.Enc[c].at(n, false); ok {
+			return time.Duration(y), dist <= 1
 		}
 		for i := range s.Enc { // another class of the same codec
-			if l := s.Enc[i].at(n, false); l.ok {
-				return time.Duration(l.y), false
+			if y, _, ok := s.Enc[i].at(n, false); ok {
+				return time.Duration(y), false
 			}
 		}
 	}

@@ -26,8 +26,8 @@ func (p *Profile) decodeTime(codec string, n int) (time.Duration, bool) {
 	if p == nil || p.dec[codec] == nil {
 		return 0, false
 	}
-	l := p.dec[codec].at(n, false)
-	return time.Duration(l.y), l.ok
+	y, _, ok := p.dec[codec].at(n, false)
+	return time.Duration(y), ok
 }
 
 // Codecs returns the codec names the profile knows, sorted.
