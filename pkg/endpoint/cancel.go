@@ -82,3 +82,13 @@ func (w *watch) disarm() {
 	w.mu.Unlock()
 	w.done, w.st = nil, nil
 }
+
+// fire moves st's write deadline into the past, as a registration does
+// when its ctx ends: a SendGroup's Close interrupting a write (see
+// sender.interrupt).
+func (w *watch) fire(st network.Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st.SetWriteDeadline(pastDeadline)
+	w.fired = true
+}

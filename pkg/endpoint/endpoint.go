@@ -598,8 +598,15 @@ func (s *Service) jxtaIDOf(p peer.ID) (id.ID, error) {
 // When the receiver is slow Send blocks (backpressure) until ctx is done:
 // a small message waiting for room in the queue is then not sent, and
 // nothing else is lost; a large message cut short resets the stream, so
-// messages still unread on it may be lost (Flush reports it).
+// messages still unread on it may be lost (Flush reports it). A
+// SendGroup's Close cuts short the waits of Sends made through it the
+// same way.
 func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) error {
+	return s.send(ctx, nil, addr, m)
+}
+
+// send is Send, through g if g is not nil (SendGroup.Send).
+func (s *Service) send(ctx context.Context, g *SendGroup, addr Address, m *message.Message) error {
 	if len(addr.Service) > MaxNameLen || len(addr.Param) > MaxNameLen {
 		return fmt.Errorf("%w: service or parameter longer than %d bytes", ErrAddress, MaxNameLen)
 	}
@@ -607,7 +614,7 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 	if n := len(addr.Addr); n > 0 {
 		slot = &s.sendCache[addr.Addr[n-1]%byte(len(s.sendCache))]
 		if c := slot.Load(); c != nil && c.addr == addr.Addr && c.protocol == addr.Protocol {
-			if err := c.snd.send(ctx, addr.Service, addr.Param, m); err != errRetired {
+			if err := c.snd.send(ctx, g, addr.Service, addr.Param, m); err != errRetired {
 				return err
 			}
 			slot.CompareAndSwap(c, nil)
@@ -626,7 +633,7 @@ func (s *Service) Send(ctx context.Context, addr Address, m *message.Message) er
 			return err
 		}
 		slot.Store(&sentTo{addr.Protocol, addr.Addr, snd})
-		if err := snd.send(ctx, addr.Service, addr.Param, m); err != errRetired {
+		if err := snd.send(ctx, g, addr.Service, addr.Param, m); err != errRetired {
 			return err
 		}
 		// Retired between the lookup and the send, before anything of m

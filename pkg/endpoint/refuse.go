@@ -400,7 +400,7 @@ func (snd *sender) takeRefusals() error {
 // peerLimit returns the receiver's message limit for a message of size
 // bytes on the current stream, waiting for the hello when the message is
 // large enough to matter; 0 means not known (yet).
-func (snd *sender) peerLimit(ctx context.Context, size int64) (int64, error) {
+func (snd *sender) peerLimit(ctx context.Context, g *SendGroup, size int64) (int64, error) {
 	b := snd.back
 	if b == nil {
 		return 0, nil
@@ -412,6 +412,8 @@ func (snd *sender) peerLimit(ctx context.Context, size int64) (int64, error) {
 			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ctx.Err())
 		case <-snd.svc.ctx.Done(): // Close waits for the token this Send holds
 			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ErrClosed)
+		case <-g.done():
+			return 0, fmt.Errorf("endpoint: sending to %s: %w", snd.peer, ErrGroupClosed)
 		}
 	}
 	return b.max.Load(), nil

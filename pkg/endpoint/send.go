@@ -112,6 +112,10 @@ type sender struct {
 	backlog bool
 	fastest time.Duration
 	refused refusals // reported by the back channel
+	// writer is the group of the Send whose direct or large write is in
+	// progress, for the group's Close to interrupt (SendGroup); nil
+	// when none is or the Send has none.
+	writer *SendGroup
 	// last is the destination of the last frame in pend, which the next
 	// frame to the same destination does not name again. A batch's first
 	// frame names its own: a batch is written whole or its stream reset,
@@ -139,8 +143,8 @@ func newSender(s *Service, p peer.ID) *sender {
 	return &sender{svc: s, peer: p, lock: make(chan struct{}, 1)}
 }
 
-// acquire takes the token, or fails when ctx ends first.
-func (snd *sender) acquire(ctx context.Context, op string) error {
+// acquire takes the token, or fails when ctx ends or g closes first.
+func (snd *sender) acquire(ctx context.Context, g *SendGroup, op string) error {
 	select {
 	case snd.lock <- struct{}{}: // uncontended: no wait on ctx to set up
 		return nil
@@ -151,12 +155,14 @@ func (snd *sender) acquire(ctx context.Context, op string) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("endpoint: %s %s: %w", op, snd.peer, ctx.Err())
+	case <-g.done():
+		return fmt.Errorf("endpoint: %s %s: %w", op, snd.peer, ErrGroupClosed)
 	}
 }
 
 func (snd *sender) release() { <-snd.lock }
 
-func (snd *sender) send(ctx context.Context, service, param string, m *message.Message) error {
+func (snd *sender) send(ctx context.Context, g *SendGroup, service, param string, m *message.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 	}
@@ -164,7 +170,7 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		return err
 	}
 	if !smallMessage(m) {
-		return snd.sendLarge(ctx, service, param, m)
+		return snd.sendLarge(ctx, g, service, param, m)
 	}
 	for {
 		snd.mu.Lock()
@@ -174,10 +180,10 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 		}
 		if snd.st == nil {
 			snd.mu.Unlock()
-			if err := snd.acquire(ctx, "sending to"); err != nil {
+			if err := snd.acquire(ctx, g, "sending to"); err != nil {
 				return err
 			}
-			err := snd.open(ctx)
+			err := snd.open(ctx, g)
 			snd.release()
 			if err != nil {
 				return err
@@ -209,6 +215,8 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 				continue
 			case <-ctx.Done():
 				return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ctx.Err())
+			case <-g.done():
+				return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ErrGroupClosed)
 			}
 		}
 		snd.pend = pend
@@ -219,8 +227,9 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 			select {
 			case snd.lock <- struct{}{}:
 				batch, st := snd.takeLocked()
+				snd.writer = g
 				snd.mu.Unlock()
-				return snd.writeDirect(ctx, st, batch)
+				return snd.writeDirect(ctx, g, st, batch)
 			default: // a writer is busy: queue behind it
 			}
 		}
@@ -241,11 +250,16 @@ func (snd *sender) send(ctx context.Context, service, param string, m *message.M
 // finds the queue empty. So a sender alone writes at once, and a sender
 // in a loop, which fills the stream's writer within a few dozen messages,
 // batches.
-func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []byte) error {
+func (snd *sender) writeDirect(ctx context.Context, g *SendGroup, st network.Stream, batch []byte) error {
 	defer snd.release()
-	if err := snd.watch.prepare(ctx, st, &snd.deadline); err != nil {
+	err := snd.watch.prepare(ctx, st, &snd.deadline)
+	if err == nil && g.isClosed() { // closed before it could interrupt the write
+		err = ErrGroupClosed
+	}
+	if err != nil {
 		snd.mu.Lock()
 		snd.unacked-- // taken back: not written
+		snd.writer = nil
 		if snd.spare == nil {
 			snd.spare = batch[:0]
 		}
@@ -257,11 +271,16 @@ func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []b
 	d := time.Since(t)
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
+	snd.writer = nil
 	if snd.spare == nil {
 		snd.spare = batch[:0]
 	}
 	// The write deadline is ctx's: its timer can fire before ctx's own.
-	if cerr := ctxDone(ctx, err); cerr != nil && snd.st == st {
+	cerr := ctxDone(ctx, err)
+	if cerr == nil {
+		cerr = g.cut(err)
+	}
+	if cerr != nil && snd.st == st {
 		if n == 0 {
 			// ctx ended before a byte left: the stream is intact and
 			// the message not sent.
@@ -285,7 +304,7 @@ func (snd *sender) writeDirect(ctx context.Context, st network.Stream, batch []b
 		if snd.st == st {
 			snd.failLocked(err, false)
 		}
-		return snd.writeErrLocked(ctx, err)
+		return snd.writeErrLocked(ctx, g, err)
 	}
 	if snd.fastest == 0 || d < snd.fastest {
 		snd.fastest = d
@@ -338,7 +357,7 @@ func (snd *sender) checkLocked() error {
 }
 
 // open opens the stream, with the token held, unless one is open.
-func (snd *sender) open(ctx context.Context) error {
+func (snd *sender) open(ctx context.Context, g *SendGroup) error {
 	snd.mu.Lock()
 	open, dead := snd.st != nil, snd.dead
 	snd.mu.Unlock()
@@ -349,15 +368,22 @@ func (snd *sender) open(ctx context.Context) error {
 		return nil
 	}
 	// A peer that stalls the stream's negotiation holds it until ctx
-	// ends or the service closes.
+	// ends, the service closes or g does.
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(snd.svc.ctx, cancel)
 	defer stop()
+	if g != nil {
+		stopG := context.AfterFunc(g.ctx, cancel)
+		defer stopG()
+	}
 	st, err := snd.svc.node.Host().NewStream(network.WithAllowLimitedConn(octx, "endpoint"), snd.peer, ProtocolID)
 	if err != nil {
 		if snd.svc.ctx.Err() != nil {
 			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, ErrClosed)
+		}
+		if ctx.Err() == nil && g.isClosed() {
+			return fmt.Errorf("endpoint: opening stream to %s: %w", snd.peer, ErrGroupClosed)
 		}
 		if ctx.Err() == nil && snd.svc.node.Host().Network().Connectedness(snd.peer) == network.NotConnected {
 			return fmt.Errorf("endpoint: opening stream to %s: %w (%w)", snd.peer, ErrPeerGone, err)
@@ -465,12 +491,12 @@ func (snd *sender) failLocked(err error, async bool) {
 }
 
 // sendLarge writes a large message with the token held, after the queue.
-func (snd *sender) sendLarge(ctx context.Context, service, param string, m *message.Message) error {
+func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param string, m *message.Message) error {
 	size, err := wire.Size(m)
 	if err != nil {
 		return err
 	}
-	if err := snd.acquire(ctx, "sending to"); err != nil {
+	if err := snd.acquire(ctx, g, "sending to"); err != nil {
 		return err
 	}
 	defer snd.release()
@@ -480,10 +506,10 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 	if err != nil {
 		return err
 	}
-	if err := snd.open(ctx); err != nil {
+	if err := snd.open(ctx, g); err != nil {
 		return err
 	}
-	limit, err := snd.peerLimit(ctx, size)
+	limit, err := snd.peerLimit(ctx, g, size)
 	if err != nil {
 		return err
 	}
@@ -493,9 +519,20 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 	// The stream changes only with the token, which this Send holds.
 	snd.mu.Lock()
 	st := snd.st
+	snd.writer = g
 	snd.mu.Unlock()
-	// Cancelling ctx unblocks a write stalled by a slow receiver.
-	if err := snd.watch.prepare(ctx, st, &snd.deadline); err != nil {
+	defer func() {
+		snd.mu.Lock()
+		snd.writer = nil
+		snd.mu.Unlock()
+	}()
+	// Cancelling ctx, or closing g, unblocks a write stalled by a slow
+	// receiver.
+	err = snd.watch.prepare(ctx, st, &snd.deadline)
+	if err == nil && g.isClosed() {
+		err = ErrGroupClosed
+	}
+	if err != nil {
 		return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 	}
 	snd.mu.Lock()
@@ -514,7 +551,7 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 	if err != nil {
 		snd.mu.Lock()
 		defer snd.mu.Unlock()
-		return snd.writeErrLocked(ctx, err)
+		return snd.writeErrLocked(ctx, g, err)
 	}
 	return nil
 }
@@ -523,8 +560,11 @@ func (snd *sender) sendLarge(ctx context.Context, service, param string, m *mess
 // names ctx's end, the service's Close, or the peer's going away when one
 // of them cut the write short, so that callers can match them (errors.Is)
 // rather than the stream's own errors.
-func (snd *sender) writeErrLocked(ctx context.Context, err error) error {
+func (snd *sender) writeErrLocked(ctx context.Context, g *SendGroup, err error) error {
 	if cerr := ctxDone(ctx, err); cerr != nil {
+		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
+	}
+	if cerr := g.cut(err); cerr != nil {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 	}
 	if snd.closed {
@@ -657,7 +697,7 @@ func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 // flush is Flush on snd; it fails with errRetired if snd was retired.
 func (snd *sender) flush(ctx context.Context) error {
 	p := snd.peer
-	if err := snd.acquire(ctx, "flushing to"); err != nil {
+	if err := snd.acquire(ctx, nil, "flushing to"); err != nil {
 		return err
 	}
 	defer snd.release()
@@ -745,7 +785,7 @@ var pastDeadline = time.Unix(1, 0)
 
 // drain writes what is queued, with the token held, until ctx ends.
 func (snd *sender) drain(ctx context.Context) {
-	if snd.acquire(ctx, "draining to") != nil {
+	if snd.acquire(ctx, nil, "draining to") != nil {
 		return
 	}
 	defer snd.release()
