@@ -242,6 +242,9 @@ type Bidi struct {
 
 	answer chan byte // the listener's answer, for the connecting side
 	jx     *jxtaBidi // a JxtaBiDiPipe with a JXTA peer (jxtabidi.go)
+	// grp carries the connection's messages, so that Close releases a
+	// Send waiting for a slow receiver.
+	grp *endpoint.SendGroup
 
 	mu   sync.Mutex
 	err  error // why the connection ended; io.EOF when the remote closed
@@ -257,6 +260,7 @@ func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string)
 		svc: s, adv: a, remote: remote, rjxta: s.jxtaID(remote), conn: conn,
 		dst: endpoint.PeerAddress(remote, BidiService, string(opData)+"/"+conn),
 		box: newInbox(s.opts.queue, s.opts.queueBytes), done: make(chan struct{}),
+		grp: s.ep.NewSendGroup(),
 	}
 }
 
@@ -532,7 +536,9 @@ func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
 // Send sends m to the other end. A failed Send ends the connection,
 // because what reached the other end is then unknown. A Send that this
 // peer's Close cuts short fails with ErrClosed, one whose other end's peer
-// went away under it with ErrPeerGone, as an output pipe's.
+// went away under it with ErrPeerGone, as an output pipe's. As with
+// net.Conn, a Send waiting for a slow receiver returns when this end's
+// Close comes, failing with ErrClosed, its message not sent.
 func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 	select {
 	case <-b.done:
@@ -552,7 +558,10 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 			return err
 		}
 	}
-	if err := b.svc.ep.Send(ctx, b.dst, m); err != nil {
+	if err := b.grp.Send(ctx, b.dst, m); err != nil {
+		if errors.Is(err, endpoint.ErrGroupClosed) { // ended under it
+			return fmt.Errorf("pipe %s: send on an ended connection: %w (%w)", b.adv.ID, b.Err(), err)
+		}
 		err = belowErr(fmt.Errorf("pipe %s: %w", b.adv.ID, err))
 		b.fail(err)
 		return err
@@ -664,6 +673,11 @@ func (b *Bidi) Flush(ctx context.Context) error {
 		if cerr := closedBelow(err); cerr != nil {
 			return cerr
 		}
+		if errors.Is(err, endpoint.ErrMaybeLost) && b.Err() == ErrClosed {
+			// This end's Close cut a large Send short, which reset the
+			// stream under what it flushed.
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 		return err
 	}
 	return nil
@@ -717,6 +731,12 @@ func (b *Bidi) end(err error) bool {
 	b.err = err
 	close(b.done)
 	b.mu.Unlock()
+	if err == ErrClosed && b.grp != nil {
+		// This end's Close: a Send waiting for room or in a stalled
+		// write returns. (When the other end closes, a waiting Send goes
+		// on: the other end's peer reads on, or goes away.)
+		b.grp.Close()
+	}
 	b.box.close() // what is queued stays receivable, off its sender's budget
 	if b.jx == nil {
 		b.svc.unregister(b)

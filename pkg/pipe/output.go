@@ -63,6 +63,10 @@ type OutputPipe struct {
 	refused  []*endpoint.RefusedError
 	refusedN int
 
+	// unicast and secure: what the pipe's Sends go through, so that
+	// Close ends those waiting for a slow receiver.
+	grp *endpoint.SendGroup
+
 	// propagate
 	topic *pubsub.Topic
 	once  sync.Once
@@ -101,6 +105,7 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 		s.connectProviders(ctx, a, o.rc.peers)
 		return o, nil
 	}
+	o.grp = s.ep.NewSendGroup()
 	if _, err := o.resolved(ctx); err != nil {
 		return nil, err
 	}
@@ -153,6 +158,9 @@ func (o *OutputPipe) resolved(ctx context.Context) (*binding, error) {
 	defer o.mu.Unlock()
 	if b := o.bound.Load(); b != nil { // resolved while we waited
 		return b, nil
+	}
+	if o.closed.Load() { // a Send that raced Close: no resolving again
+		return nil, fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
 	}
 	if len(o.rc.jxtaPeers) > 0 {
 		if o.svc.jxta == nil {
@@ -313,6 +321,9 @@ func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, endpoint.ErrGroupClosed) { // Close cut it short
+			return fmt.Errorf("%w: output pipe %s (%w)", ErrClosed, o.adv.ID, err)
+		}
 		if errors.Is(err, endpoint.ErrClosed) || errors.Is(err, endpoint.ErrPeerGone) {
 			return belowErr(err)
 		}
@@ -365,7 +376,7 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 		return err
 	}
 	if b.peer == "" { // a JXTA peer: no back channel, nothing to note
-		if err := o.svc.ep.Send(ctx, b.dst, m); err != nil {
+		if err := o.grp.Send(ctx, b.dst, m); err != nil {
 			o.forget(b)
 			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		}
@@ -392,7 +403,7 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 		o.noted.Store(b)
 		o.mu.Unlock()
 	}
-	if err := o.svc.ep.Send(ctx, b.dst, m); err != nil {
+	if err := o.grp.Send(ctx, b.dst, m); err != nil {
 		o.forget(b)
 		var re *endpoint.RefusedError
 		if errors.As(err, &re) {
@@ -457,6 +468,10 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 		err = fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		if cerr := closedBelow(err); cerr != nil {
 			err = cerr
+		} else if o.closed.Load() && errors.Is(err, endpoint.ErrMaybeLost) {
+			// Close cut a large Send short, which reset the stream
+			// under what this Flush was to vouch for.
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 	}
 	return errors.Join(o.takeUndelivered(), err)
@@ -665,15 +680,24 @@ func (s *Service) pubsubStreamTo(p peer.ID) bool {
 	return false
 }
 
-// Close releases the pipe; Send then fails with ErrClosed. A Send
-// already waiting for a slow receiver goes on waiting until its ctx ends
-// or the endpoint service closes (then it fails with ErrClosed too):
-// Close does not interrupt it.
+// Close releases the pipe; Send then fails with ErrClosed. As with
+// net.Conn, a unicast or secure pipe's Send waiting for a slow receiver
+// (for room in the peer's queue, or in a write the receiver stalls)
+// returns then, failing with ErrClosed, its message not sent, and
+// nothing that other Sends had sent is lost; but a large message (over
+// 16 KiB) cut short in its write resets the stream, as when a Send's ctx
+// ends, and Flush reports what may be lost (endpoint.ErrMaybeLost). A
+// propagate pipe's Send never waits for a receiver (gossipsub drops what
+// a slow member cannot take, counted in Stats), so there is nothing to
+// cut short. Close does not wait for the Sends it ends.
 func (o *OutputPipe) Close() error {
 	o.once.Do(func() {
 		o.closed.Store(true)
 		if b := o.bound.Swap(nil); b != nil {
 			o.svc.unprotect(b.peer)
+		}
+		if o.grp != nil {
+			o.grp.Close()
 		}
 		if o.topic != nil {
 			o.svc.leaveTopic(o.adv, nil)
