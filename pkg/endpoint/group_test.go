@@ -9,7 +9,72 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 )
+
+// stalled is a sender whose receiver does not read: its first message
+// holds the receiver's reader, a large one (plain Send) holds the
+// stream's writer, two goroutines Send small messages through a group
+// until they fail, and wait for room, and a plain small Send waits beside
+// them.
+type stalled struct {
+	nodes     []*node.Node
+	a         *endpoint.Service
+	to        endpoint.Address
+	g         *endpoint.SendGroup
+	release   chan struct{} // lets the receiver read
+	delivered atomic.Int64
+	sent      atomic.Int64 // through the group
+	grouped   chan error   // the group's two Sends' errors
+	big       chan error
+	plain     chan error
+}
+
+func stall(t *testing.T) *stalled {
+	s := &stalled{nodes: testutil.NewConnectedNodes(t, 2), release: make(chan struct{}),
+		grouped: make(chan error, 2), big: make(chan error, 1), plain: make(chan error, 1)}
+	s.a = newService(t, s.nodes[0])
+	b := newService(t, s.nodes[1])
+	b.Register("slow", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {
+		if s.delivered.Add(1) == 1 {
+			<-s.release // holds the reader
+		}
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	})
+	s.to = endpoint.PeerAddress(s.nodes[1].ID(), "slow", "")
+	if err := s.a.Send(ctx(t), s.to, small()); err != nil {
+		t.Fatal(err)
+	}
+	// Larger than a yamux stream's window can ever be (16 MiB); until
+	// the receiver reads, however long the other Sends wait.
+	bctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { s.big <- s.a.Send(bctx, s.to, message.New(message.Bytes("", "p", make([]byte, 32<<20)))) }()
+	testutil.WaitBlocked(t, "endpoint.writeLarge", false)
+	s.g = s.a.NewSendGroup()
+	for range 2 {
+		go func() {
+			for {
+				if err := s.g.Send(ctx(t), s.to, small()); err != nil {
+					s.grouped <- err
+					return
+				}
+				s.sent.Add(1)
+			}
+		}()
+	}
+	testutil.WaitBlocked(t, "endpoint.(*sender).send", true)
+	go func() { s.plain <- s.a.Send(ctx(t), s.to, small()) }()
+	return s
+}
+
+func small() *message.Message { return message.New(message.Bytes("", "p", make([]byte, 1<<10))) }
 
 // TestSendGroupCloseEndsWaits checks that a SendGroup's Close ends the
 // Sends made through it that wait for a receiver that does not read (here
@@ -19,65 +84,47 @@ import (
 // the receiver reads, and Flush finds nothing lost. A Send through the
 // group after Close fails at once.
 func TestSendGroupCloseEndsWaits(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	a, b := newService(t, nodes[0]), newService(t, nodes[1])
-	release := make(chan struct{})
-	var delivered atomic.Int64
-	b.Register("slow", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {
-		if delivered.Add(1) == 1 {
-			<-release // holds the reader
-		}
-	}))
-	to := endpoint.PeerAddress(nodes[1].ID(), "slow", "")
-	small := func() *message.Message { return message.New(message.Bytes("", "p", make([]byte, 1<<10))) }
-	if err := a.Send(ctx(t), to, small()); err != nil {
-		t.Fatal(err)
-	}
-	// Larger than a yamux stream's window can ever be (16 MiB).
-	big := make(chan error, 1)
-	// Until the receiver reads, however long the group's Sends wait.
-	bctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { big <- a.Send(bctx, to, message.New(message.Bytes("", "p", make([]byte, 32<<20)))) }()
-	testutil.WaitBlocked(t, "endpoint.writeLarge", false)
+	s := stall(t)
 
-	g := a.NewSendGroup()
-	var sent atomic.Int64
-	errs := make(chan error, 2)
+	s.g.Close()
 	for range 2 {
-		go func() {
-			for {
-				if err := g.Send(ctx(t), to, small()); err != nil {
-					errs <- err
-					return
-				}
-				sent.Add(1)
-			}
-		}()
-	}
-	testutil.WaitBlocked(t, "endpoint.(*sender).send", true)
-	plain := make(chan error, 1)
-	go func() { plain <- a.Send(ctx(t), to, small()) }()
-
-	g.Close()
-	for range 2 {
-		if err := <-errs; !errors.Is(err, endpoint.ErrGroupClosed) {
+		if err := <-s.grouped; !errors.Is(err, endpoint.ErrGroupClosed) {
 			t.Fatalf("Send through the group under its Close: %v, want ErrGroupClosed", err)
 		}
 	}
-	if err := g.Send(ctx(t), to, small()); !errors.Is(err, endpoint.ErrGroupClosed) {
+	if err := s.g.Send(ctx(t), s.to, small()); !errors.Is(err, endpoint.ErrGroupClosed) {
 		t.Fatalf("Send through a closed group: %v, want ErrGroupClosed", err)
 	}
-	close(release)
-	for what, ch := range map[string]chan error{"large": big, "plain": plain} {
+	close(s.release)
+	for what, ch := range map[string]chan error{"large": s.big, "plain": s.plain} {
 		if err := <-ch; err != nil {
 			t.Fatalf("%s Send beside the group: %v", what, err)
 		}
 	}
-	if err := a.Flush(ctx(t), nodes[1].ID()); err != nil {
+	if err := s.a.Flush(ctx(t), s.nodes[1].ID()); err != nil {
 		t.Fatalf("Flush: %v, want nothing lost", err)
 	}
-	if got, want := delivered.Load(), 3+sent.Load(); got != want {
-		t.Fatalf("%d messages delivered, want %d (the group's %d, the first, the large one, the plain one)", got, want, sent.Load())
+	if got, want := s.delivered.Load(), 3+s.sent.Load(); got != want {
+		t.Fatalf("%d messages delivered, want %d (the group's %d, the first, the large one, the plain one)", got, want, s.sent.Load())
+	}
+}
+
+// TestCloseEndsWaitingSends checks that the service's Close ends every
+// Send waiting for a receiver that does not read, with ErrClosed: the
+// large one stalled in its write, those waiting for room, through a group
+// or not.
+func TestCloseEndsWaitingSends(t *testing.T) {
+	s := stall(t)
+
+	if err := s.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, ch := range map[string]chan error{"large": s.big, "plain": s.plain, "grouped": s.grouped} {
+		if err := <-ch; !errors.Is(err, endpoint.ErrClosed) {
+			t.Errorf("%s Send under the service's Close: %v, want ErrClosed", what, err)
+		}
+	}
+	if err := <-s.grouped; !errors.Is(err, endpoint.ErrClosed) {
+		t.Errorf("grouped Send under the service's Close: %v, want ErrClosed", err)
 	}
 }
