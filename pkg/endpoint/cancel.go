@@ -18,17 +18,19 @@ import (
 // changes. A kept registration that fires between Sends only moves the
 // deadline of an idle stream, and the next Send puts it back.
 type watch struct {
-	mu    sync.Mutex
-	gen   uint64 // registrations made; only the latest one acts
-	fired bool   // a registration moved the deadline since the last Send
-	done  <-chan struct{}
-	st    network.Stream
-	stop  func() bool
+	mu     sync.Mutex
+	gen    uint64 // registrations made; only the latest one acts
+	fired  bool   // a registration moved the deadline since the last Send
+	closed bool   // the sender is closing: no write is to start
+	done   <-chan struct{}
+	st     network.Stream
+	stop   func() bool
 }
 
 // prepare readies st for a write under ctx: it registers for ctx's end if
 // needed, and sets the write deadline to ctx's deadline unless *deadline,
-// the one last set, already is. It fails when ctx has ended.
+// the one last set, already is. It fails when ctx has ended, and with
+// ErrClosed once close was called.
 func (w *watch) prepare(ctx context.Context, st network.Stream, deadline *time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -53,6 +55,9 @@ func (w *watch) prepare(ctx context.Context, st network.Stream, deadline *time.T
 	dl, _ := ctx.Deadline()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
 	if w.fired {
 		w.fired = false
 		*deadline = pastDeadline
@@ -91,4 +96,19 @@ func (w *watch) fire(st network.Stream) {
 	defer w.mu.Unlock()
 	st.SetWriteDeadline(pastDeadline)
 	w.fired = true
+}
+
+// close moves st's write deadline, if st is not nil, into the past for
+// good: every later prepare fails. Done under mu, a prepare racing it
+// either fails or has set its deadline before this moves it, so the
+// write the service's Close is to cut short is never given a later
+// deadline (the stream's, or none, which a stalled receiver would hold
+// for ever, and Close with it, waiting for the writer's token).
+func (w *watch) close(st network.Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	if st != nil {
+		st.SetWriteDeadline(pastDeadline)
+	}
 }

@@ -68,3 +68,7 @@ func RetireSender(s *Service, p peer.ID) bool {
 	}
 	return ok
 }
+
+// SetLargePrepareHook makes every large Send call f just before its
+// write is prepared (nil: none). Set it only while no Send runs.
+func SetLargePrepareHook(f func()) { testHookLargePrepare = f }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,4 +371,56 @@ func TestCloseNotHeldByAStallingReceiver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCloseCutsAWriteAboutToStart: the service's Close comes while a
+// large Send holds the stream's token and has not yet prepared its
+// write, to a receiver that reads nothing more. Close moves the stream's
+// write deadline into the past and waits for the token; the Send must
+// then not write. Before, its prepare put the deadline back (to none: its
+// ctx has none, and an earlier Send's had set one), so it wrote 32 MiB to
+// the stalled receiver and Close waited for it for ever.
+func TestCloseCutsAWriteAboutToStart(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	b := newService(t, nodes[1])
+	release := make(chan struct{})
+	var delivered atomic.Int64
+	b.Register("slow", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {
+		if delivered.Add(1) == 1 {
+			<-release // holds the receiver's reader
+		}
+	}))
+	defer close(release)
+	to := endpoint.PeerAddress(nodes[1].ID(), "slow", "")
+	// A Send whose ctx has a deadline sets the stream's write deadline.
+	dctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := a.Send(dctx, to, small()); err != nil {
+		t.Fatal(err)
+	}
+
+	reached, resume := make(chan struct{}), make(chan struct{})
+	endpoint.SetLargePrepareHook(func() { close(reached); <-resume })
+	big := make(chan error, 1)
+	go func() {
+		big <- a.Send(context.Background(), to, message.New(message.Bytes("", "p", make([]byte, 32<<20))))
+	}()
+	<-reached
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	testutil.WaitBlocked(t, "endpoint.(*sender).close", true) // for the token
+	close(resume)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits after 30 s for a large Send it was to cut short")
+	}
+	if err := <-big; !errors.Is(err, endpoint.ErrClosed) {
+		t.Fatalf("large Send under Close: %v, want ErrClosed", err)
+	}
+	endpoint.SetLargePrepareHook(nil)
 }

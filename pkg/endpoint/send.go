@@ -433,7 +433,16 @@ func (snd *sender) flushLoop() {
 		snd.mu.Unlock()
 		// No ctx governs the flusher's writes: clear what a large
 		// Send's ctx left on the stream.
-		snd.watch.prepare(context.Background(), st, &snd.deadline)
+		if snd.watch.prepare(context.Background(), st, &snd.deadline) != nil {
+			// The sender is closing: what was taken goes back, for
+			// close to drop with the stream (a reset, as for anything
+			// else still queued).
+			snd.mu.Lock()
+			snd.pend = append(batch, snd.pend...)
+			snd.flushing = false
+			snd.mu.Unlock()
+			return
+		}
 		snd.writeBatch(st, batch, true)
 	}
 }
@@ -490,6 +499,10 @@ func (snd *sender) failLocked(err error, async bool) {
 	}
 }
 
+// testHookLargePrepare, if set (by tests), runs in sendLarge just before
+// the write is prepared.
+var testHookLargePrepare func()
+
 // sendLarge writes a large message with the token held, after the queue.
 func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param string, m *message.Message) error {
 	size, err := wire.Size(m)
@@ -528,6 +541,9 @@ func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param s
 	}()
 	// Cancelling ctx, or closing g, unblocks a write stalled by a slow
 	// receiver.
+	if testHookLargePrepare != nil {
+		testHookLargePrepare()
+	}
 	err = snd.watch.prepare(ctx, st, &snd.deadline)
 	if err == nil && g.isClosed() {
 		err = ErrGroupClosed
@@ -806,9 +822,7 @@ func (snd *sender) drain(ctx context.Context) {
 func (snd *sender) close() {
 	snd.mu.Lock()
 	snd.closed = true
-	if st := snd.st; st != nil {
-		st.SetWriteDeadline(pastDeadline)
-	}
+	snd.watch.close(snd.st)
 	snd.mu.Unlock()
 	snd.lock <- struct{}{}
 	snd.watch.disarm()
