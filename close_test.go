@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -31,7 +30,7 @@ func TestCloseEndsBlockedSend(t *testing.T) {
 	out, sent := blockedSend(t, ctx, sender, receiver)
 	flushed := make(chan error, 1)
 	go func() { flushed <- out.Flush(ctx) }()
-	waitGoroutineIn(t, "endpoint.(*sender).flush")
+	testutil.WaitBlocked(t, "endpoint.(*sender).flush", false)
 
 	if err := sender.Close(); err != nil {
 		t.Fatal(err)
@@ -68,7 +67,7 @@ func blockedSend(t *testing.T, ctx context.Context, sender, receiver *p2pmsg.Pee
 	}
 	sent := make(chan error, 1)
 	go func() { sent <- out.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
-	waitGoroutineIn(t, "endpoint.writeLarge")
+	testutil.WaitBlocked(t, "endpoint.writeLarge", false)
 	return out, sent
 }
 
@@ -138,10 +137,10 @@ func TestBidiSendCutShort(t *testing.T) {
 			}
 			sent := make(chan error, 1)
 			go func() { sent <- b.Send(ctx, message.New(message.Bytes("", "big", make([]byte, 32<<20)))) }()
-			waitGoroutineIn(t, "endpoint.writeLarge")
+			testutil.WaitBlocked(t, "endpoint.writeLarge", false)
 			flushed := make(chan error, 1)
 			go func() { flushed <- b.Flush(ctx) }()
-			waitGoroutineIn(t, "endpoint.(*sender).flush")
+			testutil.WaitBlocked(t, "endpoint.(*sender).flush", false)
 
 			if err := tt.closing(sender, receiver).Close(); err != nil {
 				t.Fatal(err)
@@ -192,8 +191,8 @@ func TestCloseEndsSocketIO(t *testing.T) {
 			}
 		}
 	}()
-	waitGoroutineIn(t, "socket.(*Conn).Read")
-	waitGoroutineIn(t, "socket.(*Conn).Write")
+	testutil.WaitBlocked(t, "socket.(*Conn).Read", false)
+	testutil.WaitBlocked(t, "socket.(*Conn).Write", false)
 
 	if err := client.Close(); err != nil {
 		t.Fatal(err)
@@ -203,22 +202,4 @@ func TestCloseEndsSocketIO(t *testing.T) {
 			t.Errorf("%s under its peer's Close: %v, want net.ErrClosed", what, err)
 		}
 	}
-}
-
-// waitGoroutineIn waits until some goroutine's stack is in function fn
-// (package-qualified, as runtime.Stack prints it): the call the test
-// started has reached the point it is to be interrupted at. A test's
-// context bounds the wait.
-func waitGoroutineIn(t *testing.T, fn string) {
-	t.Helper()
-	ctx := testContext(t)
-	buf := make([]byte, 1<<20)
-	for ctx.Err() == nil {
-		n := runtime.Stack(buf, true)
-		if strings.Contains(string(buf[:n]), fn+"(") {
-			return
-		}
-		runtime.Gosched()
-	}
-	t.Fatalf("no goroutine reached %s", fn)
 }
