@@ -60,6 +60,10 @@ const (
 type yamuxMemory struct {
 	scope network.PeerScope
 	live  *atomic.Int64 // spans begun and not ended, for tests; nil: not counted
+	// unready counts the first windows go-yamux reserved with none
+	// reserved ahead left to take (for tests: it should never happen;
+	// nil: not counted).
+	unready *atomic.Int64
 
 	mu     sync.Mutex
 	ready  []network.ResourceScopeSpan
@@ -100,22 +104,23 @@ func (m *yamuxMemory) prepare() error {
 	return nil
 }
 
-// take returns a window reserved ahead, or nil.
-func (m *yamuxMemory) take() network.ResourceScopeSpan {
+// take returns a window reserved ahead, or nil and whether the
+// connection is closed.
+func (m *yamuxMemory) take() (network.ResourceScopeSpan, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.ready) == 0 {
-		return nil
+		return nil, m.closed
 	}
 	sp := m.ready[len(m.ready)-1]
 	m.ready[len(m.ready)-1] = nil
 	m.ready = m.ready[:len(m.ready)-1]
-	return sp
+	return sp, false
 }
 
 // unprepare ends a window reserved ahead that no stream will take.
 func (m *yamuxMemory) unprepare() {
-	if sp := m.take(); sp != nil {
+	if sp, _ := m.take(); sp != nil {
 		sp.Done()
 	}
 }
@@ -169,7 +174,9 @@ var errNoSpan = errors.New("node: yamux span holds no reservation yet")
 // a window reserved ahead, or, if none is left (go-yamux used
 // otherwise than through synGate and yamuxConn), reserves one of its
 // own, ended at once if refused (go-yamux drops a refused span without
-// ending it, which would hold the peer's scope for the node's life).
+// ending it, which would hold the peer's scope for the node's life);
+// once the connection is closed (a stream opened as the session ends),
+// it reserves nothing.
 type yamuxSpan struct {
 	mem *yamuxMemory
 
@@ -188,9 +195,17 @@ func (s *yamuxSpan) ReserveMemory(size int, prio uint8) error {
 		return s.inner.ReserveMemory(size, prio)
 	}
 	if size == yamuxFirstWindow {
-		if sp := s.mem.take(); sp != nil {
+		sp, closed := s.mem.take()
+		switch {
+		case sp != nil:
 			s.inner = sp
 			return nil
+		case closed:
+			// The session is ending (the windows reserved ahead ended
+			// with the connection): no stream is opened any more.
+			return net.ErrClosed
+		case s.mem.unready != nil:
+			s.mem.unready.Add(1)
 		}
 	}
 	sp, err := s.mem.begin(size)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/goleak"
 )
 
 // yamuxFrame encodes one yamux frame (go-yamux's spec.md): version 0,
@@ -327,4 +330,108 @@ func TestSynGateClaimedLength(t *testing.T) {
 	if g.body != math.MaxUint32-1001*int64(len(buf)) {
 		t.Fatalf("body left %d, want %d", g.body, math.MaxUint32-1001*int64(len(buf)))
 	}
+}
+
+// FuzzSynGateYamux feeds a byte stream, cut into writes of sizes writes
+// gives, to a real go-yamux session through the node's gate (as
+// coalescingMuxer.NewConn builds it), whose peer may hold windows (0 to
+// 4) first windows of a real resource manager, while the node opens
+// opens streams of its own (those whose bit in cancels is set with a
+// context already ended) and resets the streams it accepts whose bit in
+// resets is set. FuzzSynGate checks the gate against a model of
+// go-yamux; this checks it against go-yamux itself, whatever its
+// state (streams open, reset, half closed, IDs reused, windows
+// exceeded, the session ended by the peer's frames): that go-yamux
+// never reserves a stream's first window with none reserved ahead (it
+// would end the session if that were refused), and that every
+// reservation has ended once the session has, and every goroutine.
+func FuzzSynGateYamux(f *testing.F) {
+	syn := func(id uint32) []byte { return yamuxFrame(yamuxTypeWindowUpd, yamuxFlagSYN, id, 0, nil) }
+	data := func(flags uint16, id uint32, body string) []byte {
+		return yamuxFrame(yamuxTypeData, flags, id, uint32(len(body)), []byte(body))
+	}
+	const ack, fin, rst = 2, 4, 8
+	cat := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
+	for _, s := range []struct {
+		windows         uint8
+		stream, writes  []byte
+		opens           uint8
+		cancels, resets uint64
+	}{
+		{1, syn(1), nil, 0, 0, 0},
+		{2, cat(syn(1), syn(3), syn(5), syn(7), syn(9)), []byte{5, 11}, 0, 0, 0b10},
+		{2, cat(data(yamuxFlagSYN|fin, 1, "a"), data(yamuxFlagSYN|rst, 3, "b"), syn(5)), nil, 0, 0, 0},
+		{1, cat(syn(1), data(rst, 1, ""), syn(1), data(fin, 1, "again")), []byte{7}, 0, 0, 0},                   // an ID reused
+		{1, cat(syn(1), syn(1)), nil, 0, 0, 0},                                                                  // an ID again
+		{3, cat(syn(1), yamuxFrame(yamuxTypeData, 0, 1, yamuxFirstWindow+1, nil), syn(3)), nil, 0, 0, 0},        // window exceeded
+		{2, cat(yamuxFrame(2, yamuxFlagSYN, 0, 7, nil), yamuxFrame(2, 2, 0, 1<<31, nil), syn(1)), nil, 0, 0, 0}, // ping, pong
+		{2, cat(syn(1), yamuxFrame(3, 0, 0, 1, nil), syn(3)), nil, 0, 0, 0},                                     // go away, then a SYN
+		{2, cat(syn(2), syn(1)), nil, 0, 0, 0},                                                                  // an even ID
+		{2, cat(yamuxFrame(yamuxTypeWindowUpd, ack, 2, 0, nil), data(ack, 4, "hi"), yamuxFrame(yamuxTypeWindowUpd, rst, 6, 0, nil), syn(1)), nil, 4, 0b100, 0},
+		{1, cat(syn(1), syn(3), syn(5)), nil, 6, 0b101010, 0b1},
+		{0, cat(syn(1), data(yamuxFlagSYN, 3, "refused"), syn(5)), []byte{1}, 2, 0, 0},
+	} {
+		f.Add(s.windows, s.stream, s.writes, s.opens, s.cancels, s.resets)
+	}
+	f.Fuzz(func(t *testing.T, windows uint8, stream, writes []byte, opens uint8, cancels, resets uint64) {
+		ignore := goleak.IgnoreCurrent()
+		t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the resource manager's close
+		scope, held := gatePeerScope(t, int(windows%5))
+		var live, unready atomic.Int64
+		mem := &yamuxMemory{scope: scope, live: &live, unready: &unready}
+		inR, inW := net.Pipe()
+		outR, outW := net.Pipe()
+		mc, err := yamux.DefaultTransport.NewConn(newSynGate(newCoalescingConn(splitConn{inR, outW}), mem), true, yamuxScope{scope, mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := yamuxConn{mc, mem}
+
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { // the peer
+			defer wg.Done()
+			defer inW.Close()
+			for i, rest := 0, stream; len(rest) > 0; i++ {
+				n := min(sizeAt(writes, i, len(rest)), len(rest))
+				if _, err := inW.Write(rest[:n]); err != nil {
+					return
+				}
+				rest = rest[n:]
+			}
+		}()
+		go func() { // the peer reading what the node sends
+			defer wg.Done()
+			io.Copy(io.Discard, outR)
+		}()
+		go func() { // the node opening streams
+			defer wg.Done()
+			for i := range int(opens % 17) {
+				ctx, cancel := context.WithCancel(context.Background())
+				if cancels>>(i%64)&1 != 0 {
+					cancel()
+				}
+				conn.OpenStream(ctx)
+				cancel()
+			}
+		}()
+		for i := 0; ; i++ {
+			s, err := conn.AcceptStream()
+			if err != nil {
+				break
+			}
+			if resets>>(i%64)&1 != 0 {
+				s.Reset()
+			}
+		}
+		wg.Wait()
+		conn.Close() // waits for the session's end, which ends its streams' spans
+
+		if n := unready.Load(); n != 0 {
+			t.Fatalf("go-yamux reserved %d first windows with none reserved ahead", n)
+		}
+		if l, m := live.Load(), held(); l != 0 || m != 0 {
+			t.Fatalf("session ended: %d spans live, %d bytes held, want none", l, m)
+		}
+	})
 }
