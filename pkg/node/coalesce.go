@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	goyamux "github.com/libp2p/go-yamux/v5"
 )
 
 // Write coalescing.
@@ -56,34 +57,53 @@ const closeDrain = 100 * time.Millisecond
 
 // coalescingMuxer is go-libp2p's yamux transport on coalescingConns,
 // each stream's first window reserved before yamux reserves it, so that
-// a refusal costs the stream, not the connection (yamuxspan.go).
+// a refusal costs the stream, not the connection (yamuxspan.go), and
+// each stream's buffered frames followed, so that their cost stays
+// bounded (yamuxframes.go). The session is built here, with the
+// transport's configuration and spans of the peer's scope as its NewConn
+// builds them, so that the node knows its streams' IDs.
 type coalescingMuxer struct {
-	network.Multiplexer
-	spans *atomic.Int64 // memory spans begun and not ended
+	*yamux.Transport
+	spans  *atomic.Int64  // memory spans begun and not ended
+	resets *atomic.Uint64 // streams reset for their frames (GateStats.FramesReset)
 }
 
 func (m coalescingMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
 	cc := newCoalescingConn(c)
 	if scope == nil { // yamux takes a nil scope for none
-		return m.Multiplexer.NewConn(cc, isServer, nil)
+		return m.Transport.NewConn(cc, isServer, nil)
 	}
-	mem := &yamuxMemory{scope: scope, live: m.spans}
-	mc, err := m.Multiplexer.NewConn(newSynGate(cc, mem), isServer, yamuxScope{scope, mem})
+	return newYamuxMuxedConn(cc, isServer, m.Config(), &yamuxMemory{scope: scope, live: m.spans}, newFrameLedger(m.resets))
+}
+
+// newYamuxMuxedConn builds a yamux session on cc through a synGate,
+// its streams' spans begun in mem's scope as go-libp2p's transport
+// begins them.
+func newYamuxMuxedConn(cc *coalescingConn, isServer bool, cfg *goyamux.Config, mem *yamuxMemory, ledger *frameLedger) (*yamuxMuxedConn, error) {
+	gs := yamuxScope{mem.scope, mem}
+	newSpan := func() (goyamux.MemoryManager, error) { return gs.BeginSpan() }
+	newSession := goyamux.Client
+	if isServer {
+		newSession = goyamux.Server
+	}
+	s, err := newSession(newSynGate(cc, mem, ledger), cfg, newSpan)
 	if err != nil {
+		ledger.close()
 		mem.close()
 		return nil, err
 	}
-	return yamuxConn{mc, mem}, nil
+	return &yamuxMuxedConn{s: s, mem: mem, ledger: ledger}, nil
 }
 
 // defaultMuxer offers yamux with its writes coalesced, unless muxers were
-// given with WithLibp2pOptions; spans counts its live memory spans.
-func defaultMuxer(spans *atomic.Int64) libp2p.Option {
+// given with WithLibp2pOptions; spans counts its live memory spans,
+// resets the streams it reset for their frames.
+func defaultMuxer(spans *atomic.Int64, resets *atomic.Uint64) libp2p.Option {
 	return func(cfg *libp2p.Config) error {
 		if len(cfg.Muxers) > 0 {
 			return nil
 		}
-		return cfg.Apply(libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport, spans}))
+		return cfg.Apply(libp2p.Muxer(yamux.ID, coalescingMuxer{yamux.DefaultTransport, spans, resets}))
 	}
 }
 

@@ -103,6 +103,11 @@ type GateStats struct {
 	//   - a protocol's buffer in a stream's scope (identify, ping, relay,
 	//     hole punching): that protocol resets the stream.
 	MemoryRefused uint64
+	// FramesReset: yamux streams reset for the data frames they buffer
+	// unread: more than their bytes and one receive window would cost
+	// beyond those bytes (go-yamux holds each frame apart; see
+	// yamuxframes.go). Frames of 32 bytes or more never are.
+	FramesReset uint64
 }
 
 // GateStats returns what the node has refused so far.
@@ -114,6 +119,7 @@ func (n *Node) GateStats() GateStats {
 		ConnsRefused:        n.gate.refusals.conns.Load(),
 		StreamsRefused:      n.gate.refusals.streams.Load(),
 		MemoryRefused:       n.gate.memoryRefused.Load(),
+		FramesReset:         n.gate.framesReset.Load(),
 	}
 }
 
@@ -160,6 +166,7 @@ type gate struct {
 	handshakesRefused   atomic.Uint64
 	handshakesDisplaced atomic.Uint64
 	memoryRefused       atomic.Uint64
+	framesReset         atomic.Uint64
 	refusals            refusals
 	// yamuxSpans counts the yamux memory spans begun and not ended
 	// (yamuxScope), for tests.

@@ -439,7 +439,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		lopts = append(lopts, libp2p.EnableRelayService(relay.WithResources(relayResources(limiter))))
 	}
 	lopts = append(lopts, c.extra...)
-	lopts = append(lopts, defaultTransports(c.tcpReuse), defaultMuxer(&g.yamuxSpans), peerstoreOption())
+	lopts = append(lopts, defaultTransports(c.tcpReuse), defaultMuxer(&g.yamuxSpans, &g.framesReset), peerstoreOption())
 	h, err := libp2p.New(lopts...)
 	if err != nil {
 		rm.Close()

@@ -1,10 +1,8 @@
 package node
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -31,7 +29,7 @@ import (
 // the node does not read could make it drop others' connections. Now the
 // window is reserved when the SYN frame is read, before yamux sees it
 // (synGate), and when a stream is opened, before yamux opens it
-// (yamuxConn.OpenStream); go-yamux's own first reservation takes one of
+// (yamuxMuxedConn.OpenStream); go-yamux's own first reservation takes one of
 // these (yamuxMemory), so it is never refused. A refused SYN is stripped
 // of its flag (yamux then drops the stream's frames as those of a stream
 // it reset) and answered with a reset of that stream; a refused open
@@ -48,6 +46,7 @@ const (
 	yamuxTypeData      = 0
 	yamuxTypeWindowUpd = 1
 	yamuxFlagSYN       = 1
+	yamuxFlagFIN       = 4
 	yamuxFlagRST       = 8
 )
 
@@ -172,7 +171,7 @@ var errNoSpan = errors.New("node: yamux span holds no reservation yet")
 
 // yamuxSpan is a yamux stream's span: at its first reservation it takes
 // a window reserved ahead, or, if none is left (go-yamux used
-// otherwise than through synGate and yamuxConn), reserves one of its
+// otherwise than through synGate and yamuxMuxedConn), reserves one of its
 // own, ended at once if refused (go-yamux drops a refused span without
 // ending it, which would hold the peer's scope for the node's life);
 // once the connection is closed (a stream opened as the session ends),
@@ -258,25 +257,38 @@ func (s *yamuxSpan) Done() {
 // synGate is the connection yamux reads from: it reads each frame's
 // header whole before handing it on, and for a SYN (a new stream from
 // the peer) reserves the stream's first window ahead; if that is
-// refused, it clears the SYN flag and resets the stream. go-yamux reads
+// refused, it clears the SYN flag and resets the stream. It follows the
+// data frames each stream buffers (frameLedger, given one) and resets a
+// stream whose frames cost too much (yamuxframes.go): the frame is
+// handed on as a RST of the stream, its body discarded. go-yamux reads
 // a header with one io.ReadFull and a data frame's body by its length,
 // never past the frame, so the frames it reads are the frames this
-// reads.
+// reads; it writes each frame with one Write, so the frames this writes
+// on are whole.
 type synGate struct {
 	*coalescingConn
-	mem *yamuxMemory
+	mem    *yamuxMemory
+	ledger *frameLedger // nil: frames not followed
 
 	hdr  [yamuxHeaderSize]byte
 	pos  int   // header bytes handed on; yamuxHeaderSize: none pending
 	body int64 // body bytes of the current frame not yet handed on
+	skip int64 // body bytes of a frame turned into a RST, to discard
 }
 
-func newSynGate(c *coalescingConn, mem *yamuxMemory) *synGate {
-	return &synGate{coalescingConn: c, mem: mem, pos: yamuxHeaderSize}
+func newSynGate(c *coalescingConn, mem *yamuxMemory, ledger *frameLedger) *synGate {
+	return &synGate{coalescingConn: c, mem: mem, ledger: ledger, pos: yamuxHeaderSize}
 }
 
 func (g *synGate) Read(p []byte) (int, error) {
 	if g.pos == yamuxHeaderSize && g.body == 0 {
+		if g.skip > 0 {
+			n, err := io.CopyN(io.Discard, g.coalescingConn, g.skip)
+			g.skip -= n
+			if err != nil {
+				return 0, err
+			}
+		}
 		if _, err := io.ReadFull(g.coalescingConn, g.hdr[:]); err != nil {
 			return 0, err
 		}
@@ -300,51 +312,77 @@ func (g *synGate) Read(p []byte) (int, error) {
 }
 
 // admit reserves ahead the first window of the stream a SYN opens, or
-// clears its SYN and resets the stream. Frames yamux refuses on their
-// own (another version, a type it does not know) pass as they are.
+// clears its SYN and resets the stream; then records a data frame in
+// the ledger, or turns it into a RST of its stream if the ledger says
+// so. Frames yamux refuses on their own (another version, a type it
+// does not know) pass as they are.
 func (g *synGate) admit() {
 	flags := binary.BigEndian.Uint16(g.hdr[2:4])
 	t := g.hdr[1]
-	if g.hdr[0] != yamuxVersion || t != yamuxTypeData && t != yamuxTypeWindowUpd || flags&yamuxFlagSYN == 0 {
+	if g.hdr[0] != yamuxVersion || t != yamuxTypeData && t != yamuxTypeWindowUpd {
 		return
 	}
-	if g.mem.prepare() == nil {
+	id := binary.BigEndian.Uint32(g.hdr[4:8])
+	if flags&yamuxFlagSYN != 0 {
+		if g.mem.prepare() != nil {
+			binary.BigEndian.PutUint16(g.hdr[2:4], flags&^yamuxFlagSYN)
+			g.reset(id)
+			return
+		}
+		if g.ledger != nil {
+			g.ledger.open(id)
+		}
+	}
+	if g.ledger == nil {
 		return
 	}
-	binary.BigEndian.PutUint16(g.hdr[2:4], flags&^yamuxFlagSYN)
+	if t == yamuxTypeData && g.body > 0 && g.ledger.arrive(id, uint32(g.body)) {
+		// go-yamux takes a RST as the peer's and forgets the stream,
+		// dropping its later frames.
+		g.hdr[1] = yamuxTypeWindowUpd
+		binary.BigEndian.PutUint16(g.hdr[2:4], yamuxFlagRST)
+		binary.BigEndian.PutUint32(g.hdr[8:12], 0)
+		g.skip, g.body = g.body, 0
+		g.reset(id)
+		return
+	}
+	if flags&(yamuxFlagFIN|yamuxFlagRST) != 0 {
+		g.ledger.flags(id, flags, false)
+	}
+}
+
+// reset answers the peer with a RST of stream id.
+func (g *synGate) reset(id uint32) {
 	var rst [yamuxHeaderSize]byte
 	rst[0], rst[1] = yamuxVersion, yamuxTypeWindowUpd
 	binary.BigEndian.PutUint16(rst[2:4], yamuxFlagRST)
-	copy(rst[4:8], g.hdr[4:8])
+	binary.BigEndian.PutUint32(rst[4:8], id)
 	// One frame, one Write, as yamux's own: frames stay whole. A failed
 	// write fails the connection's reads too (coalescingConn).
 	g.coalescingConn.Write(rst[:])
 }
 
-// Close ends the windows reserved ahead, then closes the connection.
+// Write writes one of yamux's frames, recording in the ledger the
+// streams it opens (before the peer can send on them) and ends.
+func (g *synGate) Write(p []byte) (int, error) {
+	if g.ledger != nil && len(p) >= yamuxHeaderSize && p[0] == yamuxVersion && (p[1] == yamuxTypeData || p[1] == yamuxTypeWindowUpd) {
+		if flags := binary.BigEndian.Uint16(p[2:4]); flags&(yamuxFlagSYN|yamuxFlagFIN|yamuxFlagRST) != 0 {
+			id := binary.BigEndian.Uint32(p[4:8])
+			if flags&yamuxFlagSYN != 0 {
+				g.ledger.open(id)
+			}
+			g.ledger.flags(id, flags, true)
+		}
+	}
+	return g.coalescingConn.Write(p)
+}
+
+// Close stops following frames, ends the windows reserved ahead, then
+// closes the connection.
 func (g *synGate) Close() error {
+	if g.ledger != nil {
+		g.ledger.close()
+	}
 	g.mem.close()
 	return g.coalescingConn.Close()
-}
-
-// yamuxConn is the node's yamux connection: it reserves the first window
-// of each stream it opens before yamux opens it.
-type yamuxConn struct {
-	network.MuxedConn
-	mem *yamuxMemory
-}
-
-func (c yamuxConn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
-	if err := c.mem.prepare(); err != nil {
-		return nil, fmt.Errorf("node: stream window: %w", err)
-	}
-	s, err := c.MuxedConn.OpenStream(ctx)
-	// go-yamux returns the context's error only while waiting for a
-	// slot, before it reserves; any other error comes after it did (and
-	// it ended the span), or with the session ending (its connection's
-	// Close ends what is reserved ahead).
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		c.mem.unprepare()
-	}
-	return s, err
 }

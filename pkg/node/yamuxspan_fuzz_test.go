@@ -207,7 +207,7 @@ func FuzzSynGate(f *testing.F) {
 		mem := &yamuxMemory{scope: scope, live: &live}
 		inR, inW := net.Pipe()
 		outR, outW := net.Pipe()
-		g := newSynGate(newCoalescingConn(splitConn{inR, outW}), mem)
+		g := newSynGate(newCoalescingConn(splitConn{inR, outW}), mem, nil)
 
 		var wg sync.WaitGroup
 		wg.Add(2)
@@ -315,7 +315,7 @@ func (c *endlessData) SetReadDeadline(time.Time) error { return nil }
 // nothing it allocates, however much of it is read.
 func TestSynGateClaimedLength(t *testing.T) {
 	c := &endlessData{hdr: yamuxFrame(yamuxTypeData, 0, 1, math.MaxUint32, nil)}
-	g := newSynGate(newCoalescingConn(c), &yamuxMemory{})
+	g := newSynGate(newCoalescingConn(c), &yamuxMemory{}, nil)
 	buf := make([]byte, 64<<10)
 	if _, err := io.ReadFull(g, buf[:yamuxHeaderSize]); err != nil {
 		t.Fatal(err)
@@ -370,6 +370,9 @@ func FuzzSynGateYamux(f *testing.F) {
 		{2, cat(yamuxFrame(yamuxTypeWindowUpd, ack, 2, 0, nil), data(ack, 4, "hi"), yamuxFrame(yamuxTypeWindowUpd, rst, 6, 0, nil), syn(1)), nil, 4, 0b100, 0},
 		{1, cat(syn(1), syn(3), syn(5)), nil, 6, 0b101010, 0b1},
 		{0, cat(syn(1), data(yamuxFlagSYN, 3, "refused"), syn(5)), []byte{1}, 2, 0, 0},
+		{1, cat(syn(1), data(fin, 1, "read, then closed both ways"), syn(3)), nil, 0, 0, 0},
+		{3, cat(syn(1), syn(3), bytes.Repeat(data(0, 3, "x"), 9000), syn(5), data(0, 5, "after")), nil, 0, 0, 0}, // 1-byte frames, unread: reset
+		{1, cat(syn(1), bytes.Repeat(data(0, 1, "x"), 9000), data(fin, 1, "")), nil, 0, 0, 0},                    // 1-byte frames, read
 	} {
 		f.Add(s.windows, s.stream, s.writes, s.opens, s.cancels, s.resets)
 	}
@@ -381,17 +384,20 @@ func FuzzSynGateYamux(f *testing.F) {
 		mem := &yamuxMemory{scope: scope, live: &live, unready: &unready}
 		inR, inW := net.Pipe()
 		outR, outW := net.Pipe()
-		mc, err := yamux.DefaultTransport.NewConn(newSynGate(newCoalescingConn(splitConn{inR, outW}), mem), true, yamuxScope{scope, mem})
+		var frameResets atomic.Uint64
+		ledger := newFrameLedger(&frameResets)
+		conn, err := newYamuxMuxedConn(newCoalescingConn(splitConn{inR, outW}), true, yamux.DefaultTransport.Config(), mem, ledger)
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn := yamuxConn{mc, mem}
 
 		var wg sync.WaitGroup
 		wg.Add(3)
-		go func() { // the peer
+		sent := make(chan struct{}) // the peer's bytes all read by the session
+		go func() {                 // the peer
 			defer wg.Done()
 			defer inW.Close()
+			defer close(sent)
 			for i, rest := 0, stream; len(rest) > 0; i++ {
 				n := min(sizeAt(writes, i, len(rest)), len(rest))
 				if _, err := inW.Write(rest[:n]); err != nil {
@@ -415,6 +421,7 @@ func FuzzSynGateYamux(f *testing.F) {
 				cancel()
 			}
 		}()
+		var readers sync.WaitGroup
 		for i := 0; ; i++ {
 			s, err := conn.AcceptStream()
 			if err != nil {
@@ -422,10 +429,36 @@ func FuzzSynGateYamux(f *testing.F) {
 			}
 			if resets>>(i%64)&1 != 0 {
 				s.Reset()
+				continue
 			}
+			readers.Add(1)
+			go func() { // reads in small pieces, checking the accounting
+				defer readers.Done()
+				if i%2 == 1 {
+					<-sent // frames buffered unread first
+				}
+				buf := make([]byte, 1+i%7)
+				for {
+					if _, err := s.Read(buf); err != nil {
+						break
+					}
+					if _, bytes, frames := ledger.stat(); bytes < 0 || frames < 0 {
+						t.Errorf("ledger: %d bytes, %d frames buffered", bytes, frames)
+					}
+				}
+				s.Close()
+			}()
 		}
 		wg.Wait()
 		conn.Close() // waits for the session's end, which ends its streams' spans
+		readers.Wait()
+
+		if n := ledger.unrecorded.Load(); n != 0 {
+			t.Fatalf("%d bytes read beyond the frames recorded", n)
+		}
+		if n, bytes, frames := ledger.stat(); n != 0 || bytes != 0 || frames != 0 {
+			t.Fatalf("session ended: %d streams followed, %d bytes, %d frames, want none", n, bytes, frames)
+		}
 
 		if n := unready.Load(); n != 0 {
 			t.Fatalf("go-yamux reserved %d first windows with none reserved ahead", n)
