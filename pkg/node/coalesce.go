@@ -73,7 +73,8 @@ func (m coalescingMuxer) NewConn(c net.Conn, isServer bool, scope network.PeerSc
 	if scope == nil { // yamux takes a nil scope for none
 		return m.Transport.NewConn(cc, isServer, nil)
 	}
-	return newYamuxMuxedConn(cc, isServer, m.Config(), &yamuxMemory{scope: scope, live: m.spans}, newFrameLedger(m.resets))
+	cfg := m.Config()
+	return newYamuxMuxedConn(cc, isServer, cfg, &yamuxMemory{scope: scope, live: m.spans}, newFrameLedger(m.resets, cfg.AcceptBacklog))
 }
 
 // newYamuxMuxedConn builds a yamux session on cc through a synGate,

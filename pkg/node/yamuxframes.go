@@ -48,34 +48,47 @@ const frameOverhead = 32
 // forgets it (a RST either way, or both directions closed: a FIN each
 // way, or the node closing its reading side and sending a FIN), when
 // go-yamux drops any further frame of it unbuffered.
+//
+// A peer may open a stream with the ID of one go-yamux forgot (go-yamux
+// lets it), and the node still holds the earlier stream, or has yet to
+// accept it: so each stream's record is its own, bound to its stream
+// by its place in go-yamux's accept queue (accepting), and the node's
+// own ends of a stream (its FIN, its RST) are recorded by its record,
+// never by ID. For the queue to be go-yamux's, the gate refuses a SYN
+// once backlog streams wait to be accepted, before go-yamux would (it
+// resets a stream beyond its accept backlog, unseen here).
 type frameLedger struct {
 	resets *atomic.Uint64 // streams reset for their frames; nil: not counted
 	// unrecorded counts bytes read from followed streams beyond the
 	// frames recorded for them (for tests: it should never happen).
 	unrecorded atomic.Int64
+	backlog    int // go-yamux's AcceptBacklog
 
-	mu      sync.Mutex
-	streams map[uint32]*frameRecord
-	closed  bool
+	mu        sync.Mutex
+	streams   map[uint32]*frameRecord
+	accepting []*frameRecord // the peer's streams not yet accepted, in go-yamux's order
+	closed    bool
 }
 
 // frameRecord is one stream's frames buffered in go-yamux.
 type frameRecord struct {
+	id       uint32
 	frames   []uint32 // lengths of the frames buffered, from head
 	head     int      // first frame not wholly read
 	headRead uint32   // bytes read of frames[head]
 	bytes    int64    // bytes buffered
 	readDone bool     // no more data from the peer (FIN), or the node closed reading
-	sentFIN  bool     // the node sent a FIN
+	sentFIN  bool     // the node closed writing
 	gone     bool     // no longer followed: go-yamux forgot the stream
 }
 
-func newFrameLedger(resets *atomic.Uint64) *frameLedger {
-	return &frameLedger{resets: resets, streams: map[uint32]*frameRecord{}}
+func newFrameLedger(resets *atomic.Uint64, backlog int) *frameLedger {
+	return &frameLedger{resets: resets, backlog: backlog, streams: map[uint32]*frameRecord{}}
 }
 
-// open follows stream id, a SYN opening it, and returns its record
-// (nil once the session has ended).
+// open follows stream id, a SYN of the node's opening it, and returns
+// its record (nil once the session has ended): the node's go-yamux never
+// reuses an ID of its own, so a record there is the stream's.
 func (l *frameLedger) open(id uint32) *frameRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,17 +97,51 @@ func (l *frameLedger) open(id uint32) *frameRecord {
 	}
 	r := l.streams[id]
 	if r == nil {
-		r = &frameRecord{}
+		r = &frameRecord{id: id}
 		l.streams[id] = r
 	}
 	return r
 }
 
-// lookup returns the record of stream id, or nil.
-func (l *frameLedger) lookup(id uint32) *frameRecord {
+// openPeer follows stream id, a SYN of the peer's opening it, in a
+// record of its own queued for the node's Accept (an earlier stream of
+// the ID is one go-yamux forgot, or will refuse as a duplicate, ending
+// the session). It says false, following nothing, when backlog streams
+// already wait to be accepted: the stream is to be refused.
+func (l *frameLedger) openPeer(id uint32) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.streams[id]
+	if l.closed {
+		return true // the session is ending: nothing is followed
+	}
+	if len(l.accepting) >= l.backlog {
+		return false
+	}
+	if old := l.streams[id]; old != nil {
+		l.dropLocked(id, old)
+	}
+	r := &frameRecord{id: id}
+	l.streams[id] = r
+	l.accepting = append(l.accepting, r)
+	return true
+}
+
+// accepted returns the record of the stream go-yamux's Accept returned,
+// the first of those waiting (nil if it is not id: go-yamux took a
+// stream the gate did not admit, which it does not).
+func (l *frameLedger) accepted(id uint32) *frameRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.accepting) == 0 {
+		return nil
+	}
+	r := l.accepting[0]
+	l.accepting[0] = nil
+	l.accepting = l.accepting[1:]
+	if r.id != id {
+		return nil
+	}
+	return r
 }
 
 // dropLocked stops following stream id.
@@ -168,9 +215,8 @@ func (l *frameLedger) consume(s *yamuxStream, n int) {
 	}
 }
 
-// flags records what a frame's flags say of stream id's end: sent
-// (the node's frame) or received (the peer's).
-func (l *frameLedger) flags(id uint32, flags uint16, sent bool) {
+// flags records what the peer's frame's flags say of stream id's end.
+func (l *frameLedger) flags(id uint32, flags uint16) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.streams[id]
@@ -180,16 +226,11 @@ func (l *frameLedger) flags(id uint32, flags uint16, sent bool) {
 	switch {
 	case flags&yamuxFlagRST != 0:
 		l.dropLocked(id, r)
-		return
-	case flags&yamuxFlagFIN == 0:
-		return
-	case sent:
-		r.sentFIN = true
-	default:
+	case flags&yamuxFlagFIN != 0:
 		r.readDone = true
-	}
-	if r.readDone && r.sentFIN {
-		l.dropLocked(id, r)
+		if r.sentFIN {
+			l.dropLocked(id, r)
+		}
 	}
 }
 
@@ -198,13 +239,25 @@ func (l *frameLedger) flags(id uint32, flags uint16, sent bool) {
 func (l *frameLedger) closeRead(s *yamuxStream) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := s.rec
-	if r == nil || r.gone {
-		return
+	if r := s.rec; r != nil && !r.gone {
+		r.readDone = true
+		if r.sentFIN {
+			l.dropLocked(r.id, r)
+		}
 	}
-	r.readDone = true
-	if r.sentFIN {
-		l.dropLocked(s.s.StreamID(), r)
+}
+
+// closeWrite records that the node closed s's writing side: go-yamux
+// forgets the stream then if its reading side is closed, before its FIN
+// is written.
+func (l *frameLedger) closeWrite(s *yamuxStream) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := s.rec; r != nil && !r.gone {
+		r.sentFIN = true
+		if r.readDone {
+			l.dropLocked(r.id, r)
+		}
 	}
 }
 
@@ -214,7 +267,7 @@ func (l *frameLedger) drop(s *yamuxStream) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := s.rec; r != nil && !r.gone {
-		l.dropLocked(s.s.StreamID(), r)
+		l.dropLocked(r.id, r)
 	}
 }
 
@@ -223,6 +276,8 @@ func (l *frameLedger) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	clear(l.accepting)
+	l.accepting = nil
 	for id, r := range l.streams {
 		l.dropLocked(id, r)
 	}

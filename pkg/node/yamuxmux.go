@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -17,9 +18,10 @@ import (
 // frameLedger, and a stream's first window is reserved before go-yamux
 // opens it (yamuxMemory).
 type yamuxMuxedConn struct {
-	s      *goyamux.Session
-	mem    *yamuxMemory
-	ledger *frameLedger
+	s        *goyamux.Session
+	mem      *yamuxMemory
+	ledger   *frameLedger
+	acceptMu sync.Mutex // one AcceptStream at a time
 }
 
 var _ network.MuxedConn = (*yamuxMuxedConn)(nil)
@@ -63,14 +65,19 @@ func (c *yamuxMuxedConn) OpenStream(ctx context.Context) (network.MuxedStream, e
 	return &yamuxStream{s: s, ledger: c.ledger, rec: c.ledger.open(s.StreamID())}, nil
 }
 
+// AcceptStream returns the next stream the peer opened, with the record
+// its SYN began (synGate.admit): the first of those waiting, taken
+// under acceptMu so that go-yamux's order is the ledger's. Not by its
+// ID: the peer may have reset the stream and opened another with its ID
+// since.
 func (c *yamuxMuxedConn) AcceptStream() (network.MuxedStream, error) {
+	c.acceptMu.Lock()
+	defer c.acceptMu.Unlock()
 	s, err := c.s.AcceptStream()
 	if err != nil {
 		return nil, yamuxError(err)
 	}
-	// Followed from its SYN (synGate.admit); looked up now, not later:
-	// the peer may reuse the ID once go-yamux forgot the stream.
-	return &yamuxStream{s: s, ledger: c.ledger, rec: c.ledger.lookup(s.StreamID())}, nil
+	return &yamuxStream{s: s, ledger: c.ledger, rec: c.ledger.accepted(s.StreamID())}, nil
 }
 
 // yamuxError maps go-yamux's errors to go-libp2p's, as go-libp2p's
@@ -128,7 +135,10 @@ func (s *yamuxStream) CloseRead() error {
 	return yamuxError(s.s.CloseRead())
 }
 
-func (s *yamuxStream) CloseWrite() error { return yamuxError(s.s.CloseWrite()) }
+func (s *yamuxStream) CloseWrite() error {
+	s.ledger.closeWrite(s)
+	return yamuxError(s.s.CloseWrite())
+}
 
 func (s *yamuxStream) Reset() error {
 	s.ledger.drop(s)

@@ -311,7 +311,9 @@ func (g *synGate) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// admit reserves ahead the first window of the stream a SYN opens, or
+// admit reserves ahead the first window of the stream a SYN opens and
+// queues its record for the node's Accept, or, with no room for either
+// (the accept backlog full: go-yamux would reset the stream itself),
 // clears its SYN and resets the stream; then records a data frame in
 // the ledger, or turns it into a RST of its stream if the ledger says
 // so. Frames yamux refuses on their own (another version, a type it
@@ -324,13 +326,15 @@ func (g *synGate) admit() {
 	}
 	id := binary.BigEndian.Uint32(g.hdr[4:8])
 	if flags&yamuxFlagSYN != 0 {
-		if g.mem.prepare() != nil {
+		refused := g.mem.prepare() != nil
+		if !refused && g.ledger != nil && !g.ledger.openPeer(id) {
+			g.mem.unprepare() // the accept backlog is full
+			refused = true
+		}
+		if refused {
 			binary.BigEndian.PutUint16(g.hdr[2:4], flags&^yamuxFlagSYN)
 			g.reset(id)
 			return
-		}
-		if g.ledger != nil {
-			g.ledger.open(id)
 		}
 	}
 	if g.ledger == nil {
@@ -347,7 +351,7 @@ func (g *synGate) admit() {
 		return
 	}
 	if flags&(yamuxFlagFIN|yamuxFlagRST) != 0 {
-		g.ledger.flags(id, flags, false)
+		g.ledger.flags(id, flags)
 	}
 }
 
@@ -363,16 +367,14 @@ func (g *synGate) reset(id uint32) {
 }
 
 // Write writes one of yamux's frames, recording in the ledger the
-// streams it opens (before the peer can send on them) and ends.
+// streams it opens, before the peer can send on them. (The node's own
+// ends of its streams are recorded by yamuxStream, by record: a FIN or
+// RST written here may be that of a stream whose ID the peer has
+// reused since.)
 func (g *synGate) Write(p []byte) (int, error) {
-	if g.ledger != nil && len(p) >= yamuxHeaderSize && p[0] == yamuxVersion && (p[1] == yamuxTypeData || p[1] == yamuxTypeWindowUpd) {
-		if flags := binary.BigEndian.Uint16(p[2:4]); flags&(yamuxFlagSYN|yamuxFlagFIN|yamuxFlagRST) != 0 {
-			id := binary.BigEndian.Uint32(p[4:8])
-			if flags&yamuxFlagSYN != 0 {
-				g.ledger.open(id)
-			}
-			g.ledger.flags(id, flags, true)
-		}
+	if g.ledger != nil && len(p) >= yamuxHeaderSize && p[0] == yamuxVersion && (p[1] == yamuxTypeData || p[1] == yamuxTypeWindowUpd) &&
+		binary.BigEndian.Uint16(p[2:4])&yamuxFlagSYN != 0 {
+		g.ledger.open(binary.BigEndian.Uint32(p[4:8]))
 	}
 	return g.coalescingConn.Write(p)
 }

@@ -385,7 +385,7 @@ func FuzzSynGateYamux(f *testing.F) {
 		inR, inW := net.Pipe()
 		outR, outW := net.Pipe()
 		var frameResets atomic.Uint64
-		ledger := newFrameLedger(&frameResets)
+		ledger := newFrameLedger(&frameResets, yamux.DefaultTransport.Config().AcceptBacklog)
 		conn, err := newYamuxMuxedConn(newCoalescingConn(splitConn{inR, outW}), true, yamux.DefaultTransport.Config(), mem, ledger)
 		if err != nil {
 			t.Fatal(err)
