@@ -15,13 +15,17 @@ import (
 
 // employeeModel is trained on employee records 100 to 139, each as a
 // one-record document: the vocabulary, not the records measured.
-func employeeModel(t testing.TB) *xmlc.Model {
+func employeeModel(t testing.TB) *xmlc.Model { return trainedModel(t, "employees", 42) }
+
+// trainedModel is model id trained on corpus's model samples
+// (codecbench.ModelSamples).
+func trainedModel(t testing.TB, corpus string, id uint32) *xmlc.Model {
 	t.Helper()
-	samples, err := codecbench.ModelSamples("employees")
+	samples, err := codecbench.ModelSamples(corpus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := xmlc.NewModel(42, samples...)
+	m, err := xmlc.NewModel(id, samples...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/p2pmsg/p2pmsg/internal/codecbench"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
@@ -34,14 +33,7 @@ func liveAfter(f func()) int64 {
 // codec's life). A receiver holding models keeps what their decoders
 // need, not a document's worth per model.
 func TestDecodeKeepsNoOutput(t *testing.T) {
-	samples, err := codecbench.ModelSamples("dataset")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := xmlc.NewModel(0xD5, samples...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := trainedModel(t, "dataset", 0xD5)
 	doc := datasets.DataSet(4000) // about 1.6 MB
 	notXML := bytes.Repeat([]byte("p2pmsg not xml, "), 1<<16)
 	for _, tc := range []struct {
@@ -103,14 +95,7 @@ func TestDecodeKeepsNoOutput(t *testing.T) {
 // codecs per use (a chain per spec, a registry per key set) pays for a
 // model's decoders once.
 func TestCodecsShareModelDecoders(t *testing.T) {
-	samples, err := codecbench.ModelSamples("dataset")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := xmlc.NewModel(0xD5, samples...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := trainedModel(t, "dataset", 0xD5)
 	snd, err := xmlc.New(xmlc.WithEncoderModel(m))
 	if err != nil {
 		t.Fatal(err)
