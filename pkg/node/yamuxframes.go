@@ -234,28 +234,20 @@ func (l *frameLedger) flags(id uint32, flags uint16) {
 	}
 }
 
-// closeRead records that the node closed s's reading side (go-yamux
-// keeps buffering the peer's frames until the writing side closes too).
-func (l *frameLedger) closeRead(s *yamuxStream) {
+// closeSide records that the node closed one side of s, its reading side
+// (read; go-yamux keeps buffering the peer's frames until the writing
+// side closes too) or its writing side: go-yamux forgets the stream once
+// both are, before the node's FIN is written.
+func (l *frameLedger) closeSide(s *yamuxStream, read bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := s.rec; r != nil && !r.gone {
-		r.readDone = true
-		if r.sentFIN {
-			l.dropLocked(r.id, r)
+		if read {
+			r.readDone = true
+		} else {
+			r.sentFIN = true
 		}
-	}
-}
-
-// closeWrite records that the node closed s's writing side: go-yamux
-// forgets the stream then if its reading side is closed, before its FIN
-// is written.
-func (l *frameLedger) closeWrite(s *yamuxStream) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if r := s.rec; r != nil && !r.gone {
-		r.sentFIN = true
-		if r.readDone {
+		if r.readDone && r.sentFIN {
 			l.dropLocked(r.id, r)
 		}
 	}

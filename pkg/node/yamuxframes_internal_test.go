@@ -76,10 +76,10 @@ func TestFrameLedger(t *testing.T) {
 		gone bool
 	}{
 		{"peer's FIN", func(l *frameLedger, _ *yamuxStream) { l.flags(1, yamuxFlagFIN) }, false},
-		{"node's FIN", func(l *frameLedger, s *yamuxStream) { l.closeWrite(s) }, false},
-		{"node's CloseRead", func(l *frameLedger, s *yamuxStream) { l.closeRead(s) }, false},
-		{"FIN both ways", func(l *frameLedger, s *yamuxStream) { l.closeWrite(s); l.flags(1, yamuxFlagFIN) }, true},
-		{"node's CloseRead and FIN", func(l *frameLedger, s *yamuxStream) { l.closeRead(s); l.closeWrite(s) }, true},
+		{"node's FIN", func(l *frameLedger, s *yamuxStream) { l.closeSide(s, false) }, false},
+		{"node's CloseRead", func(l *frameLedger, s *yamuxStream) { l.closeSide(s, true) }, false},
+		{"FIN both ways", func(l *frameLedger, s *yamuxStream) { l.closeSide(s, false); l.flags(1, yamuxFlagFIN) }, true},
+		{"node's CloseRead and FIN", func(l *frameLedger, s *yamuxStream) { l.closeSide(s, true); l.closeSide(s, false) }, true},
 		{"peer's RST", func(l *frameLedger, _ *yamuxStream) { l.flags(1, yamuxFlagRST) }, true},
 		{"node's RST", func(l *frameLedger, s *yamuxStream) { l.drop(s) }, true},
 		{"session closed", func(l *frameLedger, _ *yamuxStream) { l.close() }, true},

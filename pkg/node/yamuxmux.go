@@ -131,12 +131,12 @@ func (s *yamuxStream) Close() error {
 }
 
 func (s *yamuxStream) CloseRead() error {
-	s.ledger.closeRead(s)
+	s.ledger.closeSide(s, true)
 	return yamuxError(s.s.CloseRead())
 }
 
 func (s *yamuxStream) CloseWrite() error {
-	s.ledger.closeWrite(s)
+	s.ledger.closeSide(s, false)
 	return yamuxError(s.s.CloseWrite())
 }
 
