@@ -58,7 +58,7 @@ files of which the chain uses none are a usage error.`,
 				c.Level = level
 				codec = c.String()
 			}
-			if (pskFile != "" || to != "") && !hasSeal(codec) {
+			if (pskFile != "" || to != "") && sealsNothing(codec) {
 				// The frame would go out in the clear, the key unused.
 				return usageError{fmt.Errorf("--key and --to are seal's keys, and --codec %q has no seal: nothing would be encrypted (give --codec zstd:9,seal, say)", codec)}
 			}

@@ -14,13 +14,20 @@ import (
 // line names what the user typed, not the package that read it.
 func TestCodecSpecErrors(t *testing.T) {
 	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	a := newPipeAdv(t, "unicast")
+	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
 	tests := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"codec", "encode", "--codec", "gzip:x"}, `encoding: bad codec spec "gzip:x": level "x"`},
 		{[]string{"codec", "encode", "--codec", "gzip:0"}, `bad codec spec "gzip:0"`},
-		{[]string{"codec", "encode", "--codec", "lzma"}, `bad codec spec "lzma": encoding: unknown codec (have `},
+		{[]string{"codec", "encode", "--codec", "lzma"}, `p2pmsg: encoding: bad codec spec "lzma": unknown codec (have `},
+		{[]string{"codec", "encode", "--codec", "zstd:99"}, `p2pmsg: encoding: bad codec spec "zstd:99": invalid option: zstd level 99`},
+		// A chain that does not parse says why, even with a key (before:
+		// 'has no seal: nothing would be encrypted').
+		{[]string{"codec", "encode", "--codec", "zstd,,seal", "--key", psk}, `bad codec spec "zstd,,seal": codec 2 of 3 (""): name: empty`},
+		{[]string{"send", "--pipe", a, "--peer", peer, "--elem", "x=y", "--encode", "zstd:x,seal", "--psk", psk}, `bad codec spec "zstd:x,seal": codec 1 of 2 ("zstd:x")`},
 		{[]string{"codec", "encode", "--codec", "seal"}, "(give --key FILE, or --to PEER)"},
 		{[]string{"codec", "encode", "--codec", "zstd:9,seal"}, "missing key"},
 		{[]string{"codec", "encode", "--codec", "seal:1", "--key", psk}, `bad codec spec "seal:1"`},

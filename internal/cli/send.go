@@ -324,17 +324,19 @@ func checkAutoAndPSK(encode, pskFile string) error {
 	if len(specs) > 1 && slices.Contains(specs, autoEncode) {
 		return fmt.Errorf("--encode auto chooses one codec per element and takes no other (%q); it does not seal", encode)
 	}
-	if pskFile == "" || hasSeal(encode) {
+	if pskFile == "" || !sealsNothing(encode) {
 		return nil
 	}
 	return fmt.Errorf("--psk is the key of seal, and --encode %q has no seal: nothing would be encrypted (give --encode zstd:9,seal, say)", encode)
 }
 
-// hasSeal reports whether a codec chain (zstd:9,seal) names seal; a
-// chain that does not parse names nothing (building it says why).
-func hasSeal(chain string) bool {
+// sealsNothing reports whether a codec chain is empty or names no seal
+// (zstd:9). A chain that does not parse is not said to seal nothing:
+// building it says what is wrong with it, where a key's check would
+// send the user looking for a seal the chain may well have.
+func sealsNothing(chain string) bool {
 	c, err := encoding.ParseChain(chain)
-	return err == nil && slices.ContainsFunc(c, func(s encoding.Spec) bool { return s.Name == seal.Name })
+	return chain == "" || err == nil && !slices.ContainsFunc(c, func(s encoding.Spec) bool { return s.Name == seal.Name })
 }
 
 // buildMessage makes the message the --elem flags describe.

@@ -80,7 +80,7 @@ func NewChain(c Chain, opts ...BuildOption) ([]Codec, error) {
 		}
 	}
 	if err := checkNesting(codecs); err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrSpec, c.String(), err)
+		return nil, &refusedSpec{c.String(), err}
 	}
 	return codecs, nil
 }
@@ -105,11 +105,11 @@ func (b *build) codec(s Spec) (Codec, error) {
 		if len(names) == 0 {
 			have = noCodecImported
 		}
-		return nil, fmt.Errorf("%w %q: %w (%s)", ErrSpec, s.String(), ErrUnknownCodec, have)
+		return nil, &refusedSpec{s.String(), fmt.Errorf("%w (%s)", ErrUnknownCodec, have)}
 	}
 	c, err := f(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrSpec, s.String(), err)
+		return nil, &refusedSpec{s.String(), err}
 	}
 	if c == nil || c.Name() != s.Name {
 		return nil, fmt.Errorf("%w %q: the factory for %s built another codec", ErrBadOption, s.String(), s.Name)

@@ -98,6 +98,7 @@ func TestNewCodec(t *testing.T) {
 				if !errors.Is(err, encoding.ErrSpec) {
 					t.Errorf("error %v does not wrap ErrSpec", err)
 				}
+				saysLayerOnce(t, err)
 				return
 			}
 			if c.Name() != s.Name || c.Params() != tt.want {
@@ -178,6 +179,7 @@ func TestNewChain(t *testing.T) {
 				if !errors.Is(err, encoding.ErrSpec) {
 					t.Errorf("error %v does not wrap ErrSpec", err)
 				}
+				saysLayerOnce(t, err)
 				return
 			}
 			if len(codecs) != len(tt.kinds) {
@@ -195,6 +197,17 @@ func TestNewChain(t *testing.T) {
 	}
 	if _, err := encoding.NewChain(nil); !errors.Is(err, encoding.ErrSpec) {
 		t.Fatalf("empty chain: %v", err)
+	}
+}
+
+// saysLayerOnce fails t unless err's text names the encoding layer once,
+// at its start: a spec refused for a cause that is itself one of the
+// layer's errors said "encoding: bad codec spec "zstd:99": encoding:
+// invalid option: …".
+func saysLayerOnce(t *testing.T, err error) {
+	t.Helper()
+	if s := err.Error(); !strings.HasPrefix(s, "encoding: ") || strings.Count(s, "encoding: ") != 1 {
+		t.Errorf("error %q names the layer more than once", s)
 	}
 }
 
@@ -248,5 +261,5 @@ func ExampleNewChain() {
 	fmt.Println(err)
 	// Output:
 	// seal psk:team
-	// encoding: bad codec spec "seal": encoding: missing key: seal needs a key to seal with: a pre-shared key or a recipient
+	// encoding: bad codec spec "seal": missing key: seal needs a key to seal with: a pre-shared key or a recipient
 }

@@ -38,43 +38,57 @@ const maxModel = 64
 
 // ParseSpec reads a spec written as Spec describes. Errors wrap ErrSpec.
 func ParseSpec(s string) (Spec, error) {
+	sp, why := parseSpec(s)
+	if why != "" {
+		return Spec{}, specError(s, why)
+	}
+	return sp, nil
+}
+
+// parseSpec is ParseSpec, saying why it refuses s ("" when it does not).
+func parseSpec(s string) (Spec, string) {
 	var sp Spec
 	rest, model, hasModel := strings.Cut(s, "@")
 	name, level, hasLevel := strings.Cut(rest, ":")
 	if err := checkWord(name, maxCodecName); err != nil {
-		return sp, specError(s, "name: "+err.Error())
+		return sp, "name: " + err.Error()
 	}
 	sp.Name = name
 	if hasLevel {
 		l, err := parseLevel(level)
 		if err != nil {
-			return sp, specError(s, err.Error())
+			return sp, err.Error()
 		}
 		sp.Level = l
 	}
 	if hasModel {
 		if err := checkWord(model, maxModel); err != nil {
-			return sp, specError(s, "model: "+err.Error())
+			return sp, "model: " + err.Error()
 		}
 		sp.Model = model
 	}
-	return sp, nil
+	return sp, ""
 }
 
 // ParseChain reads specs joined by commas, as Chain describes. It checks
 // the form only: NewChain says whether the codecs may nest. Errors wrap
-// ErrSpec.
+// ErrSpec and name the chain as written and, in a chain of several,
+// which of its codecs is wrong.
 func ParseChain(s string) (Chain, error) {
 	if strings.Trim(s, " \t") == "" {
 		return nil, specError(s, "no codec")
 	}
-	var c Chain
-	for part := range strings.SplitSeq(s, ",") {
-		sp, err := ParseSpec(strings.Trim(part, " \t"))
-		if err != nil {
-			return nil, err
+	parts := strings.Split(s, ",")
+	c := make(Chain, len(parts))
+	for i, part := range parts {
+		part = strings.Trim(part, " \t")
+		var why string
+		if c[i], why = parseSpec(part); why != "" && len(parts) > 1 {
+			why = fmt.Sprintf("codec %d of %d (%q): %s", i+1, len(parts), part, why)
 		}
-		c = append(c, sp)
+		if why != "" {
+			return nil, specError(s, why)
+		}
 	}
 	return c, nil
 }
@@ -175,3 +189,19 @@ func checkWord(w string, max int) error {
 func specError(spec, why string) error {
 	return fmt.Errorf("%w %q: %s", ErrSpec, spec, why)
 }
+
+// refusedSpec is a spec that a factory, or the nesting rule, refused for
+// cause: it matches ErrSpec and cause (errors.Is), and its text names
+// the layer once, "encoding: bad codec spec "zstd:99": invalid option:
+// zstd level 99 out of range 1 to 22", where wrapping both would say
+// "encoding: " again before the cause.
+type refusedSpec struct {
+	spec  string
+	cause error
+}
+
+func (e *refusedSpec) Error() string {
+	return fmt.Sprintf("%v %q: %s", ErrSpec, e.spec, strings.TrimPrefix(e.cause.Error(), "encoding: "))
+}
+
+func (e *refusedSpec) Unwrap() []error { return []error{ErrSpec, e.cause} }

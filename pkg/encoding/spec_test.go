@@ -86,11 +86,21 @@ func TestParseChain(t *testing.T) {
 		{"zstd:9,,seal", "", 0, encoding.ErrSpec},
 		{"zstd:x,seal", "", 0, encoding.ErrSpec},
 	}
+	// An error names the chain as written and which of its codecs is
+	// wrong (before: 'encoding: bad codec spec "": name: empty').
+	whys := map[string]string{
+		"zstd:9,":      `encoding: bad codec spec "zstd:9,": codec 2 of 2 (""): name: empty`,
+		"zstd:9,,seal": `encoding: bad codec spec "zstd:9,,seal": codec 2 of 3 (""): name: empty`,
+		"zstd:x,seal":  `encoding: bad codec spec "zstd:x,seal": codec 1 of 2 ("zstd:x"): level "x" is not a nonzero integer`,
+	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := encoding.ParseChain(tt.in)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("ParseChain(%q) error %v, want %v", tt.in, err, tt.wantErr)
+			}
+			if want, ok := whys[tt.in]; ok && (err == nil || err.Error() != want) {
+				t.Fatalf("ParseChain(%q) error %q, want %q", tt.in, err, want)
 			}
 			if err != nil {
 				return
