@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,10 +14,17 @@ import (
 // to be interrupted in. Like WaitFor, it fails the test after a minute.
 func WaitBlocked(t testing.TB, fn string, top bool) {
 	t.Helper()
+	WaitBlockedN(t, 1, fn, top)
+}
+
+// WaitBlockedN is WaitBlocked for n goroutines waiting in fn at once.
+func WaitBlockedN(t testing.TB, n int, fn string, top bool) {
+	t.Helper()
 	buf := make([]byte, 8<<20)
-	WaitFor(t, "a goroutine waiting in "+fn, func() bool {
-		n := runtime.Stack(buf, true)
-		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+	WaitFor(t, fmt.Sprintf("%d goroutines waiting in %s", n, fn), func() bool {
+		waiting := 0
+		size := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:size]), "\n\n") {
 			lines := strings.Split(g, "\n")
 			if strings.Contains(lines[0], "[running]") || strings.Contains(lines[0], "[runnable]") {
 				continue
@@ -24,13 +32,14 @@ func WaitBlocked(t testing.TB, fn string, top bool) {
 			for i := 1; i < len(lines); i += 2 { // a function's line, then its file's
 				f := lines[i]
 				if strings.Contains(f, fn+"(") {
-					return true
+					waiting++
+					break
 				}
 				if top && !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "internal/") {
 					break
 				}
 			}
 		}
-		return false
+		return waiting >= n
 	})
 }

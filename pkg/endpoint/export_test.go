@@ -72,3 +72,7 @@ func RetireSender(s *Service, p peer.ID) bool {
 // SetLargePrepareHook makes every large Send call f just before its
 // write is prepared (nil: none). Set it only while no Send runs.
 func SetLargePrepareHook(f func()) { testHookLargePrepare = f }
+
+// SetInterruptHook sets testHookInterrupt: f runs for each sender a
+// SendGroup's Close visits.
+func SetInterruptHook(f func()) { testHookInterrupt = f }

@@ -20,15 +20,23 @@ var ErrGroupClosed = errors.New("endpoint: send group closed")
 // Sends are too frequent to each carry a context derived for the purpose
 // (deriving and registering one costs about as much as a small Send).
 //
-// The group costs a Send that does not wait nothing but a flag's load: its
-// end is looked at only where a Send waits (for room in the peer's queue,
-// for the stream's writer, for the stream to open, for a write the
-// receiver stalls).
+// The group costs a Send that does not wait nothing but a flag's load (and
+// a pointer's, when the Send writes itself): its end is looked at only
+// where a Send waits (for room in the peer's queue, for the stream's
+// writer, for the stream to open, for a write the receiver stalls).
 type SendGroup struct {
 	svc    *Service
 	ctx    context.Context // ends with Close; for waits that need a context
 	cancel context.CancelFunc
 	closed atomic.Bool
+	// used is the sender the group's Sends have written on, directly or
+	// as a large message (writer), and many says they wrote on more than
+	// one. Close then interrupts that one sender rather than visit every
+	// sender of the service: a pipe or a Bidi writes to one peer, and a
+	// service with thousands of peers would pay a visit to each at every
+	// pipe's Close.
+	used atomic.Pointer[sender]
+	many atomic.Bool
 }
 
 // NewSendGroup returns an open group of Sends on s.
@@ -58,6 +66,12 @@ func (g *SendGroup) Close() {
 		return
 	}
 	g.cancel()
+	if !g.many.Load() {
+		if snd := g.used.Load(); snd != nil {
+			snd.interrupt(g)
+		}
+		return
+	}
 	g.svc.mu.RLock()
 	senders := make([]*sender, 0, len(g.svc.senders))
 	for _, snd := range g.svc.senders {
@@ -78,6 +92,20 @@ func (g *SendGroup) done() <-chan struct{} {
 	return g.ctx.Done()
 }
 
+// write marks snd as writing for g, if any: snd.writer is g, and Close
+// must visit snd. A Send marks before it prepares its write and looks at
+// g once prepared, so either it sees g closed or Close sees the mark.
+func (g *SendGroup) write(snd *sender) {
+	snd.writer = g
+	if g == nil {
+		return
+	}
+	if u := g.used.Load(); u == snd || u == nil && g.used.CompareAndSwap(nil, snd) {
+		return
+	}
+	g.many.Store(true)
+}
+
 // isClosed reports whether g, if any, is closed.
 func (g *SendGroup) isClosed() bool { return g != nil && g.closed.Load() }
 
@@ -92,6 +120,10 @@ func (g *SendGroup) cut(err error) error {
 	return nil
 }
 
+// testHookInterrupt, if set (by tests), runs as interrupt visits a
+// sender.
+var testHookInterrupt func()
+
 // interrupt stops a write in progress through g, one Send's direct or
 // large write, by moving the stream's write deadline into the past; the
 // next write's prepare puts it back. The writing Send marked itself
@@ -99,6 +131,9 @@ func (g *SendGroup) cut(err error) error {
 // either it sees g closed or this sees its mark, after the deadline was
 // set for the write.
 func (snd *sender) interrupt(g *SendGroup) {
+	if testHookInterrupt != nil {
+		testHookInterrupt()
+	}
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
 	if snd.writer == g && snd.st != nil {

@@ -128,3 +128,76 @@ func TestCloseEndsWaitingSends(t *testing.T) {
 		t.Errorf("grouped Send under the service's Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestSendGroupCloseVisitsItsSender checks that a group whose Sends wrote
+// to one peer visits that peer's sender alone when it closes, however
+// many senders the service keeps: a service with thousands of peers
+// closing a pipe or a Bidi for each paid for a visit to every sender on
+// every Close.
+func TestSendGroupCloseVisitsItsSender(t *testing.T) {
+	const peers = 8
+	nodes := testutil.NewConnectedNodes(t, peers+1)
+	a := newService(t, nodes[0])
+	for _, n := range nodes[1:] {
+		b := newService(t, n)
+		b.Register("sink", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) {}))
+		if err := a.Send(ctx(t), endpoint.PeerAddress(n.ID(), "sink", ""), small()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var visits atomic.Int64
+	endpoint.SetInterruptHook(func() { visits.Add(1) })
+	t.Cleanup(func() { endpoint.SetInterruptHook(nil) })
+
+	for _, tt := range []struct {
+		name   string
+		to     int // peers the group sends to
+		visits int64
+	}{
+		{"no Send", 0, 0},
+		{"one peer", 1, 1},
+		{"two peers", 2, peers}, // every sender, as before
+	} {
+		g := a.NewSendGroup()
+		for i := range tt.to {
+			if err := g.Send(ctx(t), endpoint.PeerAddress(nodes[1+i].ID(), "sink", ""), small()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		visits.Store(0)
+		g.Close()
+		if got := visits.Load(); got != tt.visits {
+			t.Errorf("%s: Close visited %d senders of %d, want %d", tt.name, got, peers, tt.visits)
+		}
+	}
+}
+
+// TestSendGroupCloseEndsWritesToTwoPeers checks that Close cuts short
+// the group's large writes stalled by two receivers that do not read.
+func TestSendGroupCloseEndsWritesToTwoPeers(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	a := newService(t, nodes[0])
+	release := make(chan struct{})
+	for _, n := range nodes[1:] {
+		b := newService(t, n)
+		b.Register("slow", "", endpoint.ListenerFunc(func(context.Context, *endpoint.Delivery) { <-release }))
+	}
+	t.Cleanup(func() { close(release) }) // before the services' Close, which waits for their handlers
+	g := a.NewSendGroup()
+	errs := make(chan error, 2)
+	for _, n := range nodes[1:] {
+		to := endpoint.PeerAddress(n.ID(), "slow", "")
+		if err := a.Send(ctx(t), to, small()); err != nil { // holds the receiver's reader
+			t.Fatal(err)
+		}
+		// Larger than a yamux stream's window can ever be (16 MiB).
+		go func() { errs <- g.Send(ctx(t), to, message.New(message.Bytes("", "p", make([]byte, 32<<20)))) }()
+	}
+	testutil.WaitBlockedN(t, 2, "endpoint.writeLarge", false)
+	g.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, endpoint.ErrGroupClosed) {
+			t.Fatalf("large Send through the group under its Close: %v, want ErrGroupClosed", err)
+		}
+	}
+}

@@ -227,7 +227,7 @@ func (snd *sender) send(ctx context.Context, g *SendGroup, service, param string
 			select {
 			case snd.lock <- struct{}{}:
 				batch, st := snd.takeLocked()
-				snd.writer = g
+				g.write(snd)
 				snd.mu.Unlock()
 				return snd.writeDirect(ctx, g, st, batch)
 			default: // a writer is busy: queue behind it
@@ -532,7 +532,7 @@ func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param s
 	// The stream changes only with the token, which this Send holds.
 	snd.mu.Lock()
 	st := snd.st
-	snd.writer = g
+	g.write(snd)
 	snd.mu.Unlock()
 	defer func() {
 		snd.mu.Lock()
