@@ -812,9 +812,18 @@ func TestRecvSocketSenderKilled(t *testing.T) {
 }
 
 // TestErrorsLeadWithTheCause: a dial that fails says why first, in a
-// line that stays short.
+// line that stays short, on a unicast pipe and on a propagate pipe, whose
+// send waits for members only once a given peer is connected (before, it
+// waited for them until --timeout and said "timed out: pipe …: 0 of 1
+// members reachable").
 func TestErrorsLeadWithTheCause(t *testing.T) {
-	a := newPipeAdv(t, "unicast")
+	for _, typ := range []string{"unicast", "propagate"} {
+		t.Run(typ, func(t *testing.T) { errorsLeadWithTheCause(t, typ) })
+	}
+}
+
+func errorsLeadWithTheCause(t *testing.T, typ string) {
+	a := newPipeAdv(t, typ)
 	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback)
 	other := "12D3KooWJKWmB5J3akNxGH47LTGFCXPsune2cpA3yUQp85uTyaWA"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -17,6 +17,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
@@ -55,6 +56,27 @@ func waitGivenMembers(ctx context.Context, w io.Writer, out *pipe.OutputPipe, gi
 			fmt.Fprintf(w, "p2pmsg: warning: --peer %s is not a member of the pipe: it may not get the message\n", id)
 		}
 	}
+}
+
+// connectGiven connects to the peers given with --peer for a propagate
+// pipe, whose members gossipsub learns only from connected peers, and
+// fails with the first dial's error when none can be reached: waiting
+// for members then would last until --timeout and say only that it
+// timed out, where a unicast pipe's send says at once why (connection
+// refused). A peer that can be reached but is not a member is
+// waitGivenMembers' to report.
+func connectGiven(ctx context.Context, n *node.Node, given []peer.AddrInfo) error {
+	var first error
+	for _, ai := range given {
+		err := n.Connect(ctx, ai)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = fmt.Errorf("no --peer reachable: %w", err)
+		}
+	}
+	return first
 }
 
 // propagateGrace is how long `send` stays up after publishing on a
@@ -223,6 +245,11 @@ the peer has acknowledged every byte and answered the close.`,
 			resolveOpt := pipe.ToPeers(infos...)
 			if len(jxtaPeers) > 0 {
 				resolveOpt = pipe.ToJXTAPeers(jxtaPeers...)
+			}
+			if a.Type == adv.Propagate {
+				if err := connectGiven(ctx, p.node, infos); err != nil {
+					return err
+				}
 			}
 			out, err := p.pipes.NewOutputPipe(ctx, a, resolveOpt)
 			if err != nil {
