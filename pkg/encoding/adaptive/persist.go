@@ -111,14 +111,14 @@ func Load(path string) (*Models, error) {
 	}
 	m, err := parseModels(b)
 	if err != nil {
-		return nil, fmt.Errorf("adaptive: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err) // err names the package
 	}
 	return m, nil
 }
 
 // parseModels reads the form Save writes.
 func parseModels(b []byte) (*Models, error) {
-	f, err := parseForm(b, "models", maxModelsSize)
+	f, err := parseForm(b, "models file", maxModelsSize)
 	if err != nil {
 		return nil, err
 	}

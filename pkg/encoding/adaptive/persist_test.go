@@ -70,8 +70,12 @@ func TestLoadCorruptFile(t *testing.T) {
 		if err := os.WriteFile(file, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := adaptive.Load(file); !errors.Is(err, adaptive.ErrCorrupt) {
+		_, err := adaptive.Load(file)
+		if !errors.Is(err, adaptive.ErrCorrupt) {
 			t.Fatalf("%q...: err %v, want ErrCorrupt", bad[:min(len(bad), 8)], err)
+		}
+		if s := err.Error(); strings.Count(s, "adaptive:") != 1 || !strings.Contains(s, file) {
+			t.Fatalf("%q...: error %q, want the file named and the package once", bad[:min(len(bad), 8)], s)
 		}
 	}
 }
