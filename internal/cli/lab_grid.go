@@ -116,6 +116,21 @@ run's JSON lines again.`,
 			if trials < lab.MinAMTTTrials || warmup < 0 || budget < 0 || remeasure < 0 {
 				return usageError{fmt.Errorf("--trials must be >= %d, --warmup, --budget and --remeasure >= 0", lab.MinAMTTTrials)}
 			}
+			// The configuration is checked before --out is made, so that
+			// a refused command line leaves no directory behind.
+			swCfg := lab.SwitchConfig{From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast, Seed: seed}
+			if from == "" {
+				if err := cfg.Check(); err != nil {
+					return usageError{err}
+				}
+				// The link-change run comes after the grid: its flags are
+				// checked now, not after the grid's minutes or hours.
+				if doSwitch {
+					if err := swCfg.Check(); err != nil {
+						return usageError{fmt.Errorf("--switch-from, --switch-to, --switch-doc: %w", err)}
+					}
+				}
+			}
 			if err := prepareOutDir(out); err != nil {
 				return err
 			}
@@ -135,17 +150,6 @@ run's JSON lines again.`,
 					}
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
-			}
-			if err := cfg.Check(); err != nil {
-				return usageError{err}
-			}
-			// The link-change run comes after the grid: its flags are
-			// checked now, not after the grid's minutes or hours.
-			swCfg := lab.SwitchConfig{From: switchFrom, To: switchTo, Doc: switchDoc, Choices: cfg.Choices, CPU: lab.CPUFast, Seed: seed}
-			if doSwitch {
-				if err := swCfg.Check(); err != nil {
-					return usageError{fmt.Errorf("--switch-from, --switch-to, --switch-doc: %w", err)}
-				}
 			}
 			models := adaptive.NewModels()
 			if modelsFile != "" {

@@ -65,6 +65,11 @@ goroutines and connections over its start, divided by the peers.`,
 					cfg.Cases = append(cfg.Cases, c)
 				}
 			}
+			// Checked before --out is made, so that a refused command
+			// line leaves no directory behind.
+			if err := cfg.Check(); err != nil {
+				return usageError{err}
+			}
 			if err := prepareOutDir(out); err != nil {
 				return err
 			}

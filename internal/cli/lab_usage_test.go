@@ -257,6 +257,30 @@ func TestLabOutUnwritableRefusedFirst(t *testing.T) {
 	}
 }
 
+// A lab command refused for its command line leaves no --out directory
+// behind: it checks its configuration before it makes the directory
+// (before, lab swarm and lab grid made it, then refused their
+// configuration, and an empty directory stayed).
+func TestLabRefusedLeavesNoOutDir(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "swarm", "--peers", "1"},
+		{"lab", "swarm", "--case", "nosuch"},
+		{"lab", "grid", "--profile", "nosuch"},
+		{"lab", "grid", "--switch-from", "nosuch"},
+		{"lab", "amtt", "--codecs", "nosuch"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		r := runRefused(t, append(args, "--out", out)...)
+		failsCleanly(t, r)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, r.code)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: refused (%q), but left its --out directory behind", args, r.stderr)
+		}
+	}
+}
+
 // lab amtt's reports have one row per document and one table per profile:
 // a document or profile given twice is refused, not measured twice with
 // one of the two results missing from the table (and both in --json).

@@ -190,6 +190,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Check reports whether Run would refuse c (an error matching
+// ErrUnknownCase or ErrConfig), without running anything.
+func (c Config) Check() error { return c.withDefaults().check() }
+
 func (c Config) check() error {
 	for _, name := range c.Cases {
 		if !slices.Contains(Cases, name) {
