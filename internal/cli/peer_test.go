@@ -811,6 +811,37 @@ func TestRecvSocketSenderKilled(t *testing.T) {
 	}
 }
 
+// TestRecvThatCannotStartLeavesNoOutDir: a recv refused for its command
+// line, or whose node cannot listen, makes no --out directory (before, it
+// made it first and left it empty).
+func TestRecvThatCannotStartLeavesNoOutDir(t *testing.T) {
+	a := newPipeAdv(t, "propagate")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	inUse := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ln.Addr().(*net.TCPAddr).Port)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--jxta", "tcp://127.0.0.1:0"}, 2}, // JXTA peers share unicast pipes only
+		{[]string{"--jxta", "nosuch"}, 2},
+		{[]string{"--listen", inUse}, 1},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		r := run(t, nil, append([]string{"recv", "--pipe", a, "--out", out, "--count", "1"}, tc.args...)...)
+		failsCleanly(t, r)
+		if r.code != tc.code {
+			t.Errorf("%v: exit %d, want %d", tc.args, r.code, tc.code)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: failed (%q), but left its --out directory behind", tc.args, r.stderr)
+		}
+	}
+}
+
 // TestErrorsLeadWithTheCause: a dial that fails says why first, in a
 // line that stays short, on a unicast pipe and on a propagate pipe, whose
 // send waits for members only once a given peer is connected (before, it

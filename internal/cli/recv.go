@@ -101,13 +101,6 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
-			if outDir != "" {
-				if err := os.MkdirAll(outDir, 0o755); err != nil {
-					return err
-				}
-			}
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
 			if jxtaLen := jxtaListen; jxtaLen != "" {
 				if ea, err := endpoint.ParseAddress(jxtaLen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
 					return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaLen)}
@@ -116,11 +109,22 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					return usageError{fmt.Errorf("--jxta: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}
 				}
 			}
+			ctx, stop := interrupt.Context(cmd.Context())
+			defer stop()
 			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: jxtaListen != "", listen: jxtaListen, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err
 			}
 			defer p.Close()
+			// Made once the node listens, so that a recv that cannot
+			// start (a wrong command line, a port in use) leaves no
+			// directory behind; no message arrives before the input pipe
+			// is bound, below.
+			if outDir != "" {
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+			}
 			keys.identity = p.key
 			if useSocket {
 				return recvSocket(ctx, cmd, p, a)
