@@ -478,19 +478,39 @@ func TestLabSwarmJSON(t *testing.T) {
 }
 
 // TestLabCPUProfile: --cpuprofile on any lab command writes a profile
-// (gzip-compressed protobuf) covering the run.
+// (gzip-compressed protobuf) covering the run, whether the run succeeds
+// or fails (before, a failed run left the file empty); a command refused
+// for its command line ran nothing and leaves no file (before, an empty
+// one).
 func TestLabCPUProfile(t *testing.T) {
 	dir := t.TempDir()
+	isProfile := func(what, prof string) {
+		t.Helper()
+		b, err := os.ReadFile(prof)
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("%s: profile: %d bytes, %v", what, len(b), err)
+		}
+	}
 	prof := filepath.Join(dir, "cpu.pprof")
 	r := run(t, nil, "lab", "docs", "--out", dir, "--cpuprofile", prof)
 	if r.code != 0 {
 		t.Fatalf("lab docs --cpuprofile: %s", r.stderr)
 	}
-	b, err := os.ReadFile(prof)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Fatalf("profile: %d bytes, %v", len(b), err)
-	}
+	isProfile("lab docs", prof)
 	failsCleanly(t, run(t, nil, "lab", "docs", "--out", dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")))
+
+	failed := filepath.Join(dir, "failed.pprof")
+	r = run(t, nil, "lab", "codecs", "--files", filepath.Join(dir, "nosuch.xml"), "--cpuprofile", failed)
+	failsCleanly(t, r)
+	isProfile("lab codecs of a missing file", failed)
+
+	refused := filepath.Join(dir, "refused.pprof")
+	if r := run(t, nil, "lab", "swarm", "--peers", "1", "--cpuprofile", refused); r.code != 2 {
+		t.Fatalf("lab swarm --peers 1: exit %d, want 2", r.code)
+	}
+	if _, err := os.Stat(refused); err == nil {
+		t.Fatalf("lab swarm --peers 1 was refused, but left its --cpuprofile file")
+	}
 }
 
 // TestHelpFlagTypes: every flag in every command's --help shows its

@@ -36,37 +36,9 @@ func labLayers(j *lab.JXSE) map[string]lab.Layer {
 
 func newLabCmd() *cobra.Command {
 	var cpuProfile string
-	var stopProfile func() error
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run p2pmsg's experiments on this machine",
-		// A CPU profile of an experiment is how one finds where its time
-		// goes (the rate and swarm cases are CPU-bound on small machines);
-		// it covers the whole command, setup included.
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			if cpuProfile == "" {
-				return nil
-			}
-			f, err := os.Create(cpuProfile)
-			if err != nil {
-				return err
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				f.Close()
-				return err
-			}
-			stopProfile = func() error {
-				pprof.StopCPUProfile()
-				return f.Close()
-			}
-			return nil
-		},
-		PersistentPostRunE: func(*cobra.Command, []string) error {
-			if stopProfile == nil {
-				return nil
-			}
-			return stopProfile()
-		},
 	}
 	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	cmd.AddCommand(newLabRTTCmd(), newLabCodecsCmd())
@@ -75,7 +47,49 @@ func newLabCmd() *cobra.Command {
 	cmd.AddCommand(newLabRateCmd())
 	cmd.AddCommand(newLabSwarmCmd())
 	cmd.AddCommand(newLabDocsCmd())
+	for _, sub := range cmd.Commands() {
+		if run := sub.RunE; run != nil {
+			sub.RunE = func(c *cobra.Command, args []string) error {
+				return profiled(cpuProfile, func() error { return run(c, args) })
+			}
+		}
+	}
 	return cmd
+}
+
+// profiled runs a lab command under a CPU profile written to file ("":
+// none). A CPU profile of an experiment is how one finds where its time
+// goes (the rate and swarm cases are CPU-bound on small machines); it
+// covers the whole command, setup included, and is written however the
+// command ends: a run that failed or was interrupted is where a profile
+// is most wanted (cobra's PersistentPostRunE, which wrote it before, runs
+// only after a command that succeeded, and left the file empty). A
+// command refused for its command line ran nothing: its file is removed.
+func profiled(file string, run func() error) error {
+	if file == "" {
+		return run()
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(file)
+		return err
+	}
+	err = run()
+	pprof.StopCPUProfile()
+	cerr := f.Close()
+	var ue usageError
+	if errors.As(err, &ue) {
+		os.Remove(file)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return cerr
 }
 
 func newLabRTTCmd() *cobra.Command {
