@@ -58,9 +58,10 @@ func waitGivenMembers(ctx context.Context, w io.Writer, out *pipe.OutputPipe, gi
 	}
 }
 
-// connectGiven connects to the peers given with --peer for a propagate
-// pipe, whose members gossipsub learns only from connected peers, and
-// fails with the first dial's error when none can be reached: waiting
+// connectGiven connects to the first of the peers given with --peer for a
+// propagate pipe that it can reach (gossipsub learns members only from
+// connected peers; the pipe connects to the rest), and fails with the
+// first dial's error when none can be reached: waiting
 // for members then would last until --timeout and say only that it
 // timed out, where a unicast pipe's send says at once why (connection
 // refused). A peer that can be reached but is not a member is
