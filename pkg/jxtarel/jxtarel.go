@@ -33,6 +33,10 @@
 // retransmit until it gives up). Blocks too far ahead, or beyond the
 // receive buffer's bytes, are dropped and counted (the sender retransmits
 // them).
+// A peer ends its output (SetEOF) once every block it sent is
+// acknowledged, so never with one missing: when it does, Receive fails at
+// the gap with ErrIncomplete instead of returning the end, so that a
+// reader does not take part of the stream for the whole.
 //
 // The sender keeps each block until it is acknowledged and has at most the
 // window's blocks (and bytes) unacknowledged. A block a selective
@@ -126,6 +130,9 @@ var (
 	// ErrUnreachable: acknowledgements, probes or retransmissions could
 	// not be sent for seconds; the peer is gone (WithIdleProbe).
 	ErrUnreachable = errors.New("jxtarel: peer unreachable")
+	// ErrIncomplete: the peer ended its output (SetEOF) while a block
+	// it sent was missing, so what Receive returned is only part of it.
+	ErrIncomplete = errors.New("jxtarel: peer ended with blocks missing")
 )
 
 // SendFunc sends one message to the other side. The Conn calls it from
@@ -233,6 +240,7 @@ type Stats struct {
 	BadAcks                    uint64 // acknowledging blocks never sent, or malformed
 	Malformed                  uint64 // jxtarel elements that are neither block nor ack
 	Probes                     uint64 // acknowledgements sent again to an idle peer (WithIdleProbe)
+	AfterEOF                   uint64 // blocks not yet taken arriving after the peer's end (SetEOF), dropped
 }
 
 type outBlock struct {
@@ -537,7 +545,14 @@ func (c *Conn) handleBlock(seq int32, data []byte) {
 	c.heard()
 	c.stats.BlocksReceived++
 	switch {
-	case c.err != nil || c.eof != nil:
+	case c.err != nil:
+		return
+	case c.eof != nil:
+		// The peer said its output had ended: a block it has not sent
+		// before means its end came too soon (Receive reports it).
+		if _, ok := c.queued[seq]; !ok && seq > c.taken {
+			c.stats.AfterEOF++
+		}
 		return
 	case c.o.maxBlock > 0 && len(data) > c.o.maxBlock:
 		c.stats.Oversized++
@@ -582,7 +597,10 @@ func (c *Conn) handleBlock(seq int32, data []byte) {
 
 // Receive returns the next block's payload in order, and acknowledges it.
 // Once the other side's end is known (SetEOF) and every block before it is
-// taken, it returns that error.
+// taken, it returns that error; but if a block was missing then, with
+// later blocks held or arriving after the end, it returns ErrIncomplete:
+// what it returned is only part of what the peer sent (a peer ends its
+// output once every block is acknowledged, so never with a gap).
 func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 	c.mu.Lock()
 	for {
@@ -603,6 +621,7 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 		if c.eof != nil {
+			c.checkGapLocked()
 			err := c.eof
 			c.mu.Unlock()
 			return nil, err
@@ -624,9 +643,23 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 	}
 }
 
+// checkGapLocked turns the peer's end into ErrIncomplete when Receive
+// reaches it with a block missing, blocks after it held or arrived
+// after the end, and lets go of those it held.
+func (c *Conn) checkGapLocked() {
+	n := uint64(len(c.queued)) + c.stats.AfterEOF
+	if n == 0 || errors.Is(c.eof, ErrIncomplete) {
+		return
+	}
+	c.eof = fmt.Errorf("%w: block %d never came, %d after it did", ErrIncomplete, c.taken+1, n)
+	clear(c.queued)
+	c.qbytes = 0
+}
+
 // SetEOF records that the other side has ended its output: Receive
-// returns err (io.EOF, typically) once every block before it is taken.
-// Blocks arriving later are dropped.
+// returns err (io.EOF, typically) once every block before it is taken,
+// or ErrIncomplete if one is missing. Blocks arriving later are dropped
+// (counted in AfterEOF when not yet taken).
 func (c *Conn) SetEOF(err error) {
 	c.mu.Lock()
 	if c.eof == nil {

@@ -205,6 +205,49 @@ func TestEOFAfterEverythingTaken(t *testing.T) {
 	isErr(t, err, io.EOF)
 }
 
+// A peer that ends its output with a block missing, whether blocks after
+// it are held or arrive after its end, has Receive fail at the gap with
+// ErrIncomplete, never the end: the reader would take part for the whole.
+func TestEndWithBlockMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after []int // blocks arriving before and after the end
+		want          []string
+		wantErr       error
+		afterEOF      uint64
+	}{
+		{"all taken", []int{1, 2}, nil, []string{"1", "2"}, io.EOF, 0},
+		{"gap, later block held", []int{1, 3}, nil, []string{"1"}, jxtarel.ErrIncomplete, 0},
+		{"block after the end", []int{1}, []int{2}, []string{"1"}, jxtarel.ErrIncomplete, 1},
+		{"taken block repeated after the end", []int{1}, []int{1}, []string{"1"}, io.EOF, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := jxtarel.New(func(context.Context, *message.Message) error { return nil })
+			noErr(t, err)
+			defer r.Close()
+			for _, seq := range tc.before {
+				r.Handle(block(seq, []byte(fmt.Sprint(seq))))
+			}
+			r.SetEOF(io.EOF)
+			var got []string
+			for len(got) < len(tc.want) {
+				p, err := r.Receive(context.Background())
+				noErr(t, err)
+				got = append(got, string(p))
+			}
+			for _, seq := range tc.after {
+				r.Handle(block(seq, []byte(fmt.Sprint(seq))))
+			}
+			equal(t, tc.want, got)
+			for range 2 { // and it stays so
+				_, err = r.Receive(context.Background())
+				isErr(t, err, tc.wantErr)
+			}
+			equal(t, tc.afterEOF, r.Stats().AfterEOF)
+		})
+	}
+}
+
 // A peer that never acknowledges holds the sender to its window, and
 // after the give-up time the connection fails.
 func TestPeerThatNeverAcknowledges(t *testing.T) {

@@ -411,6 +411,8 @@ func (js *jxtaStream) Read(b []byte) (int, error) {
 // mapErr turns a reliable-layer error into what net.Conn callers expect.
 func (js *jxtaStream) mapErr(err error, ctx context.Context) error {
 	switch {
+	case errors.Is(err, jxtarel.ErrIncomplete):
+		return fmt.Errorf("%w: %w", ErrReset, err)
 	case errors.Is(err, io.EOF):
 		return io.EOF
 	case errors.Is(err, context.Canceled) && js.ctx.Err() != nil, errors.Is(err, jxtarel.ErrClosed):

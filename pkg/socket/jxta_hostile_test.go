@@ -524,3 +524,35 @@ func TestJXTACloseAfterRemoteCloseReportsUnacknowledged(t *testing.T) {
 		t.Fatal("Close returned nil though the peer never acknowledged the bytes written")
 	}
 }
+
+// A JXTA peer that closes its socket while a block it sent is missing
+// (JXSE sends close only once every block is acknowledged, so never with
+// a gap), with a later block held here: Read returns what came in order,
+// then fails with ErrReset and jxtarel.ErrIncomplete, not io.EOF, which
+// would pass the part for the whole and drop the held block in silence.
+func TestJXTACloseWithBlockMissing(t *testing.T) {
+	t.Parallel()
+	h, serverPipe, addr, c := hostileAccepted(t, "close-with-gap")
+	send := func(m *message.Message) {
+		t.Helper()
+		if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block := func(seq int, data string) *message.Message {
+		return message.New(message.Element{Namespace: jxtarel.Namespace, Name: strconv.Itoa(seq), MIME: jxtarel.BlockMIME, Data: []byte(data)})
+	}
+	send(block(1, "head "))
+	send(block(3, "tail")) // block 2 never sent
+	until(t, "both blocks received", func() bool { st, _ := c.ReliableStats(); return st.BlocksReceived == 2 })
+	send(message.New(message.Text("JXTASOC", "close", "close")))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	t.Logf("read %q, then %v", got, err)
+	if string(got) != "head " {
+		t.Fatalf("read %q, want %q", got, "head ")
+	}
+	if err == nil || errors.Is(err, io.EOF) || !errors.Is(err, socket.ErrReset) || !errors.Is(err, jxtarel.ErrIncomplete) {
+		t.Fatalf("Read after a close with block 2 missing: %v, want socket.ErrReset and jxtarel.ErrIncomplete", err)
+	}
+}

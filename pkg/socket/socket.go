@@ -110,7 +110,8 @@ var (
 	ErrInsecure  = errors.New("socket: connection is not authenticated and encrypted")
 	// ErrReset is what a Conn's Read and Write fail with once its stream
 	// ended without a clean close: the other side reset it (Conn.Reset),
-	// its peer went away, or the connection to it was lost. Unlike after
+	// its peer went away, the connection to it was lost, or a JXTA peer
+	// closed with a block it sent missing (jxtarel.ErrIncomplete). Unlike after
 	// io.EOF, what was read may be only part of what was sent. It also
 	// matches libp2p's network.ErrReset, and never io.EOF.
 	ErrReset = errors.New("socket: connection reset")
