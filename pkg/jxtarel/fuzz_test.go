@@ -3,6 +3,7 @@ package jxtarel_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"testing"
 
@@ -41,8 +42,8 @@ func FuzzParseAck(f *testing.F) {
 }
 
 // FuzzHandle feeds a receiving Conn element names and data as a hostile
-// peer would send them: nothing panics, and what is buffered stays within
-// the receive buffer.
+// peer would send them, the second after the peer's end: nothing panics,
+// what is buffered stays within the receive buffer, and Receive ends.
 func FuzzHandle(f *testing.F) {
 	f.Add("1", []byte("data"), "ack", []byte{0, 0, 0, 1})
 	f.Add("2147483647", []byte("x"), "retry", []byte("RETRY"))
@@ -57,10 +58,21 @@ func FuzzHandle(f *testing.F) {
 			message.Element{Namespace: jxtarel.Namespace, Name: name1, MIME: jxtarel.BlockMIME, Data: data1},
 			message.Element{Namespace: jxtarel.Namespace, Name: name2, MIME: jxtarel.AckMIME, Data: data2},
 		))
+		c.SetEOF(io.EOF)
 		c.Handle(message.New(message.Element{Namespace: jxtarel.Namespace, Name: name1, MIME: jxtarel.BlockMIME, Data: data2}))
 		st := c.Stats()
 		if st.BlocksReceived > 3 {
 			t.Fatalf("stats %+v", st)
+		}
+		// After the end, Receive returns what came in order, then the
+		// end, or ErrIncomplete when a block was missing before others.
+		for range 4 {
+			if _, err = c.Receive(context.Background()); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, jxtarel.ErrIncomplete) {
+			t.Fatalf("Receive after the end: %v", err)
 		}
 	})
 }
