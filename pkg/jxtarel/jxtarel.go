@@ -47,8 +47,9 @@
 // its retransmission timeout — twice the smoothed round trip, at least
 // MinRTO, doubled at each retransmission, at most MaxRTO — is sent again;
 // a block that selective acknowledgements show missing is sent again at
-// once, at most once per round trip, and only when an acknowledgement
-// brings news; acknowledgements of blocks never sent are counted
+// once, only once (then at its timeouts), no sooner than a round trip
+// after it was last sent, and only when an acknowledgement brings news;
+// acknowledgements of blocks never sent are counted
 // (BadAcks) and ignored. When the oldest unacknowledged block
 // has waited WithGiveUp (60 s, JXSE's figure), the connection fails with
 // ErrTimeout.
@@ -251,6 +252,11 @@ type outBlock struct {
 	rto     time.Duration
 	retries int
 	fast    bool // selective acknowledgements show it missing
+	// fastDone: it was sent again at once already. A peer that takes one
+	// block per acknowledgement (news each time) while naming a block
+	// above others as received would otherwise have all of those sent,
+	// and signed, again at every acknowledgement.
+	fastDone bool
 	// sacked: a selective acknowledgement says the peer holds it. It is
 	// not sent again, but it stays in the window until the cumulative
 	// acknowledgement covers it: the peer keeps it in its receive buffer
@@ -499,14 +505,15 @@ func (c *Conn) handleAck(data []byte) {
 			}
 		}
 		// A block below one acknowledged is missing; resend it at
-		// once, but at most once per round trip, and only when this
-		// acknowledgement brings news: the same one repeated (a receiver
-		// waiting for the block, or a peer replaying one ack to have the
-		// window signed and sent again and again) leaves the block to
-		// its retransmission timeout, which backs off.
+		// once, but only once, a round trip after it was last sent, and
+		// only when this acknowledgement brings news: the same one
+		// repeated (a receiver waiting for the block, or a peer replaying
+		// one ack to have the window signed and sent again and again),
+		// or new ones claiming it missing again, leave the block to its
+		// retransmission timeout, which backs off.
 		hole := false
 		for _, b := range c.unacked {
-			if news && !b.sacked && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
+			if news && !b.sacked && !b.fastDone && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
 				b.fast, hole = true, true
 			}
 		}
@@ -823,7 +830,9 @@ func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Messa
 		if b.sacked || !b.fast && now.Sub(b.last) < b.rto {
 			continue
 		}
-		if !b.fast {
+		if b.fast {
+			b.fastDone = true
+		} else {
 			b.rto = min(2*b.rto, MaxRTO) // back off
 		}
 		b.last, b.fast = now, false

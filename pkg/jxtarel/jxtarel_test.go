@@ -359,6 +359,28 @@ func TestReceiveBounds(t *testing.T) {
 	}
 }
 
+// A peer that takes one block per acknowledgement, each naming as
+// received the block above a run it claims missing, has each block of
+// the run sent again at once only once: not the run at each
+// acknowledgement (18 acknowledgements, 153 blocks resent).
+func TestAdvancingAckResendsOnce(t *testing.T) {
+	a, err := jxtarel.New(func(context.Context, *message.Message) error { return nil })
+	noErr(t, err)
+	defer a.Close()
+	for range 20 {
+		noErr(t, a.Send(context.Background(), []byte("block")))
+	}
+	for k := range int32(18) {
+		a.Handle(ack(k+1, 20))
+		time.Sleep(15 * time.Millisecond) // past the 10 ms a block waits before it is resent at once
+	}
+	// 18 blocks once each; once more on their timeout (1 s, no round
+	// trip measured) should the test stall.
+	if n := a.Stats().Retransmitted; n > 2*18 {
+		t.Fatalf("18 acknowledgements had %d blocks resent", n)
+	}
+}
+
 // Acknowledgements of blocks never sent are refused and counted.
 func TestBadAcks(t *testing.T) {
 	a, err := jxtarel.New(func(context.Context, *message.Message) error { return nil })

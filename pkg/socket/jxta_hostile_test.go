@@ -32,6 +32,7 @@ type hostileJXTA struct {
 	resp    chan *message.Message
 	answers atomic.Int64 // connect responses it received
 	blocks  atomic.Int64 // reliable blocks it received
+	highest atomic.Int64 // the highest block's sequence number
 	ackRecv atomic.Int64
 }
 
@@ -58,6 +59,10 @@ func newHostileJXTA(t *testing.T, opts ...jxtatcp.Option) *hostileJXTA {
 				h.ackRecv.Add(1)
 			} else {
 				h.blocks.Add(1)
+				if seq, err := strconv.ParseInt(e.Name, 10, 32); err == nil {
+					for old := h.highest.Load(); seq > old && !h.highest.CompareAndSwap(old, seq); old = h.highest.Load() {
+					}
+				}
 			}
 		}
 	}, opts...)
@@ -554,5 +559,46 @@ func TestJXTACloseWithBlockMissing(t *testing.T) {
 	}
 	if err == nil || errors.Is(err, io.EOF) || !errors.Is(err, socket.ErrReset) || !errors.Is(err, jxtarel.ErrIncomplete) {
 		t.Fatalf("Read after a close with block 2 missing: %v, want socket.ErrReset and jxtarel.ErrIncomplete", err)
+	}
+}
+
+// A reader that acknowledges one block at a time, each acknowledgement
+// also naming as received a block above a run it claims missing (it got
+// them all), gets each claimed-missing block resent at once only once,
+// then at its timeouts: not every one of them resent, and signed, at each
+// acknowledgement (100 acknowledgements had 504 blocks resent, five per
+// block it took).
+func TestJXTAAdvancingAckResendsOnce(t *testing.T) {
+	t.Parallel()
+	_, l, a, addr, h := hostileListener(t, "hostile-sack-advance", socket.WithJXTABlockSize(1<<10))
+	serverPipe, c := h.connect(t, l, addr, a, true)
+	defer func() { c.SetWriteDeadline(time.Now()); c.Close() }()
+	go c.Write(make([]byte, 400<<10)) // 400 blocks
+	above := func(k int64) int64 {
+		t.Helper()
+		until(t, fmt.Sprintf("a block above %d", k+1), func() bool { return h.highest.Load() > k+1 })
+		return h.highest.Load()
+	}
+	const acks = 100
+	before, _ := c.ReliableStats()
+	top := above(18)
+	for k := int64(1); k <= acks; k++ {
+		if top <= k+1 {
+			top = above(k)
+		}
+		ack := message.New(message.Element{Namespace: jxtarel.Namespace, Name: "ack", MIME: jxtarel.AckMIME,
+			Data: jxtarel.AppendAck(nil, int32(k), []int32{int32(top)})})
+		if err := h.t.Send(ctx(t), addr, "PipeService", serverPipe, ack); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(15 * time.Millisecond) // past the 10 ms a block waits before it is resent at once
+	}
+	after, _ := c.ReliableStats()
+	resent := after.Retransmitted - before.Retransmitted
+	t.Logf("%d acknowledgements, each taking one block: %d blocks resent, %d blocks seen by the peer", acks, resent, h.blocks.Load())
+	// Each block at most once at once, and at most once more on its
+	// timeout (1 s: no round trip is measured) should the test stall.
+	if resent > 2*(acks+20) {
+		t.Fatalf("%d acknowledgements made the socket resend %d blocks", acks, resent)
 	}
 }
