@@ -2,7 +2,9 @@ package pipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -437,4 +439,53 @@ func unreadAndReadPipes(t *testing.T, s *pipe.Service) (unread, read *adv.PipeAd
 	}
 	t.Cleanup(func() { inRead.Close() })
 	return unread, read, inUnread, inRead
+}
+
+// A JXTA peer that closes its reliable BiDi pipe with a plain close
+// message (JXSE sends its close as the next reliable block): Receive
+// returns every message that came before it, in order, then io.EOF; if
+// a block was missing, with a later one held, it fails with
+// jxtarel.ErrIncomplete instead, not io.EOF, which would pass the part
+// for the whole and drop the held message in silence (the first row
+// passed before too).
+func TestJXTABidiPlainClose(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		blocks  []int // sent as messages "m1", "m2", …
+		want    []string
+		wantErr error
+	}{
+		{"in order", []int{1, 2, 3}, []string{"m1", "m2", "m3"}, io.EOF},
+		{"block missing", []int{1, 3}, []string{"m1"}, jxtarel.ErrIncomplete},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			hb, b := openHostileBidi(t, ctx, pipe.WithQueueLen(1))
+			for _, seq := range tc.blocks {
+				hb.block(t, ctx, seq, message.New(message.Text("app", "n", "m"+strconv.Itoa(seq))))
+			}
+			// The close comes after the blocks, on the same connection.
+			if err := hb.h.Send(ctx, hb.addr, pipe.JXTAPipeService, hb.serverPipe, message.New(message.Text("JXTABIP", "close", "close"))); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			var err error
+			for {
+				rctx, c := context.WithTimeout(ctx, 20*time.Second)
+				var m *message.Message
+				m, err = b.Receive(rctx)
+				c()
+				if err != nil {
+					break
+				}
+				e, _ := m.Get("app", "n")
+				got = append(got, string(e.Data))
+			}
+			t.Logf("received %v, then %v", got, err)
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("received %v, then %v; want %v, then %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
 }

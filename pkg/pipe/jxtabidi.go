@@ -139,7 +139,11 @@ func (b *Bidi) handleJXTA(r *Received) {
 	if jb.rel != nil {
 		if !jb.rel.Handle(r.Message) {
 			if _, ok := r.Message.Get(bidiNS, bidiClose); ok {
-				b.end(io.EOF) // a plain close, as an unreliable peer sends it
+				// A plain close, as an unreliable peer sends it: the
+				// pump ends the Bidi once it has taken every block
+				// before it, or fails it if one is missing
+				// (jxtarel.ErrIncomplete).
+				jb.rel.SetEOF(io.EOF)
 			}
 		}
 		return
