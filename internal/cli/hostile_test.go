@@ -285,3 +285,81 @@ func TestSendExitStatusNotChosenByPeer(t *testing.T) {
 		t.Fatalf("send to a peer refusing its message exited %d (%q), want 1 with the peer's reason", r.code, r.stderr)
 	}
 }
+
+// TestRecvSocketJXTACloseWithGap: a JXTA peer opens a JxtaSocket to
+// recv --socket by hand, sends blocks 1 and 3 of its stream, never 2, and
+// closes (JXSE closes only once every block is acknowledged): recv exits
+// 1 saying the peer ended with data missing, instead of 0 with the first
+// block alone as if it were the whole stream.
+func TestRecvSocketJXTACloseWithGap(t *testing.T) {
+	advFile := newPipeAdv(t, "unicast")
+	out, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	recv := startTo(t, nil, out, "recv", "--socket", "--pipe", advFile, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
+	jxtaAddr := ""
+	for _, x := range recv.addrs {
+		if rest, ok := strings.CutPrefix(x, "jxta "); ok {
+			jxtaAddr, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan *message.Message, 4)
+	h, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
+		if _, ok := in.Message.Get("JXTASOC", "remPipe"); ok {
+			select {
+			case answers <- in.Message:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	mine, _ := adv.New(adv.Unicast, "hostile.remote", "")
+	mineXML, _ := mine.Marshal()
+	pa := `<?xml version="1.0" encoding="UTF-8"?><jxta:PA xmlns:jxta="http://jxta.org"><PID>` + ident.ID().String() + `</PID></jxta:PA>`
+	send := func(to string, m *message.Message) {
+		t.Helper()
+		if err := h.Send(ctx, jxtaAddr, pipe.JXTAPipeService, to, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(readAdv(t, advFile).ID.String(), message.New(
+		message.Element{Namespace: "JXTASOC", Name: "reqPipe", MIME: message.XMLUTF8, Data: mineXML},
+		message.Element{Namespace: "JXTASOC", Name: "remPeer", MIME: message.XMLUTF8, Data: []byte(pa)},
+		message.Text("JXTASOC", "stream", "true")))
+	var serverPipe string
+	select {
+	case m := <-answers:
+		e, _ := m.Get("JXTASOC", "remPipe")
+		rp, err := adv.Parse(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverPipe = rp.ID.String()
+	case <-ctx.Done():
+		t.Fatal("no connect response")
+	}
+	block := func(seq, data string) *message.Message {
+		return message.New(message.Element{Namespace: "jxtarel", Name: seq, MIME: "application/x-jxta-reliable-block", Data: []byte(data)})
+	}
+	send(serverPipe, block("1", "head\n"))
+	send(serverPipe, block("3", "tail\n")) // block 2 never sent
+	send(serverPipe, message.New(message.Text("JXTASOC", "close", "close")))
+	code := recv.wait(t)
+	got, _ := os.ReadFile(out.Name())
+	stderr := strings.Join(recv.stderr, "\n")
+	t.Logf("exit %d, output %q, stderr %q", code, got, stderr)
+	if code != 1 || !strings.Contains(stderr, "p2pmsg: the peer ended its stream with data missing: ") {
+		t.Fatalf("recv --socket from a peer that closed with block 2 missing: exit %d, stderr %q; want 1 and the cause", code, stderr)
+	}
+}

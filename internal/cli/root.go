@@ -185,7 +185,8 @@ const maxErrorLine = 160
 // shortError is err as one line that leads with its root cause when one
 // is recognised (a refused or reset connection, an unreachable host or
 // peer, a timeout, a peer with another identity than expected, a stream
-// the peer reset), followed by what was being done, cut to maxErrorLine.
+// the peer reset or ended with data missing), followed by what was being
+// done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(err.Error())
 	if r := refusal(err); r != "" {
@@ -199,6 +200,8 @@ func shortError(err error) string {
 		cause = "the peer can no longer be reached"
 	case errors.Is(err, jxtarel.ErrTimeout):
 		cause = "the peer stopped acknowledging"
+	case errors.Is(err, jxtarel.ErrIncomplete):
+		cause = "the peer ended its stream with data missing"
 	case errors.As(err, &errno):
 		cause = errno.Error()
 	case errors.Is(err, context.DeadlineExceeded):
