@@ -45,6 +45,9 @@ func connected(t *testing.T, sa *pipe.Service, l *pipe.Listener, to pipe.Resolve
 		t.Fatal(err)
 	}
 	remote = <-accepted
+	if remote == nil {
+		t.FailNow() // Accept failed, reported above
+	}
 	t.Cleanup(func() { remote.Close() })
 	return local, remote
 }

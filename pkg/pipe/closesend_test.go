@@ -35,29 +35,12 @@ func outputPair(t *testing.T, sa, sb *pipe.Service) (sendCloser, receiverFunc) {
 }
 
 func bidiPair(t *testing.T, sa, sb *pipe.Service) (sendCloser, receiverFunc) {
-	a := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(a)
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	accepted := make(chan *pipe.Bidi, 1)
-	go func() {
-		c, err := l.Accept(ctx(t))
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
-	c, err := sa.Connect(ctx(t), a, pipe.ToPeers(sb.Endpoint().Node().AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-accepted
-	if s == nil {
-		t.FailNow()
-	}
-	t.Cleanup(func() { s.Close() })
+	c, s := connected(t, sa, l, pipe.ToPeers(sb.Endpoint().Node().AddrInfo()))
 	return c, s.Receive
 }
 
