@@ -76,3 +76,18 @@ func SetLargePrepareHook(f func()) { testHookLargePrepare = f }
 // SetInterruptHook sets testHookInterrupt: f runs for each sender a
 // SendGroup's Close visits.
 func SetInterruptHook(f func()) { testHookInterrupt = f }
+
+// SetTakeHook sets testHookTake: f runs, with snd.mu held, with how many
+// Sends waiting for room a batch taken woke.
+func SetTakeHook(f func(woken int)) { testHookTake = f }
+
+// HoldWriter takes the writer's token of s's sender for p, as a write in
+// progress holds it, until the function returned is called: Sends then
+// queue, and wait once the queue is full.
+func HoldWriter(s *Service, p peer.ID) (release func()) {
+	s.mu.Lock()
+	snd := s.senders[p]
+	s.mu.Unlock()
+	snd.lock <- struct{}{}
+	return func() { <-snd.lock }
+}

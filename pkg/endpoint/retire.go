@@ -164,7 +164,7 @@ func (snd *sender) retire() (r *report, end func() error, ok bool) {
 	defer snd.release()
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
-	if snd.closed || snd.dead || len(snd.pend) > 0 || snd.flushing || snd.room != nil {
+	if snd.closed || snd.dead || len(snd.pend) > 0 || snd.flushing || len(snd.waiters) > 0 {
 		return nil, nil, false
 	}
 	ended := snd.back == nil || isClosed(snd.back.done)

@@ -39,8 +39,8 @@ import (
 // memory, after whatever is queued before it.
 //
 // The queue holds at most pendMax bytes; a Send that finds it full waits
-// until the flusher takes it, or until its ctx ends, and then its message
-// is not sent. So backpressure is what it was: a slow receiver stalls the
+// until the flusher takes it and its turn comes (takeLocked), or until its
+// ctx ends, and then its message is not sent. So backpressure is what it was: a slow receiver stalls the
 // flusher's write, the queue fills, and Sends wait.
 
 // smallMax bounds the element data of a message that is queued; larger
@@ -94,8 +94,12 @@ type sender struct {
 	// the back channel's end): a sender kept for a peer no longer sent
 	// to holds no buffer.
 	pend, spare []byte
-	flushing    bool          // a flusher runs, or is about to
-	room        chan struct{} // closed when pend is taken; nil when nobody waits for room
+	flushing    bool // a flusher runs, or is about to
+	// waiters are the Sends waiting for room in pend, oldest first, each
+	// woken by closing its channel; filled says one found pend full since
+	// it was last taken (takeLocked).
+	waiters []chan struct{}
+	filled  bool
 	// unacked counts messages accepted on st since it opened or was
 	// flushed; lost records that a stream with such messages was reset,
 	// for the next Flush to report, and failed why, for the next Send.
@@ -172,13 +176,21 @@ func (snd *sender) send(ctx context.Context, g *SendGroup, service, param string
 	if !smallMessage(m) {
 		return snd.sendLarge(ctx, g, service, param, m)
 	}
+	woken := false // by a batch taken: a failure passes the wake on
 	for {
 		snd.mu.Lock()
 		if err := snd.checkLocked(); err != nil {
+			if woken {
+				snd.passOnLocked()
+			}
 			snd.mu.Unlock()
 			return err
 		}
 		if snd.st == nil {
+			if woken {
+				snd.passOnLocked()
+				woken = false
+			}
 			snd.mu.Unlock()
 			if err := snd.acquire(ctx, g, "sending to"); err != nil {
 				return err
@@ -199,25 +211,29 @@ func (snd *sender) send(ctx context.Context, g *SendGroup, service, param string
 		}
 		if err != nil {
 			snd.pend, snd.last = pend[:start], last
+			if woken {
+				snd.passOnLocked()
+			}
 			snd.mu.Unlock()
 			return err
 		}
 		if len(pend) > pendMax && start > 0 {
 			// Full: wait until the flusher takes the queue.
 			snd.pend, snd.last = pend[:start], last
-			if snd.room == nil {
-				snd.room = make(chan struct{})
-			}
-			room := snd.room
+			w := make(chan struct{})
+			snd.waiters, snd.filled = append(snd.waiters, w), true
 			snd.mu.Unlock()
 			select {
-			case <-room:
+			case <-w:
+				woken = true
 				continue
 			case <-ctx.Done():
-				return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ctx.Err())
+				err = fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ctx.Err())
 			case <-g.done():
-				return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ErrGroupClosed)
+				err = fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, ErrGroupClosed)
 			}
+			snd.leave(w)
+			return err
 		}
 		snd.pend = pend
 		snd.unacked++
@@ -447,15 +463,76 @@ func (snd *sender) flushLoop() {
 	}
 }
 
-// takeLocked takes the queue, waking Sends that wait for room.
+// takeLocked takes the queue and wakes Sends waiting for room: the
+// oldest alone if a Send found the queue full since it was last taken,
+// else all.
+//
+// A queue that filled while the last batch was written was filled by
+// Sends already running, such as senders in loops, which come back for
+// more: they fill the room made now too, and every waiting Send woken
+// besides would find the queue full again and wait anew, taking CPU from
+// the stream's writer and, on one machine, from the receiver, for no
+// message sent. A queue that did not fill has room for every Send
+// waiting (Sends that come once, such as a burst of replies), which then
+// leave in one batch. The oldest goes first: room is handed out in turn.
 func (snd *sender) takeLocked() ([]byte, network.Stream) {
 	batch := snd.pend
 	snd.pend, snd.spare, snd.last = snd.spare[:0], nil, lastDest{}
-	if snd.room != nil {
-		close(snd.room)
-		snd.room = nil
+	if n := len(snd.waiters); n > 0 {
+		if snd.filled {
+			n = 1
+		}
+		if testHookTake != nil {
+			testHookTake(n)
+		}
+		for range n {
+			snd.wakeLocked()
+		}
 	}
+	snd.filled = false
 	return batch, snd.st
+}
+
+// testHookTake, if set (by tests), runs with how many Sends a batch taken
+// woke, when any waited.
+var testHookTake func(woken int)
+
+// wakeLocked wakes the oldest Send waiting for room.
+func (snd *sender) wakeLocked() {
+	if len(snd.waiters) > 0 {
+		close(snd.waiters[0])
+		snd.waiters[0] = nil
+		snd.waiters = snd.waiters[1:]
+	}
+}
+
+// passOnLocked is a woken Send's turn ending without a message queued
+// (it failed, or its ctx ended): the next waiting Send is woken if the
+// queue has room left, since no batch taken may come to wake it.
+func (snd *sender) passOnLocked() {
+	if len(snd.pend) < pendMax {
+		snd.wakeLocked()
+	}
+}
+
+// wakeAllLocked wakes every Send waiting for room: the stream ended.
+func (snd *sender) wakeAllLocked() {
+	for _, w := range snd.waiters {
+		close(w)
+	}
+	snd.waiters = nil
+}
+
+// leave takes w, a Send's wait for room that its ctx or group ended,
+// from the waiters; if it was woken meanwhile, the wake passes on.
+func (snd *sender) leave(w chan struct{}) {
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	if i := slices.Index(snd.waiters, w); i >= 0 {
+		snd.waiters = slices.Delete(snd.waiters, i, i+1)
+		return
+	}
+	snd.passOnLocked()
 }
 
 // writeBatch writes frames taken from the queue to st, with the token
@@ -487,10 +564,7 @@ func (snd *sender) failLocked(err error, async bool) {
 	snd.st.Reset()
 	snd.st = nil
 	snd.pend, snd.spare = nil, nil
-	if snd.room != nil {
-		close(snd.room)
-		snd.room = nil
-	}
+	snd.wakeAllLocked()
 	if snd.unacked > 0 {
 		snd.lost, snd.unacked = true, 0
 		if async {
@@ -822,6 +896,7 @@ func (snd *sender) drain(ctx context.Context) {
 func (snd *sender) close() {
 	snd.mu.Lock()
 	snd.closed = true
+	snd.wakeAllLocked()
 	snd.watch.close(snd.st)
 	snd.mu.Unlock()
 	snd.lock <- struct{}{}
