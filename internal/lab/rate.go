@@ -66,6 +66,9 @@ type RateConfig struct {
 	// MaxTime bounds a maximum-rate run at the warm-up's rate (default
 	// 3 s): a slow layer sends fewer than Messages.
 	MaxTime time.Duration
+	// WarmTime is how long each size's warm-up lasts at least (default
+	// DefaultWarmTime; see rateCell).
+	WarmTime time.Duration
 	// LatencyTime is how long the latency run offers Load times the
 	// measured maximum rate (default DefaultLatencyTime).
 	LatencyTime time.Duration
@@ -191,6 +194,12 @@ func runRateRig(ctx context.Context, cfg RateConfig, transport, layer string, sh
 
 // rateCell measures one size: a warm-up, a run at the maximum rate, and
 // a run at half of it for the latency.
+//
+// The warm-up lasts WarmTime at least, at the layer's rate: long enough
+// for the stream's flow-control windows (yamux grows them with use) and
+// the garbage collector's pacing to reach what they are in steady use,
+// which a pass of a few milliseconds does not, so that a cell measures
+// the layer, not what ran before it in the process.
 func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, sh RateShape, size int) (RateResult, error) {
 	n := cmpInt(cfg.Messages, 200_000)
 	maxBytes := cfg.MaxBytes
@@ -211,6 +220,20 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	wt, _, _, err := ratePass(ctx, rig, sink, sh, size, warm, copies, 0, 0, stall)
 	if err != nil {
 		return res, fmt.Errorf("warm-up: %w", err)
+	}
+	warmTime := cfg.WarmTime
+	if warmTime <= 0 {
+		warmTime = DefaultWarmTime
+	}
+	if wt > 0 && wt < warmTime {
+		// The rest of warmTime, at the first pass's rate.
+		more := min(int(float64(warm)*float64(warmTime-wt)/float64(wt)), int(maxBytes/int64(size)))
+		more -= more % (sh.Senders * sh.Peers)
+		if more > 0 {
+			if _, _, _, err := ratePass(ctx, rig, sink, sh, size, more, copies, 0, 0, stall); err != nil {
+				return res, fmt.Errorf("warm-up: %w", err)
+			}
+		}
 	}
 	// A run lasts about MaxTime at the warm-up's rate: slow layers
 	// (propagate signs every message) send fewer.
@@ -256,6 +279,10 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	}
 	return res, nil
 }
+
+// DefaultWarmTime is the shortest warm-up of a cell (see rateCell), little
+// beside the second of its latency run.
+const DefaultWarmTime = 250 * time.Millisecond
 
 // DefaultLatencyTime is how long the latency run offers its load unless
 // RateConfig.LatencyTime says otherwise: long enough for a p99 of

@@ -18,6 +18,7 @@ func TestRunRate(t *testing.T) {
 		Sizes:       []int{16, 2 << 10},
 		Shapes:      []lab.RateShape{{Senders: 1, Peers: 1}, {Senders: 2, Peers: 2}},
 		Messages:    2000,
+		WarmTime:    time.Millisecond,
 		LatencyTime: 100 * time.Millisecond,
 	})
 	if err != nil {
