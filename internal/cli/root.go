@@ -219,10 +219,15 @@ func shortError(err error) string {
 	return cause + ": " + cutLine(strings.TrimSuffix(s, ": "+cause), maxErrorLine)
 }
 
-// cutLine cuts s to at most n bytes and an ellipsis, on a rune boundary.
+// cutLine cuts s to at most n bytes and an ellipsis: after a word if one
+// ends in the last quarter of the n bytes (a word cut in two reads as a
+// typo), else on a rune boundary (a long URN or address).
 func cutLine(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	if i := strings.LastIndexByte(s[:n+1], ' '); i >= n*3/4 {
+		return strings.TrimRight(s[:i], ",;:") + " …"
 	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
