@@ -131,10 +131,7 @@ run's JSON lines again.`,
 					}
 				}
 			}
-			if err := prepareOutDir(out); err != nil {
-				return err
-			}
-			if from != "" { // reports of an earlier run
+			if from != "" { // reports of an earlier run, read before --out is made
 				f, err := os.Open(from)
 				if err != nil {
 					return err
@@ -144,12 +141,18 @@ run's JSON lines again.`,
 				if err != nil {
 					return err
 				}
+				if err := prepareOutDir(out); err != nil {
+					return err
+				}
 				if out != "" {
 					if err := writeGridFiles(out, res, nil); err != nil {
 						return err
 					}
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
+			}
+			if err := prepareOutDir(out); err != nil {
+				return err
 			}
 			models := adaptive.NewModels()
 			if modelsFile != "" {

@@ -281,6 +281,24 @@ func TestLabRefusedLeavesNoOutDir(t *testing.T) {
 	}
 }
 
+// lab grid --from whose file cannot be read fails before it makes its
+// --out directory (before, "lab grid --from nosuch --out d" failed with
+// exit 1 and left an empty d/).
+func TestLabGridFromUnreadableLeavesNoOutDir(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{filepath.Join(t.TempDir(), "nosuch"), bad} {
+		out := filepath.Join(t.TempDir(), "out")
+		r := runRefused(t, "lab", "grid", "--from", from, "--out", out)
+		failsCleanly(t, r)
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("--from %s: failed (%q), but left its --out directory behind", filepath.Base(from), r.stderr)
+		}
+	}
+}
+
 // lab amtt's reports have one row per document and one table per profile:
 // a document or profile given twice is refused, not measured twice with
 // one of the two results missing from the table (and both in --json).
