@@ -146,10 +146,10 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 		args []string
 		want string // the line after "p2pmsg: "; before, in the comment
 	}{
-		{[]string{"adv", "show"}, "missing FILE: the advertisement to show (- for stdin)"},          // accepts 1 arg(s), received 0
-		{[]string{"adv", "show", "a", "b"}, "2 files given: adv show takes one"},                    // accepts 1 arg(s), received 2
-		{[]string{"codec", "train", "x.xml"}, "--codec is required: xml or zstd"},                   // --codec "": want xml or zstd
-		{[]string{"lab", "rate", "--layer", "bogus"}, `lab: unknown layer: "bogus" (have stream, `}, // (rate layers: [stream stream-bufio …])
+		{[]string{"adv", "show"}, "missing FILE: the advertisement to show (- for stdin)"},     // accepts 1 arg(s), received 0
+		{[]string{"adv", "show", "a", "b"}, "2 files given: adv show takes one"},               // accepts 1 arg(s), received 2
+		{[]string{"codec", "train", "x.xml"}, "--codec is required: xml or zstd"},              // --codec "": want xml or zstd
+		{[]string{"lab", "rate", "--layer", "bogus"}, `unknown layer: "bogus" (have stream, `}, // (rate layers: [stream stream-bufio …])
 		// a value a flag cannot parse: before, pflag's 'invalid argument
 		// "x" for "--count" flag: strconv.ParseInt: parsing "x": invalid syntax'
 		{[]string{"send", "--count", "x"}, `--count "x": want an integer`},
@@ -157,6 +157,12 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 		{[]string{"lab", "grid", "--max-message", "5"}, `--max-message "5": want a duration with its unit`},
 		{[]string{"lab", "amtt", "--json=maybe"}, `--json "maybe": want true or false`},
 		{[]string{"codec", "train", "--id", "-1"}, `--id "-1": want an integer of 0 or more`},
+		// the packages a check sits in are not named: before, "swarm:
+		// configuration: a swarm of 1 peers…", "lab: invalid grid
+		// configuration: linkemu: unknown profile…", "lab: unknown layer…"
+		{[]string{"lab", "swarm", "--peers", "1"}, `invalid configuration: a swarm of 1 peers: use 4 or more`},
+		{[]string{"lab", "grid", "--profile", "nosuch"}, `invalid grid configuration: unknown profile "nosuch" (have cable, `},
+		{[]string{"lab", "amtt", "--profile", "nosuch"}, `unknown profile "nosuch" (have cable, `},
 	} {
 		r := run(t, nil, c.args...)
 		failsCleanly(t, r)

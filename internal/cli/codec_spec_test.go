@@ -20,10 +20,10 @@ func TestCodecSpecErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"codec", "encode", "--codec", "gzip:x"}, `encoding: bad codec spec "gzip:x": level "x"`},
+		{[]string{"codec", "encode", "--codec", "gzip:x"}, `p2pmsg: bad codec spec "gzip:x": level "x"`},
 		{[]string{"codec", "encode", "--codec", "gzip:0"}, `bad codec spec "gzip:0"`},
-		{[]string{"codec", "encode", "--codec", "lzma"}, `p2pmsg: encoding: bad codec spec "lzma": unknown codec (have `},
-		{[]string{"codec", "encode", "--codec", "zstd:99"}, `p2pmsg: encoding: bad codec spec "zstd:99": invalid option: zstd level 99`},
+		{[]string{"codec", "encode", "--codec", "lzma"}, `p2pmsg: bad codec spec "lzma": unknown codec (have `},
+		{[]string{"codec", "encode", "--codec", "zstd:99"}, `p2pmsg: bad codec spec "zstd:99": invalid option: zstd level 99`},
 		// A chain that does not parse says why, even with a key (before:
 		// 'has no seal: nothing would be encrypted').
 		{[]string{"codec", "encode", "--codec", "zstd,,seal", "--key", psk}, `bad codec spec "zstd,,seal": codec 2 of 3 (""): name: empty`},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,16 +109,40 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "p2pmsg: %s\n", shortError(err))
+	line := shortError(err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		line = withoutPackages(line)
+	}
+	fmt.Fprintf(stderr, "p2pmsg: %s\n", line)
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var ue usageError
 	if errors.As(err, &ue) {
 		return ExitUsage
 	}
 	return ExitError
+}
+
+// internalPackages are the packages under the commands whose errors name
+// them, as Go errors do ("linkemu: unknown profile"): a command line's
+// error says what is wrong in the command's terms, not where the check
+// sits (withoutPackages).
+var internalPackages = []string{"lab", "swarm", "linkemu", "encoding", "adaptive", "pathinfo", "codecbench", "datasets", "tgrun"}
+
+// withoutPackages drops from an error line the parts that are only a
+// package's name: "lab: invalid grid configuration: linkemu: unknown
+// profile" reads "invalid grid configuration: unknown profile".
+func withoutPackages(line string) string {
+	parts := strings.Split(line, ": ")
+	kept := parts[:0]
+	for _, p := range parts {
+		if !slices.Contains(internalPackages, p) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ": ")
 }
 
 // checkCommandLine makes cobra's own checks of the command line, for cmd

@@ -56,7 +56,7 @@ var Cases = []string{Idle, Propagate, Resolve, Relay, Churn}
 var ErrUnknownCase = errors.New("swarm: unknown case")
 
 // ErrConfig reports a Config Run cannot run.
-var ErrConfig = errors.New("swarm: configuration")
+var ErrConfig = errors.New("swarm: invalid configuration")
 
 // Config configures Run. Zero fields take the defaults given.
 type Config struct {
