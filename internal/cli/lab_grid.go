@@ -131,6 +131,13 @@ run's JSON lines again.`,
 					}
 				}
 			}
+			// --models is saved after the run: a directory that is not
+			// there is refused now, not made (the models' Save makes it).
+			if modelsFile != "" {
+				if _, err := os.Stat(filepath.Dir(modelsFile)); err != nil {
+					return usageError{fmt.Errorf("--models: %w", err)}
+				}
+			}
 			if from != "" { // reports of an earlier run, read before --out is made
 				f, err := os.Open(from)
 				if err != nil {

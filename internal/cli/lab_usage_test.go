@@ -299,6 +299,21 @@ func TestLabGridFromUnreadableLeavesNoOutDir(t *testing.T) {
 	}
 }
 
+// lab grid --models in a directory that is not there is refused before
+// the run, and the directory is not made (before, the grid ran and the
+// models' Save made it, mode 0700).
+func TestLabGridModelsDirNotMade(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodir")
+	r := runRefused(t, "lab", "grid", "--models", filepath.Join(dir, "m"), "--profile", "loopback", "--docs", "employees-1", "--switch=false", "--budget", "0")
+	failsCleanly(t, r)
+	if r.code != 2 || !strings.HasPrefix(string(r.stderr), "p2pmsg: no such file or directory: --models: stat ") {
+		t.Errorf("exit %d, %q; want 2 and the missing directory", r.code, r.stderr)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("made the --models directory")
+	}
+}
+
 // lab amtt's reports have one row per document and one table per profile:
 // a document or profile given twice is refused, not measured twice with
 // one of the two results missing from the table (and both in --json).
