@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
-	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -79,8 +77,8 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			if a.Type != adv.Unicast {
 				return usageError{fmt.Errorf("--pipe: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}
 			}
-			if ea, err := endpoint.ParseAddress(jxtaListen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
-				return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaListen)}
+			if err := checkJXTATCP("--jxta", jxtaListen, true, false); err != nil {
+				return err
 			}
 			if p2pPeer == "" && jxsePeer == "" {
 				return usageError{errors.New("nothing to bridge to: give --p2p-peer, --jxse-peer or both")}
@@ -91,8 +89,10 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 					return usageError{fmt.Errorf("--p2p-peer %q: want a multiaddr ending in /p2p/<peer id>: %v", p2pPeer, err)}
 				}
 			}
-			if jxsePeer != "" && !strings.HasPrefix(jxsePeer, "tcp://") && !strings.HasPrefix(jxsePeer, "jxta://") {
-				return usageError{fmt.Errorf("--jxse-peer %q: want tcp://HOST:PORT", jxsePeer)}
+			if jxsePeer != "" {
+				if err := checkJXTATCP("--jxse-peer", jxsePeer, false, true); err != nil {
+					return err
+				}
 			}
 			if count < 0 {
 				return usageError{errors.New("--count must be >= 0")}

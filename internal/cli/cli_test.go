@@ -163,6 +163,46 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 		{[]string{"lab", "swarm", "--peers", "1"}, `invalid configuration: a swarm of 1 peers: use 4 or more`},
 		{[]string{"lab", "grid", "--profile", "nosuch"}, `invalid grid configuration: unknown profile "nosuch" (have cable, `},
 		{[]string{"lab", "amtt", "--profile", "nosuch"}, `unknown profile "nosuch" (have cable, `},
+		// refused before it runs: before, exit 1 once the first rig
+		// opened ("lab: rate endpoint, 1 senders to 1 peers: lab:
+		// unknown transport…")
+		{[]string{"lab", "rate", "--transport", "udp"}, `invalid rate configuration: unknown transport "udp" (want tcp or quic)`},
+		// before, the swarm started building a million peers
+		{[]string{"lab", "swarm", "--peers", "1000000"}, `invalid configuration: a swarm of 1000000 peers in one process holds up to`},
+	} {
+		r := run(t, nil, c.args...)
+		failsCleanly(t, r)
+		if got := string(r.stderr); r.code != 2 || !strings.HasPrefix(got, "p2pmsg: "+c.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", c.args, r.code, got, "p2pmsg: "+c.want)
+		}
+	}
+}
+
+// A JXTA TCP address that cannot be listened at or dialled is a usage
+// error before anything starts. Before, recv --jxta and send --peer with
+// port 99999 failed with exit 1 ("jxtatcp: listen tcp: address 99999:
+// invalid port"; "no peer has the pipe bound … invalid port"), and
+// bridge --jxse-peer took any tcp:// string.
+func TestJXTAAddressesChecked(t *testing.T) {
+	a := run(t, nil, "adv", "new", "--type", "unicast", "--name", "addr")
+	if a.code != 0 {
+		t.Fatalf("adv new: %s", a.stderr)
+	}
+	advFile := filepath.Join(t.TempDir(), "a.xml")
+	if err := os.WriteFile(advFile, a.stdout, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"recv", "--pipe", advFile, "--jxta", "tcp://127.0.0.1:99999"}, `--jxta "tcp://127.0.0.1:99999": port "99999": want 0 to 65535`},
+		{[]string{"recv", "--pipe", advFile, "--jxta", "tcp://127.0.0.1"}, `--jxta "tcp://127.0.0.1": want tcp://ADDR:PORT`},
+		{[]string{"recv", "--pipe", advFile, "--jxta", "tcp://127.0.0.1:9/svc"}, `--jxta "tcp://127.0.0.1:9/svc": want tcp://ADDR:PORT`},
+		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "tcp://127.0.0.1:99999"}, `--peer "tcp://127.0.0.1:99999": port "99999": want 1 to 65535`},
+		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "tcp://127.0.0.1:0"}, `--peer "tcp://127.0.0.1:0": port "0": want 1 to 65535`},
+		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "tcp://:9701"}, `--peer "tcp://:9701": want tcp://HOST:PORT with a host`},
+		{[]string{"bridge", "--pipe", advFile, "--jxta", "tcp://127.0.0.1:0", "--jxse-peer", "tcp://127.0.0.1:70000"}, `--jxse-peer "tcp://127.0.0.1:70000": port "70000": want 1 to 65535`},
 	} {
 		r := run(t, nil, c.args...)
 		failsCleanly(t, r)

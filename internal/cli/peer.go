@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -187,4 +190,39 @@ directory, the one ` + "`p2pmsg recv`" + ` uses by default.`,
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
 	return cmd
+}
+
+// checkJXTATCP checks a JXTA TCP address from the command line,
+// tcp://HOST:PORT, before anything starts, so that a typo is a usage
+// error (exit 2) rather than a failure to listen or an unreachable peer.
+// A listen address may leave the host empty (every interface) and ask
+// for port 0 (any); a peer's needs both. jxta:// addresses (peer IDs,
+// resolved later) pass when peers allows them.
+func checkJXTATCP(flag, s string, listen, peers bool) error {
+	if peers && strings.HasPrefix(s, "jxta://") {
+		return nil
+	}
+	want := "tcp://HOST:PORT"
+	if listen {
+		want = "tcp://ADDR:PORT"
+	}
+	ea, err := endpoint.ParseAddress(s)
+	if err != nil || ea.Protocol != endpoint.ProtocolTCP || ea.Service != "" {
+		return usageError{fmt.Errorf("%s %q: want %s", flag, s, want)}
+	}
+	host, port, err := net.SplitHostPort(ea.Addr)
+	if err != nil {
+		return usageError{fmt.Errorf("%s %q: want %s", flag, s, want)}
+	}
+	least := uint64(1)
+	if listen {
+		least = 0
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n < least {
+		return usageError{fmt.Errorf("%s %q: port %q: want %d to 65535", flag, s, port, least)}
+	}
+	if host == "" && !listen {
+		return usageError{fmt.Errorf("%s %q: want %s with a host", flag, s, want)}
+	}
+	return nil
 }

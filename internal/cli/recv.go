@@ -102,8 +102,8 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				return err
 			}
 			if jxtaLen := jxtaListen; jxtaLen != "" {
-				if ea, err := endpoint.ParseAddress(jxtaLen); err != nil || ea.Protocol != endpoint.ProtocolTCP {
-					return usageError{fmt.Errorf("--jxta %q: want tcp://ADDR:PORT", jxtaLen)}
+				if err := checkJXTATCP("--jxta", jxtaLen, true, false); err != nil {
+					return err
 				}
 				if a.Type != adv.Unicast {
 					return usageError{fmt.Errorf("--jxta: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}

@@ -151,6 +151,9 @@ the peer has acknowledged every byte and answered the close.`,
 			var jxtaPeers []string
 			for _, s := range peers {
 				if strings.HasPrefix(s, "tcp://") || strings.HasPrefix(s, "jxta://") {
+					if err := checkJXTATCP("--peer", s, false, true); err != nil {
+						return err
+					}
 					jxtaPeers = append(jxtaPeers, s)
 					continue
 				}

@@ -156,6 +156,9 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 		return nil, fmt.Errorf("%w: pace step %v: want less than the latency run's %v", ErrRateConfig, cfg.PaceStep, lt)
 	}
 	transport := cmp(cfg.Transport, TransportTCP)
+	if transport != TransportTCP && transport != TransportQUIC {
+		return nil, fmt.Errorf("%w: unknown transport %q (want tcp or quic)", ErrRateConfig, transport)
+	}
 	var out []RateResult
 	for _, layer := range layers {
 		for _, sh := range shapes {

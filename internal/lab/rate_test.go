@@ -40,16 +40,20 @@ func TestRunRate(t *testing.T) {
 	}
 }
 
+// A configuration that cannot run is refused before anything runs (an
+// unknown transport, before, only once the first rig was opened).
 func TestRunRateRefuses(t *testing.T) {
-	for _, cfg := range []lab.RateConfig{
-		{Layers: []string{"nosuch"}},
-		{Sizes: []int{8}},
-		{Shapes: []lab.RateShape{{Senders: 0, Peers: 1}}},
+	for _, c := range []struct {
+		cfg  lab.RateConfig
+		want error
+	}{
+		{lab.RateConfig{Layers: []string{"nosuch"}}, lab.ErrUnknownLayer},
+		{lab.RateConfig{Sizes: []int{8}}, lab.ErrRateConfig},
+		{lab.RateConfig{Shapes: []lab.RateShape{{Senders: 0, Peers: 1}}}, lab.ErrRateConfig},
+		{lab.RateConfig{Transport: "udp"}, lab.ErrRateConfig},
 	} {
-		if _, err := lab.RunRate(context.Background(), cfg); err == nil {
-			t.Errorf("%+v: no error", cfg)
-		} else if len(cfg.Layers) > 0 && !errors.Is(err, lab.ErrUnknownLayer) {
-			t.Errorf("%+v: %v, want ErrUnknownLayer", cfg, err)
+		if _, err := lab.RunRate(context.Background(), c.cfg); !errors.Is(err, c.want) {
+			t.Errorf("%+v: %v, want %v", c.cfg, err, c.want)
 		}
 	}
 }

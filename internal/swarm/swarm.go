@@ -192,7 +192,36 @@ func (c Config) withDefaults() Config {
 
 // Check reports whether Run would refuse c (an error matching
 // ErrUnknownCase or ErrConfig), without running anything.
-func (c Config) Check() error { return c.withDefaults().check() }
+func (c Config) Check() error {
+	c = c.withDefaults()
+	if err := c.check(); err != nil {
+		return err
+	}
+	return c.fitsProcess(openFileLimit())
+}
+
+// filesPerPeer is the open files a peer of an in-process swarm holds
+// besides one per other peer: within the connection manager's grace
+// period (node.ConnGrace) a peer stays connected to nearly every peer the
+// DHT and gossipsub led it to (at 100 peers, 98 connections each), and
+// each connection is a socket at each end, so a swarm's files grow with
+// the square of its peers. Its listeners, the DHT's and the runtime's
+// own take a few more.
+const filesPerPeer = 8
+
+// fitsProcess refuses a swarm too large for this process's open-file
+// limit (0: unknown), which would otherwise fail partway, peers unable
+// to accept or dial, after minutes of setup.
+func (c Config) fitsProcess(limit int) error {
+	if limit <= 0 || c.Peers <= limit && c.Peers*(c.Peers+filesPerPeer) <= limit {
+		return nil
+	}
+	most := 0
+	for (most+1)*(most+1+filesPerPeer) <= limit {
+		most++
+	}
+	return fmt.Errorf("%w: a swarm of %d peers in one process holds up to %d² open files (each peer connects to most others); ulimit -n allows %d: use at most %d peers or raise it", ErrConfig, c.Peers, c.Peers, limit, most)
+}
 
 func (c Config) check() error {
 	for _, name := range c.Cases {
@@ -227,10 +256,10 @@ func (c Config) check() error {
 // in-memory coordinator; for churn, cfg.Peers are present at any time
 // (ChurnFraction more peers join as others leave).
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	var out []Result
 	for i, name := range cfg.Cases {
 		c := cfg

@@ -154,3 +154,27 @@ func TestReportCountsOne(t *testing.T) {
 		t.Errorf("Complete() = %v", err)
 	}
 }
+
+// A swarm too large for the process's open files is refused before it
+// starts building (before, --peers 1000000 began building a million
+// peers), and the most it can have is named.
+func TestSwarmFitsProcess(t *testing.T) {
+	for _, c := range []struct {
+		peers, limit int
+		ok           bool
+	}{
+		{20, 0, true},           // limit unknown
+		{137, 20000, true},      // 137 × 145 = 19,865
+		{138, 20000, false},     // 138 × 146 = 20,148
+		{1 << 62, 20000, false}, // no overflow past the check
+		{1000, 1 << 20, true},
+	} {
+		err := Config{Peers: c.peers}.fitsProcess(c.limit)
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrConfig) {
+			t.Errorf("%d peers, limit %d: %v", c.peers, c.limit, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "use at most 137 peers") {
+			t.Errorf("%d peers, limit %d: %v, want the most it can have (137)", c.peers, c.limit, err)
+		}
+	}
+}
