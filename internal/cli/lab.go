@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -259,18 +260,52 @@ func positiveFlags(cmd *cobra.Command, names ...string) error {
 // empty) and makes sure a file can be created in it, before the command
 // measures anything: a directory that cannot be written (a file in the
 // way, no permission) fails the command at once, not after a run of
-// minutes or hours whose results it would then not print.
-func prepareOutDir(dir string) error {
+// minutes or hours whose results it would then not print. The command
+// calls undo when it fails: it removes the directories prepareOutDir
+// made, if they are still empty, so that a failed run leaves nothing
+// behind.
+func prepareOutDir(dir string) (undo func(), err error) {
+	undo = func() {}
 	if dir == "" {
-		return nil
+		return undo, nil
+	}
+	// The first missing directory of dir's path: the one to remove.
+	made := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		made = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if made != "" {
+		undo = func() { removeEmptyDirs(filepath.Clean(dir), made) }
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		undo()
+		return func() {}, fmt.Errorf("--out: %w", err)
 	}
 	f, err := os.CreateTemp(dir, ".p2pmsg-out-*")
 	if err != nil {
-		return fmt.Errorf("--out: %w", err)
+		undo()
+		return func() {}, fmt.Errorf("--out: %w", err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	if err := os.Remove(f.Name()); err != nil {
+		undo()
+		return func() {}, fmt.Errorf("--out: %w", err)
+	}
+	return undo, nil
+}
+
+// removeEmptyDirs removes dir and its parents up to top, each only if it
+// is empty (os.Remove refuses a directory that is not).
+func removeEmptyDirs(dir, top string) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == top || filepath.Dir(d) == d {
+			return
+		}
+	}
 }

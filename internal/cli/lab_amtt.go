@@ -124,9 +124,15 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				cfgs = append(cfgs, cfg)
 				links[label] = link
 			}
-			if err := prepareOutDir(out); err != nil {
+			undoOut, err := prepareOutDir(out)
+			if err != nil {
 				return err
 			}
+			defer func() {
+				if err != nil {
+					undoOut()
+				}
+			}()
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)

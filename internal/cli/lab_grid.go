@@ -148,7 +148,7 @@ run's JSON lines again.`,
 				if err != nil {
 					return err
 				}
-				if err := prepareOutDir(out); err != nil {
+				if _, err := prepareOutDir(out); err != nil {
 					return err
 				}
 				if out != "" {
@@ -158,9 +158,15 @@ run's JSON lines again.`,
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
 			}
-			if err := prepareOutDir(out); err != nil {
+			undoOut, err := prepareOutDir(out)
+			if err != nil {
 				return err
 			}
+			defer func() {
+				if err != nil {
+					undoOut()
+				}
+			}()
 			models := adaptive.NewModels()
 			if modelsFile != "" {
 				m, err := adaptive.Load(modelsFile)

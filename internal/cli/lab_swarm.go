@@ -70,9 +70,15 @@ goroutines and connections over its start, divided by the peers.`,
 			if err := cfg.Check(); err != nil {
 				return usageError{err}
 			}
-			if err := prepareOutDir(out); err != nil {
+			undoOut, err := prepareOutDir(out)
+			if err != nil {
 				return err
 			}
+			defer func() {
+				if err != nil {
+					undoOut()
+				}
+			}()
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)

@@ -129,13 +129,19 @@ func TestLabCodecsInterrupted(t *testing.T) {
 // follows from it (with 1,000 peers the line was 1,000 errors long).
 func TestLabSwarmInterruptedOneCause(t *testing.T) {
 	// Interrupted once the swarm is built and publishing for an hour.
+	// Its --out directory, made for the results and left empty, goes
+	// (before, an empty one stayed).
+	top := filepath.Join(t.TempDir(), "out")
 	code, last := interrupted(t, nil, func(line string) bool { return strings.Contains(line, "peers connected") },
-		"lab", "swarm", "--peers", "8", "--case", "propagate", "--duration", "1h")
+		"lab", "swarm", "--peers", "8", "--case", "propagate", "--duration", "1h", "--out", filepath.Join(top, "sub"))
 	if code != 130 || !strings.HasPrefix(last, "p2pmsg: interrupted by SIGINT: swarm: propagate: ") {
 		t.Fatalf("lab swarm interrupted: exit %d, last line %q; want 130 and \"p2pmsg: interrupted by SIGINT: swarm: propagate: …\"", code, last)
 	}
 	if n := strings.Count(last, "peer "); n > 1 {
 		t.Errorf("the error names %d peers' errors, want one: %q", n, last)
+	}
+	if _, err := os.Stat(top); err == nil {
+		t.Errorf("interrupted, but left its --out directory behind")
 	}
 }
 
@@ -295,6 +301,31 @@ func TestLabGridFromUnreadableLeavesNoOutDir(t *testing.T) {
 		failsCleanly(t, r)
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("--from %s: failed (%q), but left its --out directory behind", filepath.Base(from), r.stderr)
+		}
+	}
+}
+
+// A lab command that fails once running (exit 1) leaves no --out
+// directory behind either: one it made and left empty is removed, up to
+// the first directory that was there before.
+func TestLabFailedLeavesNoOutDir(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		// fails after the directory was made, loading its models
+		{"lab", "grid", "--models", garbage, "--profile", "loopback", "--docs", "employees-1", "--switch=false"},
+	} {
+		top := filepath.Join(t.TempDir(), "out")
+		r := run(t, nil, append(args, "--out", filepath.Join(top, "sub"))...)
+		failsCleanly(t, r)
+		if r.code != 1 {
+			t.Errorf("%v: exit %d, want 1", args, r.code)
+		}
+		if _, err := os.Stat(top); err == nil {
+			t.Errorf("%v: failed (%q), but left its --out directory behind", args, r.stderr)
 		}
 	}
 }
