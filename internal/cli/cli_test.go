@@ -167,6 +167,13 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 		// opened ("lab: rate endpoint, 1 senders to 1 peers: lab:
 		// unknown transport…")
 		{[]string{"lab", "rate", "--transport", "udp"}, `invalid rate configuration: unknown transport "udp" (want tcp or quic)`},
+		// NaN passed the range checks: lab rate measured latencies
+		// "p50 0s p99 0s", lab swarm ran with a NaN churn
+		{[]string{"lab", "rate", "--load", "NaN"}, `--load "NaN": want a finite number`},
+		{[]string{"lab", "swarm", "--churn", "nan"}, `--churn "NaN": want a finite number`},
+		// an empty list ran the defaults
+		{[]string{"lab", "grid", "--docs", ","}, `--docs "," names nothing`},
+		{[]string{"lab", "swarm", "--case", ","}, `--case "," names nothing`},
 		// before, the swarm started building a million peers
 		{[]string{"lab", "swarm", "--peers", "1000000"}, `invalid configuration: a swarm of 1000000 peers in one process holds up to`},
 	} {

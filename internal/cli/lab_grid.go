@@ -104,7 +104,9 @@ run's JSON lines again.`,
 				dst       *[]string
 			}{{"profile", profiles, &cfg.Profiles}, {"docs", docs, &cfg.Docs}, {"choices", choices, &cfg.Choices}, {"cpu", cpus, &cfg.CPUs}} {
 				if cmd.Flags().Changed(f.name) {
-					*f.dst = splitList(f.val)
+					if *f.dst = splitList(f.val); len(*f.dst) == 0 {
+						return usageError{fmt.Errorf("--%s %q names nothing", f.name, f.val)}
+					}
 				}
 			}
 			if !lab.ValidSlowFactor(slow) {

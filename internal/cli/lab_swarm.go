@@ -60,10 +60,8 @@ goroutines and connections over its start, divided by the peers.`,
 				"relay-fraction", "relays", "churn", "settle"); err != nil {
 				return err
 			}
-			for _, c := range strings.Split(cases, ",") {
-				if c = strings.TrimSpace(c); c != "" {
-					cfg.Cases = append(cfg.Cases, c)
-				}
+			if cfg.Cases = splitList(cases); len(cfg.Cases) == 0 && cmd.Flags().Changed("case") {
+				return usageError{fmt.Errorf("--case %q names nothing", cases)}
 			}
 			// Checked before --out is made, so that a refused command
 			// line leaves no directory behind.

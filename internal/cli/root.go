@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -194,12 +195,27 @@ func checkCommandLine(cmd *cobra.Command) {
 			if err := c.ValidateFlagGroups(); err != nil {
 				return usageError{err}
 			}
-			return nil
+			return finiteFloats(c)
 		}
 	}
 	for _, sub := range cmd.Commands() {
 		checkCommandLine(sub)
 	}
+}
+
+// finiteFloats refuses NaN and infinite values of c's float flags, which
+// pflag parses but no flag of ours means: range checks such as "load in
+// (0, 1]" let NaN through, as every comparison with it is false.
+func finiteFloats(c *cobra.Command) (err error) {
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() != "float64" || err != nil {
+			return
+		}
+		if v, perr := strconv.ParseFloat(f.Value.String(), 64); perr == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			err = usageError{fmt.Errorf("--%s %q: want a finite number", f.Name, f.Value.String())}
+		}
+	})
+	return err
 }
 
 // maxErrorLine bounds the error line after its cause: the cause comes

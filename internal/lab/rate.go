@@ -258,7 +258,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 	res.BytesPerS = res.MsgsPerS * float64(size)
 
 	load := cfg.Load
-	if load <= 0 || load > 1 {
+	if !(load > 0 && load <= 1) { // NaN too
 		load = 0.5
 	}
 	res.Offered = res.MsgsPerS * load

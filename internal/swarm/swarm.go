@@ -234,7 +234,7 @@ func (c Config) check() error {
 		return fmt.Errorf("%w: a swarm of %d peers: use 4 or more", ErrConfig, c.Peers)
 	case c.Publishers < 1 || c.Publishers > c.Peers:
 		return fmt.Errorf("%w: %d publishers among %d peers", ErrConfig, c.Publishers, c.Peers)
-	case c.Rate <= 0 || c.Duration <= 0:
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 1) || c.Duration <= 0: // NaN too
 		return fmt.Errorf("%w: rate %g for %v", ErrConfig, c.Rate, c.Duration)
 	case c.Targets < 1 || c.Targets >= c.Peers:
 		return fmt.Errorf("%w: %d targets among %d peers", ErrConfig, c.Targets, c.Peers)
@@ -242,7 +242,7 @@ func (c Config) check() error {
 		return fmt.Errorf("%w: payload of %d bytes: swarm messages carry a %d-byte header and are at most 64 KiB", ErrConfig, c.Size, swarmHeader)
 	case c.Degree < 1:
 		return fmt.Errorf("%w: degree %d", ErrConfig, c.Degree)
-	case c.RelayFraction <= 0 || c.RelayFraction >= 1 || c.ChurnFraction <= 0 || c.ChurnFraction >= 1:
+	case !(c.RelayFraction > 0 && c.RelayFraction < 1 && c.ChurnFraction > 0 && c.ChurnFraction < 1): // NaN too
 		return fmt.Errorf("%w: fractions must be in (0, 1)", ErrConfig)
 	case c.Relays < 1 || c.Relays+2 > c.Peers:
 		return fmt.Errorf("%w: %d relays among %d peers", ErrConfig, c.Relays, c.Peers)

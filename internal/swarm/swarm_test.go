@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -75,6 +76,11 @@ func TestSwarmConfigRefused(t *testing.T) {
 		{Peers: 5, Targets: 5},
 		{Size: 4},
 		{Peers: 4, Relays: 3},
+		// NaN passed "<= 0 || >= 1" (every comparison with it is false)
+		{ChurnFraction: math.NaN()},
+		{RelayFraction: math.NaN()},
+		{Rate: math.NaN()},
+		{Rate: math.Inf(1)},
 	} {
 		if _, err := Run(context.Background(), c); err == nil {
 			t.Errorf("%+v accepted", c)
