@@ -86,7 +86,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			var toP2P *peer.AddrInfo
 			if p2pPeer != "" {
 				if toP2P, err = peer.AddrInfoFromString(p2pPeer); err != nil {
-					return usageError{fmt.Errorf("--p2p-peer %q: want a multiaddr ending in /p2p/<peer id>: %v", p2pPeer, err)}
+					return usageError{fmt.Errorf("--p2p-peer %q: want a multiaddr ending in /p2p/<peer id>: %v", p2pPeer, multiaddrCause(p2pPeer, err))}
 				}
 			}
 			if jxsePeer != "" {

@@ -185,12 +185,13 @@ func TestUsageErrorsSayWhat(t *testing.T) {
 	}
 }
 
-// A JXTA TCP address that cannot be listened at or dialled is a usage
-// error before anything starts. Before, recv --jxta and send --peer with
-// port 99999 failed with exit 1 ("jxtatcp: listen tcp: address 99999:
-// invalid port"; "no peer has the pipe bound … invalid port"), and
-// bridge --jxse-peer took any tcp:// string.
-func TestJXTAAddressesChecked(t *testing.T) {
+// An address that cannot be listened at or dialled is a usage error
+// before anything starts, quoted once. Before, recv --jxta and send
+// --peer with port 99999 failed with exit 1 ("jxtatcp: listen tcp:
+// address 99999: invalid port"; "no peer has the pipe bound … invalid
+// port"), bridge --jxse-peer took any tcp:// string, and a multiaddr's
+// error quoted it twice ("… failed to parse multiaddr "/bogus/x": …").
+func TestAddressesChecked(t *testing.T) {
 	a := run(t, nil, "adv", "new", "--type", "unicast", "--name", "addr")
 	if a.code != 0 {
 		t.Fatalf("adv new: %s", a.stderr)
@@ -210,6 +211,8 @@ func TestJXTAAddressesChecked(t *testing.T) {
 		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "tcp://127.0.0.1:0"}, `--peer "tcp://127.0.0.1:0": port "0": want 1 to 65535`},
 		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "tcp://:9701"}, `--peer "tcp://:9701": want tcp://HOST:PORT with a host`},
 		{[]string{"bridge", "--pipe", advFile, "--jxta", "tcp://127.0.0.1:0", "--jxse-peer", "tcp://127.0.0.1:70000"}, `--jxse-peer "tcp://127.0.0.1:70000": port "70000": want 1 to 65535`},
+		{[]string{"send", "--pipe", advFile, "--elem", "a=b", "--peer", "/bogus/x"}, `--peer "/bogus/x": want a multiaddr ending in /p2p/<peer id>: unknown protocol bogus` + "\n"},
+		{[]string{"recv", "--pipe", advFile, "--listen", "/bogus/x"}, `--listen "/bogus/x": want a multiaddr such as /ip4/127.0.0.1/tcp/9701: unknown protocol bogus` + "\n"},
 	} {
 		r := run(t, nil, c.args...)
 		failsCleanly(t, r)

@@ -51,7 +51,7 @@ func jxtaIdentityFile(keyFile string) string { return keyFile + ".jxta" }
 func checkListen(listen []string) error {
 	for _, s := range listen {
 		if _, err := ma.NewMultiaddr(s); err != nil {
-			return usageError{fmt.Errorf("--listen %q: want a multiaddr such as /ip4/127.0.0.1/tcp/9701: %v", s, err)}
+			return usageError{fmt.Errorf("--listen %q: want a multiaddr such as /ip4/127.0.0.1/tcp/9701: %v", s, multiaddrCause(s, err))}
 		}
 	}
 	return nil
@@ -225,4 +225,11 @@ func checkJXTATCP(flag, s string, listen, peers bool) error {
 		return usageError{fmt.Errorf("%s %q: want %s with a host", flag, s, want)}
 	}
 	return nil
+}
+
+// multiaddrCause is err, from parsing the multiaddr s, without the
+// parser's repetition of s ("failed to parse multiaddr "…": "): the line
+// quotes s once, before saying what a flag wants.
+func multiaddrCause(s string, err error) string {
+	return strings.TrimPrefix(err.Error(), fmt.Sprintf("failed to parse multiaddr %q: ", s))
 }

@@ -159,7 +159,7 @@ the peer has acknowledged every byte and answered the close.`,
 				}
 				ai, err := peer.AddrInfoFromString(s)
 				if err != nil {
-					return usageError{fmt.Errorf("--peer %q: want a multiaddr ending in /p2p/<peer id>: %v", s, err)}
+					return usageError{fmt.Errorf("--peer %q: want a multiaddr ending in /p2p/<peer id>: %v", s, multiaddrCause(s, err))}
 				}
 				infos = append(infos, *ai)
 			}
