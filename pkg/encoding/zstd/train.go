@@ -48,7 +48,11 @@ func trainDictionary(id uint32, samples [][]byte, size int) ([]byte, error) {
 	}
 	d, err := dict.BuildZstdDict(samples, dict.Options{MaxDictSize: size, HashBytes: 6, ZstdDictID: id})
 	if err != nil {
-		return nil, fmt.Errorf("%w: zstd dictionary: %w", encoding.ErrBadOption, err)
+		total := 0
+		for _, s := range samples {
+			total += len(s)
+		}
+		return nil, fmt.Errorf("%w: zstd dictionary: samples too few or too alike to train on (%d, %d bytes in all: %w); give more, like the documents to come", encoding.ErrBadOption, len(samples), total, err)
 	}
 	if got, err := dictIDOf(d); err != nil || got != id {
 		return nil, fmt.Errorf("%w: zstd dictionary: built with ID %d, want %d", encoding.ErrBadOption, got, id)
