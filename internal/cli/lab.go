@@ -300,6 +300,15 @@ func prepareOutDir(dir string) (undo func(), err error) {
 	return undo, nil
 }
 
+// undoOnFailure calls undo if the command failed (*err set), for a
+// deferred call registered before exitOnSignal's, which sets *err on an
+// interrupt.
+func undoOnFailure(err *error, undo func()) {
+	if *err != nil {
+		undo()
+	}
+}
+
 // removeEmptyDirs removes dir and its parents up to top, each only if it
 // is empty (os.Remove refuses a directory that is not).
 func removeEmptyDirs(dir, top string) {

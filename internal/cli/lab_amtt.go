@@ -128,11 +128,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 			if err != nil {
 				return err
 			}
-			defer func() {
-				if err != nil {
-					undoOut()
-				}
-			}()
+			defer undoOnFailure(&err, undoOut)
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)

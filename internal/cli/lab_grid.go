@@ -164,11 +164,7 @@ run's JSON lines again.`,
 			if err != nil {
 				return err
 			}
-			defer func() {
-				if err != nil {
-					undoOut()
-				}
-			}()
+			defer undoOnFailure(&err, undoOut)
 			models := adaptive.NewModels()
 			if modelsFile != "" {
 				m, err := adaptive.Load(modelsFile)

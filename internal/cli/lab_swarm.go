@@ -72,11 +72,7 @@ goroutines and connections over its start, divided by the peers.`,
 			if err != nil {
 				return err
 			}
-			defer func() {
-				if err != nil {
-					undoOut()
-				}
-			}()
+			defer undoOnFailure(&err, undoOut)
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
