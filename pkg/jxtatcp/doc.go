@@ -45,4 +45,22 @@
 // than the newcomer's then will; that peer dials again when
 // it next sends, and so does this transport for a connection it had
 // dialled, at the same address.
+//
+// Which connection a jxta:// send uses is decided against replays. A
+// welcome names a peer ID nothing authenticates, and a CBJX signature
+// carries no nonce, so a peer Z can replay a frame another peer H signed
+// (one H sent to Z) and so claim H, whatever address it gives. A
+// connection bound to H keeps H's traffic against a later one only its
+// claimant's word recommends (a replayed frame does not move it; see
+// TestReplayedSignedFrameKeepsTheRoute). And a peer this transport has
+// an address for is sent to only at that address: the first tcp://
+// address it dialled and found H at while nothing else served H, or one
+// AddRoute gave. A connection dialled there reaches H, as far as TCP
+// tells, whoever claims H elsewhere; if H does not answer there, the
+// send fails (ErrNoRoute) rather than go to a claimant. A peer this
+// transport never dialled and was given no address for, known only from
+// connections it opened, is exposed: a Z that connects while H has no
+// connection here and replays H's frame keeps H's traffic as long as it
+// stays. JXTA 1.1 has no message that would prove a connection's peer
+// alive and itself.
 package jxtatcp

@@ -1017,6 +1017,168 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 	}
 }
 
+// A dialled H at its address; H restarts there, and before it is
+// reached again, Z connects, names H in its welcome and replays a frame
+// H signed (H's answer to Z's question): nothing else serving H, A binds
+// H to Z's connection. A's sends to jxta://H still go to H, at the
+// address A found it at; once H is gone they fail (ErrNoRoute), and Z
+// gets none. Before, they went to Z for as long as Z stayed.
+func TestReplayerCannotTakeADialledPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	hAddr := h1.Addrs()[0]
+	captured := captureAnswer(t, h1)
+
+	text := func(in *Incoming) string {
+		e, _ := in.Message.Get("study", "text")
+		return string(e.Data)
+	}
+	if err := a.Send(ctx, hAddr, "StudySvc", "ep", message.New(message.Text("study", "text", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if in := <-hGot; text(in) != "1" {
+		t.Fatalf("H got %q", text(in))
+	}
+	h1.Close()
+	served := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.byPeer[hIdent.ID()] != nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); served(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A still serves H 10 s after H closed")
+		}
+	}
+	h2 := answering(t, ctx, hIdent, "127.0.0.1", hAddr, hGot)
+
+	z := dialRaw(t, a)
+	z.welcome(t, hIdent) // Z names H: the strongest claim it can make
+	zGot := make(chan struct{}, 16)
+	go func() {
+		for {
+			n, err := readFrameHeader(z.br, DefaultMaxMessageSize)
+			if err != nil {
+				return
+			}
+			if _, err := io.CopyN(io.Discard, z.br, n); err != nil {
+				return
+			}
+			zGot <- struct{}{}
+		}
+	}()
+	z.Write(frameOf(captured))
+	if in := a.next(t); in.Source != hIdent.ID() || !in.Signed {
+		t.Fatalf("replayed frame delivered from %v (signed %v), want H's", in.Source, in.Signed)
+	}
+
+	for _, want := range []string{"2", "3"} {
+		if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", want))); err != nil {
+			t.Fatalf("A's send %s to H: %v", want, err)
+		}
+		select {
+		case in := <-hGot:
+			if text(in) != want {
+				t.Fatalf("H got %q, want %q", text(in), want)
+			}
+		case <-zGot:
+			t.Fatalf("A's message %s for H went to Z, which replayed H's signed frame", want)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("A's message %s for H went nowhere", want)
+		}
+	}
+
+	h2.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a.mu.Lock()
+		c := a.byPeer[hIdent.ID()]
+		gone := c == nil || c.hostport == ""
+		a.mu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A still has H's dialled connection 10 s after H closed")
+		}
+	}
+	err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "4")))
+	if !errors.Is(err, ErrNoRoute) || !strings.Contains(err.Error(), strings.TrimPrefix(hAddr, "tcp://")) {
+		t.Fatalf("send to H, gone from its address while Z claims it: %v, want ErrNoRoute naming %s", err, hAddr)
+	}
+	select {
+	case <-zGot:
+		t.Fatal("with H gone, A's message for H went to Z")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// H moves: a send to its new address makes that its route.
+	h3 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	for i, to := range []string{h3.Addrs()[0], peerAddress(hIdent.ID())} {
+		if err := a.Send(ctx, to, "StudySvc", "ep", message.New(message.Text("study", "text", "moved"))); err != nil {
+			t.Fatalf("send %d to H at its new address: %v", i, err)
+		}
+		select {
+		case <-hGot:
+		case <-zGot:
+			t.Fatalf("send %d for H, moved, went to Z", i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("send %d for H, moved, went nowhere", i)
+		}
+	}
+}
+
+// A route whose address answers as another peer is stale: it is dropped
+// and the send goes to H's own connection. A route given with AddRoute
+// takes H's traffic from the connection H opened.
+func TestStaleRouteDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	h, hIdent, hGot := answeringPeer(t, ctx, "127.0.0.1")
+	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
+		t.Fatal(err)
+	}
+	a.next(t)
+
+	other := welcomedPeer(t, otherIdent.ID().String(), func(nc net.Conn, br *bufio.Reader) { io.Copy(io.Discard, br) })
+	if err := a.AddRoute(hIdent.ID(), other); err != nil {
+		t.Fatal(err)
+	}
+	send := func(text string) {
+		t.Helper()
+		if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", text))); err != nil {
+			t.Fatalf("send %q: %v", text, err)
+		}
+		select {
+		case <-hGot:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("H did not get %q", text)
+		}
+	}
+	send("to H, its route stale")
+	a.mu.Lock()
+	_, routed := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if routed {
+		t.Fatal("a route answering as another peer was kept")
+	}
+
+	if err := a.AddRoute(hIdent.ID(), h.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	send("to H at its route")
+	a.mu.Lock()
+	c := a.byPeer[hIdent.ID()]
+	a.mu.Unlock()
+	if want := strings.TrimPrefix(h.Addrs()[0], "tcp://"); c == nil || c.hostport != want {
+		t.Fatalf("H served by %+v, want the connection dialled at %s", c, want)
+	}
+}
+
 // A large frame to a peer that reads slowly but steadily gets the time
 // its length needs at MinFrameRate beyond the write timeout: with the
 // write timeout alone (30 s; 1 s here) a 60 MiB message to a peer
@@ -1077,20 +1239,27 @@ func answeringPeer(t *testing.T, ctx context.Context, ip string) (*Transport, *I
 	t.Helper()
 	hIdent := mustIdentity()
 	hGot := make(chan *Incoming, 16)
+	return answering(t, ctx, hIdent, ip, "tcp://"+ip+":0", hGot), hIdent, hGot
+}
+
+// answering starts an answering peer as ident, dialling from ip and
+// listening at listen, that hands what is not a question to got.
+func answering(t *testing.T, ctx context.Context, ident *Identity, ip, listen string, got chan *Incoming) *Transport {
+	t.Helper()
 	var h *Transport
-	h, err := New(hIdent, func(in *Incoming) {
+	h, err := New(ident, func(in *Incoming) {
 		if e, ok := in.Message.Get("study", "q"); ok {
 			go h.Send(ctx, peerAddress(in.Source), "StudySvc", "ep", message.New(message.Text("study", "answer", string(e.Data))))
 			return
 		}
-		hGot <- in
+		got <- in
 	}, dialFrom(ip))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	if err := h.Listen("tcp://" + ip + ":0"); err != nil {
+	if err := h.Listen(listen); err != nil {
 		t.Fatal(err)
 	}
-	return h, hIdent, hGot
+	return h
 }

@@ -472,8 +472,11 @@ func (t *Transport) public(local net.Addr) string {
 }
 
 // AddRoute tells the transport that peer is reached at addr,
-// tcp://host:port: jxta:// sends to it dial there when no connection to
-// it is open (JXSE's RouteController.addRoute).
+// tcp://host:port (JXSE's RouteController.addRoute): jxta:// sends to it
+// go to a connection dialled there, never to one opened by a peer that
+// claims its identity (see Transport). A route is also learned from the
+// first connection this end dials whose welcome names a peer nothing
+// else serves; AddRoute replaces it.
 func (t *Transport) AddRoute(peer id.ID, addr string) error {
 	proto, hostport, _, _, err := splitAddress(addr)
 	if err != nil || proto != "tcp" {
@@ -481,11 +484,15 @@ func (t *Transport) AddRoute(peer id.ID, addr string) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.routes) >= maxRoutes {
+	t.addRouteLocked(peer, hostport)
+	return nil
+}
+
+func (t *Transport) addRouteLocked(p id.ID, hostport string) {
+	if _, routed := t.routes[p]; !routed && len(t.routes) >= maxRoutes {
 		clear(t.routes)
 	}
-	t.routes[peer] = hostport
-	return nil
+	t.routes[p] = hostport
 }
 
 // maxRoutes bounds the routes remembered.
@@ -658,7 +665,9 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		return
 	}
 	// A connection we dialled reaches the peer its welcome names, as far
-	// as anything can tell before it signs a message.
+	// as anything can tell before it signs a message; if nothing served
+	// that peer, the address becomes its own (learnRoute).
+	t.learnRoute(c, hostport)
 	t.bindPeer(c, c.claimed)
 	finish(c, nil)
 	t.wg.Add(1)
@@ -668,12 +677,55 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 	}()
 }
 
+// learnRoute notes that c was dialled at hostport, and makes that the
+// route of the peer p c's welcome names, where jxta:// sends to p go
+// (connFor): if p has no route and no open connection serves it (the
+// first address this end dialled and found p at, before anyone claimed p
+// here), or if p has a route but is not served by a connection dialled
+// there (p moved, and this end was sent to its new address). Not when
+// p has no route and another connection serves it: a dialled peer whose
+// welcome claims an identity already talking to this end is that peer's
+// word against the other's (TestDialledWelcomeKeepsTheRoute).
+func (t *Transport) learnRoute(c *conn, hostport string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, open := t.conns[c]; !open {
+		return
+	}
+	c.hostport = hostport
+	p := c.claimed
+	if p.IsZero() {
+		return
+	}
+	served := t.byPeer[p]
+	if route, routed := t.routes[p]; (!routed && served != nil) || (routed && served != nil && served.hostport == route) {
+		return
+	}
+	t.addRouteLocked(p, hostport)
+}
+
+// rankLocked is how well c serves p, for bindPeer: 2 when c was dialled
+// at p's route and its welcome names p, 1 when only its welcome names p,
+// 0 when p signed frames on it but its welcome named someone else.
+func (t *Transport) rankLocked(c *conn, p id.ID) int {
+	switch {
+	case c.claimed != p:
+		return 0
+	case c.hostport != "" && c.hostport == t.routes[p]:
+		return 2
+	default:
+		return 1
+	}
+}
+
 // bindPeer notes that c carries p, and makes c the connection jxta://
-// sends to p use unless another open connection already serves: a frame
-// signed by p on another connection may be a replay (CBJX has no nonce),
-// so it moves p's traffic only from a connection whose welcome named
-// someone else to one whose welcome names p. It reports false, binding
-// nothing, when c already carries MaxSignersPerConn other peers.
+// sends to p use unless another open connection serves it as well or
+// better (rankLocked): a frame signed by p may be a replay (CBJX has no
+// nonce) and a welcome is the peer's word, so p's traffic moves only to
+// a connection whose welcome names p from one whose welcome did not, or
+// to a connection dialled at p's route from one p's claimant opened. It
+// reports false, binding nothing, when c already carries
+// MaxSignersPerConn other peers.
 func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 	if p.IsZero() {
 		return true
@@ -690,7 +742,7 @@ func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 		c.peers = append(c.peers, p)
 	}
 	if old := t.byPeer[p]; old != nil && old != c {
-		if _, open := t.conns[old]; open && (old.claimed == p || c.claimed != p) {
+		if _, open := t.conns[old]; open && t.rankLocked(old, p) >= t.rankLocked(c, p) {
 			return true
 		}
 	}
@@ -727,7 +779,7 @@ func (t *Transport) forgetLocked(c *conn, byEviction bool) {
 		}
 		delete(t.byPeer, p)
 		for o := range t.conns {
-			if slices.Contains(o.peers, p) && (t.byPeer[p] == nil || o.claimed == p) {
+			if slices.Contains(o.peers, p) && (t.byPeer[p] == nil || t.rankLocked(o, p) > t.rankLocked(t.byPeer[p], p)) {
 				t.byPeer[p] = o
 			}
 		}
@@ -791,11 +843,12 @@ func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn,
 		t.mu.Lock()
 		c = t.byPeer[p]
 		route, ok := t.routes[p]
+		atRoute := c != nil && c.hostport == route
 		t.mu.Unlock()
 		switch {
+		case ok && !atRoute:
+			return t.connToRoute(ctx, p, route, to)
 		case c != nil:
-		case ok:
-			c, err = t.connTo(ctx, route)
 		default:
 			return nil, fmt.Errorf("%w: %s", ErrNoRoute, to)
 		}
@@ -803,6 +856,36 @@ func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn,
 		return nil, fmt.Errorf("%w: %q: want tcp:// or jxta://", ErrAddress, to)
 	}
 	return c, err
+}
+
+// connToRoute returns the connection dialled at route, p's route, for a
+// jxta:// send to p (to), dialling if needed; never one p's claimant
+// opened: its welcome and its signed frames can be another's replayed,
+// the address this end dialled cannot. If the peer there names another
+// peer in its welcome, the route is stale (p moved): it is dropped, and
+// the send goes where it would have without it.
+func (t *Transport) connToRoute(ctx context.Context, p id.ID, route, to string) (*conn, error) {
+	rc, err := t.connTo(ctx, route)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s at tcp://%s, its route: %w", ErrNoRoute, to, route, err)
+	}
+	if rc.claimed.IsZero() || rc.claimed == p {
+		t.bindPeer(rc, p)
+		return rc, nil
+	}
+	t.mu.Lock()
+	if t.routes[p] == route {
+		delete(t.routes, p)
+	}
+	c := t.byPeer[p]
+	t.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s (tcp://%s, its route, now answers as %s)", ErrNoRoute, to, route, rc.claimed)
+	}
+	return c, nil
 }
 
 // frame builds the frame carrying m to service/param on c's peer.
