@@ -927,13 +927,7 @@ func TestReplayedSignedFrameKeepsTheRoute(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := newTarget(t)
-
-	h, hIdent, hGot := answeringPeer(t, ctx, "127.0.0.1")
-
-	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
-		t.Fatal(err)
-	}
-	a.next(t)
+	h, hIdent, hGot := helloPeer(t, ctx, a)
 	if err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "1"))); err != nil {
 		t.Fatal(err)
 	}
@@ -969,24 +963,15 @@ func TestReplayedSignedFrameKeepsTheRoute(t *testing.T) {
 	}
 }
 
-// A dials Z, whose welcome names H: A routes H to Z.
 // A peer whose welcome claims H's peer ID, on a connection this
-// transport dialled, does not take H's traffic from H's own connection.
+// transport dialled, does not take H's traffic from H's own connection
+// (before, A dialling Z, whose welcome names H, routed H to Z); nor does
+// it become H's route.
 func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := newTarget(t)
-	hIdent := mustIdentity()
-	hGot := make(chan *Incoming, 16)
-	h, err := New(hIdent, func(in *Incoming) { hGot <- in })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
-		t.Fatal(err)
-	}
-	a.next(t)
+	_, hIdent, hGot := helloPeer(t, ctx, a)
 
 	zGot := make(chan int, 16)
 	zAddr := welcomedPeer(t, hIdent.ID().String(), func(_ net.Conn, br *bufio.Reader) {
@@ -1014,6 +999,12 @@ func TestDialledWelcomeKeepsTheRoute(t *testing.T) {
 		t.Fatal("A's message for H went to Z, whose welcome claimed H's peer ID")
 	case <-time.After(5 * time.Second):
 		t.Fatal("A's message for H went nowhere")
+	}
+	a.mu.Lock()
+	route, routed := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if routed {
+		t.Fatalf("Z's address %s became H's route", route)
 	}
 }
 
@@ -1138,11 +1129,7 @@ func TestStaleRouteDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := newTarget(t)
-	h, hIdent, hGot := answeringPeer(t, ctx, "127.0.0.1")
-	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
-		t.Fatal(err)
-	}
-	a.next(t)
+	h, hIdent, hGot := helloPeer(t, ctx, a)
 
 	other := welcomedPeer(t, otherIdent.ID().String(), func(nc net.Conn, br *bufio.Reader) { io.Copy(io.Discard, br) })
 	if err := a.AddRoute(hIdent.ID(), other); err != nil {
@@ -1240,6 +1227,18 @@ func answeringPeer(t *testing.T, ctx context.Context, ip string) (*Transport, *I
 	hIdent := mustIdentity()
 	hGot := make(chan *Incoming, 16)
 	return answering(t, ctx, hIdent, ip, "tcp://"+ip+":0", hGot), hIdent, hGot
+}
+
+// helloPeer starts an answering peer H (answeringPeer) that connects to
+// a and says hello: a then serves H over the connection H opened.
+func helloPeer(t *testing.T, ctx context.Context, a *target) (*Transport, *Identity, chan *Incoming) {
+	t.Helper()
+	h, hIdent, hGot := answeringPeer(t, ctx, "127.0.0.1")
+	if err := h.Send(ctx, a.Addrs()[0], "StudySvc", "ep", message.New(message.Text("study", "text", "hello from H"))); err != nil {
+		t.Fatal(err)
+	}
+	a.next(t)
+	return h, hIdent, hGot
 }
 
 // answering starts an answering peer as ident, dialling from ip and
