@@ -150,8 +150,8 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if err != nil {
 				return usageError{fmt.Errorf("--sizes: %w", err)}
 			}
-			if transport != lab.TransportTCP && transport != lab.TransportQUIC {
-				return usageError{fmt.Errorf("unknown transport %q (want tcp or quic)", transport)}
+			if err := lab.CheckTransport(transport); err != nil {
+				return usageError{err}
 			}
 			if warmup < 0 || runs < 1 || pairs < 1 {
 				return usageError{fmt.Errorf("--warmup must be >= 0, --runs and --pairs >= 1")}

@@ -37,6 +37,15 @@ const (
 	TransportQUIC = "quic"
 )
 
+// CheckTransport refuses a transport the libp2p-based layers do not run
+// on ("" is TransportTCP).
+func CheckTransport(transport string) error {
+	if _, err := LoopbackAddr(transport); err != nil {
+		return err
+	}
+	return nil
+}
+
 // Pair is a connected sender and echoing receiver for one layer.
 type Pair interface {
 	// RoundTrip sends payload and waits until the receiver's echo of the

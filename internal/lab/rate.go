@@ -156,8 +156,8 @@ func RunRate(ctx context.Context, cfg RateConfig) ([]RateResult, error) {
 		return nil, fmt.Errorf("%w: pace step %v: want less than the latency run's %v", ErrRateConfig, cfg.PaceStep, lt)
 	}
 	transport := cmp(cfg.Transport, TransportTCP)
-	if transport != TransportTCP && transport != TransportQUIC {
-		return nil, fmt.Errorf("%w: unknown transport %q (want tcp or quic)", ErrRateConfig, transport)
+	if err := CheckTransport(transport); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRateConfig, err)
 	}
 	var out []RateResult
 	for _, layer := range layers {

@@ -44,7 +44,7 @@ func LoopbackAddr(transport string) (string, error) {
 	case TransportQUIC:
 		return "/ip4/127.0.0.1/udp/0/quic-v1", nil
 	}
-	return "", fmt.Errorf("lab: unknown transport %q (want tcp or quic)", transport)
+	return "", fmt.Errorf("unknown transport %q (want tcp or quic)", transport)
 }
 
 // Name implements Layer.
