@@ -52,15 +52,17 @@
 // (one H sent to Z) and so claim H, whatever address it gives. A
 // connection bound to H keeps H's traffic against a later one only its
 // claimant's word recommends (a replayed frame does not move it; see
-// TestReplayedSignedFrameKeepsTheRoute). And a peer this transport has
-// an address for is sent to only at that address: the first tcp://
-// address it dialled and found H at while nothing else served H, or one
-// AddRoute gave. A connection dialled there reaches H, as far as TCP
-// tells, whoever claims H elsewhere; if H does not answer there, the
-// send fails (ErrNoRoute) rather than go to a claimant. A peer this
-// transport never dialled and was given no address for, known only from
-// connections it opened, is exposed: a Z that connects while H has no
-// connection here and replays H's frame keeps H's traffic as long as it
-// stays. JXTA 1.1 has no message that would prove a connection's peer
-// alive and itself.
+// bindPeer). And a peer this transport has a route for is sent to at
+// that address: the first tcp:// address the application sent to and
+// found H at while nothing else served H, or one AddRoute gave. A
+// connection dialled there reaches H, as far as TCP tells, whoever
+// claims H elsewhere; if nothing answers there as H, the send goes to
+// another address the application sent to that answered as H (H moved),
+// else fails (ErrNoRoute, naming the route) rather than go to a
+// connection a claimant opened. A peer known only from connections it
+// opened (never sent to by tcp://, no route given), or one that
+// connected before the application first sent to it, has no route and
+// is exposed: a Z that connects while H has no connection here and
+// replays H's frame keeps H's traffic as long as it stays. JXTA 1.1 has
+// no message that would prove a connection's peer alive and itself.
 package jxtatcp

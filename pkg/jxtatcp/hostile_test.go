@@ -1106,7 +1106,9 @@ func TestReplayerCannotTakeADialledPeer(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	// H moves: a send to its new address makes that its route.
+	// H moves: once the application sends to H's new address, jxta://H
+	// goes there while H's route does not answer (and to its route again
+	// when it does); Z, still connected and claiming H, gets nothing.
 	h3 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
 	for i, to := range []string{h3.Addrs()[0], peerAddress(hIdent.ID())} {
 		if err := a.Send(ctx, to, "StudySvc", "ep", message.New(message.Text("study", "text", "moved"))); err != nil {
@@ -1119,6 +1121,12 @@ func TestReplayerCannotTakeADialledPeer(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("send %d for H, moved, went nowhere", i)
 		}
+	}
+	a.mu.Lock()
+	r := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if r != strings.TrimPrefix(hAddr, "tcp://") {
+		t.Fatalf("H's route %s, want %s kept: a later address does not replace it", r, hAddr)
 	}
 }
 

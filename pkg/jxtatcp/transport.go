@@ -358,7 +358,7 @@ type Transport struct {
 	byPeer    map[id.ID]*conn
 	byAddr    map[string]*conn
 	dialing   map[string]*dialCall
-	routes    map[id.ID]string
+	routes    map[id.ID]string // peers' addresses (routes.go)
 	// Slots (slots.go): accepted connections open, in all and by host,
 	// and dials started whose connection is not in conns yet.
 	inbound      int
@@ -470,33 +470,6 @@ func (t *Transport) public(local net.Addr) string {
 	}
 	return "tcp://127.0.0.1:0"
 }
-
-// AddRoute tells the transport that peer is reached at addr,
-// tcp://host:port (JXSE's RouteController.addRoute): jxta:// sends to it
-// go to a connection dialled there, never to one opened by a peer that
-// claims its identity (see Transport). A route is also learned from the
-// first connection this end dials whose welcome names a peer nothing
-// else serves; AddRoute replaces it.
-func (t *Transport) AddRoute(peer id.ID, addr string) error {
-	proto, hostport, _, _, err := splitAddress(addr)
-	if err != nil || proto != "tcp" {
-		return fmt.Errorf("%w: route %q: want tcp://host:port", ErrAddress, addr)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.addRouteLocked(peer, hostport)
-	return nil
-}
-
-func (t *Transport) addRouteLocked(p id.ID, hostport string) {
-	if _, routed := t.routes[p]; !routed && len(t.routes) >= maxRoutes {
-		clear(t.routes)
-	}
-	t.routes[p] = hostport
-}
-
-// maxRoutes bounds the routes remembered.
-const maxRoutes = 4096
 
 // Close closes the listeners and every connection, and waits for their
 // readers.
@@ -657,6 +630,7 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		finish(nil, ErrClosed)
 		return
 	}
+	c.hostport = hostport
 	t.add(c)
 	t.mu.Unlock()
 	if err := c.handshake("tcp://" + hostport); err != nil {
@@ -665,9 +639,7 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		return
 	}
 	// A connection we dialled reaches the peer its welcome names, as far
-	// as anything can tell before it signs a message; if nothing served
-	// that peer, the address becomes its own (learnRoute).
-	t.learnRoute(c, hostport)
+	// as anything can tell before it signs a message.
 	t.bindPeer(c, c.claimed)
 	finish(c, nil)
 	t.wg.Add(1)
@@ -675,47 +647,6 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 		defer t.wg.Done()
 		c.read()
 	}()
-}
-
-// learnRoute notes that c was dialled at hostport, and makes that the
-// route of the peer p c's welcome names, where jxta:// sends to p go
-// (connFor): if p has no route and no open connection serves it (the
-// first address this end dialled and found p at, before anyone claimed p
-// here), or if p has a route but is not served by a connection dialled
-// there (p moved, and this end was sent to its new address). Not when
-// p has no route and another connection serves it: a dialled peer whose
-// welcome claims an identity already talking to this end is that peer's
-// word against the other's (TestDialledWelcomeKeepsTheRoute).
-func (t *Transport) learnRoute(c *conn, hostport string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, open := t.conns[c]; !open {
-		return
-	}
-	c.hostport = hostport
-	p := c.claimed
-	if p.IsZero() {
-		return
-	}
-	served := t.byPeer[p]
-	if route, routed := t.routes[p]; (!routed && served != nil) || (routed && served != nil && served.hostport == route) {
-		return
-	}
-	t.addRouteLocked(p, hostport)
-}
-
-// rankLocked is how well c serves p, for bindPeer: 2 when c was dialled
-// at p's route and its welcome names p, 1 when only its welcome names p,
-// 0 when p signed frames on it but its welcome named someone else.
-func (t *Transport) rankLocked(c *conn, p id.ID) int {
-	switch {
-	case c.claimed != p:
-		return 0
-	case c.hostport != "" && c.hostport == t.routes[p]:
-		return 2
-	default:
-		return 1
-	}
 }
 
 // bindPeer notes that c carries p, and makes c the connection jxta://
@@ -732,6 +663,11 @@ func (t *Transport) bindPeer(c *conn, p id.ID) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.bindPeerLocked(c, p)
+}
+
+// bindPeerLocked is bindPeer under t.mu.
+func (t *Transport) bindPeerLocked(c *conn, p id.ID) bool {
 	if _, open := t.conns[c]; !open {
 		return true
 	}
@@ -783,10 +719,8 @@ func (t *Transport) forgetLocked(c *conn, byEviction bool) {
 				t.byPeer[p] = o
 			}
 		}
-		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed {
-			if c.hostport != "" && len(t.routes) < maxRoutes {
-				t.routes[p] = c.hostport
-			}
+		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed && c.hostport != "" {
+			t.setRouteLocked(p, c.hostport, false)
 		}
 	}
 	if c.hostport != "" && t.byAddr[c.hostport] == c {
@@ -834,7 +768,9 @@ func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn,
 	var err error
 	switch proto {
 	case "tcp":
-		c, err = t.connTo(ctx, addr)
+		if c, err = t.connTo(ctx, addr); err == nil {
+			t.learnRoute(c)
+		}
 	case "jxta":
 		var p id.ID
 		if p, err = parsePeerAddress(to); err != nil {
@@ -842,12 +778,12 @@ func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn,
 		}
 		t.mu.Lock()
 		c = t.byPeer[p]
-		route, ok := t.routes[p]
-		atRoute := c != nil && c.hostport == route
+		r, routed := t.routes[p]
+		atRoute := c != nil && c.hostport == r
 		t.mu.Unlock()
 		switch {
-		case ok && !atRoute:
-			return t.connToRoute(ctx, p, route, to)
+		case routed && !atRoute:
+			return t.connToRoute(ctx, p, r, to)
 		case c != nil:
 		default:
 			return nil, fmt.Errorf("%w: %s", ErrNoRoute, to)
@@ -856,36 +792,6 @@ func (t *Transport) connFor(ctx context.Context, proto, addr, to string) (*conn,
 		return nil, fmt.Errorf("%w: %q: want tcp:// or jxta://", ErrAddress, to)
 	}
 	return c, err
-}
-
-// connToRoute returns the connection dialled at route, p's route, for a
-// jxta:// send to p (to), dialling if needed; never one p's claimant
-// opened: its welcome and its signed frames can be another's replayed,
-// the address this end dialled cannot. If the peer there names another
-// peer in its welcome, the route is stale (p moved): it is dropped, and
-// the send goes where it would have without it.
-func (t *Transport) connToRoute(ctx context.Context, p id.ID, route, to string) (*conn, error) {
-	rc, err := t.connTo(ctx, route)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %s at tcp://%s, its route: %w", ErrNoRoute, to, route, err)
-	}
-	if rc.claimed.IsZero() || rc.claimed == p {
-		t.bindPeer(rc, p)
-		return rc, nil
-	}
-	t.mu.Lock()
-	if t.routes[p] == route {
-		delete(t.routes, p)
-	}
-	c := t.byPeer[p]
-	t.mu.Unlock()
-	if c == nil {
-		return nil, fmt.Errorf("%w: %s (tcp://%s, its route, now answers as %s)", ErrNoRoute, to, route, rc.claimed)
-	}
-	return c, nil
 }
 
 // frame builds the frame carrying m to service/param on c's peer.

@@ -1,0 +1,462 @@
+package jxtatcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/id"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// claimant is Z's listener: the i-th connection dialled to it (from 0)
+// gets a welcome naming name(i); what arrives on any of them is
+// reported on got (the "study:text" element). Connections for which
+// hangUp(i) is true are closed right after the welcome.
+type claimant struct {
+	addr string
+	got  chan string
+	stop func() // closes the listener and its connections
+}
+
+func listenClaimant(t *testing.T, name func(i int) string, hangUp func(i int) bool) *claimant {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &claimant{addr: "tcp://" + ln.Addr().String(), got: make(chan string, 64)}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				if _, err := readWelcome(br); err != nil {
+					return
+				}
+				w := Welcome{Dest: "tcp://" + nc.RemoteAddr().String(), Public: cl.addr, Peer: name(i), Version: "1.1"}
+				if _, err := nc.Write(w.Append(nil)); err != nil {
+					return
+				}
+				if hangUp != nil && hangUp(i) {
+					return
+				}
+				for {
+					n, err := readFrameHeader(br, DefaultMaxMessageSize)
+					if err != nil {
+						return
+					}
+					b := make([]byte, n)
+					if _, err := readFull(br, b); err != nil {
+						return
+					}
+					m, err := wire.Decode(bytes.NewReader(b))
+					if err != nil {
+						continue
+					}
+					e, _ := m.Get("study", "text")
+					select {
+					case cl.got <- string(e.Data):
+					default:
+					}
+				}
+			}(i)
+		}
+	}()
+	var once sync.Once
+	cl.stop = func() {
+		once.Do(func() {
+			ln.Close()
+			mu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(cl.stop)
+	return cl
+}
+
+func readFull(br *bufio.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := br.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func textOfIn(in *Incoming) string {
+	e, _ := in.Message.Get("study", "text")
+	return string(e.Data)
+}
+
+// waitUnserved waits until tr has no connection serving p.
+func waitUnserved(t *testing.T, tr *Transport, h *Transport) {
+	t.Helper()
+	p := h.ID()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tr.mu.Lock()
+		c := tr.byPeer[p]
+		tr.mu.Unlock()
+		if c == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still served 10 s after the peer closed")
+		}
+	}
+}
+
+// sendText sends text to `to` from tr and fails the test on error.
+func sendText(t *testing.T, ctx context.Context, tr *Transport, to, text string) {
+	t.Helper()
+	if err := tr.Send(ctx, to, "StudySvc", "ep", message.New(message.Text("study", "text", text))); err != nil {
+		t.Fatalf("send %q to %s: %v", text, to, err)
+	}
+}
+
+// whoGot reports whether H or Z got the next message.
+func whoGot(t *testing.T, hGot chan *Incoming, zGot chan string, want string) string {
+	t.Helper()
+	for {
+		select {
+		case in := <-hGot:
+			if textOfIn(in) == want {
+				return "H"
+			}
+		case s := <-zGot:
+			if s == want {
+				return "Z"
+			}
+		case <-time.After(10 * time.Second):
+			return "nobody"
+		}
+	}
+}
+
+// A dialled H at hA, H's route. H restarts at hA; while A has no
+// connection to it, the application sends to Z (a peer it talks to, at
+// Z's own address), whose welcome names H: no replay, no signature. A
+// binds H to Z's connection, nothing else serving H, but H's route stays
+// hA: once H is back there, jxta://H goes to H. (Helper's attack on the
+// first version of routes, which took Z's address for H having moved.)
+func TestDialledClaimantDoesNotMoveTheRoute(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	hAddr := h1.Addrs()[0]
+	sendText(t, ctx, a.Transport, hAddr, "1")
+	<-hGot
+	h1.Close()
+	waitUnserved(t, a.Transport, h1)
+	answering(t, ctx, hIdent, "127.0.0.1", hAddr, hGot)
+
+	z := listenClaimant(t, func(int) string { return hIdent.ID().String() }, nil)
+	sendText(t, ctx, a.Transport, z.addr, "to Z, as Z")
+	<-z.got
+
+	// H is back at its address and A reaches it there.
+	sendText(t, ctx, a.Transport, hAddr, "2")
+	if who := whoGot(t, hGot, z.got, "2"); who != "H" {
+		t.Fatalf("tcp:// send to H's address went to %s", who)
+	}
+	sendText(t, ctx, a.Transport, peerAddress(hIdent.ID()), "secret for H")
+	a.mu.Lock()
+	route := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if who := whoGot(t, hGot, z.got, "secret for H"); who != "H" {
+		t.Fatalf("A's jxta://H send went to %s (H's route is now %s, Z is at %s, H at %s): a dialled welcome naming H "+
+			"took H's route while A had no connection to H", who, route, z.addr, hAddr)
+	}
+}
+
+// As TestDialledClaimantDoesNotMoveTheRoute, with no send of the
+// application's at the critical time: the application sent to Z once (Z
+// answered as Z, so Z has a route). Later, while A has no connection to
+// H (H restarting), Z opens a connection to A and asks A a question,
+// signed as Z; A answers jxta://Z, which dials Z's route; there Z's
+// welcome names H. Z's route is dropped as stale; H's stays: dials this
+// transport makes itself teach nothing.
+func TestRouteDialTeachesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	aIdent := mustIdentity()
+	aGot := make(chan *Incoming, 16)
+	a := answering(t, ctx, aIdent, "127.0.0.1", "tcp://127.0.0.1:0", aGot)
+
+	hIdent, zIdent := mustIdentity(), mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	hAddr := h1.Addrs()[0]
+	sendText(t, ctx, a, hAddr, "1")
+	<-hGot
+
+	// Z: its first connection answers as Z and hangs up; later ones name H.
+	z := listenClaimant(t, func(i int) string {
+		if i == 0 {
+			return zIdent.ID().String()
+		}
+		return hIdent.ID().String()
+	}, func(i int) bool { return i == 0 })
+	if err := a.Send(ctx, z.addr, "StudySvc", "ep", message.New(message.Text("study", "text", "hello Z"))); err != nil {
+		t.Logf("send to Z: %v", err) // Z hangs up; the frame may or may not be written
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a.mu.Lock()
+		_, open := a.byAddr[z.addr[len("tcp://"):]]
+		a.mu.Unlock()
+		if !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A's connection to Z still open")
+		}
+	}
+
+	// H restarts at its address.
+	h1.Close()
+	waitUnserved(t, a, h1)
+	answering(t, ctx, hIdent, "127.0.0.1", hAddr, hGot)
+
+	// Z, on a connection it opens, asks A a question as Z.
+	zc, err := net.Dial("tcp", hostportOf(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	zr := &rawPeer{Conn: zc, br: bufio.NewReader(zc)}
+	zr.welcome(t, zIdent)
+	go func() { // drain A's answer
+		b := make([]byte, 4096)
+		for {
+			if _, err := zr.br.Read(b); err != nil {
+				return
+			}
+		}
+	}()
+	zr.Write(signedFrame(t, zIdent, "StudySvc/ep", message.Text("study", "q", "?")))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a.mu.Lock()
+		_, zRouted := a.routes[zIdent.ID()]
+		a.mu.Unlock()
+		if !zRouted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A did not dial Z's route to answer")
+		}
+	}
+
+	// H is back: the application reaches it at its address, then by ID.
+	sendText(t, ctx, a, hAddr, "2")
+	if who := whoGot(t, hGot, z.got, "2"); who != "H" {
+		t.Fatalf("tcp:// send to H's address went to %s", who)
+	}
+	sendText(t, ctx, a, peerAddress(hIdent.ID()), "secret for H")
+	a.mu.Lock()
+	route := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if who := whoGot(t, hGot, z.got, "secret for H"); who != "H" {
+		t.Fatalf("A's jxta://H send went to %s (H's route now %s; Z at %s, H at %s): Z moved H's route to its own "+
+			"address by answering A's dial to its route with a welcome naming H", who, route, z.addr, hAddr)
+	}
+}
+
+func hostportOf(tr *Transport) string { return tr.Addrs()[0][len("tcp://"):] }
+
+// The application gives H's route (AddRoute) before ever reaching H,
+// then sends to Z, a peer it talks to, whose welcome names H: the route
+// given stays, and jxta://H goes to H.
+func TestGivenRouteKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	if err := a.AddRoute(hIdent.ID(), h.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	z := listenClaimant(t, func(int) string { return hIdent.ID().String() }, nil)
+	sendText(t, ctx, a.Transport, z.addr, "to Z")
+	<-z.got
+	sendText(t, ctx, a.Transport, peerAddress(hIdent.ID()), "secret for H")
+	a.mu.Lock()
+	route := a.routes[hIdent.ID()]
+	a.mu.Unlock()
+	if who := whoGot(t, hGot, z.got, "secret for H"); who != "H" {
+		t.Fatalf("A's jxta://H send went to %s: AddRoute(H, %s) replaced by Z's address (route now %s)", who, h.Addrs()[0], route)
+	}
+}
+
+// A dialled H; H restarts on another port (JXSE takes the next free
+// port of its range when its own is busy) and talks to A on a
+// connection it opens, signing its frames, as a replayer would: A's
+// jxta://H sends fail with ErrNoRoute naming H's route, rather than go
+// over a connection a claimant of H opened. A send to H's new address
+// (here by tcp://; AddRoute does as well) reaches H again by ID.
+func TestMovedPeerReachedOnceSentTo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	sendText(t, ctx, a.Transport, h1.Addrs()[0], "1")
+	<-hGot
+	h1.Close()
+	waitUnserved(t, a.Transport, h1)
+	h2 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	sendText(t, ctx, h2, a.Addrs()[0], "H is back, elsewhere")
+	a.next(t)
+	err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "reply")))
+	if !errors.Is(err, ErrNoRoute) || !strings.Contains(err.Error(), hostportOf(h1)) {
+		t.Fatalf("A's reply to H, moved and connected from its new port: %v, want ErrNoRoute naming %s", err, h1.Addrs()[0])
+	}
+	sendText(t, ctx, a.Transport, h2.Addrs()[0], "2")
+	if who := whoGot(t, hGot, nil, "2"); who != "H" {
+		t.Fatalf("tcp:// send to H's new address went to %s", who)
+	}
+	sendText(t, ctx, a.Transport, peerAddress(hIdent.ID()), "reply")
+	if who := whoGot(t, hGot, nil, "reply"); who != "H" {
+		t.Fatalf("reply went to %s", who)
+	}
+}
+
+// As in TestDialledClaimantDoesNotMoveTheRoute, the application sends to
+// Z, whose welcome names H, while A has no connection to H; then it
+// reaches H again at hA, and Z leaves. jxta://H sends go to H at its
+// route (with the first version of routes, Z's address had become H's
+// route, and every jxta://H send failed once Z was gone).
+func TestClaimantLeavingDeniesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	hAddr := h1.Addrs()[0]
+	sendText(t, ctx, a.Transport, hAddr, "1")
+	<-hGot
+	h1.Close()
+	waitUnserved(t, a.Transport, h1)
+	answering(t, ctx, hIdent, "127.0.0.1", hAddr, hGot)
+
+	z := listenClaimant(t, func(int) string { return hIdent.ID().String() }, nil)
+	sendText(t, ctx, a.Transport, z.addr, "to Z")
+	<-z.got
+	sendText(t, ctx, a.Transport, hAddr, "2")
+	<-hGot
+	z.stop()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a.mu.Lock()
+		_, open := a.byAddr[z.addr[len("tcp://"):]]
+		a.mu.Unlock()
+		if !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A's connection to Z still open")
+		}
+	}
+	sendText(t, ctx, a.Transport, hAddr, "3") // the application reaches H at its address
+	<-hGot
+	var failed []error
+	for i := 0; i < 3; i++ {
+		err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "by ID")))
+		if err != nil {
+			failed = append(failed, err)
+			continue
+		}
+		<-hGot
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of 3 jxta://H sends failed while A holds a connection it dialled to H at %s (Z, gone, was at %s): %v",
+			len(failed), hAddr, z.addr, failed[0])
+	}
+}
+
+// maxRoutes: Z, a peer the application sends to by tcp:// now and then,
+// hangs up after each message and names a fresh peer ID in each welcome.
+// Each dial learns a route for that ID (nothing serves it) until
+// maxRoutes are remembered; H's, learned first, stays (a clear of every
+// route at maxRoutes had exposed H to the replay hijack again).
+func TestLearnedRoutesBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	hIdent := mustIdentity()
+	hGot := make(chan *Incoming, 16)
+	h := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
+	sendText(t, ctx, a.Transport, h.Addrs()[0], "1")
+	<-hGot
+	z := listenClaimant(t, func(int) string {
+		p, err := id.NewPeerID(id.NetPeerGroupID)
+		if err != nil {
+			panic(err)
+		}
+		return p.String()
+	}, func(int) bool { return true })
+	routes := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.routes)
+	}
+	// Until the routes are full, and 20 dials more.
+	for i, more := 0, 20; more > 0; i++ {
+		if i > 2*maxRoutes {
+			t.Fatalf("%d routes after %d dials", routes(), i)
+		}
+		if routes() >= maxRoutes {
+			more--
+		}
+		a.Send(ctx, z.addr, "StudySvc", "ep", message.New(message.Text("study", "text", "x")))
+		for { // wait for the hang-up, so that the next send dials
+			a.mu.Lock()
+			_, open := a.byAddr[z.addr[len("tcp://"):]]
+			a.mu.Unlock()
+			if !open {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	a.mu.Lock()
+	route, pinned := a.routes[hIdent.ID()]
+	n := len(a.routes)
+	a.mu.Unlock()
+	if !pinned || n != maxRoutes {
+		t.Fatalf("after dials to Z (a fresh peer ID in each welcome) beyond maxRoutes: H's route kept %v (%s), %d routes; want kept and %d",
+			pinned, route, n, maxRoutes)
+	}
+}
