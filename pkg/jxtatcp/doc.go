@@ -56,10 +56,10 @@
 // that address: the first tcp:// address the application sent to and
 // found H at while nothing else served H, or one AddRoute gave. A
 // connection dialled there reaches H, as far as TCP tells, whoever
-// claims H elsewhere; if nothing answers there as H, the send goes to
-// another address the application sent to that answered as H (H moved),
-// else fails (ErrNoRoute, naming the route) rather than go to a
-// connection a claimant opened. A peer known only from connections it
+// claims H elsewhere; if nothing listens there (H moved), the send goes
+// to another address the application sent to that answered as H, else
+// fails (ErrNoRoute, naming the route) rather than go to a connection a
+// claimant opened. A peer known only from connections it
 // opened (never sent to by tcp://, no route given), or one that
 // connected before the application first sent to it, has no route and
 // is exposed: a Z that connects while H has no connection here and

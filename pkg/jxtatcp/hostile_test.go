@@ -1018,34 +1018,10 @@ func TestReplayerCannotTakeADialledPeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := newTarget(t)
-	hIdent := mustIdentity()
-	hGot := make(chan *Incoming, 16)
-	h1 := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
-	hAddr := h1.Addrs()[0]
-	captured := captureAnswer(t, h1)
-
-	text := func(in *Incoming) string {
-		e, _ := in.Message.Get("study", "text")
-		return string(e.Data)
-	}
-	if err := a.Send(ctx, hAddr, "StudySvc", "ep", message.New(message.Text("study", "text", "1"))); err != nil {
-		t.Fatal(err)
-	}
-	if in := <-hGot; text(in) != "1" {
-		t.Fatalf("H got %q", text(in))
-	}
-	h1.Close()
-	served := func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.byPeer[hIdent.ID()] != nil
-	}
-	for deadline := time.Now().Add(10 * time.Second); served(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("A still serves H 10 s after H closed")
-		}
-	}
-	h2 := answering(t, ctx, hIdent, "127.0.0.1", hAddr, hGot)
+	h := routedPeer(t, ctx, a.Transport)
+	hIdent, hAddr, hGot := h.ident, h.addr, h.got
+	captured := captureAnswer(t, h.Transport)
+	h.restart(t, ctx, a.Transport, "")
 
 	z := dialRaw(t, a)
 	z.welcome(t, hIdent) // Z names H: the strongest claim it can make
@@ -1073,8 +1049,8 @@ func TestReplayerCannotTakeADialledPeer(t *testing.T) {
 		}
 		select {
 		case in := <-hGot:
-			if text(in) != want {
-				t.Fatalf("H got %q, want %q", text(in), want)
+			if textOfIn(in) != want {
+				t.Fatalf("H got %q, want %q", textOfIn(in), want)
 			}
 		case <-zGot:
 			t.Fatalf("A's message %s for H went to Z, which replayed H's signed frame", want)
@@ -1083,19 +1059,8 @@ func TestReplayerCannotTakeADialledPeer(t *testing.T) {
 		}
 	}
 
-	h2.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		a.mu.Lock()
-		c := a.byPeer[hIdent.ID()]
-		gone := c == nil || c.hostport == ""
-		a.mu.Unlock()
-		if gone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("A still has H's dialled connection 10 s after H closed")
-		}
-	}
+	h.Close()
+	waitUnservedAt(t, a.Transport, hAddr)
 	err := a.Send(ctx, peerAddress(hIdent.ID()), "StudySvc", "ep", message.New(message.Text("study", "text", "4")))
 	if !errors.Is(err, ErrNoRoute) || !strings.Contains(err.Error(), strings.TrimPrefix(hAddr, "tcp://")) {
 		t.Fatalf("send to H, gone from its address while Z claims it: %v, want ErrNoRoute naming %s", err, hAddr)

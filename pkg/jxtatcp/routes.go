@@ -2,7 +2,9 @@ package jxtatcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
@@ -14,9 +16,9 @@ import (
 // opens, and back the claim with a frame H signed (for it) replayed. An
 // address this end dialled and found H at cannot be had that way: it is
 // H's route, and jxta://H is sent over a connection dialled there
-// (connToRoute), or, if nothing answers there, over another connection
-// this end dialled whose welcome names H (an address the application
-// sent to: H moved), never over one a claimant opened. A route is given
+// (connToRoute), or, if nothing listens there, over another connection
+// the application sent to whose welcome names H (H moved, and it sent to
+// H's new address), never over one a claimant opened. A route is given
 // (AddRoute) or learned from the application's tcp:// sends
 // (learnRoute): the first address it sent to and found H at while no
 // other connection served H; a later address answering as H does not
@@ -73,7 +75,11 @@ func (t *Transport) learnRoute(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := c.claimed
-	if _, open := t.conns[c]; !open || p.IsZero() || c.hostport == "" {
+	if _, open := t.conns[c]; !open || c.hostport == "" {
+		return
+	}
+	c.asked = true
+	if p.IsZero() {
 		return
 	}
 	if _, routed := t.routes[p]; routed {
@@ -100,13 +106,15 @@ func (t *Transport) rankLocked(c *conn, p id.ID) int {
 
 // connToRoute returns the connection for a jxta:// send (to) to p, whose
 // route is addr: one dialled there (dialling if needed) if it answers as
-// p; else another that this end dialled and whose welcome names p (p
-// moved, and the application sent to its new address); never one a
-// claimant of p opened, which may be a peer that replayed p's frames
-// while p is away: with neither, the send fails (ErrNoRoute, naming
-// addr). If the peer at addr names another peer in its welcome, the
-// route is stale (p moved away, another is there): it is dropped, and
-// the send goes where it would have without it.
+// p; if nothing listens there (the dial refused: p moved), another that
+// the application sent to and whose welcome names p (it sent to p's new
+// address); never one a claimant of p opened, which may be a peer that
+// replayed p's frames while p is away. Otherwise the send fails
+// (ErrNoRoute, naming addr): a dial that fails any other way (this end's
+// slots full, p's full, a timeout) may be a hostile peer's doing, and p
+// still there. If the peer at addr names another peer in its welcome,
+// the route is stale (p moved away, another is there): it is dropped,
+// and the send goes where it would have without it.
 func (t *Transport) connToRoute(ctx context.Context, p id.ID, addr, to string) (*conn, error) {
 	rc, err := t.connTo(ctx, addr)
 	if err != nil && ctx.Err() != nil {
@@ -115,7 +123,7 @@ func (t *Transport) connToRoute(ctx context.Context, p id.ID, addr, to string) (
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
-		if c := t.dialledClaimantLocked(p); c != nil {
+		if c := t.askedClaimantLocked(p); c != nil && errors.Is(err, syscall.ECONNREFUSED) {
 			return c, nil
 		}
 		return nil, fmt.Errorf("%w: %s at tcp://%s, its route: %w", ErrNoRoute, to, addr, err)
@@ -133,14 +141,15 @@ func (t *Transport) connToRoute(ctx context.Context, p id.ID, addr, to string) (
 	return nil, fmt.Errorf("%w: %s (tcp://%s, its route, now answers as %s)", ErrNoRoute, to, addr, rc.claimed)
 }
 
-// dialledClaimantLocked returns an open connection this end dialled
-// whose welcome names p, preferring the one serving p, or nil.
-func (t *Transport) dialledClaimantLocked(p id.ID) *conn {
-	if c := t.byPeer[p]; c != nil && c.hostport != "" && c.claimed == p {
+// askedClaimantLocked returns an open connection the application sent
+// to by tcp:// whose welcome names p, preferring the one serving p, or
+// nil.
+func (t *Transport) askedClaimantLocked(p id.ID) *conn {
+	if c := t.byPeer[p]; c != nil && c.asked && c.claimed == p {
 		return c
 	}
 	for c := range t.conns {
-		if c.hostport != "" && c.claimed == p {
+		if c.asked && c.claimed == p {
 			return c
 		}
 	}

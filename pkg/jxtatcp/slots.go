@@ -31,11 +31,13 @@ import (
 // connection closes, as JXTA unicast has no acknowledgement; bytes
 // arriving behind it are counted lost (Stats.EvictedUnread). An evicted
 // peer's next send dials again, as JXSE's does; this
-// transport remembers where to dial the peers of an evicted connection it
-// had dialled (the address it dialled). It does not for an accepted one:
-// the address a welcome announces is the peer's word, and a peer that
-// replayed another's signed frame (CBJX has no nonce) would have that
-// peer's messages routed to itself for good.
+// transport remembers where to dial the peer of an evicted connection the
+// application had sent to (the address it dialled, as the peer's route;
+// routes.go). It does not for an accepted one, nor for the other peers
+// that signed frames on a dialled one: the address a welcome announces
+// is the peer's word, and a peer that replayed another's signed frame
+// (CBJX has no nonce) would have that peer's messages routed to itself
+// for good.
 
 // evictIdle is how long a connection must have carried no frame before
 // it may be closed to make room for another: twice the idle probe of

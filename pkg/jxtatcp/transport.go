@@ -695,9 +695,13 @@ func (t *Transport) forget(c *conn) {
 	t.forgetLocked(c, false)
 }
 
-// forgetLocked is forget under t.mu. For a connection evicted, the peers
-// no other connection serves get a route to where they can be dialled
-// again, unless they have one: the eviction was this end's doing.
+// forgetLocked is forget under t.mu. For a connection evicted that the
+// application sent to by tcp://, the peer its welcome named gets a route
+// to where it can be dialled again, if no other connection serves it and
+// it has none: the eviction was this end's doing. Not the other peers
+// that signed frames on it (one may be a replay), nor the peer of a
+// connection only this transport asked for (a dial to a route, which a
+// peer can have it make).
 func (t *Transport) forgetLocked(c *conn, byEviction bool) {
 	if _, open := t.conns[c]; !open {
 		return
@@ -719,7 +723,7 @@ func (t *Transport) forgetLocked(c *conn, byEviction bool) {
 				t.byPeer[p] = o
 			}
 		}
-		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed && c.hostport != "" {
+		if _, routed := t.routes[p]; byEviction && t.byPeer[p] == nil && !routed && c.asked && c.claimed == p {
 			t.setRouteLocked(p, c.hostport, false)
 		}
 	}
@@ -831,8 +835,10 @@ type conn struct {
 	nc net.Conn
 	br *bufio.Reader
 	// hostport is the address it was dialled at, "" for an accepted
-	// connection (set under t.mu).
+	// connection; asked says an application's send to tcp://hostport
+	// went over it (learnRoute). Both under t.mu.
 	hostport string
+	asked    bool
 	remote   Welcome
 	claimed  id.ID // the welcome's peer ID, if it parses
 	// peers are the peers bound to it (bindPeer), at most
