@@ -606,7 +606,6 @@ func (t *Transport) dial(hostport string, call *dialCall) {
 				err = ErrClosed
 			} else {
 				t.byAddr[hostport] = c
-				c.hostport = hostport
 			}
 		}
 		t.mu.Unlock()
