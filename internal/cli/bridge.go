@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,9 @@ peer's message that could not be forwarded is refused back to it, with the
 reason, so its sender learns it was not delivered (p2pmsg send exits 1);
 JXTA has no refusal, so a JXSE peer's is reported here only. A message that
 arrives as the bridge stops is refused, reported and counted too; the bridge
-exits 1 with the count if there was any.
+exits 1 with the count if there was any. Stopping after --count, it first
+lets the libp2p peers whose messages it forwarded see them delivered (for
+at most two seconds), as recv --count does.
 
 JXSE peers reach the bridge as they reach another JXSE peer: once it has
 connected to them (it does when it first forwards to --jxse-peer), or once
@@ -128,7 +131,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			}
 			defer p2p.close()
 			defer jx.close()
-			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			_, failed, senders, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			in.Close()
 			failed += h.finish()
 			// Interrupted (ctx ended, the command's did not) is a normal
@@ -136,10 +139,16 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			if err != nil && !(ctx.Err() != nil && cmd.Context().Err() == nil) {
 				return err
 			}
+			var derr error
+			if err == nil && count > 0 {
+				// Done: the libp2p senders see their messages delivered
+				// (and those refused as stopped, the refusal), as recv's.
+				derr = drain(ctx, p, senders)
+			}
 			if failed > 0 {
 				return fmt.Errorf("bridge: %s could not be forwarded (see above)", english.Count(failed, "message", "messages"))
 			}
-			return nil
+			return derr
 		},
 	}
 	f := cmd.Flags()
@@ -253,30 +262,36 @@ func (h *handoff) finish() int {
 // from libp2p peers through jx, until count messages are forwarded (0:
 // until ctx ends or in fails). It prints a line on out per message
 // forwarded and on errOut per message that was not, and tells in what
-// became of each message before it looks at the next.
-func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
+// became of each message before it looks at the next. With a count, it
+// returns the libp2p peers whose messages it forwarded (at most count),
+// for the command to drain.
+func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, senders []peer.ID, err error) {
 	for count == 0 || forwarded < count {
 		m, err := in.ReceiveFrom(ctx)
 		if err != nil {
-			return forwarded, failed, err
+			return forwarded, failed, senders, err
 		}
-		from, f, to := "p2p "+m.From.String(), jx, "jxta "+jxseName
-		if m.From == "" {
+		src := m.From
+		from, f, to := "p2p "+src.String(), jx, "jxta "+jxseName
+		if src == "" {
 			from, f, to = "jxta "+m.FromJXTA.String(), p2p, "p2p "+p2pName
 		}
 		err = f.send(ctx, m.Message)
-		m.done <- err // m is the handler's again
+		m.done <- err // m is the handler's again: not to be read from here on
 		if err != nil {
 			failed++
 			fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))
 			continue
 		}
 		forwarded++
+		if count > 0 && src != "" && !slices.Contains(senders, src) {
+			senders = append(senders, src)
+		}
 		if _, err := fmt.Fprintf(out, "forwarded message %d from %s to %s\n", forwarded, from, to); err != nil {
-			return forwarded, failed, err
+			return forwarded, failed, senders, err
 		}
 	}
-	return forwarded, failed, nil
+	return forwarded, failed, senders, nil
 }
 
 // forwarder sends a bridge's messages on the pipe to one side, resolving

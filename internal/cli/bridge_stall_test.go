@@ -2,13 +2,17 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
 
 // TestBridgeInterruptedWhileForwardStalls: the bridge's JXSE side is a
@@ -126,4 +130,74 @@ func checkBridgeCount(t *testing.T, stderr []string, prefix string) {
 	if last != want {
 		t.Errorf("bridge: %d reported not forwarded, last line %q; want %q (stderr %q)", reported, last, want, stderr)
 	}
+}
+
+// TestBridgeCountDrains: a bridge that stops after --count lets the
+// libp2p peer whose message it forwarded last see that message delivered.
+// The peer flushes only once the bridge has forwarded the message (its
+// stdout says so) and had time to exit: before, the bridge closed its
+// peer at once and the Flush saw the stream reset, so `p2pmsg send`
+// exited 1 for a message that had been forwarded (TestJXSEBridge failed
+// so under load). The JXTA side is another p2pmsg, on JXTA's own TCP
+// transport.
+func TestBridgeCountDrains(t *testing.T) {
+	p := newPipeAdv(t, "unicast")
+	jx := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--count", "1")
+	var jxAddr string
+	for _, a := range jx.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			jxAddr, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	out := &watchWriter{want: "forwarded message 1 ", seen: make(chan struct{})}
+	bridge := startTo(t, nil, out, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--jxse-peer", jxAddr, "--count", "1")
+	var bridgeP2P string
+	for _, a := range bridge.addrs {
+		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
+			bridgeP2P = a
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	send := newHostilePeer(t).outputTo(ctx, t, p, bridgeP2P)
+	if err := send.Send(ctx, message.New(message.Text("study", "text", "to jxta"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-out.seen:
+	case <-ctx.Done():
+		t.Fatalf("the bridge never forwarded the message: %q", bridge.stderr)
+	}
+	// An old bridge has exited by now; this one waits for the stream.
+	time.Sleep(500 * time.Millisecond)
+	if err := send.Flush(ctx); err != nil {
+		t.Errorf("flush of a message the bridge forwarded: %v", err)
+	}
+	if code := bridge.wait(t); code != 0 {
+		t.Errorf("bridge: exit %d, %q", code, bridge.stderr)
+	}
+	if code := jx.wait(t); code != 0 || !strings.Contains(jx.stdout.String(), "to jxta") {
+		t.Errorf("JXTA side: exit %d, printed %q", code, jx.stdout.String())
+	}
+}
+
+// watchWriter is a daemon's stdout that closes seen once it has written
+// want.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
 }

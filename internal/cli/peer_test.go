@@ -107,18 +107,29 @@ func startCmd(t *testing.T, cmd *exec.Cmd, out io.Writer, what string) *daemon {
 }
 
 // wait waits for the daemon to exit and returns its exit code; its
-// stderr is then complete in d.stderr.
+// stderr is then complete in d.stderr. It reads stderr while it waits: a
+// daemon that writes more lines than d.lines holds is reaped only once
+// they are read.
 func (d *daemon) wait(t *testing.T) int {
 	t.Helper()
-	select {
-	case <-d.done:
-	case <-time.After(2 * time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		t.Fatalf("p2pmsg did not exit; stderr %q", d.stderr)
+	timeout := time.After(2 * time.Minute)
+	killed := false
+	for lines := d.lines; lines != nil; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				lines = nil
+				break
+			}
+			d.stderr = append(d.stderr, l)
+		case <-timeout:
+			d.cmd.Process.Kill()
+			killed = true
+		}
 	}
-	for l := range d.lines {
-		d.stderr = append(d.stderr, l)
+	<-d.done
+	if killed {
+		t.Fatalf("p2pmsg did not exit; stderr %q", d.stderr)
 	}
 	return d.cmd.ProcessState.ExitCode()
 }

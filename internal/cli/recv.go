@@ -224,7 +224,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 						return nil // run until interrupted: a normal way to stop
 					}
 					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
-					if d.r.From != "" {
+					if d.r.From != "" && count > 0 { // at most count: drain's, below
 						senders[d.r.From] = true
 					}
 					d.r.Release()
@@ -237,18 +237,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil || ctx.Err() != nil {
 				return err
 			}
-			// Let the senders see their last messages delivered: their
-			// Flush waits for this end to finish the stream cleanly, and
-			// then for the stream's close to reach them, which exiting
-			// under them would turn into a reset. So wait for them to hang
-			// up too.
-			sctx, cancel := context.WithTimeout(ctx, drainTimeout)
-			defer cancel()
-			if err := p.ep.Shutdown(sctx); err != nil {
-				return err
-			}
-			waitHangUp(sctx, p, slices.Collect(maps.Keys(senders))...)
-			return nil
+			return drain(ctx, p, slices.Collect(maps.Keys(senders)))
 		},
 	}
 	f := cmd.Flags()
@@ -401,6 +390,22 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	s.n.Add(int64(n))
 	return n, err
+}
+
+// drain ends p's endpoint as a receiver that is done (endpoint's
+// Shutdown), so that the senders see their last messages delivered: their
+// Flush waits for this end to finish the stream cleanly, and then for the
+// stream's close to reach them, which exiting under them would turn into a
+// reset. So it waits for senders, the peers whose messages it took, to
+// hang up too; all within drainTimeout.
+func drain(ctx context.Context, p *peerStack, senders []peer.ID) error {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	if err := p.ep.Shutdown(ctx); err != nil {
+		return err
+	}
+	waitHangUp(ctx, p, senders...)
+	return nil
 }
 
 // waitHangUp waits, at most drainTimeout, until none of peers has a
