@@ -7,6 +7,10 @@
 GO        ?= go
 BIN       := bin/p2pmsg
 FUZZTIME  ?= 3000x
+# How long each fuzz target may minimize a new input it finds: go test's
+# default, a minute per input, took the whole run of the targets seeded
+# with captured JXTA sessions (jxtatcp FuzzStream, pipe FuzzParsePBPAnswer).
+FUZZMINTIME ?= 10x
 # Every go test -fuzz target, as package:Target.
 FUZZ_PKGS := ./pkg/... ./internal/...
 
@@ -55,7 +59,7 @@ fuzz:
 	  $(GO) test -c -fuzz . -o "$$bin" "$$pkg"; \
 	  for target in $$("$$bin" -test.list '^Fuzz'); do \
 	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-	    (cd "$$dir" && "$$bin" -test.run '^$$' -test.fuzz "^$$target\$$" -test.fuzztime $(FUZZTIME) \
+	    (cd "$$dir" && "$$bin" -test.run '^$$' -test.fuzz "^$$target\$$" -test.fuzztime $(FUZZTIME) -test.fuzzminimizetime $(FUZZMINTIME) \
 	      -test.fuzzcachedir "$$cache/$$pkg") > "$$tmp/log" 2>&1 || { cat "$$tmp/log"; exit 1; }; \
 	  done; \
 	done
