@@ -52,12 +52,7 @@ func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
 		"--jxse-peer", "tcp://"+ln.Addr().String())
-	var bridgeP2P string
-	for _, a := range bridge.addrs {
-		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
-			bridgeP2P = a
-		}
-	}
+	bridgeP2P := bridge.p2pAddr()
 	type sent struct {
 		code   int
 		stderr string
@@ -143,21 +138,11 @@ func checkBridgeCount(t *testing.T, stderr []string, prefix string) {
 func TestBridgeCountDrains(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	jx := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--count", "1")
-	var jxAddr string
-	for _, a := range jx.addrs {
-		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
-			jxAddr, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	jxAddr, _ := jx.jxtaAddr()
 	out := &watchWriter{want: "forwarded message 1 ", seen: make(chan struct{})}
 	bridge := startTo(t, nil, out, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
 		"--jxse-peer", jxAddr, "--count", "1")
-	var bridgeP2P string
-	for _, a := range bridge.addrs {
-		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
-			bridgeP2P = a
-		}
-	}
+	bridgeP2P := bridge.p2pAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	send := newHostilePeer(t).outputTo(ctx, t, p, bridgeP2P)

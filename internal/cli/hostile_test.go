@@ -299,12 +299,7 @@ func TestRecvSocketJXTACloseWithGap(t *testing.T) {
 	}
 	defer out.Close()
 	recv := startTo(t, nil, out, "recv", "--socket", "--pipe", advFile, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
-	jxtaAddr := ""
-	for _, x := range recv.addrs {
-		if rest, ok := strings.CutPrefix(x, "jxta "); ok {
-			jxtaAddr, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	jxtaAddr, _ := recv.jxtaAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ident, err := jxtatcp.NewIdentity()

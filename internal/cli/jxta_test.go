@@ -51,12 +51,7 @@ func TestJXSESendRecv(t *testing.T) {
 
 	toCLI := newPipeAdv(t, "unicast")
 	recv := start(t, nil, "recv", "--pipe", toCLI, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--count", "1")
-	var addr, pid string
-	for _, a := range recv.addrs {
-		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
-			addr, pid, _ = strings.Cut(rest, " ")
-		}
-	}
+	addr, pid := recv.jxtaAddr()
 	if addr == "" || !strings.HasPrefix(pid, "urn:jxta:cbid-") {
 		t.Fatalf("recv announced %q, want a jxta tcp:// address and peer ID", recv.addrs)
 	}
@@ -106,14 +101,8 @@ func testJXSEBridge(t *testing.T, unsigned bool) {
 		args = append(args, "--jxta-unsigned")
 	}
 	bridge := start(t, nil, args...)
-	var bridgeP2P, bridgeJXTA, bridgeID string
-	for _, a := range bridge.addrs {
-		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
-			bridgeJXTA, bridgeID, _ = strings.Cut(rest, " ")
-		} else if bridgeP2P == "" {
-			bridgeP2P = a
-		}
-	}
+	bridgeP2P := bridge.p2pAddr()
+	bridgeJXTA, bridgeID := bridge.jxtaAddr()
 	if bridgeJXTA == "" || bridgeP2P == "" {
 		t.Fatalf("bridge announced %q", bridge.addrs)
 	}
@@ -182,12 +171,7 @@ func TestJXSESockets(t *testing.T) {
 
 	toCLI := newPipeAdv(t, "unicast")
 	recv := start(t, nil, "recv", "--socket", "--pipe", toCLI, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
-	var addr, pid string
-	for _, a := range recv.addrs {
-		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
-			addr, pid, _ = strings.Cut(rest, " ")
-		}
-	}
+	addr, pid := recv.jxtaAddr()
 	if err := peer.Command("route " + pid + " " + addr); err != nil {
 		t.Fatal(err)
 	}
@@ -257,20 +241,10 @@ func TestLabRTTJXTA(t *testing.T) {
 func TestBridgeCountRefusesTheRest(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	sink := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
-	var sinkJXTA string
-	for _, a := range sink.addrs {
-		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
-			sinkJXTA, _, _ = strings.Cut(rest, " ")
-		}
-	}
+	sinkJXTA, _ := sink.jxtaAddr()
 	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
 		"--jxse-peer", sinkJXTA, "--count", "1")
-	var bridgeP2P string
-	for _, a := range bridge.addrs {
-		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
-			bridgeP2P = a
-		}
-	}
+	bridgeP2P := bridge.p2pAddr()
 	r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--count", "3", "--elem", "text=hi")
 	code := bridge.wait(t)
 	fwd := strings.Count(bridge.stdout.String(), "forwarded message")
@@ -295,12 +269,7 @@ func TestBridgeCountsUnforwarded(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
 	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback, "--p2p-peer", peer)
-	var bridgeP2P string
-	for _, a := range bridge.addrs {
-		if !strings.HasPrefix(a, "jxta ") && bridgeP2P == "" {
-			bridgeP2P = a
-		}
-	}
+	bridgeP2P := bridge.p2pAddr()
 	// The loop fails a message with no peer for its direction at once,
 	// and the bridge refuses it back: each send learns it went nowhere.
 	for range 2 {

@@ -106,6 +106,27 @@ func startCmd(t *testing.T, cmd *exec.Cmd, out io.Writer, what string) *daemon {
 	}
 }
 
+// jxtaAddr returns the JXTA TCP address and peer ID the daemon announced
+// ("listening jxta ADDR ID"), or "".
+func (d *daemon) jxtaAddr() (addr, id string) {
+	for _, a := range d.addrs {
+		if rest, ok := strings.CutPrefix(a, "jxta "); ok {
+			addr, id, _ = strings.Cut(rest, " ")
+		}
+	}
+	return addr, id
+}
+
+// p2pAddr returns the first libp2p multiaddr the daemon announced, or "".
+func (d *daemon) p2pAddr() string {
+	for _, a := range d.addrs {
+		if !strings.HasPrefix(a, "jxta ") {
+			return a
+		}
+	}
+	return ""
+}
+
 // wait waits for the daemon to exit and returns its exit code; its
 // stderr is then complete in d.stderr. It reads stderr while it waits: a
 // daemon that writes more lines than d.lines holds is reaped only once
