@@ -482,7 +482,9 @@ func (s *Service) Close() error {
 // Shutdown began is not delivered (its sender's Flush fails). When ctx
 // ends first, the remaining streams are reset as by Close, which Shutdown
 // always ends with. Messages this service's Sends queued are written out
-// first, within ctx.
+// first, within ctx. The node's connections stay up: closing them at once
+// afterwards can still cut off a stream's end on its way to its sender,
+// which node.Node.Shutdown does not.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {

@@ -111,10 +111,20 @@ type yamuxStream struct {
 
 var _ network.MuxedStream = (*yamuxStream)(nil)
 
+// Read reads from the stream. An error that comes with data is left for
+// the next Read, which reports the stream's own state: go-yamux returns
+// from a Read that delivered data the error of the window update it then
+// sends, and once the session has ended that is the session's end —
+// io.EOF when the peer closed the connection — though the stream may
+// still hold data that arrived before, its end with it. Taken for the
+// stream's end, that error would cut the stream short without a word;
+// the next Read returns the rest, then io.EOF, or the stream's reset if
+// its end never came.
 func (s *yamuxStream) Read(b []byte) (int, error) {
 	n, err := s.s.Read(b)
 	if n > 0 {
 		s.ledger.consume(s, n)
+		return n, nil
 	}
 	return n, yamuxError(err)
 }
