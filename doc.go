@@ -2,7 +2,10 @@
 // node (package node, the libp2p host), the endpoint service on it (package
 // endpoint), the pipe service on that (package pipe) and the socket service
 // on the pipes (package socket) from one set of options, and Peer.Close
-// stops all four, in the reverse order.
+// stops all four, in the reverse order. Peer.Shutdown stops them as a peer
+// that is done should: what it queued is written out, the peers sending
+// to it finish their streams, and each connection closes once its peer
+// has read what was written on it, so that their Flush calls succeed.
 //
 // It is the top of the module's layering: it imports those packages and
 // nothing under pkg/ or internal/ imports it (internal/layering checks).

@@ -91,3 +91,57 @@ func ExamplePeer_Sockets() {
 	fmt.Print(string(b))
 	// Output: welcome
 }
+
+// A receiver that is done shuts down rather than closes: the sender's
+// Flush, which waits for the receiver to have handed over every message,
+// then succeeds instead of seeing its stream reset by the exit.
+func ExamplePeer_Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	loopback := p2pmsg.WithListenAddrs("/ip4/127.0.0.1/tcp/0")
+	bob, err := p2pmsg.New(ctx, loopback)
+	if err != nil {
+		panic(err)
+	}
+	defer bob.Close() // does nothing after Shutdown
+	alice, err := p2pmsg.New(ctx, loopback)
+	if err != nil {
+		panic(err)
+	}
+	defer alice.Close()
+
+	jobs, _ := adv.New(adv.Unicast, "jobs", "")
+	in, err := bob.Pipes().NewInputPipe(jobs)
+	if err != nil {
+		panic(err)
+	}
+	out, err := alice.Pipes().NewOutputPipe(ctx, jobs, pipe.ToPeers(bob.AddrInfo()))
+	if err != nil {
+		panic(err)
+	}
+	for _, job := range []string{"one", "two", "three"} {
+		if err := out.Send(ctx, message.New(message.Text("", "job", job))); err != nil {
+			panic(err)
+		}
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- out.Flush(ctx) }()
+
+	for range 3 {
+		m, err := in.Receive(ctx)
+		if err != nil {
+			panic(err)
+		}
+		e, _ := m.Get("", "job")
+		fmt.Println("bob:", string(e.Data))
+	}
+	if err := bob.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("alice's Flush:", <-flushed)
+	// Output:
+	// bob: one
+	// bob: two
+	// bob: three
+	// alice's Flush: <nil>
+}

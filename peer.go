@@ -78,33 +78,62 @@ func (p *Peer) abort(step string, err error) error {
 // service (every pipe), the endpoint service, then the node, whose host
 // ends every connection, open sockets included. As endpoint.Service.Close,
 // it drops messages queued and not yet written: flush output pipes first
-// when they must arrive. It returns the first error of the four; later
-// calls do nothing and return the same.
+// when they must arrive, or call Shutdown. It returns the first error of
+// the four; later calls of Close or Shutdown do nothing and return the
+// same.
 func (p *Peer) Close() error {
-	p.closeOnce.Do(func() {
-		// Top down: each layer unregisters from the one below while
-		// that one still runs.
-		var errs []error
-		if p.sockets != nil {
-			errs = append(errs, p.sockets.Close())
-		}
-		if p.pipes != nil {
-			errs = append(errs, p.pipes.Close())
-		}
-		if p.endpoint != nil {
+	p.closeOnce.Do(func() { p.closeErr = p.stop(context.Background(), false) })
+	return p.closeErr
+}
+
+// Shutdown stops the peer as a peer that is done should: as Close, top
+// down, but the endpoint first writes out what its Sends queued and waits
+// for the peers sending to it to finish their streams
+// (endpoint.Service.Shutdown), and the node closes each connection once
+// its peer has read what was written on it (node.Node.Shutdown). So
+// another peer's Flush to this one succeeds for everything delivered,
+// rather than failing with its stream reset by the exit (the pipes are
+// closed first: a message that arrives for one after that is refused, and
+// its sender's Flush says so). When ctx ends, what is left closes as by
+// Close, and Shutdown reports the connections it closed before their
+// peers answered. Later calls of Shutdown or Close do nothing and return
+// the first's result.
+func (p *Peer) Shutdown(ctx context.Context) error {
+	p.closeOnce.Do(func() { p.closeErr = p.stop(ctx, true) })
+	return p.closeErr
+}
+
+// stop closes the four layers, top down (each unregisters from the one
+// below while that one still runs), gracefully within ctx if graceful,
+// and returns the first error.
+func (p *Peer) stop(ctx context.Context, graceful bool) error {
+	var errs []error
+	if p.sockets != nil {
+		errs = append(errs, p.sockets.Close())
+	}
+	if p.pipes != nil {
+		errs = append(errs, p.pipes.Close())
+	}
+	if p.endpoint != nil {
+		if graceful {
+			errs = append(errs, p.endpoint.Shutdown(ctx))
+		} else {
 			errs = append(errs, p.endpoint.Close())
 		}
-		if p.node != nil {
+	}
+	if p.node != nil {
+		if graceful {
+			errs = append(errs, p.node.Shutdown(ctx))
+		} else {
 			errs = append(errs, p.node.Close())
 		}
-		for _, err := range errs {
-			if err != nil {
-				p.closeErr = err
-				break
-			}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
-	})
-	return p.closeErr
+	}
+	return nil
 }
 
 // Node returns the peer's node: its libp2p host, identity and DHT.
