@@ -210,71 +210,82 @@ func TestCloseEndsSocketIO(t *testing.T) {
 // TestShutdownLetsSendersFlush checks what Shutdown is for: a peer that
 // received every message and shuts down lets the sender's Flush learn
 // that they were delivered. The receiver is busy writing to the sender
-// on another stream meanwhile, so the end of the sender's stream, which
-// the Flush waits for, queues behind its frames; Close in Shutdown's
-// place drops it in most rounds, and the Flush fails (stream reset).
+// on another stream meanwhile, so that on TCP the end of the sender's
+// stream, which the Flush waits for, queues behind its frames. With the
+// endpoint's Shutdown and Close in Peer.Shutdown's place, the Flush fails
+// (stream reset) within a few rounds, on TCP and on QUIC.
 func TestShutdownLetsSendersFlush(t *testing.T) {
-	const rounds, msgs = 5, 20
-	ctx := testContext(t)
-	for round := range rounds {
-		receiver, sender := newPeer(t), newPeer(t)
-		var bulkRead atomic.Int64
-		sender.Node().Host().SetStreamHandler("/test/bulk", func(s network.Stream) {
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := s.Read(buf)
-				bulkRead.Add(int64(n))
-				if err != nil {
-					return
-				}
+	const rounds, msgs = 10, 20
+	for _, listen := range []string{loopback, "/ip4/127.0.0.1/udp/0/quic-v1"} {
+		t.Run(listen, func(t *testing.T) {
+			ctx := testContext(t)
+			for round := range rounds {
+				receiver := newPeer(t, p2pmsg.WithListenAddrs(listen))
+				sender := newPeer(t, p2pmsg.WithListenAddrs(listen))
+				shutdownFlushRound(t, ctx, receiver, sender, msgs, round)
 			}
 		})
-		a, _ := adv.New(adv.Unicast, "flushed", "")
-		in, err := receiver.Pipes().NewInputPipe(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := sender.Pipes().NewOutputPipe(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range msgs {
-			if err := out.Send(ctx, message.New(message.Text("", "text", "hello"))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for range msgs {
-			if _, err := in.Receive(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		bulk, err := receiver.Node().Host().NewStream(ctx, sender.ID(), "/test/bulk")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wrote := make(chan struct{})
-		go func() {
-			defer close(wrote)
-			buf := make([]byte, 64<<10)
-			for {
-				if _, err := bulk.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
-		testutil.WaitFor(t, "the bulk stream to flow", func() bool { return bulkRead.Load() > 0 })
+	}
+}
 
-		flushed := make(chan error, 1)
-		go func() { flushed <- out.Flush(ctx) }()
-		if err := receiver.Shutdown(ctx); err != nil {
-			t.Fatalf("round %d: Shutdown: %v", round, err)
+func shutdownFlushRound(t *testing.T, ctx context.Context, receiver, sender *p2pmsg.Peer, msgs, round int) {
+	t.Helper()
+	var bulkRead atomic.Int64
+	sender.Node().Host().SetStreamHandler("/test/bulk", func(s network.Stream) {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := s.Read(buf)
+			bulkRead.Add(int64(n))
+			if err != nil {
+				return
+			}
 		}
-		if err := <-flushed; err != nil {
-			t.Fatalf("round %d: the sender's Flush: %v", round, err)
+	})
+	a, _ := adv.New(adv.Unicast, "flushed", "")
+	in, err := receiver.Pipes().NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sender.Pipes().NewOutputPipe(ctx, a, pipe.ToPeers(receiver.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range msgs {
+		if err := out.Send(ctx, message.New(message.Text("", "text", "hello"))); err != nil {
+			t.Fatal(err)
 		}
-		<-wrote
-		if err := receiver.Close(); err != nil { // after Shutdown: nothing to do
-			t.Fatalf("round %d: Close after Shutdown: %v", round, err)
+	}
+	for range msgs {
+		if _, err := in.Receive(ctx); err != nil {
+			t.Fatal(err)
 		}
+	}
+	bulk, err := receiver.Node().Host().NewStream(ctx, sender.ID(), "/test/bulk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := bulk.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	testutil.WaitFor(t, "the bulk stream to flow", func() bool { return bulkRead.Load() > 0 })
+
+	flushed := make(chan error, 1)
+	go func() { flushed <- out.Flush(ctx) }()
+	if err := receiver.Shutdown(ctx); err != nil {
+		t.Fatalf("round %d: Shutdown: %v", round, err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatalf("round %d: the sender's Flush: %v", round, err)
+	}
+	<-wrote
+	if err := receiver.Close(); err != nil { // after Shutdown: nothing to do
+		t.Fatalf("round %d: Close after Shutdown: %v", round, err)
 	}
 }
