@@ -21,9 +21,10 @@ import (
 // its application has not read yet. Among them, say, is the end of a
 // stream that the peer's Flush waits for (package endpoint), which then
 // fails although every message was delivered. So Shutdown first opens a
-// stream on each connection and negotiates libp2p's ping protocol on it,
-// and closes the connection once the peer answered (the protocol, a
-// refusal or a reset of the stream: any answer), or when ctx ends.
+// stream on each connection (relayed ones too) and negotiates libp2p's
+// ping protocol on it, and closes the connection once the peer answered
+// (the protocol, a refusal or a reset of the stream: any answer), or when
+// ctx ends.
 //
 // On yamux (TCP, WebSocket) that answer is a guarantee: the peer reads a
 // connection's frames in order, so it answers after it read every frame
@@ -35,49 +36,63 @@ import (
 // before it, and gave its application the time of a round trip through
 // its host to read it, which in practice it has.
 //
-// Shutdown returns ctx's error if it ended before every peer answered,
-// joined with Close's. Writes that begin after Shutdown was called are not
+// Shutdown returns an error, joined with Close's, when it closed a
+// connection before its peer answered: ctx's if it ended first, or why
+// the node could not ask (a stream its memory or stream limits refused:
+// a node whose memory is full cannot confirm). Writes that begin after Shutdown was called are not
 // waited for: stop the services writing first (the endpoint's Shutdown,
 // for one, drains its queues and lets its senders finish).
 func (n *Node) Shutdown(ctx context.Context) error {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		waiting int // connections whose peer had not answered when ctx ended
+		wg          sync.WaitGroup
+		mu          sync.Mutex
+		unconfirmed int
+		first       error
 	)
 	for _, c := range n.host.Network().Conns() {
 		wg.Go(func() {
-			if !awaitAnswer(ctx, c) {
+			if err := awaitAnswer(ctx, c); err != nil {
 				mu.Lock()
-				waiting++
+				unconfirmed++
+				if first == nil {
+					first = err
+				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	var err error
-	if waiting > 0 {
-		err = fmt.Errorf("node: shutdown: %d connections closed before their peers answered: %w", waiting, context.Cause(ctx))
+	if unconfirmed > 0 {
+		err = fmt.Errorf("node: shutdown: %d connections closed before their peers answered: %w", unconfirmed, first)
 	}
 	return errors.Join(err, n.Close())
 }
 
-// awaitAnswer opens a stream on c and negotiates libp2p's ping protocol on
-// it (it sends no ping: the negotiation's round trip is all Shutdown
-// needs). It reports false if ctx ended first; any other end (an answer,
-// a refusal, a reset, the connection gone, a stream the node may not
-// open) leaves nothing to wait for.
-func awaitAnswer(ctx context.Context, c network.Conn) bool {
-	if ctx.Err() != nil {
-		return false
+// awaitAnswer opens a stream on c, relayed (limited) connections
+// included, and negotiates libp2p's ping protocol on it (it sends no
+// ping: the negotiation's round trip is all Shutdown needs). Any answer,
+// a refusal or a reset of the stream included, returns nil, as does c's
+// end (nothing is left to wait for on it); ctx's end returns ctx's error,
+// and a stream the node may not open (its memory or stream limits) the
+// reason.
+func awaitAnswer(ctx context.Context, c network.Conn) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
 	}
-	st, err := c.NewStream(ctx)
+	st, err := c.NewStream(network.WithAllowLimitedConn(ctx, "shutdown"))
 	if err != nil {
-		return ctx.Err() == nil
+		if cerr := context.Cause(ctx); cerr != nil {
+			return cerr
+		}
+		if c.IsClosed() {
+			return nil
+		}
+		return fmt.Errorf("opening a stream to %s: %w", c.RemotePeer(), err)
 	}
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
 	msmux.SelectProtoOrFail(ping.ID, st)
 	st.Reset()
-	return ctx.Err() == nil
+	return context.Cause(ctx)
 }
