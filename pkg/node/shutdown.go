@@ -34,7 +34,9 @@ import (
 // WebTransport's, and WebRTC's) carry no order between them: there the
 // answer shows that the peer received, barring loss, what was sent
 // before it, and gave its application the time of a round trip through
-// its host to read it, which in practice it has.
+// its host to read it: enough for a reader already waiting for it, as a
+// Flush waits for its stream's end; a reader that comes to it later finds
+// it gone once the connection closes.
 //
 // Shutdown returns an error, joined with Close's, when it closed a
 // connection before its peer answered: ctx's if it ended first, or why
