@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -37,16 +36,7 @@ func TestShutdownRelayedWaits(t *testing.T) {
 		if _, err := b.Reserve(ctx, r.AddrInfo()); err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			n   int64
-			err error
-		}
-		got := make(chan result, 1)
-		b.Host().SetStreamHandler(proto, func(s network.Stream) {
-			n, err := io.Copy(io.Discard, s)
-			got <- result{n, err}
-			s.Close()
-		})
+		got := node.Sink(b, proto, nil)
 		circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p-circuit")
 		if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 			t.Fatal(err)
@@ -56,21 +46,12 @@ func TestShutdownRelayedWaits(t *testing.T) {
 				t.Fatalf("A-B connection %v is not limited", c.RemoteMultiaddr())
 			}
 		}
-		st, err := a.Host().NewStream(network.WithAllowLimitedConn(ctx, "test"), b.ID(), proto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Write(make([]byte, size)); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
+		node.SendAndEnd(t, ctx, a, b.ID(), proto, size)
 		if err := a.Shutdown(ctx); err != nil {
 			t.Fatalf("round %d: Shutdown: %v", round, err)
 		}
-		if res := <-got; res.err != nil || res.n != size {
-			t.Fatalf("round %d: Shutdown returned nil, but B read %d of %d bytes, then %v", round, res.n, size, res.err)
+		if r := <-got; r.Err != nil || r.N != size {
+			t.Fatalf("round %d: Shutdown returned nil, but B read %d of %d bytes, then %v", round, r.N, size, r.Err)
 		}
 	}
 }
@@ -101,16 +82,7 @@ func shutdownUnderMemoryPressure(t *testing.T, byPeer bool, round int) {
 	b := testutil.NewNode(t)
 	done := make(chan struct{})
 	defer close(done)
-	type result struct {
-		n   int64
-		err error
-	}
-	got := make(chan result, 1)
-	b.Host().SetStreamHandler(proto, func(s network.Stream) {
-		n, err := io.Copy(io.Discard, s)
-		got <- result{n, err}
-		s.Close()
-	})
+	node.Sink(b, proto, nil)
 	if err := a.Connect(ctx, b.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +117,7 @@ func shutdownUnderMemoryPressure(t *testing.T, byPeer bool, round int) {
 		}
 		s.Reset()
 	}
-	if _, err := st.Write(make([]byte, size)); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
+	node.WriteAndEnd(t, st, size)
 	err = a.Shutdown(ctx)
 	if !errors.Is(err, network.ErrResourceLimitExceeded) {
 		t.Fatalf("round %d: Shutdown: %v, want it to say the node's memory refused its stream", round, err)

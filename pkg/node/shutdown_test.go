@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	goyamux "github.com/libp2p/go-yamux/v5"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -25,6 +26,50 @@ func newShutdownNode(t *testing.T) *Node {
 	return n
 }
 
+// SinkResult is what Sink's reader of a stream got: the bytes, then the
+// error that ended the stream (nil at its end).
+type SinkResult struct {
+	N   int64
+	Err error
+}
+
+// Sink makes n read whole each stream of proto it accepts, once start is
+// closed (nil: at once), and returns where each stream's result comes.
+func Sink(n *Node, proto protocol.ID, start <-chan struct{}) <-chan SinkResult {
+	got := make(chan SinkResult, 1)
+	n.Host().SetStreamHandler(proto, func(s network.Stream) {
+		if start != nil {
+			<-start
+		}
+		c, err := io.Copy(io.Discard, s)
+		got <- SinkResult{c, err}
+		s.Close()
+	})
+	return got
+}
+
+// SendAndEnd opens a stream of proto from n to p, relayed connections
+// allowed, writes size bytes on it and ends it.
+func SendAndEnd(t testing.TB, ctx context.Context, n *Node, p peer.ID, proto protocol.ID, size int) {
+	t.Helper()
+	st, err := n.Host().NewStream(network.WithAllowLimitedConn(ctx, "test"), p, proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WriteAndEnd(t, st, size)
+}
+
+// WriteAndEnd writes size bytes on st and ends it.
+func WriteAndEnd(t testing.TB, st network.Stream, size int) {
+	t.Helper()
+	if _, err := st.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestShutdownDeliversWhatWasWritten checks that what a node wrote on a
 // stream before Shutdown, its end included, reaches the peer: the last
 // frames of a large write are still queued for yamux's writer when
@@ -36,34 +81,16 @@ func TestShutdownDeliversWhatWasWritten(t *testing.T) {
 	defer cancel()
 	for round := range rounds {
 		a, b := newShutdownNode(t), newShutdownNode(t)
-		type result struct {
-			n   int64
-			err error
-		}
-		got := make(chan result, 1)
-		b.Host().SetStreamHandler(proto, func(s network.Stream) {
-			n, err := io.Copy(io.Discard, s)
-			got <- result{n, err}
-			s.Close()
-		})
+		got := Sink(b, proto, nil)
 		if err := a.Connect(ctx, b.AddrInfo()); err != nil {
 			t.Fatal(err)
 		}
-		st, err := a.Host().NewStream(ctx, b.ID(), proto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Write(make([]byte, size)); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CloseWrite(); err != nil {
-			t.Fatal(err)
-		}
+		SendAndEnd(t, ctx, a, b.ID(), proto, size)
 		if err := a.Shutdown(ctx); err != nil {
 			t.Fatalf("round %d: Shutdown: %v", round, err)
 		}
-		if r := <-got; r.err != nil || r.n != size {
-			t.Fatalf("round %d: the peer read %d of %d bytes, then %v", round, r.n, size, r.err)
+		if r := <-got; r.Err != nil || r.N != size {
+			t.Fatalf("round %d: the peer read %d of %d bytes, then %v", round, r.N, size, r.Err)
 		}
 	}
 }
@@ -133,30 +160,12 @@ func TestReadAfterPeerClosed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, b := newShutdownNode(t), newShutdownNode(t)
-	type result struct {
-		n   int
-		err error
-	}
-	start, got := make(chan struct{}), make(chan result, 1)
-	b.Host().SetStreamHandler(proto, func(s network.Stream) {
-		<-start
-		buf, err := io.ReadAll(s)
-		got <- result{len(buf), err}
-		s.Close()
-	})
+	start := make(chan struct{})
+	got := Sink(b, proto, start)
 	if err := a.Connect(ctx, b.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := a.Host().NewStream(ctx, b.ID(), proto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Write(make([]byte, size)); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
+	SendAndEnd(t, ctx, a, b.ID(), proto, size)
 	if err := a.Shutdown(ctx); err != nil { // b's yamux has read it all
 		t.Fatal(err)
 	}
@@ -164,7 +173,7 @@ func TestReadAfterPeerClosed(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(start)
-	if r := <-got; r.err != nil || r.n != size {
-		t.Fatalf("read %d of %d bytes, then %v", r.n, size, r.err)
+	if r := <-got; r.Err != nil || r.N != size {
+		t.Fatalf("read %d of %d bytes, then %v", r.N, size, r.Err)
 	}
 }
