@@ -41,9 +41,10 @@ import (
 // Shutdown returns an error, joined with Close's, when it closed a
 // connection before its peer answered: ctx's if it ended first, or why
 // the node could not ask (a stream its memory or stream limits refused:
-// a node whose memory is full cannot confirm). Writes that begin after Shutdown was called are not
-// waited for: stop the services writing first (the endpoint's Shutdown,
-// for one, drains its queues and lets its senders finish).
+// a node whose memory is full cannot confirm). Writes that begin after
+// Shutdown was called are not waited for: stop the services writing
+// first (the endpoint's Shutdown, for one, drains its queues and lets its
+// senders finish).
 func (n *Node) Shutdown(ctx context.Context) error {
 	var (
 		wg          sync.WaitGroup
