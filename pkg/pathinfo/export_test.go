@@ -1,9 +1,12 @@
 package pathinfo
 
 import (
+	"context"
+	"io"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
@@ -15,3 +18,9 @@ func NewWithProgressTimeout(h host.Host, models *adaptive.Models, d time.Duratio
 }
 
 const MaxProbing = maxProbing
+
+// RequestProfile asks p for its profile as a Monitor does, with body
+// run between writing the request and ending the stream.
+func (s *Service) RequestProfile(ctx context.Context, p peer.ID, body func(io.Writer) error) ([]byte, error) {
+	return s.request(ctx, p, []byte{opProfile}, body, adaptive.MaxProfileSize)
+}

@@ -98,6 +98,43 @@ func TestProbeAndProfileExchange(t *testing.T) {
 	}
 }
 
+// TestRequestWhenThePeerClosesFirst: a peer answers a profile request
+// as soon as it has read it and closes the stream, which on QUIC stops
+// the asker's sending; an asker that ends its side only after that (its
+// goroutine descheduled in between) still takes the answer. Before the
+// answer decided, its CloseWrite failed ("close called for canceled
+// stream") and so did the request.
+func TestRequestWhenThePeerClosesFirst(t *testing.T) {
+	for _, tr := range []string{testutil.LoopbackQUIC, testutil.LoopbackTCP} {
+		t.Run(tr, func(t *testing.T) {
+			a, b := testutil.NewNode(t, node.WithListenAddrs(tr)), testutil.NewNode(t, node.WithListenAddrs(tr))
+			if err := a.Connect(ctx(t), b.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			sa, err := pathinfo.New(a.Host(), adaptive.NewModels())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sa.Close()
+			bm := adaptive.NewModels()
+			sb, err := pathinfo.New(b.Host(), bm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			// Long enough for the answer and the close to arrive first
+			// on loopback.
+			got, err := sa.RequestProfile(ctx(t), b.ID(), func(io.Writer) error { time.Sleep(200 * time.Millisecond); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := bm.Profile().MarshalBinary(); string(got) != string(want) {
+				t.Fatal("the profile received differs from the one served")
+			}
+		})
+	}
+}
+
 // With a measured path, Ensure pings again (and probes only if the RTT
 // moved, which on loopback it may), and fetches no profile again.
 func TestEnsureTwice(t *testing.T) {

@@ -151,3 +151,42 @@ func TestDHTProvidersMustProve(t *testing.T) {
 		t.Fatalf("%d of %d resolutions hijacked, %d answers ignored", hijacked, resolved, sa.Stats().UnprovenAnswers)
 	}
 }
+
+// TestResolveWhenTheBinderClosesFirst: a binder answers a binding query
+// as soon as it has read it and closes the stream, which on QUIC stops
+// the asker's sending; an asker that ends its side of the stream only
+// after that (its goroutine descheduled between writing and ending)
+// still takes the answer. Before the asker let the answer decide, its
+// CloseWrite failed ("close called for canceled stream") and so did the
+// resolution: a CI run met it as a socket pool's Dial failing.
+func TestResolveWhenTheBinderClosesFirst(t *testing.T) {
+	for _, tr := range []string{testutil.LoopbackQUIC, testutil.LoopbackTCP} {
+		t.Run(tr, func(t *testing.T) {
+			na := testutil.NewNode(t, node.WithListenAddrs(tr))
+			nb := testutil.NewNode(t, node.WithListenAddrs(tr))
+			if err := na.Connect(ctx(t), nb.AddrInfo()); err != nil {
+				t.Fatal(err)
+			}
+			sa, sb := newPipes(t, na), newPipes(t, nb)
+			a := newAdv(t, adv.Unicast)
+			in, err := sb.NewInputPipe(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			// Long enough for the binder's answer and its close to
+			// arrive first on loopback.
+			pipe.SetQueryWrittenHook(func() { time.Sleep(200 * time.Millisecond) })
+			defer pipe.SetQueryWrittenHook(nil)
+			for _, opts := range [][]pipe.ResolveOption{{pipe.ToPeers(nb.AddrInfo())}, nil} {
+				p, err := sa.Resolve(ctx(t), a, pipe.RoleInput, opts...)
+				if err != nil {
+					t.Fatalf("resolving (given peers %v): %v", opts != nil, err)
+				}
+				if p != nb.ID() {
+					t.Fatalf("resolved to %s, want %s", p, nb.ID())
+				}
+			}
+		})
+	}
+}

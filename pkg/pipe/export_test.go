@@ -27,3 +27,7 @@ func SenderTagged(s *Service, p peer.ID) bool {
 	_, ok := s.senders.Load(p)
 	return ok
 }
+
+// SetQueryWrittenHook sets testHookQueryWritten: f runs in a binding
+// query between writing the query and ending the stream.
+func SetQueryWrittenHook(f func()) { testHookQueryWritten = f }
