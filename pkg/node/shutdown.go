@@ -38,6 +38,15 @@ import (
 // Flush waits for its stream's end; a reader that comes to it later finds
 // it gone once the connection closes.
 //
+// What Shutdown waits for is the peer's muxer, not its handlers: a
+// stream the peer's host is still negotiating when the connection closes
+// (go-libp2p negotiates lazily, with a stream's first write, and its
+// host does so beside everything else) is dropped, its handler never
+// called, though its data arrived whole. A writer that must know its
+// stream was taken reads something back from the peer's handler first:
+// an answer, or the peer's end of the stream, as the endpoint's Flush
+// does.
+//
 // Shutdown returns an error, joined with Close's, when it closed a
 // connection before its peer answered: ctx's if it ended first, or why
 // the node could not ask (a stream its memory or stream limits refused:
