@@ -183,9 +183,8 @@ func (s *Service) request(ctx context.Context, p peer.ID, req []byte, body func(
 			err = body(st)
 		}
 		if err == nil {
-			// The peer answers once it has read the request and may close
-			// before our end of stream leaves (on QUIC that stops our
-			// sending, and CloseWrite fails): the answer decides.
+			// The peer may answer and close before our end leaves (on
+			// QUIC, CloseWrite then fails): the answer decides.
 			_ = st.CloseWrite()
 			b, err = readFrame(bufio.NewReader(st), maxFrame)
 		}
