@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -131,7 +130,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			}
 			defer p2p.close()
 			defer jx.close()
-			_, failed, senders, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			in.Close()
 			failed += h.finish()
 			// Interrupted (ctx ended, the command's did not) is a normal
@@ -143,7 +142,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			if err == nil && count > 0 {
 				// Done: the libp2p senders see their messages delivered
 				// (and those refused as stopped, the refusal), as recv's.
-				derr = drain(ctx, p, senders)
+				derr = drain(ctx, p)
 			}
 			if failed > 0 {
 				return fmt.Errorf("bridge: %s could not be forwarded (see above)", english.Count(failed, "message", "messages"))
@@ -262,14 +261,12 @@ func (h *handoff) finish() int {
 // from libp2p peers through jx, until count messages are forwarded (0:
 // until ctx ends or in fails). It prints a line on out per message
 // forwarded and on errOut per message that was not, and tells in what
-// became of each message before it looks at the next. With a count, it
-// returns the libp2p peers whose messages it forwarded (at most count),
-// for the command to drain.
-func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, senders []peer.ID, err error) {
+// became of each message before it looks at the next.
+func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
 	for count == 0 || forwarded < count {
 		m, err := in.ReceiveFrom(ctx)
 		if err != nil {
-			return forwarded, failed, senders, err
+			return forwarded, failed, err
 		}
 		src := m.From
 		from, f, to := "p2p "+src.String(), jx, "jxta "+jxseName
@@ -284,14 +281,11 @@ func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jx
 			continue
 		}
 		forwarded++
-		if count > 0 && src != "" && !slices.Contains(senders, src) {
-			senders = append(senders, src)
-		}
 		if _, err := fmt.Fprintf(out, "forwarded message %d from %s to %s\n", forwarded, from, to); err != nil {
-			return forwarded, failed, senders, err
+			return forwarded, failed, err
 		}
 	}
-	return forwarded, failed, senders, nil
+	return forwarded, failed, nil
 }
 
 // forwarder sends a bridge's messages on the pipe to one side, resolving

@@ -7,18 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/internal/english"
@@ -33,8 +29,8 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
-// drainTimeout bounds how long recv --count waits, once done, for its
-// senders to finish their streams.
+// drainTimeout bounds how long recv waits, once done, for its senders to
+// finish their streams and read their ends.
 const drainTimeout = 2 * time.Second
 
 func newRecvCmd() *cobra.Command {
@@ -205,7 +201,6 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			defer in.Close()
 			announce(cmd, p)
 			out := cmd.OutOrStdout()
-			senders := map[peer.ID]bool{}
 			err = func() error {
 				defer close(done)
 				for n := 1; count == 0 || n <= count; n++ {
@@ -224,9 +219,6 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 						return nil // run until interrupted: a normal way to stop
 					}
 					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
-					if d.r.From != "" && count > 0 { // at most count: drain's, below
-						senders[d.r.From] = true
-					}
 					d.r.Release()
 					if err != nil {
 						return err
@@ -237,7 +229,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err != nil || ctx.Err() != nil {
 				return err
 			}
-			return drain(ctx, p, slices.Collect(maps.Keys(senders)))
+			return drain(ctx, p)
 		},
 	}
 	f := cmd.Flags()
@@ -330,15 +322,16 @@ func recvSocket(ctx context.Context, cmd *cobra.Command, p *peerStack, a *adv.Pi
 		}
 		return fmt.Errorf("socket from %s: %w", socketPeer(c), err)
 	}
-	// Closing tells the sender that everything arrived. It hangs up once
-	// it has read that; exiting first could reset the connection under
-	// the close and make the sender fail.
+	// Closing tells the sender that everything arrived; exiting before it
+	// has read that could reset the connection under the close and make
+	// the sender fail, so the node closes once its peers have read what
+	// it wrote (a JXTA peer's close has been answered already).
 	if err := c.Close(); err != nil {
 		return err
 	}
-	if c.RemotePeer() != "" { // a JXTA peer's close has been answered already
-		waitHangUp(ctx, p, c.RemotePeer())
-	}
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	p.node.Shutdown(ctx)
 	return nil
 }
 
@@ -392,38 +385,22 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// drain ends p's endpoint as a receiver that is done (endpoint's
-// Shutdown), so that the senders see their last messages delivered: their
-// Flush waits for this end to finish the stream cleanly, and then for the
-// stream's close to reach them, which exiting under them would turn into a
-// reset. So it waits for senders, the peers whose messages it took, to
-// hang up too; all within drainTimeout.
-func drain(ctx context.Context, p *peerStack, senders []peer.ID) error {
+// drain ends p as a receiver that is done, so that its senders see their
+// last messages delivered, all within drainTimeout: the endpoint's
+// Shutdown waits for each sender to end its stream and ends it cleanly
+// (a sender's Flush waits for that), and the node's closes each
+// connection once its peer has read that end, which exiting under it
+// would turn into a reset. A peer that does not answer in time is not
+// waited for: what this side received is complete, and that sender's own
+// exit says what it saw.
+func drain(ctx context.Context, p *peerStack) error {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	if err := p.ep.Shutdown(ctx); err != nil {
 		return err
 	}
-	waitHangUp(ctx, p, senders...)
+	p.node.Shutdown(ctx)
 	return nil
-}
-
-// waitHangUp waits, at most drainTimeout, until none of peers has a
-// connection to this one any more.
-func waitHangUp(ctx context.Context, p *peerStack, peers ...peer.ID) {
-	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
-	defer cancel()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for slices.ContainsFunc(peers, func(id peer.ID) bool {
-		return p.node.Host().Network().Connectedness(id) == network.Connected
-	}) {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // printMessage writes a message readably: text elements as text, others
