@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -82,7 +83,14 @@ func shutdownUnderMemoryPressure(t *testing.T, byPeer bool, round int) {
 	b := testutil.NewNode(t)
 	done := make(chan struct{})
 	defer close(done)
-	node.Sink(b, proto, nil)
+	// B reads A's stream whole but keeps its own side open: its end would
+	// let A's yamux forget the stream and free its window, and Shutdown,
+	// finding room, would rightly confirm a peer that read everything.
+	b.Host().SetStreamHandler(proto, func(s network.Stream) {
+		io.Copy(io.Discard, s)
+		<-done
+		s.Close()
+	})
 	if err := a.Connect(ctx, b.AddrInfo()); err != nil {
 		t.Fatal(err)
 	}
