@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 )
 
 // daemon is a p2pmsg process running in the background, such as recv.
@@ -173,7 +175,9 @@ func newPipeAdv(t *testing.T, typ string) string {
 	return writeFile(t, "pipe.xml", r.stdout)
 }
 
-const loopback = "/ip4/127.0.0.1/tcp/0"
+// loopback is the listen address of the tests' daemons (testutil.Loopback:
+// TCP unless the tests run on QUIC).
+var loopback = testutil.Loopback()
 
 func TestSendRecvJSON(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
@@ -800,16 +804,21 @@ func TestRecvCountInterrupted(t *testing.T) {
 
 // TestRecvSocketSenderKilled: recv --socket whose sender is killed
 // mid-stream (no close of any kind) exits 1 saying why, over libp2p
-// (the connection is reset at once) and over JXTA's TCP transport, which
-// has no keep-alives: the socket's idle probe finds the sender
-// unreachable (about 17 s with the default probe).
+// (on TCP the connection is reset at once; a QUIC peer that dies says
+// nothing, and quic-go's idle timeout ends the connection) and over
+// JXTA's TCP transport, which has no keep-alives: the socket's idle probe
+// finds the sender unreachable (about 17 s with the default probe).
 func TestRecvSocketSenderKilled(t *testing.T) {
+	libp2pCause := "p2pmsg: connection reset by peer: "
+	if loopback == testutil.LoopbackQUIC {
+		libp2pCause = "timeout: no recent network activity"
+	}
 	for _, tc := range []struct {
 		name  string
 		jxta  bool
 		cause string
 	}{
-		{"libp2p", false, "p2pmsg: connection reset by peer: "},
+		{"libp2p", false, libp2pCause},
 		{"jxta", true, "p2pmsg: the peer can no longer be reached: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -10,17 +12,37 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 )
 
-// LoopbackTCP is the listen address test nodes use.
+// LoopbackTCP is a loopback TCP listen address, the one test nodes use
+// by default.
 const LoopbackTCP = "/ip4/127.0.0.1/tcp/0"
 
 // LoopbackQUIC is a loopback QUIC listen address, for node.WithListenAddrs.
 const LoopbackQUIC = "/ip4/127.0.0.1/udp/0/quic-v1"
 
-// NewNode starts a node with an ephemeral key listening on loopback TCP
+// TransportEnv names the environment variable that picks the transport
+// of test nodes: "quic" for loopback QUIC, "" or "tcp" for loopback TCP
+// (make test-quic runs the layers' tests on QUIC).
+const TransportEnv = "P2PMSG_TEST_TRANSPORT"
+
+// Loopback is the listen address test nodes use unless told otherwise:
+// LoopbackTCP, or LoopbackQUIC when TransportEnv says "quic". It panics
+// on any other value, a mistake in the test's command line.
+func Loopback() string {
+	switch v := os.Getenv(TransportEnv); v {
+	case "", "tcp":
+		return LoopbackTCP
+	case "quic":
+		return LoopbackQUIC
+	default:
+		panic(fmt.Sprintf("%s=%q: want tcp or quic", TransportEnv, v))
+	}
+}
+
+// NewNode starts a node with an ephemeral key listening on Loopback()
 // (unless opts say otherwise) and closes it when the test ends.
 func NewNode(t testing.TB, opts ...node.Option) *node.Node {
 	t.Helper()
-	all := append([]node.Option{node.WithEphemeralKey(), node.WithListenAddrs(LoopbackTCP)}, opts...)
+	all := append([]node.Option{node.WithEphemeralKey(), node.WithListenAddrs(Loopback())}, opts...)
 	n, err := node.New(context.Background(), all...)
 	if err != nil {
 		t.Fatal(err)
