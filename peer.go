@@ -96,8 +96,8 @@ func (p *Peer) Close() error {
 // closed first: a message that arrives for one after that is refused, and
 // its sender's Flush says so). When ctx ends, what is left closes as by
 // Close, and Shutdown reports the connections it closed before their
-// peers answered (or that it could not ask, its memory full). Later calls of Shutdown or Close do nothing and return
-// the first's result.
+// peers answered (or that it could not ask, its memory full). Later
+// calls of Shutdown or Close do nothing and return the first's result.
 func (p *Peer) Shutdown(ctx context.Context) error {
 	p.closeOnce.Do(func() { p.closeErr = p.stop(ctx, true) })
 	return p.closeErr
