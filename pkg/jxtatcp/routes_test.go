@@ -32,7 +32,10 @@ type claimantOpts struct {
 	name   func(i int) string
 	first  func(i int) []byte
 	hangUp func(i int) bool
-	busy   time.Duration
+	// hangUpAfterFrame: hang up once a frame has been read (the sender
+	// then had the connection, and learnt its route, before the end).
+	hangUpAfterFrame bool
+	busy             time.Duration
 }
 
 func listenClaimant(t *testing.T, o claimantOpts) *claimant {
@@ -94,7 +97,7 @@ func listenClaimant(t *testing.T, o claimantOpts) *claimant {
 				return
 			}
 			b := make([]byte, n)
-			if _, err := readFull(br, b); err != nil {
+			if _, err := readFull(br, b); err != nil || o.hangUpAfterFrame {
 				return
 			}
 			m, err := wire.Decode(bytes.NewReader(b))
@@ -429,7 +432,7 @@ func TestLearnedRoutesBounded(t *testing.T) {
 			panic(err)
 		}
 		return p.String()
-	}, hangUp: func(int) bool { return true }})
+	}, hangUpAfterFrame: true})
 	routes := func() int {
 		a.mu.Lock()
 		defer a.mu.Unlock()
