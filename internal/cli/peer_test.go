@@ -681,6 +681,62 @@ func TestListenPortInUse(t *testing.T) {
 	}
 }
 
+// TestRuntimeErrorsNameNoPackage: errors that end in a package's sentinel
+// (node.ErrAddrInUse, node.ErrKeyFile, adv.ErrWrongRoot,
+// pipe.ErrNotResolved) read in the command's terms, without the package's
+// name, and still lead with their cause.
+func TestRuntimeErrorsNameNoPackage(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	a := newPipeAdv(t, "unicast")
+	start(t, nil, "recv", "--pipe", a, "--listen", listen)
+	notAdv := filepath.Join(t.TempDir(), "doc.xml")
+	if err := os.WriteFile(notAdv, []byte("<employees/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a peer that is not running: the port was free a moment ago
+	nobody := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooW9suqg6kP3tGot834fU9y5fqutG2Whjcs2gJVTJtNzGeH", freePort(t))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"port in use", []string{"recv", "--pipe", a, "--listen", listen, "--key", filepath.Join(t.TempDir(), "k")}, "p2pmsg: listen address in use: " + listen},
+		{"key in a missing directory", []string{"recv", "--pipe", a, "--listen", loopback, "--key", filepath.Join(t.TempDir(), "nosuch", "k")}, "p2pmsg: no such file or directory: unusable key file: "},
+		{"not a pipe advertisement", []string{"send", "--pipe", notAdv, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: pipe advertisement " + notAdv + ": not a pipe advertisement: "},
+		{"peer not running", []string{"send", "--pipe", a, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: connection refused: no peer has the pipe bound: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, nil, tc.args...)
+			failsCleanly(t, r)
+			if !strings.HasPrefix(string(r.stderr), tc.want) {
+				t.Errorf("stderr %q, want it to begin %q", r.stderr, tc.want)
+			}
+			for _, pkg := range []string{"node: ", "adv: ", "pipe: "} {
+				if bytes.Contains(r.stderr, []byte(pkg)) {
+					t.Errorf("stderr %q names the package %q", r.stderr, pkg)
+				}
+			}
+		})
+	}
+}
+
+// freePort is a TCP port on loopback that was free when it returned.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // TestSelectMatchingNothingWarns: --select naming no element of the
 // message says so; the message still goes, unencoded.
 func TestSelectMatchingNothingWarns(t *testing.T) {

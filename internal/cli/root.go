@@ -146,6 +146,37 @@ func withoutPackages(line string) string {
 	return strings.Join(kept, ": ")
 }
 
+// sentinelPackages are the packages whose own errors, sentinels such as
+// node.ErrAddrInUse ("node: listen address in use"), can end any
+// command's error chain; they name the package as Go errors do.
+var sentinelPackages = append([]string{"node", "endpoint", "pipe", "socket", "adv", "id", "message", "wire", "jxtatcp", "jxtarel", "xmlc"}, internalPackages...)
+
+// withoutSentinelPackages is s, err's text, with the package name dropped
+// from the text of each error at the end of err's chain that one of
+// sentinelPackages wrote: "node: listen address in use: /ip4/…" reads
+// "listen address in use: /ip4/…". Only those errors' own text changes,
+// never the text around them, which may quote a peer or a file.
+func withoutSentinelPackages(err error, s string) string {
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if e != nil {
+				s = withoutSentinelPackages(e, s)
+			}
+		}
+		return s
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			return withoutSentinelPackages(e, s)
+		}
+	}
+	text := err.Error()
+	if pkg, rest, ok := strings.Cut(text, ": "); ok && slices.Contains(sentinelPackages, pkg) {
+		return strings.Replace(s, text, rest, 1)
+	}
+	return s
+}
+
 // checkCommandLine makes cobra's own checks of the command line, for cmd
 // and every command below it, fail with a usageError: its positional
 // arguments (Args), its required flags and flag groups (checked before
@@ -229,7 +260,7 @@ const maxErrorLine = 160
 // the peer reset or ended with data missing), followed by what was being
 // done, cut to maxErrorLine.
 func shortError(err error) string {
-	s := oneLine(err.Error())
+	s := oneLine(withoutSentinelPackages(err, err.Error()))
 	if r := refusal(err); r != "" {
 		return r
 	}
