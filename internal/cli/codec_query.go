@@ -83,6 +83,11 @@ needs nothing when the frame names it; for a bare payload give --model @NAME.`,
 					return fmt.Errorf("%w: the frame holds %d bytes, over --max-size %d", encoding.ErrTooLarge, h.Size, maxSize)
 				}
 				payload, params = in[n:], h.Params
+			} else if bytes.HasPrefix(bytes.TrimLeft(in, " \t\r\n\ufeff"), []byte("<")) {
+				// No payload begins so (its first byte is a mode, 1 to
+				// 3): the document itself, which the codec would call
+				// corrupt.
+				return errors.New("stdin is an XML document, not an xml-coded frame: encode it first (p2pmsg codec encode --codec xml)")
 			}
 			vals, err := c.Query(payload, params, path, int(maxSize))
 			if errors.Is(err, xmlc.ErrBadPath) {

@@ -173,6 +173,18 @@ func TestCodecQueryErrors(t *testing.T) {
 	}
 }
 
+// TestCodecQueryPlainXML: the document itself on stdin, rather than its
+// xml-coded frame, is named so, with what to run first.
+func TestCodecQueryPlainXML(t *testing.T) {
+	for _, doc := range [][]byte{datasets.Employees(10), append([]byte("\ufeff\n  "), datasets.Employees(10)...)} {
+		r := run(t, doc, "codec", "query", "--path", "/employees/employee/lname")
+		failsCleanly(t, r)
+		if r.code != 1 || !bytes.HasPrefix(r.stderr, []byte("p2pmsg: stdin is an XML document, not an xml-coded frame: ")) {
+			t.Errorf("exit %d, stderr %q; want 1 and the input named an XML document", r.code, r.stderr)
+		}
+	}
+}
+
 func TestCodecQueryLabCodecsCorpus(t *testing.T) {
 	r := run(t, nil, "lab", "codecs", "--codecs", "xml,gzip:6", "--corpus", "dataset", "--json")
 	if r.code != 0 {
