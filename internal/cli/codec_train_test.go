@@ -140,7 +140,7 @@ func TestUnusedDictOrModel(t *testing.T) {
 		{send("--model", xmlModel, "--encode", "auto"), "--model " + xmlModel + `: --encode "auto" does not use it (xml@7 would)`},
 		{send("--model", xmlModel, "--model", zstdDict, "--encode", "gzip:9,seal"), "--model " + xmlModel + ", " + zstdDict + `: --encode "gzip:9,seal" does not use them (xml@7 or zstd@9 would)`},
 		{send("--model", xmlModel, "--dict", zstdDict, "--encode", "xml@7"), "--dict " + zstdDict + `: --encode "xml@7" does not use it (zstd would)`},
-		{[]string{"send", "--pipe", a, "--peer", peer, "--socket", "--dict", zstdDict}, "--socket sends stdin: --elem, --encode, --dict and --model do not apply"},
+		{[]string{"send", "--pipe", a, "--peer", peer, "--socket", "--dict", zstdDict}, "--socket sends stdin: --elem, --encode, --dict, --model, --ns, --mime and --count do not apply"},
 		{[]string{"codec", "encode", "--codec", "gzip", "--dict", zstdDict}, "--dict " + zstdDict + `: --codec "gzip" does not use it (zstd would)`},
 		{[]string{"codec", "encode", "--codec", "zstd@9", "--model", xmlModel}, "--model " + xmlModel + `: --codec "zstd@9" does not use it (xml@7 would)`},
 		{send("--dict", zstdDict, "--encode", "zstd:3"), ""},

@@ -1112,6 +1112,21 @@ func TestRecvJSONReportsSizes(t *testing.T) {
 	}
 }
 
+// TestSendSocketFlagsThatDoNotApply: send --socket copies stdin, so the
+// flags that shape a message are a usage error, not ignored: before,
+// --count 3, --ns and --mime were dropped in silence and send dialled.
+func TestSendSocketFlagsThatDoNotApply(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	nobody := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooW9suqg6kP3tGot834fU9y5fqutG2Whjcs2gJVTJtNzGeH", freePort(t))
+	for _, extra := range [][]string{{"--count", "3"}, {"--count", "1"}, {"--ns", "app"}, {"--mime", "text/plain"}} {
+		r := run(t, []byte("x"), append([]string{"send", "--socket", "--pipe", a, "--peer", nobody}, extra...)...)
+		failsCleanly(t, r)
+		if want := "p2pmsg: --socket sends stdin: "; r.code != 2 || !bytes.HasPrefix(r.stderr, []byte(want)) || !bytes.Contains(r.stderr, []byte(extra[0])) {
+			t.Errorf("%v: exit %d, stderr %q; want 2, %q and %s named", extra, r.code, r.stderr, want, extra[0])
+		}
+	}
+}
+
 // TestSendSocketInterrupted: send --socket cut short by SIGINT mid-stream
 // exits 130 saying so, and resets the socket, so that recv fails rather
 // than taking the bytes that arrived for the whole stream.

@@ -179,8 +179,8 @@ the peer has acknowledged every byte and answered the close.`,
 					return usageError{fmt.Errorf("--peer %s: only unicast pipes are shared with JXTA peers (this one is %s)", jxtaPeers[0], a.Type)}
 				}
 			}
-			if useSocket && (len(elems) > 0 || encode != "" || len(dicts) > 0 || len(models) > 0) {
-				return usageError{errors.New("--socket sends stdin: --elem, --encode, --dict and --model do not apply")}
+			if useSocket && (len(elems) > 0 || encode != "" || len(dicts) > 0 || len(models) > 0 || ns != "" || mime != "" || cmd.Flags().Changed("count")) {
+				return usageError{errors.New("--socket sends stdin: --elem, --encode, --dict, --model, --ns, --mime and --count do not apply")}
 			}
 			if !useSocket && len(elems) == 0 {
 				return usageError{errors.New("nothing to send: give --elem NAME=VALUE or NAME=@FILE, or --socket")}
