@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -153,6 +154,12 @@ decoding.`,
 			in, err := readInput(cmd.InOrStdin(), maxSize, "frame")
 			if err != nil {
 				return err
+			}
+			if !bytes.HasPrefix(in, []byte("P2E")) {
+				// Every frame begins with the header's magic: this is
+				// some other input (the document itself, a file of
+				// another tool), which the decoder would call corrupt.
+				return errors.New("stdin is not a frame of p2pmsg codec encode (a frame begins with P2E)")
 			}
 			e, err := encoding.DecodeElement(message.Element{MIME: encoding.MIME, Data: in}, int(maxSize),
 				encoding.WithRegistry(reg), encoding.WithoutPipeBinding())

@@ -185,6 +185,18 @@ func TestCodecQueryPlainXML(t *testing.T) {
 	}
 }
 
+// TestCodecDecodeNotAFrame: codec decode given what no frame is (the
+// document itself, a gzip file) says so, rather than "corrupt data".
+func TestCodecDecodeNotAFrame(t *testing.T) {
+	for _, in := range [][]byte{datasets.Employees(10), {0x1f, 0x8b, 8, 0}} {
+		r := run(t, in, "codec", "decode")
+		failsCleanly(t, r)
+		if r.code != 1 || !bytes.HasPrefix(r.stderr, []byte("p2pmsg: stdin is not a frame of p2pmsg codec encode")) {
+			t.Errorf("exit %d, stderr %q; want 1 and the input named not a frame", r.code, r.stderr)
+		}
+	}
+}
+
 func TestCodecQueryLabCodecsCorpus(t *testing.T) {
 	r := run(t, nil, "lab", "codecs", "--codecs", "xml,gzip:6", "--corpus", "dataset", "--json")
 	if r.code != 0 {
