@@ -662,37 +662,14 @@ func TestRecvPrintsPeerTextSafely(t *testing.T) {
 	}
 }
 
-// TestListenPortInUse: a second recv on a TCP port the first one holds
-// fails at once, rather than sharing the port (and its messages) with it.
-func TestListenPortInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
-	a := newPipeAdv(t, "unicast")
-	start(t, nil, "recv", "--pipe", a, "--listen", listen)
-	r := run(t, nil, "recv", "--pipe", a, "--listen", listen, "--key", filepath.Join(t.TempDir(), "k"))
-	failsCleanly(t, r)
-	if !bytes.Contains(r.stderr, []byte("in use")) {
-		t.Fatalf("stderr %q does not say the address is in use", r.stderr)
-	}
-}
-
 // TestRuntimeErrorsNameNoPackage: errors that end in a package's sentinel
 // (node.ErrAddrInUse, node.ErrKeyFile, adv.ErrWrongRoot,
 // pipe.ErrNotResolved) read in the command's terms, without the package's
-// name, and still lead with their cause.
+// name, and still lead with their cause. The first case is also issue
+// 25's: a second recv on a TCP port the first one holds fails at once,
+// rather than sharing the port (and its messages) with it.
 func TestRuntimeErrorsNameNoPackage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freePort(t))
 	a := newPipeAdv(t, "unicast")
 	start(t, nil, "recv", "--pipe", a, "--listen", listen)
 	notAdv := filepath.Join(t.TempDir(), "doc.xml")
