@@ -390,7 +390,7 @@ func ParseSizes(s string) ([]int, error) {
 		if f == "" {
 			continue
 		}
-		mult := 1
+		mult, digits := 1, f
 		switch strings.ToUpper(f[len(f)-1:]) {
 		case "K":
 			mult = 1 << 10
@@ -400,11 +400,14 @@ func ParseSizes(s string) ([]int, error) {
 			mult = 1 << 30
 		}
 		if mult != 1 {
-			f = f[:len(f)-1]
+			digits = f[:len(f)-1]
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > (1<<31-1)/mult {
-			return nil, fmt.Errorf("lab: invalid size %q", f)
+		n, err := strconv.Atoi(digits)
+		if err != nil {
+			return nil, fmt.Errorf("lab: size %q: want a whole number of bytes, with K, M or G for 1024, 1024² or 1024³", f)
+		}
+		if n < 1 || n > (1<<31-1)/mult {
+			return nil, fmt.Errorf("lab: size %q: want 1 to 2147483647 bytes", f)
 		}
 		out = append(out, n*mult)
 	}

@@ -207,9 +207,16 @@ func TestParseSizes(t *testing.T) {
 	if err != nil || len(got) != 4 || got[2] != 1024 || got[3] != 16<<20 {
 		t.Fatalf("ParseSizes = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "x", "0", "-1", "3G"} {
-		if _, err := lab.ParseSizes(bad); err == nil {
-			t.Errorf("ParseSizes(%q) accepted", bad)
+	for _, tc := range []struct{ in, want string }{
+		{"", "lab: no sizes given"},
+		{"x", `lab: size "x": want a whole number of bytes`},
+		{"0", `lab: size "0": want 1 to 2147483647 bytes`},
+		{"-1", `lab: size "-1": want 1 to`},
+		{"3G", `lab: size "3G": want 1 to`}, // named as given, not "3"
+		{"1,2.5K", `lab: size "2.5K": want a whole number`},
+	} {
+		if _, err := lab.ParseSizes(tc.in); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("ParseSizes(%q): %v, want an error beginning %q", tc.in, err, tc.want)
 		}
 	}
 	if s := lab.FormatSize(4 << 20); s != "4M" {
