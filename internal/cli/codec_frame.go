@@ -15,6 +15,12 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 )
 
+// frameMagic begins every frame (the encoding layer's header).
+const frameMagic = "P2E"
+
+// isFrame reports whether in begins as a frame does.
+func isFrame(in []byte) bool { return bytes.HasPrefix(in, []byte(frameMagic)) }
+
 // A frame is what an encoded element carries: the encoding layer's
 // self-describing header (codec, level, dictionary ID, key ID, original
 // MIME type and size) and the codec's payload. Frames made here are bound
@@ -155,11 +161,11 @@ decoding.`,
 			if err != nil {
 				return err
 			}
-			if !bytes.HasPrefix(in, []byte("P2E")) {
+			if !isFrame(in) {
 				// Every frame begins with the header's magic: this is
 				// some other input (the document itself, a file of
 				// another tool), which the decoder would call corrupt.
-				return errors.New("stdin is not a frame of p2pmsg codec encode (a frame begins with P2E)")
+				return errors.New("stdin is not a frame of p2pmsg codec encode (a frame begins with " + frameMagic + ")")
 			}
 			e, err := encoding.DecodeElement(message.Element{MIME: encoding.MIME, Data: in}, int(maxSize),
 				encoding.WithRegistry(reg), encoding.WithoutPipeBinding())

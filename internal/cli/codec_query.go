@@ -49,7 +49,7 @@ needs nothing when the frame names it; for a bare payload give --model @NAME.`,
 				return err
 			}
 			var h encoding.Header
-			if bytes.HasPrefix(in, []byte("P2E")) {
+			if isFrame(in) {
 				if h, _, err = encoding.ParseHeader(in); err != nil {
 					return err
 				}
@@ -71,7 +71,7 @@ needs nothing when the frame names it; for a bare payload give --model @NAME.`,
 				return err
 			}
 			payload, params := in, c.Params()
-			if bytes.HasPrefix(in, []byte("P2E")) {
+			if isFrame(in) {
 				h, n, err := encoding.ParseHeader(in)
 				if err != nil {
 					return err
