@@ -158,6 +158,15 @@ func TestSendGroupCloseVisitsItsSender(t *testing.T) {
 		{"one peer", 1, 1},
 		{"two peers", 2, peers}, // every sender, as before
 	} {
+		// A Flush ends each stream, so that the group's Sends open new
+		// ones and write directly, as the case needs: on a stream whose
+		// last write was slow (backlog), a Send queues for the flusher
+		// and the group never writes there.
+		for i := range tt.to {
+			if err := a.Flush(ctx(t), nodes[1+i].ID()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		g := a.NewSendGroup()
 		for i := range tt.to {
 			if err := g.Send(ctx(t), endpoint.PeerAddress(nodes[1+i].ID(), "sink", ""), small()); err != nil {
