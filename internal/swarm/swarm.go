@@ -122,6 +122,11 @@ type Result struct {
 	// MinMemberShare is the lowest delivered/expected of any member
 	// (propagate, and churn's stable members).
 	MinMemberShare float64 `json:"min_member_share"`
+	// Shortfall says, when a case delivered less than it expected, what
+	// the first member to fall short (by peer number) missed: whose
+	// messages and, for propagate messages, which numbers and what the
+	// member's gossipsub router counted.
+	Shortfall string `json:"shortfall,omitempty"`
 	// ResolveP50/P99 time the resolutions (resolve, churn's
 	// re-resolutions after a binder left: from its departure to the first
 	// message its replacement received from each sender).
@@ -720,7 +725,11 @@ var ErrIncomplete = errors.New("swarm: case incomplete")
 func (r Result) Complete() error {
 	var short []string
 	if r.Delivered < r.Expected {
-		short = append(short, fmt.Sprintf("%d of %d delivered", r.Delivered, r.Expected))
+		d := fmt.Sprintf("%d of %d delivered", r.Delivered, r.Expected)
+		if r.Shortfall != "" {
+			d += " (first short: " + r.Shortfall + ")"
+		}
+		short = append(short, d)
 	}
 	if r.Failures > 0 {
 		f := english.Count(r.Failures, "failure", "failures")

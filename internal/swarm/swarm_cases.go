@@ -207,21 +207,6 @@ func sendOne(ctx context.Context, p *swarmPeer, a *adv.PipeAdvertisement, size, 
 	return took, out.Flush(ctx)
 }
 
-// tallyEach is tally for receivers that each expect their own messages.
-func tallyEach(r *Result, rec *swarmRecorder, want map[int][]swarmMsg) {
-	var lat []time.Duration
-	for to, msgs := range want {
-		var one Result
-		rec.tally(&one, []int{to}, kindUnicast, msgs)
-		r.Expected += one.Expected
-		r.Delivered += one.Delivered
-		r.Duplicates += one.Duplicates
-		lat = append(lat, one.Latencies...)
-	}
-	r.Latencies = lat
-	fillLatency(r)
-}
-
 // pairLog accounts for one sender's messages to one unicast pipe under
 // churn.
 type pairLog struct {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
@@ -45,6 +48,7 @@ type peerTally struct {
 	// churn, from peer 1 only: the unicast accounting
 	Accepted, Refused, Reported, UnicastDelivered, Lost int
 	GossipDropped                                       uint64
+	Shortfall                                           string // what this member missed (tallyMember)
 }
 
 // fail counts a failure and keeps its description if it is the first.
@@ -53,6 +57,64 @@ func (t *peerTally) fail(msg string) {
 	if t.FirstFailure == "" {
 		t.FirstFailure = msg
 	}
+}
+
+// tallyMember waits for member p's deliveries of want, all of one kind,
+// and counts them into t. If some never came it says in t.Shortfall
+// which, and for propagate messages what p's gossipsub router counted:
+// a stretch of one publisher's numbers missing is a member cut off for
+// a while, numbers scattered over the run are copies dropped.
+func (s *swarm) tallyMember(ctx context.Context, p *swarmPeer, t *peerTally, kind int, want []swarmMsg) {
+	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
+	var one Result
+	s.rec.tally(&one, []int{p.idx}, kind, want)
+	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	if one.Delivered == one.Expected {
+		return
+	}
+	missing := map[int][]int{} // by sender idx: message numbers
+	for _, m := range want {
+		if !s.rec.has(p.idx, m) {
+			missing[m.from] = append(missing[m.from], m.seq)
+		}
+	}
+	var from []string
+	for _, f := range slices.Sorted(maps.Keys(missing)) {
+		if kind == kindData {
+			from = append(from, fmt.Sprintf("peer %d's %s", f+1, numberRanges(missing[f])))
+		} else {
+			from = append(from, fmt.Sprintf("peer %d's", f+1))
+		}
+	}
+	t.Shortfall = fmt.Sprintf("peer %d got %d of %d, missing %s; %s", p.idx+1, one.Delivered, one.Expected,
+		strings.Join(from, ", "), english.Count(len(p.n.Host().Network().Peers()), "connection", "connections"))
+	if kind == kindData {
+		st := p.ps.Stats()
+		t.Shortfall += fmt.Sprintf("; its router counted %d undelivered, %d dropped inbound, %d dropped outbound, %d replays, %d rejected",
+			st.PropagateUndelivered, st.PropagateInboundDropped, st.PropagateOutboundDropped, st.PropagateReplays, st.PropagateRejected)
+	}
+}
+
+// numberRanges writes sorted distinct numbers as ranges: "#3, #7–#9".
+func numberRanges(v []int) string {
+	slices.Sort(v)
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		j := i
+		for j+1 < len(v) && v[j+1] == v[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		if j == i {
+			fmt.Fprintf(&b, "#%d", v[i])
+		} else {
+			fmt.Fprintf(&b, "#%d–#%d", v[i], v[j])
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // PeerCases are the cases RunPeer runs.
@@ -231,6 +293,9 @@ func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Re
 		if r.FirstFailure == "" {
 			r.FirstFailure = pt.FirstFailure
 		}
+		if r.Shortfall == "" {
+			r.Shortfall = pt.Shortfall
+		}
 		r.Latencies = append(r.Latencies, pt.Latencies...)
 		resolves = append(resolves, pt.Resolves...)
 		if cfg.base == nil {
@@ -338,10 +403,7 @@ func propagatePeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, t
 		}
 		want = append(want, m...)
 	}
-	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one Result
-	s.rec.tally(&one, []int{p.idx}, kindData, want)
-	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	s.tallyMember(ctx, p, t, kindData, want)
 	t.BytesOut = bytesOut(ctx, []*swarmPeer{p}) - before
 	return nil
 }
@@ -413,10 +475,7 @@ func resolvePeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, t *
 	if err := c.Barrier(ctx, "sent"); err != nil {
 		return err
 	}
-	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one Result
-	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
-	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	s.tallyMember(ctx, p, t, kindUnicast, want)
 	t.BytesOut = bytesOut(ctx, []*swarmPeer{p}) - before
 	return nil
 }
@@ -505,10 +564,7 @@ func relayPeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, infos
 			want = append(want, swarmMsg{kind: kindUnicast, from: q - 1, seq: p.idx})
 		}
 	}
-	s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-	var one Result
-	tallyEach(&one, s.rec, map[int][]swarmMsg{p.idx: want})
-	t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+	s.tallyMember(ctx, p, t, kindUnicast, want)
 	for _, conn := range p.n.Host().Network().Conns() {
 		if conn.Stat().Limited {
 			t.Circuits++
@@ -760,10 +816,7 @@ func churnPeer(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, infos
 		want = append(want, m...)
 	}
 	if rep.Stable {
-		s.drain(ctx, map[int][]swarmMsg{p.idx: want})
-		var one Result
-		s.rec.tally(&one, []int{p.idx}, kindData, want)
-		t.Expected, t.Delivered, t.Duplicates, t.Latencies = one.Expected, one.Delivered, one.Duplicates, one.Latencies
+		s.tallyMember(ctx, p, t, kindData, want)
 	}
 	if p != nil {
 		rep.Received, rep.First = s.rec.unicastAt(p.idx)

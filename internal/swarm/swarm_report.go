@@ -44,6 +44,9 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 			r.Duplicates, roundDur(r.P50), roundDur(r.P99), roundDur(r.Max), r.Failures, res, bpd)
 	}
 	for _, r := range results {
+		if r.Shortfall != "" {
+			fmt.Fprintf(bw, "\n%s: the first member short: %s.\n", r.Case, r.Shortfall)
+		}
 		if r.GossipDropped > 0 {
 			fmt.Fprintf(bw, "\n%s: gossipsub dropped and counted %s (pipe.Stats).\n", r.Case, english.Count(int(r.GossipDropped), "message copy", "message copies"))
 		}

@@ -184,3 +184,47 @@ func TestSwarmFitsProcess(t *testing.T) {
 		}
 	}
 }
+
+// A member that did not get everything says which messages it missed
+// and what its router counted, and Complete and the report pass that on:
+// a count alone cannot tell a member cut off for a while from copies
+// dropped here and there.
+func TestShortfallNamesWhatWasMissed(t *testing.T) {
+	s := newSwarm(Config{}.withDefaults())
+	defer s.close()
+	s.next = 4 // peer 5
+	p, err := s.joinVia(context.Background(), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []swarmMsg
+	for seq := range 6 {
+		want = append(want, swarmMsg{kind: kindData, from: 0, seq: seq}, swarmMsg{kind: kindData, from: 1, seq: seq})
+	}
+	for _, m := range want {
+		if m.from == 1 || m.seq == 0 || m.seq == 4 { // peer 1's #1–#3 and #5 missing
+			s.rec.deliver(p.idx, swarmPayload(64, m.from, m.seq, m.kind))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing more is coming: no drain
+	var pt peerTally
+	s.tallyMember(ctx, p, &pt, kindData, want)
+	const wantShort = "peer 5 got 8 of 12, missing peer 1's #1–#3, #5; 0 connections; its router counted 0 undelivered, 0 dropped inbound, 0 dropped outbound, 0 replays, 0 rejected"
+	if pt.Expected != 12 || pt.Delivered != 8 || pt.Shortfall != wantShort {
+		t.Fatalf("tally %d of %d, shortfall %q\nwant 8 of 12, %q", pt.Delivered, pt.Expected, pt.Shortfall, wantShort)
+	}
+	err = Result{Case: Propagate, Peers: 8, Expected: 12, Delivered: 8, Shortfall: pt.Shortfall}.Complete()
+	if err == nil || !strings.Contains(err.Error(), "8 of 12 delivered (first short: "+wantShort+")") {
+		t.Errorf("Complete() = %v", err)
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, []Result{{Case: Propagate, Peers: 8, Expected: 12, Delivered: 8, Shortfall: pt.Shortfall}}); err != nil || !strings.Contains(md.String(), "\npropagate: the first member short: "+wantShort+".\n") {
+		t.Errorf("report (%v):\n%s", err, md.String())
+	}
+	pt = peerTally{}
+	s.tallyMember(ctx, p, &pt, kindData, want[1:2]) // everything it expected
+	if pt.Shortfall != "" || pt.Delivered != 1 {
+		t.Errorf("complete member: %d delivered, shortfall %q", pt.Delivered, pt.Shortfall)
+	}
+}
