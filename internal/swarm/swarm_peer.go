@@ -602,6 +602,11 @@ func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, out *
 		wctx, cancel := context.WithTimeout(ctx, swarmMeshWait)
 		err = waitFor(wctx, func() bool { return s.rec.probed(p.idx, pubs) })
 		cancel()
+		// Only its own wait running out says the mesh is short; the run's
+		// end (interrupted, or another peer failed) says just that.
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("peer %d heard not every publisher within %v", c.Seq(), swarmMeshWait)
+		}
 	}
 	if err == nil {
 		err = c.Barrier(ctx, "heard")
@@ -609,7 +614,7 @@ func meshReady(ctx context.Context, s *swarm, p *swarmPeer, c Coordinator, out *
 	close(heard)
 	probing.Wait()
 	if err != nil {
-		return fmt.Errorf("propagate mesh: peer %d heard not every publisher within %v: %w", c.Seq(), swarmMeshWait, err)
+		return fmt.Errorf("propagate mesh: %w", err)
 	}
 	return nil
 }
