@@ -83,11 +83,15 @@ func (s *swarm) tallyMember(ctx context.Context, p *swarmPeer, t *peerTally, kin
 		if kind == kindData {
 			from = append(from, fmt.Sprintf("peer %d's %s", f+1, numberRanges(missing[f])))
 		} else {
-			from = append(from, fmt.Sprintf("peer %d's", f+1))
+			from = append(from, fmt.Sprintf("peer %d", f+1))
 		}
 	}
+	what := strings.Join(from, ", ")
+	if kind != kindData {
+		what = "messages from " + what
+	}
 	t.Shortfall = fmt.Sprintf("peer %d got %d of %d, missing %s; %s", p.idx+1, one.Delivered, one.Expected,
-		strings.Join(from, ", "), english.Count(len(p.n.Host().Network().Peers()), "connection", "connections"))
+		what, english.Count(len(p.n.Host().Network().Peers()), "connection", "connections"))
 	if kind == kindData {
 		st := p.ps.Stats()
 		t.Shortfall += fmt.Sprintf("; its router counted %d undelivered, %d dropped inbound, %d dropped outbound, %d replays, %d rejected",

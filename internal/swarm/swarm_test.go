@@ -222,6 +222,13 @@ func TestShortfallNamesWhatWasMissed(t *testing.T) {
 	if err := WriteMarkdown(&md, []Result{{Case: Propagate, Peers: 8, Expected: 12, Delivered: 8, Shortfall: pt.Shortfall}}); err != nil || !strings.Contains(md.String(), "\npropagate: the first member short: "+wantShort+".\n") {
 		t.Errorf("report (%v):\n%s", err, md.String())
 	}
+	unicast := []swarmMsg{{kind: kindUnicast, from: 2, seq: p.idx}, {kind: kindUnicast, from: 6, seq: p.idx}, {kind: kindUnicast, from: 7, seq: p.idx}}
+	s.rec.deliver(p.idx, swarmPayload(64, 6, p.idx, kindUnicast))
+	pt = peerTally{}
+	s.tallyMember(ctx, p, &pt, kindUnicast, unicast)
+	if want := "peer 5 got 1 of 3, missing messages from peer 3, peer 8; 0 connections"; pt.Shortfall != want {
+		t.Errorf("unicast shortfall %q, want %q", pt.Shortfall, want)
+	}
 	pt = peerTally{}
 	s.tallyMember(ctx, p, &pt, kindData, want[1:2]) // everything it expected
 	if pt.Shortfall != "" || pt.Delivered != 1 {
