@@ -86,6 +86,15 @@ timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if from != "" {
+				// --from measures nothing: a flag that shapes a
+				// measurement would be silently ignored.
+				for _, name := range gridRunFlags {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply with --from, which reports an earlier run and measures nothing", name)}
+					}
+				}
+			}
 			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Remeasure: remeasure, Seed: seed, Progress: cmd.ErrOrStderr()}
 			if warmup == 0 {
 				cfg.Warmup = -1
@@ -157,6 +166,9 @@ run's JSON lines again.`,
 					if err := writeGridFiles(out, res, nil); err != nil {
 						return err
 					}
+				}
+				if asJSON {
+					return lab.WriteGridJSON(cmd.OutOrStdout(), res)
 				}
 				return lab.WriteGridMarkdown(cmd.OutOrStdout(), res)
 			}
@@ -246,7 +258,7 @@ run's JSON lines again.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per cell and choice per line")
 	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridSwitchFile+" and "+gridChartFile+" into this directory")
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
-	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file")
+	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file (as Markdown, or with --json as JSON lines; the measuring flags are refused)")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of the rounds' order")
 	return cmd
@@ -261,6 +273,10 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// gridRunFlags are lab grid's flags that shape a measurement, which
+// --from, reporting an earlier run, refuses rather than ignores.
+var gridRunFlags = []string{"profile", "docs", "choices", "cpu", "full", "slow-factor", "trials", "warmup", "max-message", "budget", "remeasure", "seed", "models", "trace", "switch", "switch-doc", "switch-from", "switch-to"}
 
 func writeGridFiles(dir string, res []lab.GridResult, sw *lab.SwitchResult) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

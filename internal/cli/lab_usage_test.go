@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -312,6 +313,44 @@ func TestLabGridFromUnreadableLeavesNoOutDir(t *testing.T) {
 		failsCleanly(t, r)
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("--from %s: failed (%q), but left its --out directory behind", filepath.Base(from), r.stderr)
+		}
+	}
+}
+
+// lab grid --from measures nothing: --json prints the JSON lines again
+// (before, it printed the Markdown table, --json silently ignored), and a
+// flag that shapes a measurement is refused naming it, not ignored
+// (before, "--from f --profile dsl" reported every link of f and exited 0,
+// "--trace t" wrote no t).
+func TestLabGridFromHonoursJSONRefusesRunFlags(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "grid.jsonl")
+	line := `{"profile":"dsl","cpu":"fast","doc":"employees-1","bytes":255,"choice":"identity","trials":5,"amtt_ns":67000000,"sent_bytes":255,"settled":5,"measured":1,"disturbed":0}` + "\n"
+	if err := os.WriteFile(from, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runRefused(t, "lab", "grid", "--from", from, "--json")
+	if r.code != 0 {
+		t.Fatalf("--from --json: exit %d: %s", r.code, r.stderr)
+	}
+	var v struct {
+		Profile string `json:"profile"`
+		Choice  string `json:"choice"`
+		AMTT    int64  `json:"amtt_ns"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(r.stdout), &v); err != nil || v.Profile != "dsl" || v.Choice != "identity" || v.AMTT != 67000000 {
+		t.Fatalf("--from --json printed %q, want the JSON line again (%v)", r.stdout, err)
+	}
+	if r := runRefused(t, "lab", "grid", "--from", from); r.code != 0 || !bytes.HasPrefix(r.stdout, []byte("| link |")) {
+		t.Fatalf("--from: exit %d, want the Markdown table: %q %s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"--profile", "dsl"}, {"--docs", "employees-1"}, {"--full"}, {"--trials", "9"},
+		{"--trace", filepath.Join(t.TempDir(), "trace")}, {"--switch=false"}, {"--seed", "3"},
+	} {
+		r := runRefused(t, append([]string{"lab", "grid", "--from", from}, args...)...)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), args[0][:strings.IndexAny(args[0]+"=", "=")]) || !strings.Contains(string(r.stderr), "--from") {
+			t.Errorf("--from with %v: exit %d, %q; want 2 and an error naming both flags", args, r.code, r.stderr)
 		}
 	}
 }
