@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -531,6 +532,29 @@ func TestLabSwarmJSON(t *testing.T) {
 	}
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--case", "stampede"))
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--peers", "2"))
+}
+
+// lab swarm without --seed (or with --seed 0) draws one and says which on
+// stderr, so that the run's picks can be made again (before, the drawn
+// seed was printed nowhere: not on stderr, stdout, or in --out's files);
+// a seed given is not announced as drawn.
+func TestLabSwarmSaysDrawnSeed(t *testing.T) {
+	args := []string{"lab", "swarm", "--peers", "4", "--case", "resolve", "--targets", "1"}
+	r := run(t, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("lab swarm: exit %d: %s", r.code, r.stderr)
+	}
+	m := regexp.MustCompile(`lab swarm: seed (\d+) \(drawn at random; --seed (\d+) makes the same picks\)`).FindSubmatch(r.stderr)
+	if m == nil || string(m[1]) != string(m[2]) || string(m[1]) == "0" {
+		t.Fatalf("no drawn seed on stderr: %s", r.stderr)
+	}
+	r = run(t, nil, append(args, "--seed", string(m[1]))...)
+	if r.code != 0 {
+		t.Fatalf("lab swarm --seed %s: exit %d: %s", m[1], r.code, r.stderr)
+	}
+	if bytes.Contains(r.stderr, []byte("drawn at random")) {
+		t.Errorf("--seed %s given, yet announced as drawn: %s", m[1], r.stderr)
+	}
 }
 
 // TestLabCPUProfile: --cpuprofile on any lab command writes a profile

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +79,12 @@ goroutines and connections over its start, divided by the peers.`,
 			defer stop()
 			defer exitOnSignal(ctx, &err)
 			errw := cmd.ErrOrStderr()
+			if cfg.Seed == 0 {
+				// Drawn here, not by the engine, so that the run can be
+				// repeated with the same picks.
+				cfg.Seed = rand.Uint64N(math.MaxUint64) + 1
+				fmt.Fprintf(errw, "lab swarm: seed %d (drawn at random; --seed %d makes the same picks)\n", cfg.Seed, cfg.Seed)
+			}
 			cfg.Progress = func(s string) { fmt.Fprintln(errw, "lab "+s) }
 			res, err := swarm.Run(ctx, cfg)
 			if errors.Is(err, swarm.ErrUnknownCase) || errors.Is(err, swarm.ErrConfig) {
@@ -123,7 +131,7 @@ goroutines and connections over its start, divided by the peers.`,
 	f.IntVar(&cfg.Relays, "relays", 2, "relay: relay peers")
 	f.Float64Var(&cfg.ChurnFraction, "churn", 0.2, "churn: the fraction of peers replaced")
 	f.DurationVar(&cfg.Settle, "settle", swarm.Settle, "idle: how long the swarm settles before it is measured (connections trimmed, idle streams timed out)")
-	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one)")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one, printed on stderr)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	f.StringVar(&out, "out", "", "also write "+swarm.JSONFile+", "+swarm.MarkdownFile+" and "+chart.File+" (delivery latency CDF per case) into this directory")
 	f.BoolVar(&check, "check", false, "exit non-zero unless every case delivered everything, with no failure and nothing lost")
