@@ -69,6 +69,11 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			if err != nil {
 				return usageError{fmt.Errorf("--corpus %q: want one of %s", corpus, strings.Join(codecbench.Corpora, ", "))}
 			}
+			if files != "" && cmd.Flags().Changed("corpus") {
+				// --files measures the files instead of a corpus: a
+				// --corpus beside it would be silently ignored.
+				return usageError{fmt.Errorf("--corpus %q and --files: give one (--files measures the files instead of a corpus)", corpus)}
+			}
 			if files != "" {
 				inputs = nil
 				for _, f := range strings.Split(files, ",") {
@@ -110,7 +115,7 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 	}
 	f := cmd.Flags()
 	f.StringVar(&codecs, "codecs", "", "comma-separated codecs name[:level][@model] (default: all)")
-	f.StringVar(&files, "files", "", "comma-separated files to measure instead of the employee documents")
+	f.StringVar(&files, "files", "", "comma-separated files to measure instead of a --corpus")
 	f.StringVar(&corpus, "corpus", "employees", "documents to measure: "+strings.Join(codecbench.Corpora, ", ")+" (dataset: SOAP/DataSet query results)")
 	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")

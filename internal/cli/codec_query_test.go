@@ -214,3 +214,21 @@ func TestCodecQueryLabCodecsCorpus(t *testing.T) {
 	}
 	failsCleanly(t, run(t, nil, "lab", "codecs", "--corpus", "nothing"))
 }
+
+// lab codecs measures --files instead of a corpus: a --corpus given with
+// them is refused, not ignored (before, "--files doc.xml --corpus dataset"
+// measured doc.xml alone and exited 0).
+func TestLabCodecsRefusesCorpusWithFiles(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "doc.xml")
+	if err := os.WriteFile(doc, []byte("<a>x</a>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "lab", "codecs", "--codecs", "gzip", "--files", doc, "--corpus", "dataset")
+	failsCleanly(t, r)
+	if r.code != 2 || !strings.Contains(string(r.stderr), "--corpus") || !strings.Contains(string(r.stderr), "--files") {
+		t.Fatalf("exit %d, stderr %q; want 2 and an error naming --corpus and --files", r.code, r.stderr)
+	}
+	if r := run(t, nil, "lab", "codecs", "--codecs", "gzip", "--files", doc); r.code != 0 {
+		t.Fatalf("--files alone: exit %d: %s", r.code, r.stderr)
+	}
+}
