@@ -405,6 +405,30 @@ func TestLabRTTJSON(t *testing.T) {
 	}
 }
 
+// lab rtt --transport quic runs the libp2p layers on QUIC; the raw TCP
+// layer stays on TCP and its rows say so (before, every row read
+// "transport": "quic", raw TCP's too).
+func TestLabRTTTransportIsTheLayers(t *testing.T) {
+	r := run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--transport", "quic", "--sizes", "1", "--warmup", "5", "--runs", "1", "--pairs", "3", "--json")
+	if r.code != 0 {
+		t.Fatalf("lab rtt: %s", r.stderr)
+	}
+	want := map[string]string{"tcp": "tcp", "stream": "quic"}
+	for _, l := range strings.Split(strings.TrimSpace(string(r.stdout)), "\n") {
+		var row struct{ Layer, Transport string }
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if row.Transport != want[row.Layer] {
+			t.Errorf("layer %s: transport %q, want %q", row.Layer, row.Transport, want[row.Layer])
+		}
+		delete(want, row.Layer)
+	}
+	if len(want) != 0 {
+		t.Errorf("no rows for %v: %s", want, r.stdout)
+	}
+}
+
 func TestAdvNewShow(t *testing.T) {
 	dir := t.TempDir()
 	for _, typ := range []struct{ flag, want string }{{"unicast", "JxtaUnicast"}, {"secure", "JxtaUnicastSecure"}, {"propagate", "JxtaPropagate"}} {

@@ -125,6 +125,9 @@ type JXTALayer struct {
 // Name implements Layer.
 func (l JXTALayer) Name() string { return "jxta-" + l.Kind }
 
+// Transport is the one the layer runs on, whatever the study's: JXTA's TCP.
+func (JXTALayer) Transport() string { return TransportJXTATCP }
+
 // Open implements Layer; the transport is JXTA's TCP, whatever is asked.
 func (l JXTALayer) Open(ctx context.Context, _ string) (Pair, error) {
 	echo, _, err := l.JXSE.peers(false)
@@ -282,6 +285,9 @@ type JXSEReferenceLayer struct {
 
 // Name implements Layer.
 func (l JXSEReferenceLayer) Name() string { return "jxse-" + l.Kind }
+
+// Transport is the one the layer runs on, whatever the study's: JXTA's TCP.
+func (JXSEReferenceLayer) Transport() string { return TransportJXTATCP }
 
 // Open implements Layer.
 func (l JXSEReferenceLayer) Open(context.Context, string) (Pair, error) {

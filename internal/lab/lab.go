@@ -37,6 +37,10 @@ const (
 	TransportQUIC = "quic"
 )
 
+// TransportJXTATCP is JXTA's own TCP transport, the jxta-* and jxse-*
+// layers' whatever the study's transport (reported, not chosen).
+const TransportJXTATCP = "jxta-tcp"
+
 // CheckTransport refuses a transport the libp2p-based layers do not run
 // on ("" is TransportTCP).
 func CheckTransport(transport string) error {
@@ -78,6 +82,22 @@ type TimedBatcher interface {
 type Layer interface {
 	Name() string
 	Open(ctx context.Context, transport string) (Pair, error)
+}
+
+// fixedTransport is a Layer that ignores the transport Open is given
+// and always runs on its own (raw TCP, JXTA's TCP): its results name that
+// one, not the libp2p transport the study asked for.
+type fixedTransport interface {
+	Transport() string
+}
+
+// layerTransport is the transport layer's pairs run on when the study
+// asks for transport.
+func layerTransport(layer Layer, transport string) string {
+	if f, ok := layer.(fixedTransport); ok {
+		return f.Transport()
+	}
+	return transport
 }
 
 // RTTConfig describes a round-trip study. Zero fields take the defaults.
@@ -238,7 +258,7 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 		for i, layer := range cfg.Layers {
 			rtt := median(times[i])
 			res := RTTResult{
-				Layer: layer.Name(), Transport: transport, Size: size, RTT: rtt, Latency: rtt / 2,
+				Layer: layer.Name(), Transport: layerTransport(layer, transport), Size: size, RTT: rtt, Latency: rtt / 2,
 				Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: open[i].WireBytes(size),
 			}
 			if base >= 0 {
@@ -246,7 +266,7 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 			}
 			results[i] = append(results[i], res)
 			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, transport, FormatSize(size), rtt)
+				fmt.Fprintf(cfg.Progress, "lab rtt: %s/%s size %s: rtt %v\n", res.Layer, res.Transport, FormatSize(size), rtt)
 			}
 		}
 	}

@@ -41,7 +41,11 @@ func TestRunRTTBaselines(t *testing.T) {
 				}
 				r.WireBytes = 4
 			}
-			if r.RTT <= 0 || r.Latency != r.RTT/2 || r.Bandwidth <= 0 || r.WireBytes != 4 || r.Transport != transport {
+			want := transport
+			if r.Layer == "tcp" { // raw TCP whatever the study's transport
+				want = lab.TransportTCP
+			}
+			if r.RTT <= 0 || r.Latency != r.RTT/2 || r.Bandwidth <= 0 || r.WireBytes != 4 || r.Transport != want {
 				t.Errorf("implausible result %+v", r)
 			}
 		}

@@ -17,6 +17,9 @@ type TCPLayer struct{}
 // Name implements Layer.
 func (TCPLayer) Name() string { return "tcp" }
 
+// Transport is the one the layer runs on, whatever the study's: raw TCP.
+func (TCPLayer) Transport() string { return TransportTCP }
+
 // Open implements Layer; the transport argument is ignored.
 func (TCPLayer) Open(ctx context.Context, _ string) (Pair, error) {
 	var lc net.ListenConfig
