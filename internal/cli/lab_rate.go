@@ -41,11 +41,15 @@ the node's write coalescing, one Write per message), stream-bufio (the same
 through a 64 KiB bufio.Writer, flushed when the sender pauses: the
 ceiling), endpoint, pipe (unicast pipe Send to an input pipe's Receive),
 propagate (a propagate pipe whose members are the peers; its rate counts
-messages published whose every copy arrived), socket (one Write per
+copies handed over, over the members), socket (one Write per
 message) and nats (the reference the rate targets were set against: an
 embedded NATS server on loopback, one publishing and one subscribing
 nats.go connection per peer, plaintext through the broker; compare its
-figures within a run, not across machines).`,
+figures within a run, not across machines).
+
+A run whose receivers get nothing more for 5 s ends there: lost counts the
+messages (for propagate, the copies) that had not arrived, over both runs,
+and the rate counts only what arrived.`,
 		Example: `  p2pmsg lab rate --layer stream,endpoint,pipe --sizes 100 --shapes 1x1
   p2pmsg lab rate --json > rate.jsonl`,
 		Args: cobra.NoArgs,

@@ -101,8 +101,9 @@ const DefaultPaceStep = 50 * time.Microsecond
 
 // RateResult is one layer, size and shape. MsgsPerS is what the receivers
 // handed over per second while the senders sent as fast as they could
-// (for propagate, messages published per second whose copies all
-// arrived); P50 and P99 are the latency from the Send call to the
+// (for propagate, copies handed over per second over the members: a
+// message some of whose copies were lost counts for those that arrived);
+// P50 and P99 are the latency from the Send call to the
 // receiver's handler while the senders offered half that rate, evenly
 // paced (Offered).
 type RateResult struct {
@@ -254,7 +255,7 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 		return res, err
 	}
 	res.Lost += lost
-	res.MsgsPerS = float64(n) / elapsed.Seconds()
+	res.MsgsPerS = arrivedRate(n, copies, lost, elapsed)
 	res.BytesPerS = res.MsgsPerS * float64(size)
 
 	load := cfg.Load
@@ -281,6 +282,16 @@ func rateCell(ctx context.Context, cfg RateConfig, rig rateRig, sink *rateSink, 
 		res.P99 = time.Duration(lat[min(len(lat)-1, len(lat)*99/100)])
 	}
 	return res, nil
+}
+
+// arrivedRate is a run's rate: of its n messages of copies copies each,
+// what arrived per second. A run that stalled with lost copies counts
+// only those handed over (a message some of whose copies were lost counts
+// for the share that arrived): before, it counted every message sent, so
+// a propagate run that lost most of its copies reported a rate it never
+// delivered.
+func arrivedRate(n, copies int, lost int64, elapsed time.Duration) float64 {
+	return (float64(n) - float64(lost)/float64(copies)) / elapsed.Seconds()
 }
 
 // DefaultWarmTime is the shortest warm-up of a cell (see rateCell), little

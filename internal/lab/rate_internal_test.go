@@ -67,3 +67,22 @@ func TestPacerStopsWithContext(t *testing.T) {
 		t.Fatalf("a cancelled pass returned %v, want %v", err, context.Canceled)
 	}
 }
+
+// A run that stalled counts what arrived, not what was sent: a propagate
+// run that lost most of its copies reported the rate of every message
+// published.
+func TestArrivedRateCountsWhatArrived(t *testing.T) {
+	for _, c := range []struct {
+		n, copies int
+		lost      int64
+		want      float64
+	}{
+		{1000, 1, 0, 1000},
+		{1000, 1, 250, 750},
+		{1000, 8, 4000, 500}, // half the copies
+	} {
+		if got := arrivedRate(c.n, c.copies, c.lost, time.Second); got != c.want {
+			t.Errorf("%d messages of %d copies, %d lost, in 1 s: %.1f a second, want %.1f", c.n, c.copies, c.lost, got, c.want)
+		}
+	}
+}
