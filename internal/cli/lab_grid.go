@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,7 +153,7 @@ run's JSON lines again.`,
 			if from != "" { // reports of an earlier run, read before --out is made
 				f, err := os.Open(from)
 				if err != nil {
-					return err
+					return fmt.Errorf("--from: %w", err)
 				}
 				defer f.Close()
 				res, err := lab.ReadGridJSON(f)
@@ -223,6 +224,13 @@ run's JSON lines again.`,
 			if out != "" {
 				if err := writeGridFiles(out, res, sw); err != nil {
 					return err
+				}
+				if sw == nil {
+					// A switch report of an earlier run into the same
+					// directory would read as this run's.
+					if err := os.Remove(filepath.Join(out, gridSwitchFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return err
+					}
 				}
 			}
 			w := cmd.OutOrStdout()

@@ -16,6 +16,11 @@ import (
 
 func TestLabGrid(t *testing.T) {
 	out := t.TempDir()
+	// An earlier run's link-change report, which this run (--switch=false)
+	// does not make: left there, it would read as this run's.
+	if err := os.WriteFile(filepath.Join(out, "switch.md"), []byte("# Link change lan → dsl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := run(t, nil, "lab", "grid", "--profile", "loopback", "--docs", "employees-1,random-4K", "--choices", "identity,s2:1",
 		"--trials", "3", "--warmup", "1", "--budget", "0", "--switch=false", "--json", "--out", out)
 	if r.code != 0 {
@@ -40,6 +45,12 @@ func TestLabGrid(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("%s: %v", f, err)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "switch.md")); err == nil {
+		t.Errorf("--switch=false left an earlier run's switch.md in --out")
+	}
+	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(out, "none.jsonl")); r.code != 1 || !strings.Contains(string(r.stderr), "--from: open ") {
+		t.Errorf("--from a missing file: exit %d, %q; want 1, naming --from", r.code, r.stderr)
 	}
 	if r := run(t, nil, "lab", "grid", "--trials", "1"); r.code != 2 {
 		t.Fatalf("--trials 1: exit %d, want 2", r.code)
