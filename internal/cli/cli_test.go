@@ -352,7 +352,7 @@ func TestLabRateJSON(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("lab rate: %s", r.stderr)
 	}
-	jsonRows(t, r.stdout, 2, "layer", "size", "senders", "peers", "messages", "msgs_per_s", "bytes_per_s", "p50_ns", "p99_ns")
+	jsonRows(t, r.stdout, 2, "layer", "transport", "size", "senders", "peers", "messages", "msgs_per_s", "bytes_per_s", "p50_ns", "p99_ns")
 	failsCleanly(t, run(t, nil, "lab", "rate", "--layer", "carrier-pigeon"))
 	failsCleanly(t, run(t, nil, "lab", "rate", "--sizes", "4"))
 	failsCleanly(t, run(t, nil, "lab", "rate", "--shapes", "8by1"))

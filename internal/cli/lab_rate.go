@@ -103,9 +103,9 @@ and the rate counts only what arrived.`,
 				return writeJSONLines(out, res)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "layer\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
+			fmt.Fprintln(tw, "layer\ttransport\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
 			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%v\t%v\t%d\t\n", r.Layer, lab.FormatSize(r.Size), r.Senders, r.Peers,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%v\t%v\t%d\t\n", r.Layer, r.Transport, lab.FormatSize(r.Size), r.Senders, r.Peers,
 					formatCount(r.MsgsPerS), formatRate(r.BytesPerS), r.P50, r.P99, r.Lost)
 			}
 			return tw.Flush()

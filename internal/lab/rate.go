@@ -107,7 +107,10 @@ const DefaultPaceStep = 50 * time.Microsecond
 // receiver's handler while the senders offered half that rate, evenly
 // paced (Offered).
 type RateResult struct {
-	Layer     string        `json:"layer"`
+	Layer string `json:"layer"`
+	// Transport is what the layer ran on: the study's libp2p transport,
+	// or tcp for nats, which runs on plain TCP whatever the study's.
+	Transport string        `json:"transport"`
 	Size      int           `json:"size"`
 	Senders   int           `json:"senders"`
 	Peers     int           `json:"peers"`
@@ -186,7 +189,10 @@ func runRateRig(ctx context.Context, cfg RateConfig, transport, layer string, sh
 		if err != nil {
 			return nil, fmt.Errorf("size %d: %w", size, err)
 		}
-		r.Layer = layer
+		r.Layer, r.Transport = layer, transport
+		if layer == RateNATS {
+			r.Transport = TransportTCP
+		}
 		out = append(out, r)
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "lab rate: %s %s %d→%d: %.0f msg/s, p50 %v p99 %v\n",

@@ -34,6 +34,9 @@ func TestRunRate(t *testing.T) {
 			t.Logf("%+v", r)
 			r.Lost = 0
 		}
+		if r.Transport != lab.TransportTCP {
+			t.Errorf("%s on %q, want %q", r.Layer, r.Transport, lab.TransportTCP)
+		}
 		if r.Lost != 0 || r.MsgsPerS <= 0 || r.BytesPerS != r.MsgsPerS*float64(r.Size) || r.P50 <= 0 || r.P99 < r.P50 || r.Messages < 100 {
 			t.Errorf("%+v", r)
 		}
@@ -81,5 +84,29 @@ func TestRunRateRefusesPaceStep(t *testing.T) {
 				t.Fatalf("pace step %v, latency run %v: %v, want %v", tc.step, tc.latency, err, lab.ErrRateConfig)
 			}
 		})
+	}
+}
+
+// A result names the transport its layer ran on: the study's, except
+// nats, on plain TCP whatever the study asks (before, no result said).
+func TestRunRateNamesTransport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := lab.RunRate(ctx, lab.RateConfig{
+		Layers:      []string{lab.RateEndpoint, lab.RateNATS},
+		Sizes:       []int{16},
+		Shapes:      []lab.RateShape{{Senders: 1, Peers: 1}},
+		Messages:    1000,
+		WarmTime:    time.Millisecond,
+		LatencyTime: 50 * time.Millisecond,
+		Transport:   lab.TransportQUIC,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if want := map[string]string{lab.RateEndpoint: lab.TransportQUIC, lab.RateNATS: lab.TransportTCP}[r.Layer]; r.Transport != want {
+			t.Errorf("%s on %q, want %q", r.Layer, r.Transport, want)
+		}
 	}
 }
