@@ -115,6 +115,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&trials, "trials", lab.DefaultAMTTTrials, "trials per document the run measured")
 	fs.StringVar(&minDec, "min-decrease", "", "codec=percent,...: the least % decrease on the largest document")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h: the usage, printed by flag
+		}
 		return 2
 	}
 	if results == "" || profile == "" || fs.NArg() > 0 {

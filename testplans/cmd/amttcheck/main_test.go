@@ -68,3 +68,14 @@ func TestUnsound(t *testing.T) {
 		}
 	}
 }
+
+// -h prints the usage and exits 0 (before, 2, as for a bad flag).
+func TestHelpExitsZero(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-results") {
+		t.Errorf("-h: exit %d, %q; want 0 and the usage", code, errb.String())
+	}
+	if code := run([]string{"-bogus"}, &out, &errb); code != 2 {
+		t.Errorf("-bogus: exit %d, want 2", code)
+	}
+}

@@ -7,18 +7,34 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/p2pmsg/p2pmsg/internal/swarm"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "swarmcheck:", err)
-		os.Exit(1)
+func main() { os.Exit(exitCode(os.Stderr, run(os.Args[1:]))) }
+
+// exitCode is the exit status for run's err, which it reports on w:
+// 0 for none or -h (flag printed the usage), 2 for a command line flag
+// could not parse (flag printed why and the usage), 1 for a check that
+// failed.
+func exitCode(w io.Writer, err error) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	default:
+		fmt.Fprintln(w, "swarmcheck:", err)
+		return 1
 	}
 }
+
+// usageError is a command line that flag could not parse.
+type usageError struct{ error }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("swarmcheck", flag.ContinueOnError)
@@ -26,7 +42,10 @@ func run(args []string) error {
 	cases := fs.String("cases", "", "comma-separated cases that must be present")
 	peers := fs.Int("peers", 0, "peers each case must have had (0: any)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	res, err := read(*results)
 	if err != nil {

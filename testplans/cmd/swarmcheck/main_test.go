@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,24 @@ func TestSwarmCheck(t *testing.T) {
 		err := run(c.args)
 		if c.fail == "" && err != nil || c.fail != "" && (err == nil || !strings.Contains(err.Error(), c.fail)) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.fail)
+		}
+	}
+}
+
+// -h prints the usage and exits 0, a flag it does not know exits 2, a
+// failed check 1 (before, -h exited 1 with "swarmcheck: flag: help
+// requested").
+func TestSwarmCheckExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"-bogus"}, 2},
+		{[]string{"-results", filepath.Join(t.TempDir(), "none.jsonl")}, 1},
+	} {
+		if got := exitCode(io.Discard, run(c.args)); got != c.want {
+			t.Errorf("%v: exit %d, want %d", c.args, got, c.want)
 		}
 	}
 }
