@@ -23,7 +23,7 @@ func TestLabAMTT(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("%d lines:\n%s", len(lines), r.stdout)
 	}
-	want := []string{"amtt_ns", "bytes", "codec", "control_amtt_ns", "decrease_pct", "profile", "records", "trials"}
+	want := []string{"amtt_ns", "bytes", "codec", "control_amtt_ns", "decrease_pct", "link", "profile", "records", "seed", "trials", "warmup"}
 	for i, l := range lines {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(l), &obj); err != nil {
@@ -39,6 +39,13 @@ func TestLabAMTT(t *testing.T) {
 		}
 		if obj["profile"] != "lan" || obj["trials"] != 3.0 || obj["amtt_ns"].(float64) <= 0 {
 			t.Errorf("line %d: %v", i, obj)
+		}
+		// What the run was: lan's link, and no warm-up trial for
+		// --warmup 0 (before, one ran: the configuration was normalized
+		// twice, and "none" became the default).
+		up, _ := obj["link"].(map[string]any)["up"].(map[string]any)
+		if up["bandwidth_Bps"] != 12.5e6 || obj["warmup"] != 0.0 || obj["seed"] != 1.0 {
+			t.Errorf("line %d: link %v, warm-up %v, seed %v; want lan's, 0, 1", i, obj["link"], obj["warmup"], obj["seed"])
 		}
 	}
 	if !bytes.Contains(r.stderr, []byte("lab amtt: lan")) || !bytes.Contains(r.stderr, []byte("left")) {

@@ -166,6 +166,14 @@ type AMTTResult struct {
 	// DecreasePct is 100·(control − AMTT)/control: negative when the
 	// codec made the transfer slower.
 	DecreasePct float64 `json:"decrease_pct"`
+	// Link is the sender's access link the run emulated (up: what the
+	// sender sends), Warmup the trials discarded before those averaged,
+	// Seed the seed of the link's jitter: with the rest, what a run is
+	// repeated with, as a profile's name alone does not say once its
+	// link is changed or custom.
+	Link   linkemu.Link `json:"link"`
+	Warmup int          `json:"warmup"`
+	Seed   uint64       `json:"seed"`
 }
 
 // AMTTPipes are one side's ends of the experiment's two bidirectional
@@ -341,7 +349,8 @@ func RunAMTTSender(ctx context.Context, cfg AMTTConfig, p AMTTPipes) ([]AMTTResu
 		}
 		control := trimmedMean(ctl)
 		for _, spec := range cfg.Codecs {
-			r := AMTTResult{Profile: cfg.Profile, Codec: spec, Records: n, Bytes: len(doc), Trials: cfg.Trials, ControlAMTT: control, AMTT: control}
+			r := AMTTResult{Profile: cfg.Profile, Codec: spec, Records: n, Bytes: len(doc), Trials: cfg.Trials, ControlAMTT: control, AMTT: control,
+				Link: cfg.Link, Warmup: cfg.Warmup, Seed: cfg.Seed}
 			if spec != CodecNone {
 				i := slices.IndexFunc(adapters, func(a *codecAdapter) bool { return a.spec == spec })
 				r.AMTT = trimmedMean(enc[i])

@@ -20,7 +20,9 @@ import (
 // through cfg.Link, emulated in process (linkemu.NewTCPTransport), and the
 // two talk over bidirectional pipes.
 func RunAMTT(ctx context.Context, cfg AMTTConfig) ([]AMTTResult, error) {
-	cfg, err := cfg.normalize()
+	// RunAMTTSender normalizes cfg itself: normalized twice, a warm-up of
+	// none (negative, 0 once normalized) would become the default.
+	norm, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +35,7 @@ func RunAMTT(ctx context.Context, cfg AMTTConfig) ([]AMTTResult, error) {
 		return nil, err
 	}
 	defer rcv.Close()
-	snd, err := NewAMTTPeer(ctx, cfg.Link, cfg.Seed, "")
+	snd, err := NewAMTTPeer(ctx, norm.Link, norm.Seed, "")
 	if err != nil {
 		return nil, err
 	}

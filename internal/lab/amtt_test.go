@@ -85,6 +85,11 @@ func TestRunAMTTShapedLowerBound(t *testing.T) {
 		t.Fatalf("results %+v", res)
 	}
 	r := res[0]
+	// The result says what the run was, to repeat it: a profile's name
+	// alone does not.
+	if r.Link != link || r.Seed != 7 || r.Warmup != 0 {
+		t.Errorf("result records link %+v, seed %d, warm-up %d; want %+v, 7, 0", r.Link, r.Seed, r.Warmup, link)
+	}
 	if floor := link.Up.SerializationTime(r.Bytes) + link.RTT(); r.ControlAMTT < floor {
 		t.Errorf("control AMTT %v below the physical floor %v", r.ControlAMTT, floor)
 	}
@@ -242,7 +247,8 @@ func TestDecrease(t *testing.T) {
 }
 
 var sampleResults = []lab.AMTTResult{
-	{Profile: "dsl", Codec: "none", Records: 1, Bytes: 254, Trials: 5, ControlAMTT: 64 * time.Millisecond, AMTT: 64 * time.Millisecond},
+	{Profile: "dsl", Codec: "none", Records: 1, Bytes: 254, Trials: 5, ControlAMTT: 64 * time.Millisecond, AMTT: 64 * time.Millisecond,
+		Link: mustLookup("dsl").Link, Warmup: 1, Seed: 1},
 	{Profile: "dsl", Codec: "none", Records: 1000, Bytes: 172491, Trials: 5, ControlAMTT: 2200 * time.Millisecond, AMTT: 2200 * time.Millisecond},
 	{Profile: "dsl", Codec: "gzip", Records: 1, Bytes: 254, Trials: 5, ControlAMTT: 64 * time.Millisecond, AMTT: 63 * time.Millisecond, DecreasePct: 1.5625},
 	{Profile: "dsl", Codec: "gzip", Records: 1000, Bytes: 172491, Trials: 5, ControlAMTT: 2200 * time.Millisecond, AMTT: 330 * time.Millisecond, DecreasePct: 85},
@@ -255,7 +261,8 @@ func TestAMTTJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := strings.SplitN(b.String(), "\n", 2)[0]
-	want := `{"profile":"dsl","codec":"none","records":1,"bytes":254,"trials":5,"control_amtt_ns":64000000,"amtt_ns":64000000,"decrease_pct":0}`
+	want := `{"profile":"dsl","codec":"none","records":1,"bytes":254,"trials":5,"control_amtt_ns":64000000,"amtt_ns":64000000,"decrease_pct":0,` +
+		`"link":{"up":{"bandwidth_Bps":80000,"latency_ns":30000000,"jitter_ns":0,"queue_limit":0},"down":{"bandwidth_Bps":375000,"latency_ns":30000000,"jitter_ns":0,"queue_limit":0}},"warmup":1,"seed":1}`
 	if first != want {
 		t.Errorf("JSON line\n%s\nwant\n%s", first, want)
 	}
@@ -319,4 +326,12 @@ func TestAMTTChart(t *testing.T) {
 	if err := lab.WriteAMTTChart(io.Discard, nil); err == nil {
 		t.Error("empty chart accepted")
 	}
+}
+
+func mustLookup(name string) linkemu.Profile {
+	p, err := linkemu.Lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

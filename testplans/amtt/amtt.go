@@ -153,6 +153,7 @@ func send(ctx context.Context, re *runtime.RunEnv, ic *run.InitContext, p *lab.A
 	}
 	re.RecordMessage("pipes connected to %s; %d trials (+%d warm-up) of %v with %v", info.Addr.ID, cfg.Trials, max(cfg.Warmup, 0), cfg.Records, cfg.Codecs)
 	cfg.Progress = os.Stderr
+	cfg.Link = link // recorded in the results
 	res, err := lab.RunAMTTSender(ctx, cfg, pipes)
 	if err != nil {
 		return err
