@@ -165,7 +165,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 	f.StringVar(&jitter, "jitter", "", "extra random one-way delay in [0, jitter), each way")
 	f.StringVar(&codecs, "codecs", strings.Join(lab.DefaultAMTTCodecs, ","), "comma-separated codec specs; none is the control alone")
 	f.StringVar(&sizes, "sizes", "1,50,100,250,500,750,1000", "comma-separated employee record counts (the paper's seven documents)")
-	f.IntVar(&trials, "trials", lab.DefaultAMTTTrials, "measured trials per document")
+	f.IntVar(&trials, "trials", lab.DefaultAMTTTrials, fmt.Sprintf("measured trials per document, at least %d (the highest and the lowest are dropped)", lab.MinAMTTTrials))
 	f.IntVar(&warmup, "warmup", lab.DefaultAMTTWarmup, "trials discarded at the start of each document")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per codec and document per line")
 	f.StringVar(&out, "out", "", "also write "+amttJSONFile+", "+amttMarkdownFile+" and "+amttChartFile+" into this directory")
