@@ -168,6 +168,12 @@ func (m *Monitor) Probe(ctx context.Context) (adaptive.Path, error) {
 		}
 		tries++
 		if bw, w, ok := estimate(rep, rtt); ok {
+			// A train read in much less time than it took to send came in
+			// lumps (TLS records arrive whole): there the sender's time
+			// is the link's, not the receiver's reads.
+			if ser := took - rtt; ser >= lumpedTrain && rep.Span < ser/2 {
+				bw = min(bw, float64(size)/ser.Seconds())
+			}
 			rates = append(rates, bw*(1+chunkOverhead/float64(probeChunk(size))))
 			iw = w
 		}
@@ -226,6 +232,10 @@ const chunkOverhead = 12 + 22
 const (
 	minSlowRTT    = 5 * time.Millisecond
 	maxInitWindow = 128 << 10
+	maxRecord     = 16 << 10 // TLS's largest record
+	// lumpedTrain is the least time a train takes to send for its lumps
+	// to be told from the receiver's scheduling: ten times minSpan.
+	lumpedTrain = 10 * minSpan
 )
 
 // estimate reads a probe report: the rate is the bytes after the first
@@ -238,12 +248,13 @@ const (
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
 	idle, multi := time.Duration(0), 0
 	for _, b := range rep.Bursts {
-		if b.Bytes > 2*rep.FirstChunk {
+		if b.Bytes > max(2*rep.FirstChunk, maxRecord) {
 			multi++
 		}
 	}
-	// On a link so slow that each write takes half a round trip, every read
-	// is a burst: only bursts of several reads tell idle time.
+	// On a link so slow that each write, or each TLS record (which arrives
+	// whole), takes half a round trip, every read is a burst: only bursts
+	// of several reads tell idle time.
 	if rtt >= minSlowRTT && len(rep.Bursts) >= 2 && 2*multi >= len(rep.Bursts) {
 		slow := len(rep.Bursts) >= 3 && rep.Bursts[0].Bytes <= maxInitWindow
 		for i := 1; i < len(rep.Bursts); i++ {

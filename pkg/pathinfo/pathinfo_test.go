@@ -405,3 +405,29 @@ func TestBandwidthLieCorrected(t *testing.T) {
 		t.Fatalf("bandwidth %.3g bytes/s after 20 exchanges at 5 MiB/s: the liar's still", bw)
 	}
 }
+
+// A probe over a slow link cannot measure it faster than it is: the
+// estimate stays under twice the uplink's rate (a physical bound, not a
+// timing one: a loaded machine only makes a link look slower). TLS
+// records arrive whole, so the receiver reads a slow link's train in
+// lumps a record's serialization apart: the estimate took those gaps for
+// idle time (dsl read 31× its rate), and a train of one record, read in
+// a few milliseconds, for the link's pace (dialup 76×).
+func TestProbeSlowLinkNotOverestimated(t *testing.T) {
+	for _, name := range []string{"dsl", "dialup"} {
+		t.Run(name, func(t *testing.T) {
+			p, err := linkemu.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rcv, ss, _, _ := pair(t, p.Link)
+			m := ss.Monitor(rcv.ID())
+			if err := m.Ensure(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			if bw, up := m.Path().Bandwidth, float64(p.Link.Up.Bandwidth); bw > 2*up {
+				t.Errorf("%s uplink of %.0f B/s probed at %.0f B/s (%.1f×)", name, up, bw, bw/up)
+			}
+		})
+	}
+}

@@ -175,6 +175,15 @@ func TestEstimate(t *testing.T) {
 	if bw, iw, ok := estimate(dial, 200*time.Millisecond); !ok || iw != 0 || math.Abs(bw-3072/0.72) > 1 {
 		t.Fatalf("dial-up: %g B/s, iw %d, %v; want %g", bw, iw, ok, 3072/0.72)
 	}
+	// DSL under TLS: 16 KiB records, each read at once, 205 ms apart on
+	// a 60 ms path: serialization, not idleness (before, the gaps were
+	// subtracted and the rate read 31 times too high).
+	lumps := report{Received: 65536, FirstChunk: 2048, Span: 615 * time.Millisecond, Bursts: []burst{
+		{Bytes: 14336}, {Bytes: 16384, Start: 205 * time.Millisecond}, {Bytes: 16384, Start: 410 * time.Millisecond}, {Bytes: 18432, Start: 615 * time.Millisecond},
+	}}
+	if bw, iw, ok := estimate(lumps, 60*time.Millisecond); !ok || iw != 0 || math.Abs(bw-63488/0.615) > 1 {
+		t.Fatalf("TLS records: %g B/s, iw %d, %v; want %g", bw, iw, ok, 63488/0.615)
+	}
 	if _, _, ok := estimate(report{Received: 10, FirstChunk: 10}, time.Millisecond); ok {
 		t.Fatal("a train in one read has no rate")
 	}
