@@ -234,8 +234,9 @@ const (
 	maxInitWindow = 128 << 10
 	maxRecord     = 16 << 10 // TLS's largest record
 	// lumpedTrain is the least time a train takes to send for its lumps
-	// to be told from the receiver's scheduling: ten times minSpan.
-	lumpedTrain = 10 * minSpan
+	// to be told from the receiver's scheduling: twice minSpan, which
+	// the slowest links' smallest trains exceed (4 KiB on dsl: 51 ms).
+	lumpedTrain = 2 * minSpan
 )
 
 // estimate reads a probe report: the rate is the bytes after the first
