@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -101,7 +103,20 @@ type AMTTPeer struct {
 	Pipes     *pipe.Service
 	listeners []*pipe.Listener
 	bidis     []*pipe.Bidi
+	link      linkemu.Link
 }
+
+// wanDialTimeout bounds a dial from a node on a shaped link: libp2p's
+// bound for wide-area addresses (and its listener's on a handshake),
+// not the 5 s it gives local ones, since the link emulates a wide-area
+// path though its addresses are loopback's.
+const wanDialTimeout = 15 * time.Second
+
+// setupBytes is about what setting up a libp2p connection carries each
+// way (TLS, yamux, identify: 4.0–4.2 KB measured, Ed25519 keys), so a
+// link whose slower direction carries less in wanDialTimeout may not
+// connect at all.
+const setupBytes = 4096
 
 // NewAMTTPeer starts a node listening on listen (a TCP multiaddr; empty
 // means loopback) whose connections cross link (the zero link shapes
@@ -113,9 +128,10 @@ func NewAMTTPeer(ctx context.Context, link linkemu.Link, seed uint64, listen str
 	opts := []node.Option{node.WithEphemeralKey(), node.WithListenAddrs(listen)}
 	if !link.Up.IsZero() || !link.Down.IsZero() {
 		opts = append(opts, node.WithLibp2pOptions(libp2p.NoTransports,
-			libp2p.Transport(linkemu.NewTCPTransport(link, linkemu.WithSeed(seed)))))
+			libp2p.Transport(linkemu.NewTCPTransport(link, linkemu.WithSeed(seed))),
+			libp2p.SwarmOpts(swarm.WithDialTimeoutLocal(wanDialTimeout))))
 	}
-	p := &AMTTPeer{}
+	p := &AMTTPeer{link: link}
 	var err error
 	if p.Node, err = node.New(ctx, opts...); err != nil {
 		return nil, err
@@ -161,6 +177,10 @@ func (p *AMTTPeer) Accept(ctx context.Context) (AMTTPipes, error) {
 // Connect connects the sender to the receiver and opens both pipes to it.
 func (p *AMTTPeer) Connect(ctx context.Context, comm, data *adv.PipeAdvertisement, receiver peer.AddrInfo) (AMTTPipes, error) {
 	if err := p.Node.Connect(ctx, receiver); err != nil {
+		if r := p.slowerRate(); ctx.Err() == nil && r > 0 && setupBytes*time.Second/time.Duration(r) > wanDialTimeout {
+			return AMTTPipes{}, fmt.Errorf("the link (%s) may be too slow to set up a libp2p connection, about %d KB each way, within %v: %w",
+				DescribeLink(p.link), setupBytes/1000, wanDialTimeout, err)
+		}
 		return AMTTPipes{}, err
 	}
 	var b [2]*pipe.Bidi
@@ -172,6 +192,16 @@ func (p *AMTTPeer) Connect(ctx context.Context, comm, data *adv.PipeAdvertisemen
 		p.bidis = append(p.bidis, b[i])
 	}
 	return AMTTPipes{Comm: b[0], Data: b[1]}, nil
+}
+
+// slowerRate is the bandwidth of p's link in its slower direction, in
+// bytes/s; 0 if neither is limited.
+func (p *AMTTPeer) slowerRate() int64 {
+	up, down := p.link.Up.Bandwidth, p.link.Down.Bandwidth
+	if up == 0 || (down != 0 && down < up) {
+		return down
+	}
+	return up
 }
 
 // Close closes the pipes, the services and the node.

@@ -98,6 +98,60 @@ func TestRunAMTTShapedLowerBound(t *testing.T) {
 	}
 }
 
+// A link too slow for a libp2p connection's setup within the 5 s libp2p
+// gives a dial to a local address still connects: the link emulates a
+// wide-area path, and its dials get the wide-area bound (before, 2.4
+// kbit/s down failed, "all dials failed"). One slower than that even
+// says why it failed.
+func TestAMTTPeerSlowLinkConnects(t *testing.T) {
+	connect := func(ctx context.Context, link linkemu.Link) error {
+		comm, data, err := lab.NewAMTTAdvs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcv, err := lab.NewAMTTPeer(ctx, linkemu.Link{}, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rcv.Close()
+		snd, err := lab.NewAMTTPeer(ctx, link, 1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close()
+		if err := rcv.Listen(comm, data); err != nil {
+			t.Fatal(err)
+		}
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		accepted := make(chan error, 1)
+		go func() { _, err := rcv.Accept(actx); accepted <- err }()
+		_, err = snd.Connect(ctx, comm, data, rcv.Node.AddrInfo())
+		if err != nil {
+			cancel()
+		}
+		if aerr := <-accepted; err == nil {
+			err = aerr
+		}
+		return err
+	}
+	t.Run("connects", func(t *testing.T) {
+		t.Parallel()
+		if err := connect(amttCtx(t), linkemu.Link{Down: linkemu.Shape{Bandwidth: 300}}); err != nil {
+			t.Fatalf("2.4 kbit/s down: %v", err)
+		}
+	})
+	t.Run("says why not", func(t *testing.T) {
+		t.Parallel()
+		// Down, not up: closing a connection lets what it sent drain at
+		// up's rate, here longer than the test.
+		err := connect(amttCtx(t), linkemu.Link{Down: linkemu.Shape{Bandwidth: 100}})
+		if err == nil || !strings.Contains(err.Error(), "the link (unlimited up, 800bit/s down, 0s RTT) may be too slow to set up a libp2p connection") {
+			t.Fatalf("800 bit/s down: %v, want the link named too slow", err)
+		}
+	})
+}
+
 func TestAMTTConfigErrors(t *testing.T) {
 	for name, cfg := range map[string]lab.AMTTConfig{
 		"too few trials": {Trials: 2},
