@@ -21,8 +21,10 @@ FUZZ_PKGS := ./pkg/... ./internal/...
 run: build
 	./$(BIN) lab amtt --profile dsl,lan
 
+# The commit built goes into the lab commands' run.json (--out): the
+# toolchain stamps none under GOFLAGS=-buildvcs=false, as on this machine.
 build:
-	$(GO) build -o $(BIN) ./cmd/p2pmsg
+	$(GO) build -ldflags "-X github.com/p2pmsg/p2pmsg/internal/cli.buildCommit=$$(git describe --always --dirty --abbrev=40 2>/dev/null)" -o $(BIN) ./cmd/p2pmsg
 
 test: vet unit fuzz bench swarm plans
 	@echo "make test: all checks passed"

@@ -19,6 +19,9 @@ import (
 
 var binary_ string
 
+// testCommit is the commit the test binary says it was built from.
+const testCommit = "cli-test-commit"
+
 // TestMain builds the real binary once; the tests run it as a user would.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "p2pmsg-cli-")
@@ -26,7 +29,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary_ = filepath.Join(dir, "p2pmsg")
-	args := []string{"build", "-o", binary_}
+	// The commit a build records in --out's run.json, as the Makefile
+	// sets it (GOFLAGS=-buildvcs=false here stamps none).
+	args := []string{"build", "-o", binary_, "-ldflags", "-X github.com/p2pmsg/p2pmsg/internal/cli.buildCommit=" + testCommit}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
@@ -554,6 +559,14 @@ func TestLabSwarmJSON(t *testing.T) {
 			t.Errorf("--out: %s: %v", f, err)
 		}
 	}
+	// The seed drawn (none was given) is in the command line that repeats
+	// the run.
+	seed := regexp.MustCompile(`seed (\d+) \(drawn at random`).FindSubmatch(r.stderr)
+	if seed == nil {
+		t.Fatalf("no drawn seed on stderr: %s", r.stderr)
+	}
+	checkRunFile(t, dir, "p2pmsg", "lab", "swarm", "--peers=6", "--case=propagate,resolve", "--publishers=2", "--rate=40",
+		"--duration=1s", "--targets=2", "--json=true", "--check=true", "--out="+dir, "--seed="+string(seed[1]))
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--case", "stampede"))
 	failsCleanly(t, run(t, nil, "lab", "swarm", "--peers", "2"))
 }

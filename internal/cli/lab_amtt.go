@@ -59,10 +59,12 @@ Profiles (--profile, comma-separated; "custom" starts from no shaping):
 change every profile given; a changed profile is reported as "name*".
 
 Output: a Markdown table on stdout (--json: one JSON object per codec and
-document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + ` and an SVG chart
-` + amttChartFile + `. Progress goes to stderr.`,
+document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + `, an SVG chart
+` + amttChartFile + ` and ` + runFile + ` (the command line, when, the commit and the
+machine). Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
 			o := lab.NoOverrides
 			if up != "" {
 				if o.Up, err = lab.ParseBitRate(up); err != nil {
@@ -150,6 +152,9 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 				if err := writeAMTTFiles(out, all, links); err != nil {
 					return err
 				}
+				if err := writeRunFile(out, newRunRecord(cmd, start)); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				return nil
@@ -168,7 +173,7 @@ document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdown
 	f.IntVar(&trials, "trials", lab.DefaultAMTTTrials, fmt.Sprintf("measured trials per document, at least %d (the highest and the lowest are dropped)", lab.MinAMTTTrials))
 	f.IntVar(&warmup, "warmup", lab.DefaultAMTTWarmup, "trials discarded at the start of each document")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per codec and document per line")
-	f.StringVar(&out, "out", "", "also write "+amttJSONFile+", "+amttMarkdownFile+" and "+amttChartFile+" into this directory")
+	f.StringVar(&out, "out", "", "also write "+amttJSONFile+", "+amttMarkdownFile+", "+amttChartFile+" and "+runFile+" into this directory")
 	f.Uint64Var(&seed, "seed", 1, "seed of the link's jitter")
 	return cmd
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // `lab amtt --json` prints exactly the issue's fields, one object per
@@ -57,6 +59,8 @@ func TestLabAMTT(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	checkRunFile(t, out, "p2pmsg", "lab", "amtt", "--profile=lan", "--codecs=none,gzip", "--sizes=1,50",
+		"--trials=3", "--warmup=0", "--json=true", "--out="+out)
 	md, _ := os.ReadFile(filepath.Join(out, "amtt.md"))
 	if !bytes.Contains(md, []byte("| records | bytes | trials | control (ms) | gzip (ms) | gzip % decrease |")) {
 		t.Errorf("table:\n%s", md)
@@ -76,5 +80,35 @@ func TestLabAMTTUsage(t *testing.T) {
 		if r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}
+	}
+}
+
+// checkRunFile checks dir's run.json: the command line that made it (the
+// flags in the order pflag visits them: by name), the run's times, the
+// commit the binary was built from and this machine.
+func checkRunFile(t *testing.T, dir string, command ...string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Command              []string
+		Start, End           time.Time
+		Commit, Go, OS, Arch string
+		CPUs                 int
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(command[3:])
+	if !slices.Equal(r.Command, command) {
+		t.Errorf("run.json command %q, want %q", r.Command, command)
+	}
+	if r.Start.IsZero() || r.End.Before(r.Start) || time.Since(r.Start) > time.Hour {
+		t.Errorf("run.json start %v, end %v", r.Start, r.End)
+	}
+	if r.Commit != testCommit || r.Go != runtime.Version() || r.OS != runtime.GOOS || r.Arch != runtime.GOARCH || r.CPUs != runtime.NumCPU() {
+		t.Errorf("run.json: %s", b)
 	}
 }

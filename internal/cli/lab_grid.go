@@ -80,13 +80,15 @@ of the best fixed choice on the new link.
 
 Output: Markdown on stdout (the summary per cell with the targets, then
 every choice's AMTT per link), or --json one object per cell and choice;
---out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + ` and the heat map
-` + gridChartFile + ` (auto's excess over the best fixed choice per cell). Progress goes to
+--out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + `, the heat map
+` + gridChartFile + ` (auto's excess over the best fixed choice per cell) and ` + runFile + `
+(the command line, when, the commit and the machine). Progress goes to
 stderr, auto's decisions to --trace FILE (every one of a document's first 200
 timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
 			if from != "" {
 				// --from measures nothing: a flag that shapes a
 				// measurement would be silently ignored.
@@ -167,6 +169,9 @@ run's JSON lines again.`,
 					if err := writeGridFiles(out, res, nil); err != nil {
 						return err
 					}
+					if err := copyRunFile(from, out); err != nil {
+						return err
+					}
 				}
 				if asJSON {
 					return lab.WriteGridJSON(cmd.OutOrStdout(), res)
@@ -225,6 +230,9 @@ run's JSON lines again.`,
 				if err := writeGridFiles(out, res, sw); err != nil {
 					return err
 				}
+				if err := writeRunFile(out, newRunRecord(cmd, start)); err != nil {
+					return err
+				}
 				if sw == nil {
 					// A switch report of an earlier run into the same
 					// directory would read as this run's.
@@ -264,7 +272,7 @@ run's JSON lines again.`,
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")
 	f.StringVar(&switchDoc, "switch-doc", lab.DefaultSwitchDoc, "document of the link-change run")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per cell and choice per line")
-	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridSwitchFile+" and "+gridChartFile+" into this directory")
+	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridSwitchFile+", "+gridChartFile+" and "+runFile+" into this directory")
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
 	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file (as Markdown, or with --json as JSON lines; the measuring flags are refused)")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")

@@ -49,6 +49,27 @@ func TestLabGrid(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "switch.md")); err == nil {
 		t.Errorf("--switch=false left an earlier run's switch.md in --out")
 	}
+	checkRunFile(t, out, "p2pmsg", "lab", "grid", "--profile=loopback", "--docs=employees-1,random-4K", "--choices=identity,s2:1",
+		"--trials=3", "--warmup=1", "--budget=0s", "--switch=false", "--json=true", "--out="+out)
+	// Reports of an earlier run carry its run.json, not this command's;
+	// without one beside them, an older run.json in --out goes.
+	again := t.TempDir()
+	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(out, "grid.jsonl"), "--out", again); r.code != 0 {
+		t.Fatalf("--from: exit %d: %s", r.code, r.stderr)
+	}
+	if a, b := readFile(t, filepath.Join(out, "run.json")), readFile(t, filepath.Join(again, "run.json")); !bytes.Equal(a, b) {
+		t.Errorf("--from --out wrote run.json\n%s\nnot the earlier run's\n%s", b, a)
+	}
+	bare := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bare, "grid.jsonl"), readFile(t, filepath.Join(out, "grid.jsonl")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(bare, "grid.jsonl"), "--out", again); r.code != 0 {
+		t.Fatalf("--from: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(again, "run.json")); err == nil {
+		t.Errorf("--from reports with no run.json left another run's in --out")
+	}
 	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(out, "none.jsonl")); r.code != 1 || !strings.Contains(string(r.stderr), "--from: open ") {
 		t.Errorf("--from a missing file: exit %d, %q; want 1, naming --from", r.code, r.stderr)
 	}
@@ -151,4 +172,13 @@ func TestRecvMeasuresDecodesWhenAsked(t *testing.T) {
 	if got, want := profile(), []string{"deflate", "gzip", "identity", "s2", "xml", "zstd"}; !slices.Equal(got, want) {
 		t.Fatalf("recv asked for its profile saved one of %v, want %v", got, want)
 	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

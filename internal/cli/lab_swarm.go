@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ goroutines and connections over its start, divided by the peers.`,
   p2pmsg lab swarm --peers 50 --case propagate,resolve --json > swarm.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
 			if err := positiveFlags(cmd, "peers", "publishers", "rate", "duration", "targets", "size", "degree",
 				"relay-fraction", "relays", "churn", "settle"); err != nil {
 				return err
@@ -83,6 +85,10 @@ goroutines and connections over its start, divided by the peers.`,
 				// Drawn here, not by the engine, so that the run can be
 				// repeated with the same picks.
 				cfg.Seed = rand.Uint64N(math.MaxUint64) + 1
+				// Given, as far as run.json's command line goes.
+				if err := cmd.Flags().Set("seed", strconv.FormatUint(cfg.Seed, 10)); err != nil {
+					return err
+				}
 				fmt.Fprintf(errw, "lab swarm: seed %d (drawn at random; --seed %d makes the same picks)\n", cfg.Seed, cfg.Seed)
 			}
 			cfg.Progress = func(s string) { fmt.Fprintln(errw, "lab "+s) }
@@ -104,6 +110,9 @@ goroutines and connections over its start, divided by the peers.`,
 			}
 			if out != "" {
 				if werr := writeSwarmFiles(out, res); werr != nil {
+					return errors.Join(err, werr)
+				}
+				if werr := writeRunFile(out, newRunRecord(cmd, start)); werr != nil {
 					return errors.Join(err, werr)
 				}
 			}
@@ -133,7 +142,7 @@ goroutines and connections over its start, divided by the peers.`,
 	f.DurationVar(&cfg.Settle, "settle", swarm.Settle, "idle: how long the swarm settles before it is measured (connections trimmed, idle streams timed out)")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random picks (0: a random one, printed on stderr)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
-	f.StringVar(&out, "out", "", "also write "+swarm.JSONFile+", "+swarm.MarkdownFile+" and "+chart.File+" (delivery latency CDF per case) into this directory")
+	f.StringVar(&out, "out", "", "also write "+swarm.JSONFile+", "+swarm.MarkdownFile+", "+chart.File+" (delivery latency CDF per case) and "+runFile+" into this directory")
 	f.BoolVar(&check, "check", false, "exit non-zero unless every case delivered everything, with no failure and nothing lost")
 	return cmd
 }
