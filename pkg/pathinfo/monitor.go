@@ -243,7 +243,10 @@ const (
 // read over their dispersion, less gaps of half a round trip or more
 // between bursts (the link was idle: slow start, or a stream window), and
 // at least minSpan, below which no train is timed (nor a peer's claim
-// that it all arrived at once believed).
+// that it all arrived at once believed). A first burst of a record at
+// most, read in less than minSpan before others came, is the first
+// read's TLS record, which arrived whole: its bytes carry no timing
+// either (counted, a slow link read 1.3× too fast).
 // When such gaps, each about a round trip, split the train into three
 // bursts or more, the first burst is the initial window.
 func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
@@ -270,11 +273,15 @@ func estimate(rep report, rtt time.Duration) (bw float64, iw int, ok bool) {
 			iw = rep.Bursts[0].Bytes
 		}
 	}
-	if rep.Received <= rep.FirstChunk {
+	base, first := rep.FirstChunk, time.Duration(0)
+	if b := rep.Bursts; len(b) >= 2 && b[0].Bytes <= maxRecord && b[0].Dur < minSpan {
+		base, first = rep.Bursts[0].Bytes, rep.Bursts[0].Dur
+	}
+	if rep.Received <= base {
 		return 0, iw, false
 	}
-	busy := max(rep.Span-idle, minSpan)
-	return float64(rep.Received-rep.FirstChunk) / busy.Seconds(), iw, true
+	busy := max(rep.Span-first-idle, minSpan)
+	return float64(rep.Received-base) / busy.Seconds(), iw, true
 }
 
 // FetchProfile asks the peer for its decode profile and keeps it.
