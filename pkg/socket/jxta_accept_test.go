@@ -55,7 +55,11 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 			h.answers.Add(1)
 		}
 	}
-	if h.t, err = jxtatcp.New(h.ident, handler, jxtatcp.WithUnsigned()); err != nil {
+	// A small receive buffer, fixed: the kernel can make little room in
+	// it by compacting what waits there (and then let a few answers
+	// through), and fewer queries fill it.
+	d := &net.Dialer{Control: smallReceiveBuffer}
+	if h.t, err = jxtatcp.New(h.ident, handler, jxtatcp.WithUnsigned(), jxtatcp.WithDialer(d.DialContext)); err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
@@ -63,14 +67,17 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 	t.Cleanup(func() { h.t.Close() })
 	t.Cleanup(resume) // first: Close waits for the handler
 	// The answers in flight are bounded (8 for one host): queries beyond
-	// them are refused while answers wait. The connection is stuck once
-	// two whole batches of queries, refused in part, leave the count of
-	// messages ps's transport has sent where it was: none of the answers
-	// in flight gets out.
+	// them are refused while answers wait. The connection looks stuck
+	// once two whole batches of queries, refused in part, leave the count
+	// of messages ps's transport has sent where it was: none of the
+	// answers in flight gets out. On a loaded machine that may be a
+	// writer that is only slow, whose next answers then go out (and
+	// Accept's answer with them, CI once): it is stuck when a second more
+	// passes and still none of them does.
 	q := bindingQuery(h.ident.ID(), a)
 	sent := func() uint64 { return ep.JXTA().Stats().Sent }
 	last, still := sent(), 0
-	for batch := 0; still < 2; batch++ {
+	for batch := 0; still < 2 || !unchanged(sent, last, time.Second); batch++ {
 		if batch == 200 {
 			t.Fatalf("%d binding queries did not stall the connection: %+v", batch*500, ps.Stats())
 		}
@@ -87,6 +94,16 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 		}
 	}
 	return h, resume
+}
+
+// unchanged reports whether count stays at n for d.
+func unchanged(count func() uint64, n uint64, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(d / 20) {
+		if count() != n {
+			return false
+		}
+	}
+	return count() == n
 }
 
 // unsignedJXTAListener listens on the pipe seeded by seed, on a socket
@@ -190,6 +207,7 @@ func TestJXTAAnswerOutlivesAcceptContext(t *testing.T) {
 			ep, ps, s, l, a := unsignedJXTAListener(t, "answer-outlives-"+next)
 			addr := ep.JXTA().Addrs()[0]
 			hostile, resume := stalledJXTA(t, ep, ps, addr, a)
+			stalledAt := ep.JXTA().Stats().Sent
 			sendRequests(t, hostile, addr, a, 3)
 			until(t, "the requests in the backlog", func() bool { return socket.BacklogLen(l) == 3 })
 			short, cancel := context.WithTimeout(ctx(t), time.Second)
@@ -198,7 +216,8 @@ func TestJXTAAnswerOutlivesAcceptContext(t *testing.T) {
 				if err == nil {
 					c.Close()
 				}
-				t.Fatalf("Accept while the answer cannot be sent: %v, want its context's end", err)
+				t.Fatalf("Accept while the answer cannot be sent: %v, want its context's end; the transport sent %d messages at the stall, %d now",
+					err, stalledAt, ep.JXTA().Stats().Sent)
 			}
 			resume()
 			until(t, "the answer", func() bool { return hostile.answers.Load() == 1 })
