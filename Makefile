@@ -24,7 +24,7 @@ run: build
 # The commit built goes into the lab commands' run.json (--out): the
 # toolchain stamps none under GOFLAGS=-buildvcs=false, as on this machine.
 build:
-	$(GO) build -ldflags "-X github.com/p2pmsg/p2pmsg/internal/cli.buildCommit=$$(git describe --always --dirty --abbrev=40 2>/dev/null)" -o $(BIN) ./cmd/p2pmsg
+	$(GO) build -ldflags "-X github.com/p2pmsg/p2pmsg/internal/provenance.BuildCommit=$$(git describe --always --dirty --abbrev=40 2>/dev/null)" -o $(BIN) ./cmd/p2pmsg
 
 test: vet unit fuzz bench swarm plans
 	@echo "make test: all checks passed"

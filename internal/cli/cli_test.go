@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	binary_ = filepath.Join(dir, "p2pmsg")
 	// The commit a build records in --out's run.json, as the Makefile
 	// sets it (GOFLAGS=-buildvcs=false here stamps none).
-	args := []string{"build", "-o", binary_, "-ldflags", "-X github.com/p2pmsg/p2pmsg/internal/cli.buildCommit=" + testCommit}
+	args := []string{"build", "-o", binary_, "-ldflags", "-X github.com/p2pmsg/p2pmsg/internal/provenance.BuildCommit=" + testCommit}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

@@ -152,7 +152,7 @@ machine). Progress goes to stderr.`,
 				if err := writeAMTTFiles(out, all, links); err != nil {
 					return err
 				}
-				if err := writeRunFile(out, newRunRecord(cmd, start)); err != nil {
+				if err := writeRunFile(out, cmd, start); err != nil {
 					return err
 				}
 			}

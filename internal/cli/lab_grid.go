@@ -14,6 +14,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
 )
 
@@ -169,7 +170,7 @@ run's JSON lines again.`,
 					if err := writeGridFiles(out, res, nil); err != nil {
 						return err
 					}
-					if err := copyRunFile(from, out); err != nil {
+					if err := provenance.Copy(filepath.Dir(from), out); err != nil {
 						return err
 					}
 				}
@@ -230,7 +231,7 @@ run's JSON lines again.`,
 				if err := writeGridFiles(out, res, sw); err != nil {
 					return err
 				}
-				if err := writeRunFile(out, newRunRecord(cmd, start)); err != nil {
+				if err := writeRunFile(out, cmd, start); err != nil {
 					return err
 				}
 				if sw == nil {

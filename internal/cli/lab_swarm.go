@@ -112,7 +112,7 @@ goroutines and connections over its start, divided by the peers.`,
 				if werr := writeSwarmFiles(out, res); werr != nil {
 					return errors.Join(err, werr)
 				}
-				if werr := writeRunFile(out, newRunRecord(cmd, start)); werr != nil {
+				if werr := writeRunFile(out, cmd, start); werr != nil {
 					return errors.Join(err, werr)
 				}
 			}

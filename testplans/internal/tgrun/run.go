@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +25,8 @@ import (
 	"github.com/testground/sdk-go/ptypes"
 	"github.com/testground/sdk-go/runtime"
 	tgsync "github.com/testground/sdk-go/sync"
+
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 )
 
 // localSubnet is the TEST_SUBNET Testground's local:exec runner gives.
@@ -132,6 +136,7 @@ func prepare(o Options) (*prepared, error) {
 // instance's process group is killed and the instances are "canceled",
 // with ctx's cause (context.Cause) as their error; their outputs stay.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	began := time.Now()
 	pr, err := prepare(o)
 	if err != nil {
 		return nil, err
@@ -264,6 +269,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(runDir, "outcome.json"), append(b, '\n'), 0o644)
 	}
+	if err := provenance.Write(runDir, runRecord(o, began)); err != nil {
+		return res, err
+	}
 	if len(failed) > 0 {
 		return res, fmt.Errorf("%w: %s", ErrRunFailed, strings.Join(failed, ", "))
 	}
@@ -272,6 +280,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	fmt.Fprintf(log, "tgrun: run %s ok in %v; results in %s\n", o.RunID, time.Since(start).Round(time.Millisecond), runDir)
 	return res, nil
+}
+
+// runRecord is the run's run.json: the tgrun command line that repeats
+// it (the composition, its parameters by name, the timeout) and, as tgrun
+// runs under go run, which stamps no commit, the plan directory's
+// commit by git describe.
+func runRecord(o Options, start time.Time) provenance.Record {
+	line := []string{"tgrun", "run", "-f", o.Composition}
+	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
+		line = append(line, "--param", k+"="+o.Params[k])
+	}
+	r := provenance.New(append(line, "--timeout", o.Timeout.String()), start)
+	if r.Commit == "" {
+		if b, err := exec.Command("git", "-C", o.PlanDir, "describe", "--always", "--dirty", "--abbrev=40").Output(); err == nil {
+			r.Commit = strings.TrimSpace(string(b))
+		}
+	}
+	return r
 }
 
 // Build builds the plan in planDir as the exec:go builder does (go build

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	stdsync "sync"
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/plan"
 	"github.com/p2pmsg/p2pmsg/testplans/internal/planlink"
@@ -195,6 +197,16 @@ func TestRunOK(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	// What made the results: the command line that repeats the run, and
+	// this machine.
+	var rec provenance.Record
+	if b, err := os.ReadFile(filepath.Join(res.Dir, "run.json")); err != nil || json.Unmarshal(b, &rec) != nil {
+		t.Fatalf("run.json: %s %v", b, err)
+	}
+	if c := rec.Command; len(c) != 6 || c[0] != "tgrun" || c[1] != "run" || c[2] != "-f" || filepath.Base(c[3]) != "ok.toml" ||
+		c[4] != "--timeout" || c[5] != "1m0s" || rec.Start.IsZero() || rec.End.Before(rec.Start) || rec.CPUs != goruntime.NumCPU() {
+		t.Errorf("run.json: %+v", rec)
 	}
 	f, err := os.Open(filepath.Join(res.Dir, "amtt.jsonl"))
 	if err != nil {
