@@ -175,12 +175,20 @@ func (p *AMTTPeer) Accept(ctx context.Context) (AMTTPipes, error) {
 }
 
 // Connect connects the sender to the receiver and opens both pipes to it.
+// On a link too slow to set a connection up in wanDialTimeout, its error
+// says so: the cause alone (a dial that failed, a pipe no peer was found
+// to bind while identify still crossed the link) does not.
 func (p *AMTTPeer) Connect(ctx context.Context, comm, data *adv.PipeAdvertisement, receiver peer.AddrInfo) (AMTTPipes, error) {
+	pp, err := p.connect(ctx, comm, data, receiver)
+	if r := p.slowerRate(); err != nil && ctx.Err() == nil && r > 0 && setupBytes*time.Second/time.Duration(r) > wanDialTimeout {
+		return pp, fmt.Errorf("the link (%s) may be too slow to set up a libp2p connection, about %d KB each way, within %v: %w",
+			DescribeLink(p.link), setupBytes/1000, wanDialTimeout, err)
+	}
+	return pp, err
+}
+
+func (p *AMTTPeer) connect(ctx context.Context, comm, data *adv.PipeAdvertisement, receiver peer.AddrInfo) (AMTTPipes, error) {
 	if err := p.Node.Connect(ctx, receiver); err != nil {
-		if r := p.slowerRate(); ctx.Err() == nil && r > 0 && setupBytes*time.Second/time.Duration(r) > wanDialTimeout {
-			return AMTTPipes{}, fmt.Errorf("the link (%s) may be too slow to set up a libp2p connection, about %d KB each way, within %v: %w",
-				DescribeLink(p.link), setupBytes/1000, wanDialTimeout, err)
-		}
 		return AMTTPipes{}, err
 	}
 	var b [2]*pipe.Bidi
