@@ -269,11 +269,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(runDir, "outcome.json"), append(b, '\n'), 0o644)
 	}
-	if err := provenance.Write(runDir, runRecord(o, began)); err != nil {
-		return res, err
-	}
+	werr := provenance.Write(runDir, runRecord(o, began))
 	if len(failed) > 0 {
-		return res, fmt.Errorf("%w: %s", ErrRunFailed, strings.Join(failed, ", "))
+		return res, errors.Join(fmt.Errorf("%w: %s", ErrRunFailed, strings.Join(failed, ", ")), werr)
+	}
+	if werr != nil {
+		return res, werr
 	}
 	if err := Collect(runDir, Links(params), log); err != nil {
 		return res, err
