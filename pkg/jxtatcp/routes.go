@@ -2,9 +2,7 @@ package jxtatcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
@@ -123,7 +121,7 @@ func (t *Transport) connToRoute(ctx context.Context, p id.ID, addr, to string) (
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
-		if c := t.askedClaimantLocked(p); c != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		if c := t.askedClaimantLocked(p); c != nil && refused(err) {
 			return c, nil
 		}
 		return nil, fmt.Errorf("%w: %s at tcp://%s, its route: %w", ErrNoRoute, to, addr, err)
