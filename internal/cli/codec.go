@@ -3,10 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +45,7 @@ standard-library gzip, as a reference; receivers do not decode it.`,
 }
 
 func newLabCodecsCmd() *cobra.Command {
-	var codecs, files, corpus string
+	var codecs, files, corpus, out string
 	var models []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -58,6 +60,10 @@ trained one by its ID (xml@7) given with --model (see ` + "`p2pmsg codec train`"
 Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
+			undoOut := func() {}
+			defer func() { undoOnFailure(&err, undoOut) }() // after exitOnSignal sets err
+			// Installed first: reading --files may block (a FIFO).
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
@@ -93,6 +99,9 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			if err := keys.load("", nil, models); err != nil {
 				return err
 			}
+			if undoOut, err = prepareOutDir(out); err != nil {
+				return err
+			}
 			res, err := codecbench.Run(ctx, specs, inputs, codecbench.WithModels(&keys.models))
 			if errors.Is(err, encoding.ErrSpec) { // found before measuring
 				return usageError{missingModel(err)}
@@ -100,17 +109,15 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSONLines(out, res)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "codec\tfile\tbytes in\tbytes out\tcompress\tdecompress\t")
-			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t\n", r.Codec, r.File, r.BytesIn, r.BytesOut,
-					formatRate(r.CompressBps), formatRate(r.DecompressBps))
-			}
-			return tw.Flush()
+			return writeRows(cmd, res, asJSON, func(w io.Writer, res []codecbench.Result) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "codec\tfile\tbytes in\tbytes out\tcompress\tdecompress\t")
+				for _, r := range res {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t\n", r.Codec, r.File, r.BytesIn, r.BytesOut,
+						formatRate(r.CompressBps), formatRate(r.DecompressBps))
+				}
+				return tw.Flush()
+			}, out, "codecs", start)
 		},
 	}
 	f := cmd.Flags()
@@ -119,5 +126,6 @@ Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 	f.StringVar(&corpus, "corpus", "employees", "documents to measure: "+strings.Join(codecbench.Corpora, ", ")+" (dataset: SOAP/DataSet query results)")
 	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.StringVar(&out, "out", "", outUsage("codecs"))
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -95,9 +96,9 @@ func profiled(file string, run func() error) error {
 
 func newLabRTTCmd() *cobra.Command {
 	var (
-		layers, sizes, transport, baseline string
-		asJSON                             bool
-		warmup, runs, pairs                int
+		layers, sizes, transport, baseline, out string
+		asJSON                                  bool
+		warmup, runs, pairs                     int
 	)
 	cmd := &cobra.Command{
 		Use:   "rtt",
@@ -131,6 +132,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
   p2pmsg lab rtt --layer jxta-endpoint,jxse-endpoint,jxta-pipe,jxse-pipe,jxta-socket,jxse-socket --sizes 1,1K,64K --warmup 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
 			jx := &lab.JXSE{}
 			defer jx.Close()
 			known := labLayers(jx)
@@ -160,6 +162,11 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if w == 0 {
 				w = -1 // RTTConfig reads 0 as "the default" and negative as none
 			}
+			undoOut, err := prepareOutDir(out)
+			if err != nil {
+				return err
+			}
+			defer undoOnFailure(&err, undoOut)
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
@@ -174,29 +181,27 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSONLines(out, res)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			head := "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t"
-			if baseline != "" {
-				head += "RTT ×" + baseline + "\t"
-			}
-			fmt.Fprintln(tw, head)
-			for _, r := range res {
-				wire := strconv.Itoa(r.WireBytes)
-				if r.WireBytes == 0 && strings.HasPrefix(r.Layer, "jx") {
-					wire = "n/a" // not measured on JXTA's transport
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\t", r.Layer, r.Transport, lab.FormatSize(r.Size),
-					r.RTT, r.Latency, formatRate(r.Bandwidth), wire)
+			return writeRows(cmd, res, asJSON, func(w io.Writer, res []lab.RTTResult) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+				head := "layer\ttransport\tsize\tRTT\tlatency\tbandwidth\twire bytes\t"
 				if baseline != "" {
-					fmt.Fprintf(tw, "%.3f\t", r.Ratio)
+					head += "RTT ×" + baseline + "\t"
 				}
-				fmt.Fprintln(tw)
-			}
-			return tw.Flush()
+				fmt.Fprintln(tw, head)
+				for _, r := range res {
+					wire := strconv.Itoa(r.WireBytes)
+					if r.WireBytes == 0 && strings.HasPrefix(r.Layer, "jx") {
+						wire = "n/a" // not measured on JXTA's transport
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\t", r.Layer, r.Transport, lab.FormatSize(r.Size),
+						r.RTT, r.Latency, formatRate(r.Bandwidth), wire)
+					if baseline != "" {
+						fmt.Fprintf(tw, "%.3f\t", r.Ratio)
+					}
+					fmt.Fprintln(tw)
+				}
+				return tw.Flush()
+			}, out, "rtt", start)
 		},
 	}
 	f := cmd.Flags()
@@ -204,6 +209,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 	f.StringVar(&sizes, "sizes", "1,64,512,1K,4K,16K,64K,128K,512K,1M,4M,16M", "comma-separated payload sizes (K, M suffixes)")
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.StringVar(&out, "out", "", outUsage("rtt"))
 	f.IntVar(&warmup, "warmup", 1000, "message/echo pairs before measuring")
 	f.IntVar(&runs, "runs", lab.DefaultRuns, "timed runs per size")
 	f.IntVar(&pairs, "pairs", lab.DefaultPairs, "consecutive pairs per run")

@@ -112,3 +112,41 @@ func checkRunFile(t *testing.T, dir string, command ...string) {
 		t.Errorf("run.json: %s", b)
 	}
 }
+
+// `lab rtt`, `lab rate` and `lab codecs` with --out DIR write their rows
+// as JSON lines, their table as printed, and run.json; a run that fails
+// after DIR was made leaves no DIR behind.
+func TestLabTablesOut(t *testing.T) {
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "doc.xml")
+	os.WriteFile(doc, bytes.Repeat([]byte("<a>hello</a>"), 500), 0o644)
+	for _, c := range []struct {
+		name string
+		args []string
+		rows int
+	}{
+		{"rtt", []string{"--layer=tcp,stream", "--sizes=1", "--warmup=5", "--runs=1", "--pairs=3"}, 2},
+		{"rate", []string{"--layer=stream", "--sizes=16", "--shapes=1x1", "--messages=1000"}, 1},
+		{"codecs", []string{"--codecs=gzip:6,zstd:3", "--files=" + doc}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "results")
+			args := append([]string{"lab", c.name, "--out=" + out}, c.args...)
+			r := run(t, nil, args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			if txt := readFile(t, filepath.Join(out, c.name+".txt")); !bytes.Equal(txt, r.stdout) {
+				t.Errorf("%s.txt\n%s\nis not the table printed\n%s", c.name, txt, r.stdout)
+			}
+			jsonRows(t, readFile(t, filepath.Join(out, c.name+".jsonl")), c.rows)
+			checkRunFile(t, out, append([]string{"p2pmsg", "lab", c.name}, args[2:]...)...)
+		})
+	}
+	// The model is missing: found once --out is made, before measuring.
+	out := filepath.Join(dir, "a", "b")
+	failsCleanly(t, run(t, nil, "lab", "codecs", "--codecs", "xml@99", "--files", doc, "--out", out))
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Errorf("a failed run left its --out directory")
+	}
+}

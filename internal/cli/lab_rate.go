@@ -18,11 +18,11 @@ import (
 
 func newLabRateCmd() *cobra.Command {
 	var (
-		layers, sizes, shapes, transport string
-		messages                         int
-		load                             float64
-		paceStep                         time.Duration
-		asJSON                           bool
+		layers, sizes, shapes, transport, out string
+		messages                              int
+		load                                  float64
+		paceStep                              time.Duration
+		asJSON                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rate",
@@ -54,6 +54,7 @@ and the rate counts only what arrived.`,
   p2pmsg lab rate --json > rate.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			start := time.Now()
 			var chosen []string
 			for _, name := range strings.Split(layers, ",") {
 				chosen = append(chosen, strings.TrimSpace(name))
@@ -77,9 +78,6 @@ and the rate counts only what arrived.`,
 					return usageError{fmt.Errorf("size %d: a rate message carries a timestamp and a pass number; use 12 bytes or more", n)}
 				}
 			}
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
-			defer exitOnSignal(ctx, &err)
 			switch {
 			case paceStep < 0:
 				return usageError{fmt.Errorf("--pace-step must not be negative")}
@@ -88,6 +86,14 @@ and the rate counts only what arrived.`,
 			case paceStep == 0:
 				paceStep = -1 // lab: as often as it can
 			}
+			undoOut, err := prepareOutDir(out)
+			if err != nil {
+				return err
+			}
+			defer undoOnFailure(&err, undoOut)
+			ctx, stop := interrupt.Context(cmd.Context())
+			defer stop()
+			defer exitOnSignal(ctx, &err)
 			res, err := lab.RunRate(ctx, lab.RateConfig{
 				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load, PaceStep: paceStep,
 				Progress: cmd.ErrOrStderr(),
@@ -98,17 +104,15 @@ and the rate counts only what arrived.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSONLines(out, res)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "layer\ttransport\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
-			for _, r := range res {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%v\t%v\t%d\t\n", r.Layer, r.Transport, lab.FormatSize(r.Size), r.Senders, r.Peers,
-					formatCount(r.MsgsPerS), formatRate(r.BytesPerS), r.P50, r.P99, r.Lost)
-			}
-			return tw.Flush()
+			return writeRows(cmd, res, asJSON, func(w io.Writer, res []lab.RateResult) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "layer\ttransport\tsize\tsenders\tpeers\tmessages/s\tbytes/s\tp50\tp99\tlost\t")
+				for _, r := range res {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%v\t%v\t%d\t\n", r.Layer, r.Transport, lab.FormatSize(r.Size), r.Senders, r.Peers,
+						formatCount(r.MsgsPerS), formatRate(r.BytesPerS), r.P50, r.P99, r.Lost)
+				}
+				return tw.Flush()
+			}, out, "rate", start)
 		},
 	}
 	f := cmd.Flags()
@@ -120,6 +124,7 @@ and the rate counts only what arrived.`,
 	f.Float64Var(&load, "load", 0.5, "the fraction of the measured maximum rate the latency run offers")
 	f.DurationVar(&paceStep, "pace-step", lab.DefaultPaceStep, "how often the latency run hands out the messages that came due, less than the run (0: as often as it can, a few at a time: see docs/performance.md)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.StringVar(&out, "out", "", outUsage("rate"))
 	return cmd
 }
 
