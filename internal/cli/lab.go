@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -162,14 +163,11 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
 			if w == 0 {
 				w = -1 // RTTConfig reads 0 as "the default" and negative as none
 			}
-			undoOut, err := prepareOutDir(out)
+			ctx, finish, err := measuring(cmd, out)
 			if err != nil {
 				return err
 			}
-			defer undoOnFailure(&err, undoOut)
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
-			defer exitOnSignal(ctx, &err)
+			defer finish(&err)
 			res, err := lab.RunRTT(ctx, lab.RTTConfig{
 				Layers: chosen, Sizes: sz, Transport: transport,
 				Warmup: w, Runs: runs, Pairs: pairs, Baseline: baseline,
@@ -304,6 +302,23 @@ func prepareOutDir(dir string) (undo func(), err error) {
 		return func() {}, fmt.Errorf("--out: %w", err)
 	}
 	return undo, nil
+}
+
+// measuring starts a lab command's run: it prepares the --out directory
+// out (prepareOutDir) and the context a SIGINT or SIGTERM ends. The
+// command defers finish(&err), which makes an interrupted run's error say
+// so (exitOnSignal), and a failed run remove what prepareOutDir made.
+func measuring(cmd *cobra.Command, out string) (ctx context.Context, finish func(*error), err error) {
+	undo, err := prepareOutDir(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := interrupt.Context(cmd.Context())
+	return ctx, func(err *error) {
+		exitOnSignal(ctx, err)
+		stop()
+		undoOnFailure(err, undo)
+	}, nil
 }
 
 // undoOnFailure calls undo if the command failed (*err set), for a

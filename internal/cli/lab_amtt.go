@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
@@ -126,14 +125,11 @@ machine). Progress goes to stderr.`,
 				cfgs = append(cfgs, cfg)
 				links[label] = link
 			}
-			undoOut, err := prepareOutDir(out)
+			ctx, finish, err := measuring(cmd, out)
 			if err != nil {
 				return err
 			}
-			defer undoOnFailure(&err, undoOut)
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
-			defer exitOnSignal(ctx, &err)
+			defer finish(&err)
 			var all []lab.AMTTResult
 			for _, cfg := range cfgs {
 				fmt.Fprintf(cmd.ErrOrStderr(), "lab amtt: %s: %s\n", cfg.Profile, lab.DescribeLink(cfg.Link))

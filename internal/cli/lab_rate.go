@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
 
@@ -86,14 +85,11 @@ and the rate counts only what arrived.`,
 			case paceStep == 0:
 				paceStep = -1 // lab: as often as it can
 			}
-			undoOut, err := prepareOutDir(out)
+			ctx, finish, err := measuring(cmd, out)
 			if err != nil {
 				return err
 			}
-			defer undoOnFailure(&err, undoOut)
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
-			defer exitOnSignal(ctx, &err)
+			defer finish(&err)
 			res, err := lab.RunRate(ctx, lab.RateConfig{
 				Layers: chosen, Sizes: sz, Shapes: sh, Transport: transport, Messages: messages, Load: load, PaceStep: paceStep,
 				Progress: cmd.ErrOrStderr(),

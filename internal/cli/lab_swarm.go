@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/swarm"
 	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 )
@@ -72,14 +71,11 @@ goroutines and connections over its start, divided by the peers.`,
 			if err := cfg.Check(); err != nil {
 				return usageError{err}
 			}
-			undoOut, err := prepareOutDir(out)
+			ctx, finish, err := measuring(cmd, out)
 			if err != nil {
 				return err
 			}
-			defer undoOnFailure(&err, undoOut)
-			ctx, stop := interrupt.Context(cmd.Context())
-			defer stop()
-			defer exitOnSignal(ctx, &err)
+			defer finish(&err)
 			errw := cmd.ErrOrStderr()
 			if cfg.Seed == 0 {
 				// Drawn here, not by the engine, so that the run can be
