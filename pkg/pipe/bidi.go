@@ -322,6 +322,9 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 	if a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: bidirectional pipes are unicast or secure, not %s", ErrWrongType, a.Type)
 	}
+	if err := s.closedErr("connecting to " + a.ID.String()); err != nil {
+		return nil, err
+	}
 	var rc resolveConfig
 	for _, o := range opts {
 		if err := o(&rc); err != nil {

@@ -75,6 +75,9 @@ func (s *Service) NewInputPipe(a *adv.PipeAdvertisement, opts ...InputOption) (*
 	if err := checkAdv(a); err != nil {
 		return nil, err
 	}
+	if err := s.closedErr("binding " + a.ID.String()); err != nil {
+		return nil, err
+	}
 	var c inputConfig
 	for _, o := range opts {
 		if err := o(&c); err != nil {

@@ -87,6 +87,9 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 	if err := checkAdv(a); err != nil {
 		return nil, err
 	}
+	if err := s.closedErr("output pipe " + a.ID.String()); err != nil {
+		return nil, err
+	}
 	o := &OutputPipe{svc: s, adv: a, key: Key(a.ID)}
 	for _, opt := range opts {
 		if err := opt(&o.rc); err != nil {

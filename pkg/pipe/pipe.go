@@ -648,7 +648,8 @@ func (s *Service) Endpoint() *endpoint.Service { return s.ep }
 func (s *Service) Node() *node.Node { return s.node }
 
 // Close closes every pipe of the service and stops it. The endpoint
-// service and the node stay up.
+// service and the node stay up. Binding, resolving and connecting fail
+// with ErrClosed afterwards.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -690,6 +691,19 @@ func (s *Service) Close() error {
 	s.jxtaCloseAll()
 	s.stop()
 	s.wg.Wait()
+	return nil
+}
+
+// closedErr is ErrClosed, naming what, once the service is closed, and
+// nil before: what a closed service would start could only fail further
+// down, where the error would name the layer below that it ran into (the
+// endpoint closed, or the node: "no peer has the pipe bound").
+func (s *Service) closedErr(what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("%w: pipe service (%s)", ErrClosed, what)
+	}
 	return nil
 }
 

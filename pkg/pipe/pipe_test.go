@@ -531,6 +531,64 @@ func TestBidiAcceptCloseOrdering(t *testing.T) {
 	}
 }
 
+// TestClosedServiceRefuses: once the pipe service is closed, binding,
+// resolving and connecting fail with ErrClosed, also when the layers
+// below closed with it, as a Peer's Close closes them. Before, they failed
+// with what those layers said: NewInputPipe with the endpoint's "service
+// closed", NewOutputPipe, Connect and Resolve with ErrNotResolved ("no peer
+// has the pipe bound", the node being unable to dial), or, with the
+// endpoint and node up, after asking the network.
+func TestClosedServiceRefuses(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sb := newPipes(t, nodes[1])
+	a, bidi := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	l, err := sb.Listen(bidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	to := pipe.ToPeers(nodes[1].AddrInfo())
+	for _, below := range []string{"up", "closed"} {
+		ep, err := endpoint.New(nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, err := pipe.New(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sa.Resolve(ctx(t), a, pipe.RoleInput, to); err != nil {
+			t.Fatalf("%s: resolving before Close: %v", below, err)
+		}
+		sa.Close()
+		if below == "closed" {
+			ep.Close()
+			nodes[0].Close()
+		}
+		_, err = sa.NewInputPipe(newAdv(t, adv.Unicast))
+		errs := []error{err}
+		_, err = sa.NewOutputPipe(ctx(t), a, to)
+		errs = append(errs, err)
+		_, err = sa.Resolve(ctx(t), a, pipe.RoleInput, to)
+		errs = append(errs, err)
+		_, err = sa.Connect(ctx(t), bidi, to)
+		errs = append(errs, err)
+		_, err = sa.Listen(newAdv(t, adv.Unicast))
+		errs = append(errs, err)
+		for i, err := range errs {
+			if !errors.Is(err, pipe.ErrClosed) {
+				t.Errorf("endpoint and node %s, call %d after Close: %v, want ErrClosed", below, i, err)
+			}
+		}
+		ep.Close()
+	}
+}
+
 func TestLocalOutputReresolves(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])

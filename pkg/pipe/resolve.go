@@ -54,6 +54,9 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	if err := checkAdv(a); err != nil {
 		return "", err
 	}
+	if err := s.closedErr("resolving " + a.ID.String()); err != nil {
+		return "", err
+	}
 	var rc resolveConfig
 	for _, o := range opts {
 		if err := o(&rc); err != nil {
