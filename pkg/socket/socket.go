@@ -282,7 +282,8 @@ func (s *Service) Stats() Stats {
 }
 
 // Close closes every listener and stops accepting connections.
-// Connections already made stay open.
+// Connections already made stay open; Listen and Dial fail with ErrClosed
+// afterwards.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -338,6 +339,9 @@ var _ net.Listener = (*Listener)(nil)
 func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	if a != nil && a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: sockets need a unicast or secure pipe, not %s", pipe.ErrWrongType, a.Type)
+	}
+	if s.isClosed() {
+		return nil, fmt.Errorf("%w: socket service", ErrClosed)
 	}
 	release, err := s.pipes.Announce(a, Role)
 	if err != nil {
@@ -502,6 +506,9 @@ func readHandshake(r io.ByteReader) (string, error) {
 func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pipe.ResolveOption) (*Conn, error) {
 	if a != nil && a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: sockets need a unicast or secure pipe, not %s", pipe.ErrWrongType, a.Type)
+	}
+	if s.isClosed() {
+		return nil, fmt.Errorf("%w: socket service", ErrClosed)
 	}
 	if targets, err := pipe.JXTATargets(opts...); err != nil {
 		return nil, err

@@ -176,6 +176,53 @@ func TestRefusedAndUnresolved(t *testing.T) {
 	}
 }
 
+// TestClosedServiceRefuses: Listen and Dial on a closed socket service
+// fail with ErrClosed (net.ErrClosed), with the pipes below still up or
+// closed too, as a Peer's Close closes them. Before, Dial went on to
+// connect while the pipes were up, and with them closed both failed with
+// the pipe layer's error, which matches neither.
+func TestClosedServiceRefuses(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sb := newSockets(t, nodes[1])
+	a := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ep, err := endpoint.New(nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	ps, sa := socketsOn(t, ep)
+	sa.Close()
+	for _, pipes := range []string{"up", "closed"} {
+		if pipes == "closed" {
+			ps.Close()
+		}
+		c, err := sa.Dial(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo()))
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, socket.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("pipes %s: Dial after Close: %v, want ErrClosed", pipes, err)
+		}
+		if _, err := sa.Listen(newAdv(t, adv.Unicast)); !errors.Is(err, socket.ErrClosed) {
+			t.Errorf("pipes %s: Listen after Close: %v, want ErrClosed", pipes, err)
+		}
+	}
+}
+
 func TestDeadlineIsTimeout(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
