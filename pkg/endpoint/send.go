@@ -320,7 +320,7 @@ func (snd *sender) writeDirect(ctx context.Context, g *SendGroup, st network.Str
 		if snd.st == st {
 			snd.failLocked(err, false)
 		}
-		return snd.writeErrLocked(ctx, g, err)
+		return snd.writeErrLocked(ctx, g, st, err)
 	}
 	if snd.fastest == 0 || d < snd.fastest {
 		snd.fastest = d
@@ -641,16 +641,16 @@ func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param s
 	if err != nil {
 		snd.mu.Lock()
 		defer snd.mu.Unlock()
-		return snd.writeErrLocked(ctx, g, err)
+		return snd.writeErrLocked(ctx, g, st, err)
 	}
 	return nil
 }
 
-// writeErrLocked is the error of a Send whose write failed with err: it
-// names ctx's end, the service's Close, or the peer's going away when one
-// of them cut the write short, so that callers can match them (errors.Is)
-// rather than the stream's own errors.
-func (snd *sender) writeErrLocked(ctx context.Context, g *SendGroup, err error) error {
+// writeErrLocked is the error of a Send whose write on st failed with
+// err: it names ctx's end, the service's Close, or the peer's going away
+// when one of them cut the write short, so that callers can match them
+// (errors.Is) rather than the stream's own errors.
+func (snd *sender) writeErrLocked(ctx context.Context, g *SendGroup, st network.Stream, err error) error {
 	if cerr := ctxDone(ctx, err); cerr != nil {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, cerr, err)
 	}
@@ -664,7 +664,12 @@ func (snd *sender) writeErrLocked(ctx context.Context, g *SendGroup, err error) 
 	// because the peer closed the connection under it, which go-yamux
 	// reports to every stream: the peer went away as surely as when its
 	// side reset the stream.
-	if errors.Is(err, network.ErrReset) || errors.Is(err, io.EOF) {
+	// A write that races the end of the connection's session gets the
+	// error that ended the session itself ("read: connection reset by
+	// peer" when the peer's process was killed): go-yamux hands it out
+	// before it resets the session's streams. The connection is closed
+	// then, and so lost under the stream.
+	if errors.Is(err, network.ErrReset) || errors.Is(err, io.EOF) || (st != nil && st.Conn().IsClosed()) {
 		return fmt.Errorf("endpoint: sending to %s: %w (%w)", snd.peer, ErrPeerGone, err)
 	}
 	return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
