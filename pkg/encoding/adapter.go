@@ -3,6 +3,7 @@ package encoding
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 )
@@ -125,22 +126,49 @@ func (i *Input) Receive(ctx context.Context) (*message.Message, error) {
 }
 
 // Bidi is the bidirectional adapter: an Output and an Input over one
-// SendReceiver with one scheme. A message it receives is taken as the
-// answer to what it sent before (request and response), which an
-// Observer scheme is told of (Observer.Delivered).
+// SendReceiver with one scheme. A message it receives after sending is
+// taken as the answer to what it sent (request and response), which an
+// Observer scheme is told of (Observer.Delivered). A message it receives
+// otherwise is a request, and what it sends next is the answer: that is
+// not timed, since the time until the other side's next message is the
+// other side's (a client's pause between requests), not the path's.
 type Bidi struct {
 	*Output
 	*Input
+
+	mu     sync.Mutex
+	asked  bool // a message was sent, timed, and nothing came back since
+	answer bool // a request came: the next Send answers it
 }
 
-// Receive is Input.Receive; a message received tells an Observer scheme
-// that what was sent before it was delivered.
+// Send is Output.Send; a message that answers a request is not timed.
+func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
+	b.mu.Lock()
+	answer := b.answer
+	b.answer, b.asked = false, b.asked || !answer
+	b.mu.Unlock()
+	if !answer || b.obs == nil {
+		return b.Output.Send(ctx, m)
+	}
+	enc, err := b.Output.scheme.Encode(m)
+	if err != nil {
+		return err
+	}
+	return b.Output.next.Send(ctx, enc)
+}
+
+// Receive is Input.Receive; a message received after a timed Send tells
+// an Observer scheme that what was sent before it was delivered.
 func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
 	m, err := b.Input.next.Receive(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if b.obs != nil {
+	b.mu.Lock()
+	asked := b.asked
+	b.asked, b.answer = false, !asked
+	b.mu.Unlock()
+	if asked && b.obs != nil {
 		b.obs.Delivered(true)
 	}
 	return b.Input.scheme.Decode(m)

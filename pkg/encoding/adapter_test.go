@@ -3,6 +3,7 @@ package encoding_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -179,6 +180,32 @@ func TestOutputTellsTheObserver(t *testing.T) {
 			_, err := bidi.Receive(ctx)
 			return err
 		}, "sending delivered"},
+		{"asked twice", func(o *observer, a, b chanPipe) error {
+			bidi, _ := encoding.NewBidi(a, o)
+			for i := range 2 {
+				bidi.Send(ctx, message.New(message.Text("", "x", fmt.Sprint(i))))
+				b.Receive(ctx)
+				b.Send(ctx, message.New(message.Text("", "ack", fmt.Sprint(i))))
+				if _, err := bidi.Receive(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "sending delivered sending delivered"},
+		// The answering side: the time from its answer to the next
+		// request is the asking side's pause, not the path's.
+		{"answering", func(o *observer, a, b chanPipe) error {
+			bidi, _ := encoding.NewBidi(a, o)
+			for i := range 2 {
+				b.Send(ctx, message.New(message.Text("", "x", fmt.Sprint(i))))
+				if _, err := bidi.Receive(ctx); err != nil {
+					return err
+				}
+				bidi.Send(ctx, message.New(message.Text("", "ack", fmt.Sprint(i))))
+				b.Receive(ctx)
+			}
+			return nil
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &observer{Scheme: dec}
