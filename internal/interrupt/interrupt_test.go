@@ -6,8 +6,12 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestContext(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {

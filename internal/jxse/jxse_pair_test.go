@@ -8,11 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestJXSEPair runs JxsePeer's bidi and socket commands between two live
 // JXSE 2.7 peers, signing as JXSE does by default: the reference that the

@@ -11,12 +11,16 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/p2pmsg/p2pmsg/internal/codectest"
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/xmlc"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bind = encoding.Binding{}
 
