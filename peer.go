@@ -77,8 +77,9 @@ func (p *Peer) abort(step string, err error) error {
 // Close stops the peer: the socket service (its listeners), the pipe
 // service (every pipe), the endpoint service, then the node, whose host
 // ends every connection, open sockets included. As endpoint.Service.Close,
-// it drops messages queued and not yet written: flush output pipes first
-// when they must arrive, or call Shutdown. It returns the first error of
+// it drops messages queued and not yet written, and sockets' bytes not
+// yet sent (socket.Conn.Close does not wait for them): flush output pipes
+// first when they must arrive, or call Shutdown. It returns the first error of
 // the four; later calls of Close or Shutdown do nothing and return the
 // same.
 func (p *Peer) Close() error {
@@ -92,9 +93,10 @@ func (p *Peer) Close() error {
 // (endpoint.Service.Shutdown), and the node closes each connection once
 // its peer has read what was written on it (node.Node.Shutdown). So
 // another peer's Flush to this one succeeds for everything delivered,
-// rather than failing with its stream reset by the exit (the pipes are
-// closed first: a message that arrives for one after that is refused, and
-// its sender's Flush says so). When ctx ends, what is left closes as by
+// rather than failing with its stream reset by the exit. The pipes close
+// first: a message that arrives after that is not delivered, and its
+// sender's Flush fails (an UndeliveredError for one the endpoint refused
+// while still reading, ErrMaybeLost once it drains and resets streams). When ctx ends, what is left closes as by
 // Close, and Shutdown reports the connections it closed before their
 // peers answered (or that it could not ask, its memory full). Later
 // calls of Shutdown or Close do nothing and return the first's result.
@@ -157,7 +159,9 @@ func (p *Peer) ID() peer.ID { return p.node.ID() }
 // WithBootstrapPeers take them.
 func (p *Peer) AddrInfo() peer.AddrInfo { return p.node.AddrInfo() }
 
-// Addrs returns the peer's full multiaddrs, each ending in /p2p/<id>.
+// Addrs returns the peer's full multiaddrs, each ending in /p2p/<id>:
+// another peer passes one to peer.AddrInfoFromString (go-libp2p's
+// core/peer) for pipe.ToPeers.
 func (p *Peer) Addrs() []ma.Multiaddr { return p.node.Addrs() }
 
 // startError is a failed step of New.

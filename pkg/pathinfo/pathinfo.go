@@ -1,9 +1,9 @@
 // Package pathinfo tells the adaptive encoding scheme what the encoding
 // layer cannot see: the path to a peer (RTT, bandwidth, slow start) and the
-// peer's decode profile. A Monitor per peer pings, probes the bandwidth,
-// refines it from the exchanges the scheme reports and fetches the peer's
-// profile (as NAM's client sent its decompression model) over a small
-// protocol. It sits above pkg/node and pkg/encoding/adaptive, beside the
+// peer's decode profile. A Monitor per peer, when its Ensure is called,
+// pings, probes the bandwidth and fetches the peer's profile (as NAM's
+// client sent its decompression model) over a small protocol; it refines
+// the path from the exchanges the scheme reports. It sits above pkg/node and pkg/encoding/adaptive, beside the
 // endpoint layer, and imports no endpoint, pipe or socket code.
 //
 // # The protocol
@@ -159,8 +159,8 @@ func (s *Service) serveProbe(st network.Stream, r *bufio.Reader, h probeHeader, 
 	return rec.rep, nil
 }
 
-// Monitor returns the monitor of the path to p, creating it on first use,
-// knowing nothing of the path yet (the models keep no paths).
+// Monitor returns the monitor of the path to p, creating it on first use:
+// it measures nothing (the models keep no paths) until Ensure is called.
 func (s *Service) Monitor(p peer.ID) *Monitor {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,7 +30,8 @@ type resolveConfig struct {
 
 // ToPeers resolves the pipe only among these peers (JXTA's
 // createOutputPipe with a peer set), connecting to them first when
-// addresses are given; no other peer is asked.
+// addresses are given; no other peer is asked. With no peers it changes
+// nothing (as JXTA's empty set): the connected peers and the DHT are.
 func ToPeers(peers ...peer.AddrInfo) ResolveOption {
 	return func(c *resolveConfig) error {
 		for _, p := range peers {

@@ -25,7 +25,7 @@ import (
 // "…" in a snippet stands for any statements of its twin.
 
 // README.md, "Go API".
-func snippetREADMEGoAPI(ctx context.Context, boot, other peer.AddrInfo, files *adv.PipeAdvertisement) error {
+func snippetREADMEGoAPI(ctx context.Context, boot peer.AddrInfo, files *adv.PipeAdvertisement) error {
 	p, err := p2pmsg.New(ctx,
 		p2pmsg.WithKeyFile("identity.key"),
 		p2pmsg.WithListenAddrs("/ip4/0.0.0.0/tcp/9701"),
@@ -38,10 +38,11 @@ func snippetREADMEGoAPI(ctx context.Context, boot, other peer.AddrInfo, files *a
 	defer p.Close()
 
 	chat, _ := adv.New(adv.Unicast, "chat", "")
+	other, _ := peer.AddrInfoFromString("/ip4/10.0.0.7/tcp/9701/p2p/12D3KooW…")
 	in, _ := p.Pipes().NewInputPipe(chat)
-	out, _ := p.Pipes().NewOutputPipe(ctx, chat, pipe.ToPeers(other))
+	out, _ := p.Pipes().NewOutputPipe(ctx, chat, pipe.ToPeers(*other))
 	ln, _ := p.Sockets().Listen(files)
-	conn, _ := p.Sockets().Dial(ctx, files, pipe.ToPeers(other))
+	conn, _ := p.Sockets().Dial(ctx, files, pipe.ToPeers(*other))
 	// end of snippet
 	_, _, _, _ = in, out, ln, conn
 	return nil
