@@ -51,15 +51,19 @@ func (r *Registry) Register(c Codec) error {
 func (r *Registry) Lookup(name string) (Codec, error) {
 	r.mu.RLock()
 	c, ok := r.codecs[name]
+	_, known := r.factories[name]
 	none := len(r.codecs) == 0
 	r.mu.RUnlock()
-	if !ok {
-		if none && r == defaultRegistry {
-			return nil, fmt.Errorf("%w: %q (%s)", ErrUnknownCodec, name, noCodecImported)
-		}
-		return nil, fmt.Errorf("%w: %q", ErrUnknownCodec, name)
+	switch {
+	case ok:
+		return c, nil
+	case known:
+		// A codec that needs options to be built (seal: its keys).
+		return nil, fmt.Errorf("%w: %q (none set up here: build one with its options, as seal's keys, and register it)", ErrUnknownCodec, name)
+	case none && r == defaultRegistry:
+		return nil, fmt.Errorf("%w: %q (%s)", ErrUnknownCodec, name, noCodecImported)
 	}
-	return c, nil
+	return nil, fmt.Errorf("%w: %q", ErrUnknownCodec, name)
 }
 
 // noCodecImported is what an unknown codec's error says when the default

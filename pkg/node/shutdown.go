@@ -76,7 +76,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	var err error
 	if unconfirmed > 0 {
-		err = fmt.Errorf("node: shutdown: %d connections closed before their peers answered: %w", unconfirmed, first)
+		what := "connections closed before their peers"
+		if unconfirmed == 1 {
+			what = "connection closed before its peer"
+		}
+		err = fmt.Errorf("node: shutdown: %d %s answered: %w", unconfirmed, what, first)
 	}
 	return errors.Join(err, n.Close())
 }

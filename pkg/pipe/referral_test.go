@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -504,5 +506,43 @@ func TestKnownBinderAskedFirst(t *testing.T) {
 		if p, err := sa.Resolve(ctx(t), ad, pipe.RoleInput); err != nil || p != b.ID() {
 			t.Fatalf("resolution %d: %s, %v; want B", i, p, err)
 		}
+	}
+}
+
+// TestResolveTimeoutSaysWhose: a given peer that accepts the connection
+// and never answers holds a resolution until the service's resolve
+// timeout, and the error says that this timeout ended it, not the
+// caller's context (which has no deadline); it still matches
+// context.DeadlineExceeded.
+func TestResolveTimeoutSaysWhose(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() { // accepts, reads nothing, answers nothing
+		defer wg.Done()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	silent := peer.AddrInfo{ID: testutil.FreshPeerID(t), Addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))}}
+	s := newPipes(t, testutil.NewNode(t), pipe.WithResolveTimeout(300*time.Millisecond))
+	_, err = s.Resolve(context.Background(), newAdv(t, adv.Unicast), pipe.RoleInput, pipe.ToPeers(silent))
+	if !errors.Is(err, pipe.ErrNotResolved) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the resolve timeout, 300ms") {
+		t.Fatalf("resolving at a silent peer: %v; want ErrNotResolved, context.DeadlineExceeded and the resolve timeout named", err)
 	}
 }

@@ -67,7 +67,9 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 }
 
 func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) (peer.ID, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.resolveTimeout)
+	// Whose deadline ended, for the error: the caller's, or this one.
+	ctx, cancel := context.WithTimeoutCause(ctx, s.opts.resolveTimeout,
+		fmt.Errorf("%w (the resolve timeout, %v)", context.DeadlineExceeded, s.opts.resolveTimeout))
 	defer cancel()
 	key := Key(a.ID)
 	if len(explicit) == 0 && role == RoleInput && s.bound(key, role) {
@@ -114,7 +116,7 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 			return "", r.fail(nil)
 		}
 	case <-ctx.Done():
-		return "", r.fail(ctx.Err())
+		return "", r.fail(context.Cause(ctx))
 	}
 }
 

@@ -33,5 +33,5 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// 42000 <nil>
-	// element 0 "":"salary" (codec seal): encoding: unknown codec: "seal"
+	// element 0 "":"salary" (codec seal): encoding: unknown codec: "seal" (none set up here: build one with its options, as seal's keys, and register it)
 }
