@@ -253,6 +253,9 @@ type Bidi struct {
 	// Flush learnt of (the endpoint reports a peer's refusals to whoever
 	// flushes first), for its own next Flush or Close.
 	refused atomic.Int64
+	// sent says a message of the application's was sent: without one,
+	// neither a refusal nor a loss can be this Bidi's to report.
+	sent atomic.Bool
 }
 
 func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
@@ -561,6 +564,7 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 			return err
 		}
 	}
+	b.sent.Store(true) // from here on it may be on its way
 	if err := b.grp.Send(ctx, b.dst, m); err != nil {
 		if errors.Is(err, endpoint.ErrGroupClosed) { // ended under it
 			return fmt.Errorf("pipe %s: send on an ended connection: %w (%w)", b.adv.ID, b.Err(), err)
@@ -697,8 +701,8 @@ func (b *Bidi) Close() error {
 	defer cancel()
 	defer b.svc.forgetNotes(b)
 	if !b.end(ErrClosed) {
-		if !errors.Is(b.Err(), io.EOF) {
-			return nil // closed here before, or failed (Send said so)
+		if !errors.Is(b.Err(), io.EOF) || !b.sent.Load() {
+			return nil // closed here before, failed (Send said so), or sent nothing
 		}
 		// The other end closed first: what it refused before is still to
 		// be reported.

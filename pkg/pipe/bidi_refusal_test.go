@@ -3,6 +3,7 @@ package pipe_test
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -111,5 +113,62 @@ func TestBidiCloseAfterRemoteCloseReportsRefusals(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if err := x.Close(); !errors.Is(err, endpoint.ErrRefused) {
 		t.Fatalf("X.Close: %v, though B refused one of X's messages (X.Err: %v)", err, x.Err())
+	}
+}
+
+// A Bidi that sent nothing has nothing to report when it closes after
+// the other end closed and that end's peer went away: before, its Close
+// flushed the endpoint to the departed peer and reported "messages sent
+// earlier may be lost" of messages the application never sent.
+func TestBidiCloseAfterRemoteLeftSentNothing(t *testing.T) {
+	a := testutil.NewNode(t)
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.Connect(ctx(t), a.AddrInfo()); err != nil {
+		t.Fatal(err)
+	}
+	sa := newPipes(t, a)
+	epb, _ := endpoint.New(b)
+	sb, _ := pipe.New(epb)
+	t.Cleanup(func() { sb.Close(); epb.Close() })
+	l, err := sa.Listen(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan *pipe.Bidi, 1)
+	go func() {
+		srv, err := l.Accept(ctx(t))
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- srv
+	}()
+	c, err := sb.Connect(ctx(t), l.Adv(), pipe.ToPeers(a.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := <-accepted
+	if srv == nil {
+		t.FailNow()
+	}
+	if err := c.Send(ctx(t), message.New(message.Text("", "q", "hello"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Receive(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Receive(ctx(t)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the other end's Close: %v, want io.EOF", err)
+	}
+	b.Close() // the other end's peer goes away
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close of a Bidi that sent nothing, its other end closed and gone: %v", err)
 	}
 }
