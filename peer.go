@@ -77,9 +77,9 @@ func (p *Peer) abort(step string, err error) error {
 // Close stops the peer: the socket service (its listeners), the pipe
 // service (every pipe), the endpoint service, then the node, whose host
 // ends every connection, open sockets included. As endpoint.Service.Close,
-// it drops messages queued and not yet written, and sockets' bytes not
-// yet sent (socket.Conn.Close does not wait for them): flush output pipes
-// first when they must arrive, or call Shutdown. It returns the first error of
+// it drops messages queued and not yet written, and sockets' bytes not yet
+// sent (socket.Conn.Close does not wait for them): flush output pipes first
+// when they must arrive, or call Shutdown. It returns the first error of
 // the four; later calls of Close or Shutdown do nothing and return the
 // same.
 func (p *Peer) Close() error {
@@ -90,16 +90,17 @@ func (p *Peer) Close() error {
 // Shutdown stops the peer as a peer that is done should: as Close, top
 // down, but the endpoint first writes out what its Sends queued and waits
 // for the peers sending to it to finish their streams
-// (endpoint.Service.Shutdown), and the node closes each connection once
-// its peer has read what was written on it (node.Node.Shutdown). So
-// another peer's Flush to this one succeeds for everything delivered,
-// rather than failing with its stream reset by the exit. The pipes close
-// first: a message that arrives after that is not delivered, and its
-// sender's Flush fails (an UndeliveredError for one the endpoint refused
-// while still reading, ErrMaybeLost once it drains and resets streams). When ctx ends, what is left closes as by
-// Close, and Shutdown reports the connections it closed before their
-// peers answered (or that it could not ask, its memory full). Later
-// calls of Shutdown or Close do nothing and return the first's result.
+// (endpoint.Service.Shutdown), and the node closes each connection once its
+// peer has read what was written on it (node.Node.Shutdown). So another
+// peer's Flush to this one succeeds for everything delivered, rather than
+// failing with its stream reset by the exit. The pipes close first: a
+// message that arrives after that is not delivered, and its sender's Flush
+// fails (an UndeliveredError for one the endpoint refused while still
+// reading, ErrMaybeLost once it drains and resets streams). When ctx ends,
+// what is left closes as by Close, and Shutdown reports the connections it
+// closed before their peers answered (or that it could not ask, its memory
+// full). Later calls of Shutdown or Close do nothing and return the first's
+// result.
 func (p *Peer) Shutdown(ctx context.Context) error {
 	p.closeOnce.Do(func() { p.closeErr = p.stop(ctx, true) })
 	return p.closeErr

@@ -3,8 +3,9 @@
 // peer's decode profile. A Monitor per peer, when its Ensure is called,
 // pings, probes the bandwidth and fetches the peer's profile (as NAM's
 // client sent its decompression model) over a small protocol; it refines
-// the path from the exchanges the scheme reports. It sits above pkg/node and pkg/encoding/adaptive, beside the
-// endpoint layer, and imports no endpoint, pipe or socket code.
+// the path from the exchanges the scheme reports. It sits above pkg/node
+// and pkg/encoding/adaptive, beside the endpoint layer, and imports no
+// endpoint, pipe or socket code.
 //
 // # The protocol
 //

@@ -158,15 +158,15 @@ func (c *Conn) lockWrite() error {
 	}
 }
 
-// Close closes the connection in both directions. The other side reads
-// the bytes already written, then io.EOF, as long as the connection
-// under it lasts: Close does not wait for them to leave, so a node closed
-// right after (a Peer's Close) cuts them off and the other side's Read
-// fails; a Peer's Shutdown waits until they are read. If the other side has not
-// finished sending, what it still sends is read and discarded for up to
-// a few seconds, then the stream is reset and its writes fail; without
-// that, on yamux they would stall for ever once its window filled.
-// Pending Reads and Writes are unblocked with net.ErrClosed.
+// Close closes the connection in both directions. The other side reads the
+// bytes already written, then io.EOF, as long as the connection under it
+// lasts: Close does not wait for them to leave, so a node closed right
+// after (a Peer's Close) cuts them off and the other side's Read fails; a
+// Peer's Shutdown waits until they are read. If the other side has not
+// finished sending, what it still sends is read and discarded for up to a
+// few seconds, then the stream is reset and its writes fail; without that,
+// on yamux they would stall for ever once its window filled. Pending Reads
+// and Writes are unblocked with net.ErrClosed.
 func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() { close(c.closed); first = true })
