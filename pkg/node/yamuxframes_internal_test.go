@@ -3,11 +3,13 @@ package node
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -122,7 +124,13 @@ type rawYamuxPeer struct {
 }
 
 func newRawYamuxPeer(t *testing.T) (*rawYamuxPeer, *yamuxMuxedConn, *atomic.Uint64) {
-	scope, _ := gatePeerScope(t, 16)
+	return newRawYamuxPeerWindows(t, 16)
+}
+
+// newRawYamuxPeerWindows is newRawYamuxPeer with room for windows
+// streams' first windows.
+func newRawYamuxPeerWindows(t *testing.T, windows int) (*rawYamuxPeer, *yamuxMuxedConn, *atomic.Uint64) {
+	scope, _ := gatePeerScope(t, windows)
 	inR, inW := net.Pipe()
 	outR, outW := net.Pipe()
 	var resets atomic.Uint64
@@ -252,6 +260,27 @@ func TestStreamIDReusedStaysFollowed(t *testing.T) {
 					yamuxFirstWindow/frameOverhead+100, rsts, resets.Load())
 			}
 		})
+	}
+}
+
+// TestRefusedDuplicateSYNDeliversNothing: a SYN the gate refuses (no
+// room for another stream's window) that names a stream go-yamux has
+// open (the peer's duplicate SYN) goes on as a RST of that stream. Handed
+// on as the frame without its SYN, as before, its data went into the
+// open stream, which the ledger did not follow: FuzzSynGateYamux's "1
+// bytes read beyond the frames recorded".
+func TestRefusedDuplicateSYNDeliversNothing(t *testing.T) {
+	p, conn, _ := newRawYamuxPeerWindows(t, 1)
+	p.write(t, yamuxFrame(yamuxTypeWindowUpd, yamuxFlagSYN, 1, 0, nil))
+	s := accept(t, conn) // holds the one window
+	defer s.Reset()
+	p.write(t, yamuxFrame(yamuxTypeData, yamuxFlagSYN, 1, 3, []byte("dup")))
+	rsts := p.sync(t, 1)
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := s.Read(make([]byte, 8))
+	if n != 0 || !errors.Is(err, network.ErrReset) || fmt.Sprint(rsts) != "[1]" || conn.ledger.unrecorded.Load() != 0 {
+		t.Fatalf("a refused duplicate SYN of stream 1 with 3 bytes: the stream read %d bytes (%v), the node reset %v, %d bytes unrecorded; want none, reset, [1], none",
+			n, err, rsts, conn.ledger.unrecorded.Load())
 	}
 }
 

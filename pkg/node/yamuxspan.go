@@ -332,8 +332,13 @@ func (g *synGate) admit() {
 			refused = true
 		}
 		if refused {
-			binary.BigEndian.PutUint16(g.hdr[2:4], flags&^yamuxFlagSYN)
-			g.reset(id)
+			// As a RST, not the frame without its SYN: a SYN naming a
+			// stream go-yamux has open (the peer's duplicate) would
+			// otherwise hand it the frame's data, which nothing followed.
+			g.resetFrame(id)
+			if g.ledger != nil {
+				g.ledger.flags(id, yamuxFlagRST)
+			}
 			return
 		}
 	}
@@ -341,18 +346,24 @@ func (g *synGate) admit() {
 		return
 	}
 	if t == yamuxTypeData && g.body > 0 && g.ledger.arrive(id, uint32(g.body)) {
-		// go-yamux takes a RST as the peer's and forgets the stream,
-		// dropping its later frames.
-		g.hdr[1] = yamuxTypeWindowUpd
-		binary.BigEndian.PutUint16(g.hdr[2:4], yamuxFlagRST)
-		binary.BigEndian.PutUint32(g.hdr[8:12], 0)
-		g.skip, g.body = g.body, 0
-		g.reset(id)
+		g.resetFrame(id)
 		return
 	}
 	if flags&(yamuxFlagFIN|yamuxFlagRST) != 0 {
 		g.ledger.flags(id, flags)
 	}
+}
+
+// resetFrame hands the frame on as a RST of stream id, its body
+// discarded, and answers the peer with a RST: go-yamux takes the RST as
+// the peer's and forgets the stream (if it had it), dropping its later
+// frames.
+func (g *synGate) resetFrame(id uint32) {
+	g.hdr[1] = yamuxTypeWindowUpd
+	binary.BigEndian.PutUint16(g.hdr[2:4], yamuxFlagRST)
+	binary.BigEndian.PutUint32(g.hdr[8:12], 0)
+	g.skip, g.body = g.body, 0
+	g.reset(id)
 }
 
 // reset answers the peer with a RST of stream id.

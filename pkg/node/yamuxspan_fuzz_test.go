@@ -121,34 +121,40 @@ func opensStream(h []byte) bool {
 // the streams it must reset, in order, when the peer may hold windows
 // first windows and yamux, for the j-th SYN it sees, takes no window if
 // skip(j) (as go-yamux refusing the stream before it reserves), or else
-// ends the stream it opens at once if release(j): a SYN finding no room
-// has its flag cleared and is answered with a RST; every other byte
-// passes as it is; a header cut off by the end of the input is not
-// handed on (it is no frame).
+// ends the stream it opens at once if release(j): a frame whose SYN
+// finds no room goes on as a RST of its stream, without its body, and is
+// answered with a RST; every other byte passes as it is; a header cut
+// off by the end of the input is not handed on (it is no frame).
 func synGateModel(stream []byte, windows int, skip, release func(j int) bool) (out []byte, resets []uint32) {
-	out = bytes.Clone(stream)
 	held, j, pos := 0, 0, 0
 	var tr frameTracker
-	for pos+yamuxHeaderSize <= len(out) {
-		h := out[pos : pos+yamuxHeaderSize]
+	for pos+yamuxHeaderSize <= len(stream) {
+		h := bytes.Clone(stream[pos : pos+yamuxHeaderSize])
 		tr.feed(h, func([]byte) {})
-		if opensStream(h) {
-			if held < windows {
-				held++
-				if !skip(j) && release(j) {
-					held--
-				}
-				j++
-			} else {
-				binary.BigEndian.PutUint16(h[2:4], binary.BigEndian.Uint16(h[2:4])&^yamuxFlagSYN)
-				resets = append(resets, binary.BigEndian.Uint32(h[4:8]))
-			}
-		}
 		pos += yamuxHeaderSize
-		pos += int(min(tr.body, uint64(len(out)-pos)))
+		body := int(min(tr.body, uint64(len(stream)-pos)))
 		tr.body = 0
+		if opensStream(h) && held >= windows {
+			resets = append(resets, binary.BigEndian.Uint32(h[4:8]))
+			h[1] = yamuxTypeWindowUpd
+			binary.BigEndian.PutUint16(h[2:4], yamuxFlagRST)
+			binary.BigEndian.PutUint32(h[8:12], 0)
+			out = append(out, h...)
+			pos += body
+			continue
+		}
+		if opensStream(h) {
+			held++
+			if !skip(j) && release(j) {
+				held--
+			}
+			j++
+		}
+		out = append(out, h...)
+		out = append(out, stream[pos:pos+body]...)
+		pos += body
 	}
-	return out[:pos], resets
+	return out, resets
 }
 
 // sizeAt is the i-th size that sizes gives, cyclically: 1 to 256 bytes,
@@ -363,6 +369,7 @@ func FuzzSynGateYamux(f *testing.F) {
 		{2, cat(data(yamuxFlagSYN|fin, 1, "a"), data(yamuxFlagSYN|rst, 3, "b"), syn(5)), nil, 0, 0, 0},
 		{1, cat(syn(1), data(rst, 1, ""), syn(1), data(fin, 1, "again")), []byte{7}, 0, 0, 0},                   // an ID reused
 		{1, cat(syn(1), syn(1)), nil, 0, 0, 0},                                                                  // an ID again
+		{1, cat(syn(1), data(yamuxFlagSYN, 1, "dup"), data(0, 1, "then")), nil, 0, 0, 0},                        // an ID again, refused, with data
 		{3, cat(syn(1), yamuxFrame(yamuxTypeData, 0, 1, yamuxFirstWindow+1, nil), syn(3)), nil, 0, 0, 0},        // window exceeded
 		{2, cat(yamuxFrame(2, yamuxFlagSYN, 0, 7, nil), yamuxFrame(2, 2, 0, 1<<31, nil), syn(1)), nil, 0, 0, 0}, // ping, pong
 		{2, cat(syn(1), yamuxFrame(3, 0, 0, 1, nil), syn(3)), nil, 0, 0, 0},                                     // go away, then a SYN
