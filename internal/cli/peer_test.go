@@ -1307,3 +1307,25 @@ func TestLabInterrupted(t *testing.T) {
 		t.Fatalf("lab amtt interrupted: exit %d, last line %q; want 130 and \"p2pmsg: interrupted by SIGINT: …\"", code, last)
 	}
 }
+
+// TestRecvRefusesWhatItCannotWrite: a message recv --out cannot write
+// (here its file's name is taken by a directory; in the operator's soak, a
+// full disk) is refused back to its sender, which fails, rather than
+// acknowledged and then lost when recv exits 1 without it (send exited 0
+// before: the acknowledgement went out once the message decoded).
+func TestRecvRefusesWhatItCannotWrite(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	out := t.TempDir()
+	if err := os.Mkdir(filepath.Join(out, "000001-00-x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--out", out)
+	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=hello")
+	failsCleanly(t, r)
+	if !bytes.Contains(r.stderr, []byte("could not print or write it")) || bytes.Contains(r.stderr, []byte(out)) {
+		t.Errorf("send said %q, want the receiver's refusal without its path", r.stderr)
+	}
+	if code := recv.wait(t); code != 1 {
+		t.Fatalf("recv exit %d, want 1: %q", code, recv.stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,11 +167,15 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			// connection's reader, so that one this peer cannot decode (a
 			// key or model it lacks, a policy it enforces) is refused back
 			// to its sender, whose Flush then fails with the reason, rather
-			// than counted delivered. What decodes waits for the printer.
+			// than counted delivered. What decodes waits for the printer,
+			// and until it is printed (and written under --out): one this
+			// peer could not print or write (a full disk, a closed stdout)
+			// is refused too, not acknowledged and then lost.
 			type decoded struct {
-				r    *pipe.Received
-				m    *message.Message
-				reps []encoding.ElementReport
+				r       *pipe.Received
+				m       *message.Message
+				reps    []encoding.ElementReport
+				printed chan error // the printer's result, buffered
 			}
 			got, done := make(chan decoded), make(chan struct{})
 			var decMu sync.Mutex
@@ -187,12 +192,21 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					r.Release()
 					return
 				}
+				d := decoded{r, m, reps, make(chan error, 1)}
 				select {
-				case got <- decoded{r, m, reps}:
+				case got <- d:
+					if err := <-d.printed; err != nil {
+						// The cause, without this peer's paths.
+						var pe *fs.PathError
+						if errors.As(err, &pe) {
+							err = pe.Err
+						}
+						r.Refuse("the receiver could not print or write it: " + err.Error())
+					}
 				case <-done:
 					r.Refuse("the receiver has stopped")
-					r.Release()
 				}
+				r.Release()
 			}
 			in, err := p.pipes.NewInputPipe(a, pipe.WithHandler(handler))
 			if err != nil {
@@ -219,7 +233,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 						return nil // run until interrupted: a normal way to stop
 					}
 					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
-					d.r.Release()
+					d.printed <- err // the handler releases d.r
 					if err != nil {
 						return err
 					}
