@@ -1309,17 +1309,17 @@ func TestLabInterrupted(t *testing.T) {
 }
 
 // TestRecvRefusesWhatItCannotWrite: a message recv --out cannot write
-// (here its file's name is taken by a directory; in the operator's soak, a
+// (here its directory was removed under it; in the operator's soak, a
 // full disk) is refused back to its sender, which fails, rather than
 // acknowledged and then lost when recv exits 1 without it (send exited 0
 // before: the acknowledgement went out once the message decoded).
 func TestRecvRefusesWhatItCannotWrite(t *testing.T) {
 	a := newPipeAdv(t, "unicast")
-	out := t.TempDir()
-	if err := os.Mkdir(filepath.Join(out, "000001-00-x"), 0o755); err != nil {
+	out := filepath.Join(t.TempDir(), "out")
+	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--out", out)
+	if err := os.Remove(out); err != nil { // made, empty, once recv listens
 		t.Fatal(err)
 	}
-	recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--out", out)
 	r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=hello")
 	failsCleanly(t, r)
 	if !bytes.Contains(r.stderr, []byte("could not print or write it")) || bytes.Contains(r.stderr, []byte(out)) {
@@ -1327,5 +1327,28 @@ func TestRecvRefusesWhatItCannotWrite(t *testing.T) {
 	}
 	if code := recv.wait(t); code != 1 {
 		t.Fatalf("recv exit %d, want 1: %q", code, recv.stderr)
+	}
+}
+
+// TestRecvOutContinuesNumbering: a recv restarted on the --out directory
+// of an earlier one numbers its messages on from the last there, rather
+// than writing over the earlier messages' files (the operator's soak: a
+// restarted recv replaced 000001-00-text with the new run's message).
+func TestRecvOutContinuesNumbering(t *testing.T) {
+	a := newPipeAdv(t, "unicast")
+	out := t.TempDir()
+	for _, text := range []string{"first run", "second run"} {
+		recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--out", out, "--count", "1")
+		if r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "text="+text); r.code != 0 {
+			t.Fatalf("send: exit %d: %s", r.code, r.stderr)
+		}
+		if code := recv.wait(t); code != 0 {
+			t.Fatalf("recv exit %d: %q", code, recv.stderr)
+		}
+	}
+	for file, want := range map[string]string{"000001-00-text": "first run", "000002-00-text": "second run"} {
+		if got := readFile(t, filepath.Join(out, file)); string(got) != want {
+			t.Errorf("%s: %q, want %q", file, got, want)
+		}
 	}
 }

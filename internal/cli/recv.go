@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,8 +118,12 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			// start (a wrong command line, a port in use) leaves no
 			// directory behind; no message arrives before the input pipe
 			// is bound, below.
+			first := 1 // the number of the first message: its files' names
 			if outDir != "" {
 				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+				if first, err = nextMessageNumber(outDir); err != nil {
 					return err
 				}
 			}
@@ -232,7 +237,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 						}
 						return nil // run until interrupted: a normal way to stop
 					}
-					err := printDecoded(out, outDir, asJSON, n, d.r, d.m, d.reps)
+					err := printDecoded(out, outDir, asJSON, first+n-1, d.r, d.m, d.reps)
 					d.printed <- err // the handler releases d.r
 					if err != nil {
 						return err
@@ -251,7 +256,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 	f.StringArrayVar(&listen, "listen", []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, "multiaddr to listen on (repeatable)")
 	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
 	f.BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
-	f.StringVar(&outDir, "out", "", "also write each element to a file in this directory")
+	f.StringVar(&outDir, "out", "", "also write each element to a file in this directory, MESSAGE-ELEMENT-NAME, numbering on from the last message there")
 	f.IntVar(&count, "count", 0, "exit after this many messages, 130 or 143 if SIGINT or SIGTERM comes first (0: run until interrupted, then exit 0)")
 	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
@@ -479,6 +484,25 @@ func printMessage(w io.Writer, n int, r *pipe.Received, m *message.Message, reps
 func isText(mime string) bool {
 	mime = strings.ToLower(mime)
 	return strings.HasPrefix(mime, "text/") || strings.Contains(mime, "xml") || strings.Contains(mime, "json")
+}
+
+// nextMessageNumber is the number after the highest of the messages
+// whose elements dir holds (writeElements' names), 1 in a directory
+// without any: a recv restarted on its --out directory goes on where
+// the last left off, rather than writing over its files.
+func nextMessageNumber(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	last := 0
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "-")
+		if n, err := strconv.Atoi(num); ok && err == nil && len(num) >= 6 && len(num) <= 12 && n > last {
+			last = n
+		}
+	}
+	return last + 1, nil
 }
 
 // writeElements writes each element of message n to its own file.
