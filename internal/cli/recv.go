@@ -184,7 +184,8 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			}
 			got, done := make(chan decoded), make(chan struct{})
 			var decMu sync.Mutex
-			errOut := cmd.ErrOrStderr()
+			refusals := newRepeats(cmd.ErrOrStderr())
+			defer refusals.flush() // after the input pipe's Close: no handler runs then
 			handler := func(r *pipe.Received) {
 				decMu.Lock()
 				m, reps, err := dec.DecodeReport(r.Message)
@@ -193,7 +194,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					// One bad message (any peer can send one) does not
 					// stop a receiver; it is refused, reported and skipped.
 					r.Refuse("not decoded: " + err.Error())
-					fmt.Fprintf(errOut, "p2pmsg: message from %s dropped: %s\n", sender(r), oneLine(err.Error()))
+					refusals.line(sender(r), fmt.Sprintf("p2pmsg: message from %s dropped: %s", sender(r), oneLine(err.Error())))
 					r.Release()
 					return
 				}

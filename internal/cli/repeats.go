@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// repeats bounds the lines recv and bridge write about messages they
+// refuse or cannot forward, which one peer can cause by the thousand (a
+// sender retrying with a wrong key wrote 9,436 lines in four minutes):
+// per peer, the first line of every repeatWindow is written and the
+// others only counted, the count written with the peer's next line and
+// by flush when the command ends. Peers are bounded (maxRepeatPeers):
+// beyond, what is counted is written and the count starts afresh.
+type repeats struct {
+	w     io.Writer
+	now   func() time.Time
+	mu    sync.Mutex
+	peers map[string]*repeat
+}
+
+type repeat struct {
+	since time.Time // the peer's last line written
+	held  int       // lines counted since
+	last  string    // the last of them
+}
+
+// repeatWindow is how often one peer's lines are written: rare enough
+// that a flood costs a few lines a minute, often enough that an operator
+// watching sees a new cause within seconds.
+const repeatWindow = 10 * time.Second
+
+// maxRepeatPeers bounds the peers followed, as the node bounds the peers
+// connected at once.
+const maxRepeatPeers = 1024
+
+func newRepeats(w io.Writer) *repeats {
+	return &repeats{w: w, now: time.Now, peers: map[string]*repeat{}}
+}
+
+// line writes line (one line, without its newline) about peer, or counts
+// it if a line about peer was written less than repeatWindow ago.
+func (r *repeats) line(peer, line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	p := r.peers[peer]
+	switch {
+	case p == nil:
+		if len(r.peers) >= maxRepeatPeers {
+			r.flushLocked()
+			clear(r.peers)
+		}
+		r.peers[peer] = &repeat{since: now}
+	case now.Sub(p.since) < repeatWindow:
+		p.held++
+		p.last = line
+		return
+	default:
+		if p.held > 0 {
+			line += fmt.Sprintf(" (and %d more from this peer in the %v before)", p.held, now.Sub(p.since).Round(time.Second))
+		}
+		p.since, p.held, p.last = now, 0, ""
+	}
+	fmt.Fprintln(r.w, line)
+}
+
+// flush writes what is counted and not yet written: per peer, the count
+// and the last line.
+func (r *repeats) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushLocked()
+}
+
+func (r *repeats) flushLocked() {
+	for _, p := range r.peers {
+		if p.held > 0 {
+			line := p.last
+			if p.held > 1 {
+				line += fmt.Sprintf(" (and %d more from this peer before it)", p.held-1)
+			}
+			fmt.Fprintln(r.w, line)
+			p.held, p.last = 0, ""
+		}
+	}
+}
