@@ -143,11 +143,14 @@ type Bidi struct {
 
 // Send is Output.Send; a message that answers a request is not timed.
 func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
+	if b.obs == nil { // nothing timed: nothing to follow
+		return b.Output.Send(ctx, m)
+	}
 	b.mu.Lock()
 	answer := b.answer
 	b.answer, b.asked = false, b.asked || !answer
 	b.mu.Unlock()
-	if !answer || b.obs == nil {
+	if !answer {
 		return b.Output.Send(ctx, m)
 	}
 	enc, err := b.Output.scheme.Encode(m)
@@ -164,12 +167,14 @@ func (b *Bidi) Receive(ctx context.Context) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	asked := b.asked
-	b.asked, b.answer = false, !asked
-	b.mu.Unlock()
-	if asked && b.obs != nil {
-		b.obs.Delivered(true)
+	if b.obs != nil {
+		b.mu.Lock()
+		asked := b.asked
+		b.asked, b.answer = false, !asked
+		b.mu.Unlock()
+		if asked {
+			b.obs.Delivered(true)
+		}
 	}
 	return b.Input.scheme.Decode(m)
 }

@@ -564,7 +564,9 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 			return err
 		}
 	}
-	b.sent.Store(true) // from here on it may be on its way
+	if !b.sent.Load() { // once: Send is a hot path, the flag read-mostly
+		b.sent.Store(true) // from here on it may be on its way
+	}
 	if err := b.grp.Send(ctx, b.dst, m); err != nil {
 		if errors.Is(err, endpoint.ErrGroupClosed) { // ended under it
 			return fmt.Errorf("pipe %s: send on an ended connection: %w (%w)", b.adv.ID, b.Err(), err)
