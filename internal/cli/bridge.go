@@ -60,8 +60,8 @@ peer's message that could not be forwarded is refused back to it, with the
 reason, so its sender learns it was not delivered (p2pmsg send exits 1);
 JXTA has no refusal, so a JXSE peer's is reported here only. A message that
 arrives as the bridge stops is refused, reported and counted too; the bridge
-exits 1 with the count if there was any (130 or 143 when SIGINT or SIGTERM
-stopped it, the count still said). Stopping after --count, it first
+exits 1 with the count if there was any (130, 143 or 129 when SIGINT,
+SIGTERM or SIGHUP stopped it, the count still said). Stopping after --count, it first
 lets the libp2p peers whose messages it forwarded see them delivered (for
 at most two seconds), as recv --count does.
 

@@ -305,7 +305,7 @@ func prepareOutDir(dir string) (undo func(), err error) {
 }
 
 // measuring starts a lab command's run: it prepares the --out directory
-// out (prepareOutDir) and the context a SIGINT or SIGTERM ends. The
+// out (prepareOutDir) and the context a SIGINT, SIGTERM or SIGHUP ends. The
 // command defers finish(&err), which makes an interrupted run's error say
 // so (exitOnSignal), and a failed run remove what prepareOutDir made.
 func measuring(cmd *cobra.Command, out string) (ctx context.Context, finish func(*error), err error) {

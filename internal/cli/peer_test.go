@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -802,11 +803,11 @@ func TestRecvSocketInterrupted(t *testing.T) {
 	})
 }
 
-// TestRecvCountInterrupted: recv --count N cut short by SIGINT or
-// SIGTERM before its Nth message exits 128+signal saying how many came,
-// so that a script waiting for N messages (or timeout(1), which sends
-// SIGTERM) does not read success; without --count, run until
-// interrupted, it exits 0.
+// TestRecvCountInterrupted: recv --count N cut short by SIGINT, SIGTERM
+// or SIGHUP (its terminal gone) before its Nth message exits 128+signal
+// saying how many came, so that a script waiting for N messages (or
+// timeout(1), which sends SIGTERM) does not read success; without
+// --count, run until interrupted, it exits 0.
 func TestRecvCountInterrupted(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -816,9 +817,14 @@ func TestRecvCountInterrupted(t *testing.T) {
 	}{
 		{"SIGINT", syscall.SIGINT, "3", 130},
 		{"SIGTERM", syscall.SIGTERM, "3", 143},
+		{"SIGHUP", syscall.SIGHUP, "3", 129},
 		{"no count", syscall.SIGINT, "0", 0},
+		{"no count SIGHUP", syscall.SIGHUP, "0", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.sig == syscall.SIGHUP {
+				hupNotIgnored(t)
+			}
 			a := newPipeAdv(t, "unicast")
 			recv := start(t, nil, "recv", "--pipe", a, "--listen", loopback, "--count", tc.count)
 			if r := run(t, nil, "send", "--pipe", a, "--peer", recv.addrs[0], "--elem", "x=y"); r.code != 0 {
@@ -833,6 +839,16 @@ func TestRecvCountInterrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hupNotIgnored has the binaries t starts begin with SIGHUP not ignored,
+// as from a terminal, whatever this process inherited (nohup, a tool
+// that ignores it): a signal this process catches starts at its default
+// in a program it executes, an ignored one stays ignored.
+func hupNotIgnored(t *testing.T) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	t.Cleanup(func() { signal.Stop(c) })
 }
 
 // TestRecvSocketSenderKilled: recv --socket whose sender is killed

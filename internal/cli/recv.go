@@ -258,7 +258,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory)")
 	f.BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
 	f.StringVar(&outDir, "out", "", "also write each element to a file in this directory, MESSAGE-ELEMENT-NAME, numbering on from the last message there")
-	f.IntVar(&count, "count", 0, "exit after this many messages, 130 or 143 if SIGINT or SIGTERM comes first (0: run until interrupted, then exit 0)")
+	f.IntVar(&count, "count", 0, "exit after this many messages, 130, 143 or 129 if SIGINT, SIGTERM or SIGHUP comes first (0: run until interrupted, then exit 0)")
 	f.BoolVar(&useSocket, "socket", false, "accept one socket connection and copy it to stdout")
 	f.StringVar(&pskFile, "psk", "", "pre-shared key file for sealed elements (32 bytes, raw or hex)")
 	f.StringArrayVar(&dicts, "dict", nil, "zstd dictionary file for encoded elements (repeatable)")

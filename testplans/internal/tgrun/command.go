@@ -30,8 +30,8 @@ plan's manifest (names declared, values of their declared types) before
 anything is built or started.
 
 Exit status: 0 every run ok; 1 a run failed; 2 the command line, a
-composition or a parameter is wrong; 130 (143) interrupted by SIGINT
-(SIGTERM), every instance stopped and its outputs kept.
+composition or a parameter is wrong; 130 (143, 129) interrupted by SIGINT
+(SIGTERM, SIGHUP), every instance stopped and its outputs kept.
 
 Flags of run:
 `
