@@ -276,7 +276,7 @@ func TestSendRecvModel(t *testing.T) {
 	if code := recv.wait(t); code != 0 {
 		t.Fatalf("recv exit %d: %q", code, recv.stderr)
 	}
-	if stderr := strings.Join(recv.stderr, "\n"); !strings.Contains(stderr, "dropped") || !strings.Contains(stderr, "xml model 7") {
+	if stderr := strings.Join(recv.stderr, "\n"); !strings.Contains(stderr, " refused: ") || !strings.Contains(stderr, "xml model 7") {
 		t.Fatalf("recv stderr %q does not report the refused message", stderr)
 	}
 }

@@ -553,8 +553,8 @@ func TestRecvSkipsUndecodable(t *testing.T) {
 	if code := recv.wait(t); code != 0 {
 		t.Fatalf("recv exit %d: %q", code, recv.stderr)
 	}
-	if !strings.Contains(strings.Join(recv.stderr, "\n"), "dropped") {
-		t.Fatalf("stderr %q does not report the dropped message", recv.stderr)
+	if !strings.Contains(strings.Join(recv.stderr, "\n"), " refused: ") {
+		t.Fatalf("stderr %q does not report the refused message", recv.stderr)
 	}
 	if out := recv.stdout.String(); !strings.Contains(out, `x (text/plain;charset=UTF-8): \x1b[2Jplain`) {
 		t.Fatalf("recv printed %q", out)
@@ -611,7 +611,7 @@ func TestRecvPSKRequiresSealed(t *testing.T) {
 		t.Fatalf("recv exit %d: %q", code, recv.stderr)
 	}
 	stderr := strings.Join(recv.stderr, "\n")
-	if strings.Count(stderr, "dropped") != 2 || !strings.Contains(stderr, "not protected as the receiver requires") {
+	if strings.Count(stderr, " refused: ") != 2 || !strings.Contains(stderr, "not protected as the receiver requires") {
 		t.Fatalf("stderr %q does not report two refused messages", stderr)
 	}
 	// The key is named by the first 4 bytes of its SHA-256.
@@ -1387,13 +1387,13 @@ func TestRecvRefusalsCollapsed(t *testing.T) {
 	if code := recv.wait(t); code != 0 {
 		t.Fatalf("recv exit %d: %q", code, recv.stderr)
 	}
-	var dropped []string
+	var refused []string
 	for _, l := range recv.stderr {
-		if strings.Contains(l, "dropped") {
-			dropped = append(dropped, l)
+		if strings.Contains(l, " refused: ") {
+			refused = append(refused, l)
 		}
 	}
-	if len(dropped) != 2 || !strings.HasSuffix(dropped[1], "(and 2 more from this peer before it)") {
-		t.Fatalf("recv reported 4 refused messages of one sender in %d lines, want 2 (the last counting 2 more): %q", len(dropped), dropped)
+	if len(refused) != 2 || !strings.HasSuffix(refused[1], "(and 2 more from this peer before it)") {
+		t.Fatalf("recv reported 4 refused messages of one sender in %d lines, want 2 (the last counting 2 more): %q", len(refused), refused)
 	}
 }

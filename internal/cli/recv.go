@@ -194,7 +194,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					// One bad message (any peer can send one) does not
 					// stop a receiver; it is refused, reported and skipped.
 					r.Refuse("not decoded: " + err.Error())
-					refusals.line(sender(r), fmt.Sprintf("p2pmsg: message from %s dropped: %s", sender(r), oneLine(err.Error())))
+					refusals.line(sender(r), fmt.Sprintf("p2pmsg: message from %s refused: %s", sender(r), oneLine(err.Error())))
 					r.Release()
 					return
 				}
