@@ -54,7 +54,9 @@ binds it too. Either may be left out for a one-way bridge.
 Each forwarded message is printed on stdout as one line: where it came from
 and where it went. A message that cannot be forwarded (the other side is
 down, or does not have the pipe bound) is reported on stderr and counted,
-never dropped in silence; the bridge keeps running. A message to a libp2p
+never dropped in silence; the bridge keeps running. As recv's refusals,
+these lines come at most once per sending peer every 10 s, the others
+counted with that peer's next line or when the bridge ends. A message to a libp2p
 peer counts as forwarded once that peer confirmed it (Flush). A libp2p
 peer's message that could not be forwarded is refused back to it, with the
 reason, so its sender learns it was not delivered (p2pmsg send exits 1);
@@ -131,7 +133,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			}
 			defer p2p.close()
 			defer jx.close()
-			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			_, failed, err := runBridge(ctx, h, p2p, jx, p2pPeer, jxsePeer, count, cmd.OutOrStdout())
 			in.Close()
 			failed += h.finish()
 			// Interrupted (ctx ended, the command's did not) is a normal
@@ -176,7 +178,7 @@ type handoff struct {
 	got     chan *handed
 	stopped chan struct{}
 	once    sync.Once
-	errOut  io.Writer
+	lines   *repeats // the lines about messages not forwarded, per sender
 
 	mu      sync.Mutex
 	counted bool           // finish has counted: a handler no longer reports
@@ -192,7 +194,13 @@ type handed struct {
 }
 
 func newHandoff(errOut io.Writer) *handoff {
-	return &handoff{got: make(chan *handed), stopped: make(chan struct{}), errOut: errOut}
+	return &handoff{got: make(chan *handed), stopped: make(chan struct{}), lines: newRepeats(errOut)}
+}
+
+// notForwarded reports that a message from src, of the sender named key
+// (sender), was not forwarded, and why.
+func (h *handoff) notForwarded(key, src, why string) {
+	h.lines.line(key, fmt.Sprintf("p2pmsg: bridge: message from %s not forwarded: %s", src, why))
 }
 
 // stoppedReason is the refusal of a message that came after the loop.
@@ -219,7 +227,7 @@ func (h *handoff) handle(r *pipe.Received) {
 		}
 	case <-h.stopped:
 		r.Refuse(stoppedReason)
-		fmt.Fprintf(h.errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", sender(r), stoppedReason)
+		h.notForwarded(sender(r), sender(r), stoppedReason)
 		h.mu.Lock()
 		h.refused++
 		h.mu.Unlock()
@@ -244,8 +252,9 @@ func (h *handoff) ReceiveFrom(ctx context.Context) (*handed, error) {
 func (h *handoff) stop() { h.once.Do(func() { close(h.stopped) }) }
 
 // finish stops the handoff once the forwarding loop has ended, waits for
-// the handlers under way to refuse their messages, and returns how many
-// they refused and reported: every report has been counted. Closing the
+// the handlers under way to refuse their messages, writes the lines held
+// back, and returns how many they refused and reported: every report has
+// been counted. Closing the
 // input pipe first leaves few or none to wait for.
 func (h *handoff) finish() int {
 	h.stop()
@@ -253,6 +262,7 @@ func (h *handoff) finish() int {
 	h.counted = true
 	h.mu.Unlock()
 	h.running.Wait()
+	h.lines.flush()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.refused
@@ -261,15 +271,16 @@ func (h *handoff) finish() int {
 // runBridge forwards what arrives from in: from JXTA peers through p2p,
 // from libp2p peers through jx, until count messages are forwarded (0:
 // until ctx ends or in fails). It prints a line on out per message
-// forwarded and on errOut per message that was not, and tells in what
+// forwarded, reports those that were not as in's handlers do (a line
+// per sender every repeatWindow, the others counted), and tells in what
 // became of each message before it looks at the next.
-func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out, errOut io.Writer) (forwarded, failed int, err error) {
+func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jxseName string, count int, out io.Writer) (forwarded, failed int, err error) {
 	for count == 0 || forwarded < count {
 		m, err := in.ReceiveFrom(ctx)
 		if err != nil {
 			return forwarded, failed, err
 		}
-		src := m.From
+		src, key := m.From, sender(m.Received)
 		from, f, to := "p2p "+src.String(), jx, "jxta "+jxseName
 		if src == "" {
 			from, f, to = "jxta "+m.FromJXTA.String(), p2p, "p2p "+p2pName
@@ -278,7 +289,7 @@ func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jx
 		m.done <- err // m is the handler's again: not to be read from here on
 		if err != nil {
 			failed++
-			fmt.Fprintf(errOut, "p2pmsg: bridge: message from %s not forwarded: %s\n", from, oneLine(err.Error()))
+			in.notForwarded(key, from, oneLine(err.Error()))
 			continue
 		}
 		forwarded++

@@ -76,7 +76,7 @@ func BenchmarkBridgeTransit(b *testing.B) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runBridge(ctx, h, fwd, &forwarder{}, "behind", "", 0, io.Discard, io.Discard)
+		runBridge(ctx, h, fwd, &forwarder{}, "behind", "", 0, io.Discard)
 	}()
 	defer bin.Close()
 	defer func() { cancel(); <-done; h.stop() }()

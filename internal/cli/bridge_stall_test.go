@@ -98,14 +98,22 @@ func TestBridgeInterruptedWhileForwardStalls(t *testing.T) {
 }
 
 // checkBridgeCount checks that a bridge's last stderr line, after prefix,
-// counts the messages its other lines reported not forwarded, or that
-// there was none to count.
+// counts the messages its other lines reported not forwarded (each line
+// one, and the N of its "(and N more from this peer …)"), or that there
+// was none to count.
 func checkBridgeCount(t *testing.T, stderr []string, prefix string) {
 	t.Helper()
 	reported := 0
 	for _, l := range stderr {
 		if strings.HasPrefix(l, "p2pmsg: bridge: message from ") && strings.Contains(l, " not forwarded: ") {
 			reported++
+			if _, more, ok := strings.Cut(l, " (and "); ok {
+				var n int
+				if _, err := fmt.Sscanf(more, "%d more from this peer", &n); err != nil {
+					t.Errorf("bridge: line %q: %v", l, err)
+				}
+				reported += n
+			}
 		}
 	}
 	last := ""

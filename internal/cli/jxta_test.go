@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -264,16 +265,19 @@ func TestBridgeCountRefusesTheRest(t *testing.T) {
 // TestBridgeCountsUnforwarded: a bridge given no JXSE peer cannot forward
 // what libp2p peers send it; it refuses each message back, so each send
 // exits 1 naming why (a bridge that acknowledged first had send exit 0),
-// and the bridge, interrupted, exits 130 counting them ("2 messages").
+// and the bridge, interrupted, exits 130 counting them ("4 messages"). Its
+// lines about them are one per sender every 10 s, the others counted: the
+// four of one sender take two lines (before, one each).
 func TestBridgeCountsUnforwarded(t *testing.T) {
 	p := newPipeAdv(t, "unicast")
 	peer := "/ip4/127.0.0.1/tcp/9/p2p/12D3KooWEVzyf8Ryzp5sV2RWj3En5jx3FrEUbPcaW8wVHT9vKfCY" // never reached
 	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback, "--p2p-peer", peer)
 	bridgeP2P := bridge.p2pAddr()
+	key := filepath.Join(t.TempDir(), "sender.key") // one identity for the four
 	// The loop fails a message with no peer for its direction at once,
 	// and the bridge refuses it back: each send learns it went nowhere.
-	for range 2 {
-		r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--elem", "text=hi")
+	for range 4 {
+		r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--key", key, "--elem", "text=hi")
 		if want := "the bridge could not forward it: no peer given for this direction"; r.code != 1 || !strings.Contains(string(r.stderr), want) {
 			t.Fatalf("send: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 		}
@@ -282,8 +286,18 @@ func TestBridgeCountsUnforwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := bridge.wait(t)
-	want := "p2pmsg: interrupted by SIGINT: bridge: 2 messages could not be forwarded (see above)"
+	want := "p2pmsg: interrupted by SIGINT: bridge: 4 messages could not be forwarded (see above)"
 	if code != 130 || !slices.Contains(bridge.stderr, want) {
 		t.Fatalf("bridge: exit %d, stderr %q; want 130 and %q", code, bridge.stderr, want)
 	}
+	var lines []string
+	for _, l := range bridge.stderr {
+		if strings.Contains(l, " not forwarded: ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.HasSuffix(lines[1], "(and 2 more from this peer before it)") {
+		t.Fatalf("bridge reported 4 unforwarded messages of one sender in %d lines, want 2 (the last counting 2 more): %q", len(lines), lines)
+	}
+	checkBridgeCount(t, bridge.stderr, "p2pmsg: interrupted by SIGINT: ")
 }
