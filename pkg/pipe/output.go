@@ -303,7 +303,9 @@ func (e *UndeliveredError) Unwrap() []error {
 const maxRefusalReports = 4096
 
 // Send sends m on the pipe. A unicast or secure message is on its way
-// when Send returns; Flush waits until it is delivered. If sending fails
+// when Send returns; Flush waits until it is delivered. A message that
+// cannot be encoded fails with wire.ErrUnencodable, nothing sent, and the
+// pipe keeps its peer. If sending fails otherwise
 // the pipe forgets its peer and the next Send resolves the binding again;
 // when it failed because that peer went away (it closed or restarted,
 // its connection was lost or it could not be dialled again), the error
@@ -381,7 +383,9 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 	}
 	if b.peer == "" { // a JXTA peer: no back channel, nothing to note
 		if err := o.grp.Send(ctx, b.dst, m); err != nil {
-			o.forget(b)
+			if !errors.Is(err, wire.ErrUnencodable) { // that one sent nothing
+				o.forget(b)
+			}
 			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		}
 		return nil
@@ -408,6 +412,9 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 		o.mu.Unlock()
 	}
 	if err := o.grp.Send(ctx, b.dst, m); err != nil {
+		if errors.Is(err, wire.ErrUnencodable) { // refused before any of it was queued
+			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
+		}
 		o.forget(b)
 		var re *endpoint.RefusedError
 		if errors.As(err, &re) {
@@ -421,14 +428,14 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 func (o *OutputPipe) publish(ctx context.Context, m *message.Message) error {
 	n, err := wire.Size(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
 	if n > int64(o.svc.opts.maxPropagate) {
 		return fmt.Errorf("%w: %d bytes on propagate pipe %s (limit %d)", ErrTooLarge, n, o.adv.ID, o.svc.opts.maxPropagate)
 	}
 	b, err := wire.Marshal(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
 	if err := o.topic.Publish(ctx, b); err != nil {
 		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)

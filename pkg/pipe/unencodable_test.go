@@ -1,0 +1,107 @@
+package pipe_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
+)
+
+// unencodable is a message the wire format cannot carry: its element's
+// MIME type is not one.
+func unencodable() *message.Message {
+	return message.New(message.Element{Name: "x", MIME: "not a mime", Data: []byte("x")})
+}
+
+// A message that cannot be encoded is refused before anything is sent:
+// the Bidi stays open and the output pipe keeps its peer, where they
+// ended the connection and forgot the binder (for an unnamed unicast pipe,
+// the next Send could go to another peer claiming it). A propagate pipe's
+// error names the pipe, as the others' do.
+func TestUnencodableSendKeepsConnection(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+
+	bi := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(bi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *pipe.Bidi, 1)
+	go func() {
+		c, err := l.Accept(ctx(t))
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	c, err := sa.Connect(ctx(t), bi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := <-accepted
+	if srv == nil {
+		t.FailNow()
+	}
+	defer srv.Close()
+	err = c.Send(ctx(t), unencodable())
+	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), bi.ID.String()) {
+		t.Fatalf("Bidi.Send of an unencodable message: %v", err)
+	}
+	if c.Err() != nil {
+		t.Fatalf("the Bidi ended: %v", c.Err())
+	}
+	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatalf("Send after the refused one: %v", err)
+	}
+	m, err := srv.Receive(ctx(t))
+	if err != nil || text(m, "q") != "after" {
+		t.Fatalf("other end: %v %v", m, err)
+	}
+
+	uni := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(uni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), uni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	err = out.Send(ctx(t), unencodable())
+	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), uni.ID.String()) {
+		t.Fatalf("OutputPipe.Send of an unencodable message: %v", err)
+	}
+	if out.RemotePeer() != nodes[1].ID() {
+		t.Fatalf("the output pipe forgot its peer: %q", out.RemotePeer())
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
+		t.Fatalf("input pipe: %v %v", m, err)
+	}
+
+	room := newAdv(t, adv.Propagate)
+	pout, err := sa.NewOutputPipe(ctx(t), room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pout.Close()
+	err = pout.Send(ctx(t), unencodable())
+	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), room.ID.String()) {
+		t.Fatalf("propagate Send of an unencodable message: %v", err)
+	}
+}
