@@ -18,7 +18,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
-	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // Bidirectional pipes live on the endpoint service BidiService; the
@@ -543,8 +542,9 @@ func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
 // Send sends m to the other end. A failed Send ends the connection,
 // because what reached the other end is then unknown; but a message that
 // cannot be encoded (wire.ErrUnencodable: an invalid MIME type, a name too
-// long) is refused before anything is sent, and the connection stays
-// open. A Send that this
+// long) or that is over the other end's limit (an *endpoint.LimitError,
+// endpoint.ErrTooLarge) is refused before anything is sent, and the
+// connection stays open. A Send that this
 // peer's Close cuts short fails with ErrClosed, one whose other end's peer
 // went away under it with ErrPeerGone, as an output pipe's. As with
 // net.Conn, a Send waiting for a slow receiver returns when this end's
@@ -557,7 +557,7 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 	}
 	if b.jx != nil {
 		if err := b.jx.send(ctx, m); err != nil {
-			if errors.Is(err, wire.ErrUnencodable) { // refused before any of it was sent
+			if notSent(err) {
 				return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 			}
 			b.fail(err)
@@ -578,7 +578,7 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 		if errors.Is(err, endpoint.ErrGroupClosed) { // ended under it
 			return fmt.Errorf("pipe %s: send on an ended connection: %w (%w)", b.adv.ID, b.Err(), err)
 		}
-		if errors.Is(err, wire.ErrUnencodable) { // refused before any of it was queued
+		if notSent(err) {
 			return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 		}
 		err = belowErr(fmt.Errorf("pipe %s: %w", b.adv.ID, err))

@@ -304,8 +304,9 @@ const maxRefusalReports = 4096
 
 // Send sends m on the pipe. A unicast or secure message is on its way
 // when Send returns; Flush waits until it is delivered. A message that
-// cannot be encoded fails with wire.ErrUnencodable, nothing sent, and the
-// pipe keeps its peer. If sending fails otherwise
+// cannot be encoded (wire.ErrUnencodable) or that is over the receiving
+// peer's limit (an *endpoint.LimitError, endpoint.ErrTooLarge) fails with
+// nothing sent, and the pipe keeps its peer. If sending fails otherwise
 // the pipe forgets its peer and the next Send resolves the binding again;
 // when it failed because that peer went away (it closed or restarted,
 // its connection was lost or it could not be dialled again), the error
@@ -383,7 +384,7 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 	}
 	if b.peer == "" { // a JXTA peer: no back channel, nothing to note
 		if err := o.grp.Send(ctx, b.dst, m); err != nil {
-			if !errors.Is(err, wire.ErrUnencodable) { // that one sent nothing
+			if !notSent(err) {
 				o.forget(b)
 			}
 			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
@@ -412,7 +413,7 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 		o.mu.Unlock()
 	}
 	if err := o.grp.Send(ctx, b.dst, m); err != nil {
-		if errors.Is(err, wire.ErrUnencodable) { // refused before any of it was queued
+		if notSent(err) {
 			return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		}
 		o.forget(b)
@@ -500,6 +501,18 @@ func belowErr(err error) error {
 		return &peerGoneError{err}
 	}
 	return err
+}
+
+// notSent reports whether a Send's error from the endpoint means that
+// none of the message was sent: the wire format cannot carry it, or it is
+// over the receiving peer's limit. Both are found before it is queued or
+// written, so the stream, and the binding, are as they were.
+func notSent(err error) bool {
+	if errors.Is(err, endpoint.ErrMaybeLost) { // an earlier failure, whatever its cause
+		return false
+	}
+	var le *endpoint.LimitError
+	return errors.Is(err, wire.ErrUnencodable) || errors.As(err, &le)
 }
 
 // peerGoneError is a Send's failure because the peer it sent to went away

@@ -7,6 +7,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
@@ -103,5 +104,96 @@ func TestUnencodableSendKeepsConnection(t *testing.T) {
 	err = pout.Send(ctx(t), unencodable())
 	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), room.ID.String()) {
 		t.Fatalf("propagate Send of an unencodable message: %v", err)
+	}
+}
+
+// A message over the receiving peer's limit is refused at the sender, once
+// it knows the limit, before any of it is written: as for an unencodable
+// one, the Bidi stays open and the output pipe keeps its peer.
+func TestOversizedSendKeepsConnection(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa := newPipes(t, nodes[0])
+	ep, err := endpoint.New(nodes[1], endpoint.WithMaxMessageSize(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(); ep.Close() })
+	big := func() *message.Message { return message.New(message.Bytes("", "q", make([]byte, 512<<10))) }
+
+	bi := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(bi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *pipe.Bidi, 1)
+	go func() {
+		c, err := l.Accept(ctx(t))
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	c, err := sa.Connect(ctx(t), bi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := <-accepted
+	if srv == nil {
+		t.FailNow()
+	}
+	defer srv.Close()
+	if err := c.Send(ctx(t), message.New(message.Text("", "q", "before"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx(t)); err != nil { // the limit is known by now
+		t.Fatal(err)
+	}
+	var le *endpoint.LimitError
+	if err := c.Send(ctx(t), big()); !errors.As(err, &le) || !errors.Is(err, endpoint.ErrTooLarge) {
+		t.Fatalf("Bidi.Send over the limit: %v", err)
+	}
+	if c.Err() != nil {
+		t.Fatalf("the Bidi ended: %v", c.Err())
+	}
+	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatalf("Send after the refused one: %v", err)
+	}
+	for _, want := range []string{"before", "after"} {
+		if m, err := srv.Receive(ctx(t)); err != nil || text(m, "q") != want {
+			t.Fatalf("other end, want %q: %v %v", want, m, err)
+		}
+	}
+
+	uni := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(uni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), uni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.Send(ctx(t), big()); !errors.As(err, &le) {
+		t.Fatalf("OutputPipe.Send over the limit: %v", err)
+	}
+	if out.RemotePeer() != nodes[1].ID() {
+		t.Fatalf("the output pipe forgot its peer: %q", out.RemotePeer())
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
+		t.Fatalf("input pipe: %v %v", m, err)
 	}
 }
