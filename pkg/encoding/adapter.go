@@ -60,8 +60,13 @@ func NewOutput(next Sender, scheme Scheme) (*Output, error) {
 // by Send.
 func (o *Output) Producer() Producer { return Producer{} }
 
-// Send encodes m (m itself is not modified) and sends the result.
+// Send encodes m (m itself is not modified) and sends the result. A nil m
+// goes to the wrapped Sender as it is, unencoded: a pipe refuses it
+// (wire.ErrUnencodable).
 func (o *Output) Send(ctx context.Context, m *message.Message) error {
+	if m == nil {
+		return o.next.Send(ctx, nil)
+	}
 	enc, err := o.scheme.Encode(m)
 	if err != nil {
 		return err
@@ -143,7 +148,7 @@ type Bidi struct {
 
 // Send is Output.Send; a message that answers a request is not timed.
 func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
-	if b.obs == nil { // nothing timed: nothing to follow
+	if b.obs == nil || m == nil { // nothing timed: nothing to follow
 		return b.Output.Send(ctx, m)
 	}
 	b.mu.Lock()

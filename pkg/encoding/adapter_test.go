@@ -115,6 +115,15 @@ func TestAdapterErrors(t *testing.T) {
 	if _, err := in.Receive(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
+	// A nil message goes to the pipe unencoded, which refuses it.
+	out, _ := encoding.NewOutput(a, s)
+	if err := out.Send(t.Context(), nil); !errors.Is(err, wire.ErrUnencodable) {
+		t.Fatalf("Output.Send(nil): %v", err)
+	}
+	bidi, _ := encoding.NewBidi(a, &observer{Scheme: s})
+	if err := bidi.Send(t.Context(), nil); !errors.Is(err, wire.ErrUnencodable) {
+		t.Fatalf("Bidi.Send(nil): %v", err)
+	}
 }
 
 // observer is a scheme that records what an Output tells it of its

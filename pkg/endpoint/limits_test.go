@@ -284,7 +284,8 @@ func TestCancelledContextThenAnother(t *testing.T) {
 }
 
 // TestSendUnencodable: a message the wire format cannot carry is refused
-// before anything is written, small or large, and the stream stays usable.
+// before anything is written, small, large or nil, and the stream stays
+// usable.
 func TestSendUnencodable(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	a, b := newService(t, nodes[0]), newService(t, nodes[1])
@@ -294,6 +295,7 @@ func TestSendUnencodable(t *testing.T) {
 	for _, bad := range []*message.Message{
 		message.New(message.Text("", "\xff", "small")),
 		message.New(message.Bytes("", "\xff", make([]byte, 1<<20))),
+		nil,
 	} {
 		if err := a.Send(ctx(t), to, bad); !errors.Is(err, wire.ErrUnencodable) {
 			t.Fatalf("Send of an unencodable message: %v", err)

@@ -56,8 +56,12 @@ const smallMax = 16 << 10
 const pendMax = 128 << 10
 
 // smallMessage reports whether m is queued rather than written by its
-// Send.
+// Send. A nil message is not: the large path's wire.Size refuses it
+// before anything is written.
 func smallMessage(m *message.Message) bool {
+	if m == nil {
+		return false
+	}
 	n := 0
 	for _, e := range m.Elements() {
 		if n += len(e.Data); n > smallMax || e.Signature != nil {

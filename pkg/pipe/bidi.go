@@ -540,20 +540,23 @@ func (b *Bidi) RemotePeer() peer.ID { return b.remote }
 func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
 
 // Send sends m to the other end. A failed Send ends the connection,
-// because what reached the other end is then unknown; but a message that
-// cannot be encoded (wire.ErrUnencodable: an invalid MIME type, a name too
-// long) or that is over the other end's limit (an *endpoint.LimitError,
-// endpoint.ErrTooLarge) is refused before anything is sent, and the
-// connection stays open. A Send that this
-// peer's Close cuts short fails with ErrClosed, one whose other end's peer
-// went away under it with ErrPeerGone, as an output pipe's. As with
-// net.Conn, a Send waiting for a slow receiver returns when this end's
-// Close comes, failing with ErrClosed, its message not sent.
+// because what reached the other end is then unknown; but a Send that
+// sends nothing leaves it open: one whose ctx is already done, and one of
+// a message that cannot be encoded (wire.ErrUnencodable: nil, an invalid
+// MIME type, a name too long) or that is over the other end's limit (an
+// *endpoint.LimitError, endpoint.ErrTooLarge). A Send that this peer's
+// Close cuts short fails with ErrClosed, one whose other end's peer went
+// away under it with ErrPeerGone, as an output pipe's. As with net.Conn,
+// a Send waiting for a slow receiver returns when this end's Close comes,
+// failing with ErrClosed, its message not sent.
 func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 	select {
 	case <-b.done:
 		return fmt.Errorf("pipe %s: send on an ended connection: %w", b.adv.ID, b.Err())
 	default:
+	}
+	if err := ctx.Err(); err != nil { // nothing tried: the connection stays
+		return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 	}
 	if b.jx != nil {
 		if err := b.jx.send(ctx, m); err != nil {

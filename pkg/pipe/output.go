@@ -303,10 +303,11 @@ func (e *UndeliveredError) Unwrap() []error {
 const maxRefusalReports = 4096
 
 // Send sends m on the pipe. A unicast or secure message is on its way
-// when Send returns; Flush waits until it is delivered. A message that
-// cannot be encoded (wire.ErrUnencodable) or that is over the receiving
-// peer's limit (an *endpoint.LimitError, endpoint.ErrTooLarge) fails with
-// nothing sent, and the pipe keeps its peer. If sending fails otherwise
+// when Send returns; Flush waits until it is delivered. A Send whose ctx
+// is already done, and one of a message that cannot be encoded
+// (wire.ErrUnencodable: nil, an invalid MIME type) or that is over the
+// receiving peer's limit (an *endpoint.LimitError, endpoint.ErrTooLarge),
+// fail with nothing sent, and the pipe keeps its peer. If sending fails otherwise
 // the pipe forgets its peer and the next Send resolves the binding again;
 // when it failed because that peer went away (it closed or restarted,
 // its connection was lost or it could not be dialled again), the error
@@ -319,6 +320,9 @@ const maxRefusalReports = 4096
 func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.closed.Load() {
 		return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
+	}
+	if err := ctx.Err(); err != nil { // nothing tried: the peer is kept
+		return fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 	}
 	if o.topic != nil {
 		return o.publish(ctx, m)

@@ -1,6 +1,7 @@
 package pipe_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -195,5 +196,75 @@ func TestOversizedSendKeepsConnection(t *testing.T) {
 	}
 	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
 		t.Fatalf("input pipe: %v %v", m, err)
+	}
+}
+
+// A Send whose ctx is already done, and a Send of a nil message, send
+// nothing: the Bidi stays open and the output pipe keeps its peer. Before,
+// a done ctx ended the Bidi whenever the Send had to wait for its stream's
+// writer (the wait honoured the ctx), and went through when it did not;
+// a nil message panicked in the endpoint.
+func TestNothingSentKeepsConnection(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	to := pipe.ToPeers(nodes[1].AddrInfo())
+	c, srv := connected(t, sa, l, to)
+	defer c.Close()
+	done, cancel := context.WithCancel(ctx(t))
+	cancel()
+	for i := range 20 { // the old code ended the Bidi in about half of them
+		if err := c.Send(done, message.New(message.Text("", "q", "x"))); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Bidi.Send %d with a done ctx: %v", i, err)
+		}
+		if c.Err() != nil {
+			t.Fatalf("Bidi.Send %d with a done ctx ended the Bidi: %v", i, c.Err())
+		}
+	}
+	if err := c.Send(ctx(t), nil); !errors.Is(err, wire.ErrUnencodable) || c.Err() != nil {
+		t.Fatalf("Bidi.Send of nil: %v; Bidi's end %v", err, c.Err())
+	}
+	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := srv.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
+		t.Fatalf("other end: %v %v (the done ctx's messages must not arrive)", m, err)
+	}
+
+	uni := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(uni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), uni, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	binder := out.RemotePeer()
+	for i := range 20 {
+		if err := out.Send(done, message.New(message.Text("", "q", "x"))); !errors.Is(err, context.Canceled) {
+			t.Fatalf("OutputPipe.Send %d with a done ctx: %v", i, err)
+		}
+	}
+	if err := out.Send(ctx(t), nil); !errors.Is(err, wire.ErrUnencodable) {
+		t.Fatalf("OutputPipe.Send of nil: %v", err)
+	}
+	if out.RemotePeer() != binder {
+		t.Fatalf("the output pipe forgot its peer: %q, was %q", out.RemotePeer(), binder)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
+		t.Fatalf("input pipe: %v %v (the done ctx's messages must not arrive)", m, err)
 	}
 }

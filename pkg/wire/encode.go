@@ -43,6 +43,9 @@ func encErr(field, detail string) error {
 }
 
 func (p *plan) build(m *message.Message) error {
+	if m == nil {
+		return encErr("message", "nil message")
+	}
 	elems := m.Elements()
 	if len(elems) > MaxElements {
 		return encErr("element count", "more than 32767 elements")
@@ -321,6 +324,9 @@ func Encode(w io.Writer, m *message.Message) error {
 // without MIME types or signatures. It reports false, with dst as it was,
 // for anything else, which the planned encoder handles (and checks).
 func appendPlain(dst []byte, m *message.Message) ([]byte, bool) {
+	if m == nil {
+		return dst, false
+	}
 	elems := m.Elements()
 	if len(elems) > 64 {
 		return dst, false

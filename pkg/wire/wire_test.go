@@ -228,6 +228,7 @@ func TestEncodeErrors(t *testing.T) {
 		{"invalid MIME", message.New(message.Element{Name: "a", MIME: "nonsense"})},
 		{"too many namespaces", testutil.ManyNamespaces(wire.MaxNamespaces + 1)},
 		{"too many elements", message.New(make([]message.Element, wire.MaxElements+1)...)},
+		{"nil", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,6 +237,9 @@ func TestEncodeErrors(t *testing.T) {
 			}
 			if err := wire.Encode(io.Discard, tt.m); !errors.Is(err, wire.ErrUnencodable) {
 				t.Fatalf("Encode: %v, want ErrUnencodable", err)
+			}
+			if _, err := wire.Size(tt.m); !errors.Is(err, wire.ErrUnencodable) {
+				t.Fatalf("Size: %v, want ErrUnencodable", err)
 			}
 		})
 	}
