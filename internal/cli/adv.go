@@ -44,6 +44,9 @@ func newAdvNewCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--type must be unicast, secure or propagate, not %q", typ)}
 			}
 			a := &adv.PipeAdvertisement{Type: t, Name: name, Desc: desc, Binders: binders}
+			if t == adv.Propagate && len(binders) > 0 {
+				return usageError{errors.New("--binder names who may bind a unicast or secure pipe; a propagate pipe's members are not restricted (seal its messages with --psk for a closed group)")}
+			}
 			for _, b := range binders {
 				if _, err := peer.Decode(b); err != nil {
 					return usageError{fmt.Errorf("--binder %q: not a peer ID: %w", b, err)}

@@ -475,6 +475,7 @@ func TestAdvNewShow(t *testing.T) {
 		{"adv", "new", "--type", "unicast", "--name", "n", "--id", "urn:jxta:jxta-NetGroup"},
 		{"adv", "new", "--type", "unicast", "--name", "bad\x01"},
 		{"adv", "new", "--type", "secure", "--name", "n", "--binder", "not-a-peer"},
+		{"adv", "new", "--type", "propagate", "--name", "n", "--binder", "12D3KooWBVXX99f6arzRf2F5D5gTupvJmb9VNeSPeyJeAkSumagr"},
 		{"adv", "show", filepath.Join(dir, "missing.xml")},
 	} {
 		failsCleanly(t, run(t, nil, args...))

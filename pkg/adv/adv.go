@@ -72,8 +72,10 @@ type PipeAdvertisement struct {
 	Name string   // optional; omitted from the document when empty
 	Desc string   // optional; omitted from the document when empty
 	// Binders optionally names the peers (libp2p peer IDs, in their text
-	// form) allowed to bind the pipe: resolution then accepts only
-	// bindings these peers prove (package pipe). At most MaxBinders.
+	// form) allowed to bind a unicast or secure pipe: resolution then
+	// accepts only bindings these peers prove (package pipe). At most
+	// MaxBinders; none on a propagate pipe, whose members are whoever
+	// subscribes (ErrBadBinder).
 	Binders []string
 }
 
@@ -113,12 +115,18 @@ func (a *PipeAdvertisement) Validate() error {
 	if err := checkText("description", a.Desc); err != nil {
 		return err
 	}
-	return checkBinders(a.Binders)
+	return checkBinders(a.Type, a.Binders)
 }
 
 // checkBinders checks the form of the allowed binders (package pipe
-// decodes them as peer IDs).
-func checkBinders(bs []string) error {
+// decodes them as peer IDs), which only unicast pipes have: binders are
+// whom resolution may find, and a propagate pipe is not resolved (its
+// members are whoever subscribes), so binders there would restrict
+// nothing that they seem to.
+func checkBinders(t PipeType, bs []string) error {
+	if t == Propagate && len(bs) > 0 {
+		return fmt.Errorf("%w: a propagate pipe's members are not restricted; binders name who may bind a unicast or secure pipe (a closed group seals its messages with a pre-shared key)", ErrBadBinder)
+	}
 	if len(bs) > MaxBinders {
 		return fmt.Errorf("%w: %d binders, at most %d", ErrBadBinder, len(bs), MaxBinders)
 	}
@@ -372,7 +380,7 @@ func parse(data []byte, l limits) (*PipeAdvertisement, error) {
 	if !a.Type.Valid() {
 		return nil, fmt.Errorf("%w %q", ErrBadType, *typeText)
 	}
-	if err := checkBinders(a.Binders); err != nil {
+	if err := checkBinders(a.Type, a.Binders); err != nil {
 		return nil, err
 	}
 	return a, nil

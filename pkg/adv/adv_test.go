@@ -143,4 +143,15 @@ func TestBinders(t *testing.T) {
 	if _, err := adv.Parse([]byte(many)); !errors.Is(err, adv.ErrBadBinder) {
 		t.Errorf("too many binders: %v", err)
 	}
+	// A propagate pipe is not resolved, so binders would restrict
+	// nothing (its members are whoever subscribes): refused, written or
+	// read, rather than trusted to.
+	room := *a
+	room.Type = adv.Propagate
+	if _, err := room.Marshal(); !errors.Is(err, adv.ErrBadBinder) {
+		t.Errorf("a propagate pipe with binders written: %v", err)
+	}
+	if _, err := adv.Parse([]byte(strings.Replace(string(b), "JxtaUnicastSecure", "JxtaPropagate", 1))); !errors.Is(err, adv.ErrBadBinder) {
+		t.Errorf("a propagate pipe with binders read: %v", err)
+	}
 }

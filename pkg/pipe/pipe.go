@@ -27,12 +27,18 @@
 //     binding an input pipe subscribes, and membership is gossipsub's: the
 //     members are the peers subscribed to the topic, learnt from every
 //     connected peer's subscription announcements. Below gossipsub's mesh
-//     degree (6) every member is a direct mesh neighbour, so a message goes
-//     straight from the sender to each member; larger groups get
-//     gossipsub's bounded fan-out and gossip repair. Members find each
-//     other by being connected (bootstrap peers, mDNS, the DHT); with a
-//     DHT, binding a propagate input also publishes a provider record and
-//     an output pipe connects to the providers it finds. Messages are
+//     degree (6), members connected to each other are direct mesh
+//     neighbours, so a message goes straight from the sender to each;
+//     larger groups get gossipsub's bounded fan-out and gossip repair.
+//     Members reach each other only over connections: ones that share
+//     only a bootstrap peer form a star around it and lose the room with
+//     it, so a room wants the DHT (or mDNS, or several bootstrap peers);
+//     with a DHT, binding a propagate input also publishes a provider
+//     record and an output pipe connects to the providers it finds.
+//     Delivery is best effort and not in order: gossipsub validates
+//     messages in parallel, so a few of one author's may arrive out of
+//     order; none arrives twice. The advertisement names no binders:
+//     members are whoever subscribes. Messages are
 //     signed by their author (pubsub's StrictSign), so Received.From is
 //     proven here too. The service starts its gossipsub router with its
 //     first propagate pipe: a node that has none runs no gossipsub.
