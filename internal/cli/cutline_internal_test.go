@@ -12,8 +12,8 @@ func TestCutLine(t *testing.T) {
 	urn := "urn:jxta:cbid-" + strings.Repeat("A", 66)
 	for _, tt := range []struct{ in, want string }{
 		{"short", "short"},
-		{"no peer has the pipe bound: " + urn + " as input (asked 0 of 1 given peer); last error: dialing",
-			"no peer has the pipe bound: " + urn + " as input (asked 0 of 1 given peer); last error …"},
+		{"no peer found with the pipe bound: " + urn + " as input (asked 0 of 1 given peer); last error: dialing",
+			"no peer found with the pipe bound: " + urn + " as input (asked 0 of 1 given peer); last …"},
 		{"x: " + urn + urn, "x: " + (urn + urn)[:157] + "…"},
 		{strings.Repeat("é", 100), strings.Repeat("é", 80) + "…"},
 	} {

@@ -319,7 +319,7 @@ func TestSendErrors(t *testing.T) {
 			if r.code != 1 {
 				t.Errorf("exit %d, want 1", r.code)
 			}
-			want := map[string]string{"unknown pipe": "no peer has the pipe bound", "dead peer": "connect",
+			want := map[string]string{"unknown pipe": "no peer found with the pipe bound", "dead peer": "connect",
 				"missing file": "no such file"}[name]
 			if !strings.Contains(string(r.stderr), want) {
 				t.Errorf("stderr %q does not say %q", r.stderr, want)
@@ -687,7 +687,7 @@ func TestRuntimeErrorsNameNoPackage(t *testing.T) {
 		{"port in use", []string{"recv", "--pipe", a, "--listen", listen, "--key", filepath.Join(t.TempDir(), "k")}, "p2pmsg: listen address in use: " + listen},
 		{"key in a missing directory", []string{"recv", "--pipe", a, "--listen", loopback, "--key", filepath.Join(t.TempDir(), "nosuch", "k")}, "p2pmsg: no such file or directory: unusable key file: "},
 		{"not a pipe advertisement", []string{"send", "--pipe", notAdv, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: pipe advertisement " + notAdv + ": not a pipe advertisement: "},
-		{"peer not running", []string{"send", "--pipe", a, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: connection refused: no peer has the pipe bound: "},
+		{"peer not running", []string{"send", "--pipe", a, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: connection refused: no peer found with the pipe bound: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, nil, tc.args...)

@@ -161,7 +161,7 @@ const (
 var (
 	ErrClosed      = errors.New("pipe: closed")
 	ErrBound       = errors.New("pipe: already bound on this peer")
-	ErrNotResolved = errors.New("pipe: no peer has the pipe bound")
+	ErrNotResolved = errors.New("pipe: no peer found with the pipe bound")
 	ErrBadAdv      = errors.New("pipe: invalid pipe advertisement")
 	ErrBadOption   = errors.New("pipe: invalid option")
 	ErrWrongType   = errors.New("pipe: not possible with this pipe type")
