@@ -223,7 +223,10 @@ func (h *handoff) handle(r *pipe.Received) {
 	select {
 	case h.got <- m:
 		if err := <-m.done; err != nil {
-			r.Refuse("the bridge could not forward it: " + oneLine(err.Error()))
+			// Its cause first (shortError), as the sender cuts the
+			// reason to a line: the chain of what the forward was doing
+			// (the pipe, the endpoint, the route) otherwise fills it.
+			r.Refuse("the bridge could not forward it: " + shortError(err))
 		}
 	case <-h.stopped:
 		r.Refuse(stoppedReason)

@@ -293,3 +293,33 @@ func TestBridgeCountsUnforwarded(t *testing.T) {
 	checkFourCollapsed(t, bridge.stderr, " not forwarded: ")
 	checkBridgeCount(t, bridge.stderr, "p2pmsg: interrupted by SIGINT: ")
 }
+
+// TestBridgeRefusalLeadsWithCause: a libp2p peer's message the bridge
+// cannot forward to its JXTA peer (gone: its port refuses connections)
+// is refused back with the cause first. The reason was the forward's
+// whole chain ("pipe urn:jxta:…: endpoint: no known peer has that …"),
+// which the sender cuts to a line before the cause.
+func TestBridgeRefusalLeadsWithCause(t *testing.T) {
+	p := newPipeAdv(t, "unicast")
+	sink := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
+	sinkJXTA, _ := sink.jxtaAddr()
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--listen", loopback,
+		"--jxse-peer", sinkJXTA)
+	bridgeP2P := bridge.p2pAddr()
+	if r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--elem", "text=hi"); r.code != 0 {
+		t.Fatalf("send through the bridge: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if err := sink.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	sink.wait(t)
+	r := run(t, nil, "send", "--pipe", p, "--peer", bridgeP2P, "--elem", "text=hi")
+	want := "refused by the receiver: the bridge could not forward it: connection refused: "
+	if r.code != 1 || !strings.Contains(string(r.stderr), want) {
+		t.Fatalf("send to a bridge whose JXTA peer is gone: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+	}
+	if err := bridge.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	bridge.wait(t)
+}
