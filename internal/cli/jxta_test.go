@@ -323,3 +323,28 @@ func TestBridgeRefusalLeadsWithCause(t *testing.T) {
 	}
 	bridge.wait(t)
 }
+
+// TestSendNamesUnsignedJXTAPeer: `send --peer tcp://…` (signing, as
+// JXSE does by default) to a JXTA peer that neither signs nor requires
+// signatures (CBJX disabled; here recv --jxta-unsigned) fails, its
+// answers being dropped unsigned; the error says so and names
+// --jxta-unsigned. It said only "no peer has the pipe bound", of a peer
+// that had it bound.
+func TestSendNamesUnsignedJXTAPeer(t *testing.T) {
+	p := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--jxta-unsigned")
+	addr, _ := recv.jxtaAddr()
+	r := run(t, nil, "send", "--pipe", p, "--peer", addr, "--elem", "text=hi")
+	want := "the JXTA peer sent unsigned messages, which were dropped (a JXSE peer with CBJX disabled? then use --jxta-unsigned): no peer found with the pipe bound"
+	if r.code != 1 || !strings.Contains(string(r.stderr), want) {
+		t.Fatalf("send: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+	}
+	// Unsigned on both sides, it is delivered.
+	if r := run(t, nil, "send", "--pipe", p, "--peer", addr, "--elem", "text=hi", "--jxta-unsigned"); r.code != 0 {
+		t.Fatalf("send --jxta-unsigned: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if err := recv.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	recv.wait(t)
+}

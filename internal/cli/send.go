@@ -239,6 +239,9 @@ the peer has acknowledged every byte and answered the close.`,
 				return err
 			}
 			defer p.Close()
+			if len(jxtaPeers) > 0 {
+				defer func() { err = signingMismatch(p, err, jxtaUnsigned) }()
+			}
 			if useSocket {
 				resolve := pipe.ToPeers(infos...)
 				if len(jxtaPeers) > 0 {
@@ -528,4 +531,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// signingMismatch is err, a pipe that JXTA peers did not resolve, with
+// the likelier cause first when a JXTA peer sent this signing peer
+// unsigned messages: it was started with CBJX disabled, and its answers
+// were dropped (as JXSE drops them), which read as no peer having the
+// pipe bound. Other errors are returned as they are.
+func signingMismatch(p *peerStack, err error, unsigned bool) error {
+	if err == nil || unsigned || !errors.Is(err, pipe.ErrNotResolved) || p.ep.JXTA() == nil {
+		return err
+	}
+	if p.ep.JXTA().Stats().Unsigned == 0 {
+		return err
+	}
+	return fmt.Errorf("the JXTA peer sent unsigned messages, which were dropped (a JXSE peer with CBJX disabled? then use --jxta-unsigned): %w", err)
 }
