@@ -418,7 +418,11 @@ func (r *jxtaResolver) resolve(ctx context.Context, a *adv.PipeAdvertisement, ad
 	defer cancel()
 	q := r.queryMessage(qid, a)
 	var lastErr error
-	ask := func() {
+	// ask sends the query to every address and reports whether it reached
+	// any: when none (each refused the connection, or had no route), none
+	// can answer, and the resolution ends at once, as a libp2p one whose
+	// given peers cannot be dialled does.
+	ask := func() (sent bool) {
 		for _, addr := range addrs {
 			to, err := endpoint.ParseAddress(addr)
 			if err != nil {
@@ -428,15 +432,20 @@ func (r *jxtaResolver) resolve(ctx context.Context, a *adv.PipeAdvertisement, ad
 			to.Service, to.Param = JXTAResolverService, jxtaQueryParam
 			if err := r.s.ep.Send(ctx, to, q); err != nil {
 				lastErr = err
+			} else {
+				sent = true
 			}
 		}
+		return sent
 	}
-	ask()
 	// JXSE's output pipe asks again every few seconds; so do we, in case
 	// a connection was still being set up.
 	again := time.NewTicker(3 * time.Second)
 	defer again.Stop()
-	for {
+	for asked := ask(); ; {
+		if !asked && ctx.Err() == nil {
+			return endpoint.Address{}, fmt.Errorf("%w: pipe %s among JXTA peers %v (none could be asked): %w", ErrNotResolved, a.ID, addrs, lastErr)
+		}
 		select {
 		case ans := <-ch:
 			if ans.found && ans.pipe == a.ID && ans.typ == string(a.Type) {
@@ -444,7 +453,7 @@ func (r *jxtaResolver) resolve(ctx context.Context, a *adv.PipeAdvertisement, ad
 					Service: JXTAPipeService, Param: a.ID.String()}, nil
 			}
 		case <-again.C:
-			ask()
+			asked = ask()
 		case <-ctx.Done():
 			if lastErr != nil {
 				return endpoint.Address{}, fmt.Errorf("%w: pipe %s among JXTA peers %v: %w", ErrNotResolved, a.ID, addrs, lastErr)

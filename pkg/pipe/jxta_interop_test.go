@@ -3,7 +3,9 @@ package pipe_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,5 +170,34 @@ func TestJXTAForgedAnswerRefused(t *testing.T) {
 	}
 	if n := s.Stats().UnprovenAnswers; n == 0 {
 		t.Fatalf("forged answers not counted: %+v", s.Stats())
+	}
+}
+
+// TestJXTAPeersRefusingFailAtOnce: a pipe resolved among JXTA peers none
+// of which can be asked (each refuses the connection) fails at once,
+// naming the cause, as among libp2p peers. Before, it asked again every
+// 3 s until the resolve timeout (10 s by default; here an hour, so the
+// old code ran into the test's ctx instead).
+func TestJXTAPeersRefusingFailAtOnce(t *testing.T) {
+	ep, _ := jxtatest.NewEndpoint(t)
+	s, err := pipe.New(ep, pipe.WithResolveTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "tcp://" + ln.Addr().String()
+	ln.Close()
+	c, cancel := context.WithTimeout(ctx(t), time.Minute)
+	defer cancel()
+	_, err = s.NewOutputPipe(c, seededAdv(t, "nobody"), pipe.ToJXTAPeers(closed))
+	if c.Err() != nil {
+		t.Fatalf("resolution waited for its ctx: %v", err)
+	}
+	if !errors.Is(err, pipe.ErrNotResolved) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("resolution among refusing JXTA peers: %v; want ErrNotResolved and ECONNREFUSED", err)
 	}
 }
