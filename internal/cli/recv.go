@@ -311,8 +311,11 @@ func socketPeer(c *socket.Conn) string {
 }
 
 // sender names a message's sender: its libp2p peer ID, or a JXTA peer's
-// JXTA peer ID.
+// JXTA peer ID, said to be unverified when nothing signed it.
 func sender(r *pipe.Received) string {
+	if r.From == "" && r.Unverified {
+		return r.FromJXTA.String() + " (jxta, unsigned: unverified)"
+	}
 	if r.From == "" {
 		return r.FromJXTA.String() + " (jxta)"
 	}

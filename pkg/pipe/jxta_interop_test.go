@@ -85,8 +85,8 @@ func TestJXSEUnicastPipes(t *testing.T) {
 					t.Fatalf("%v (JXTA transport %+v, endpoint %+v); JXSE log: %s", err, s.Endpoint().JXTA().Stats(), s.Endpoint().Stats(), peer.Log())
 				}
 				e, _ := r.Message.Get("study", "text")
-				if string(e.Data) != text || r.FromJXTA.String() != peer.ID || r.From != "" {
-					t.Fatalf("received %q from %v (libp2p %q)", e.Data, r.FromJXTA, r.From)
+				if string(e.Data) != text || r.FromJXTA.String() != peer.ID || r.From != "" || r.Unverified != unsigned {
+					t.Fatalf("received %q from %v (libp2p %q, unverified %v)", e.Data, r.FromJXTA, r.From, r.Unverified)
 				}
 				if strings.Contains(r.Message.At(r.Message.Len()-1).Name, "Endpoint") {
 					t.Fatalf("transport elements reached the pipe: %v", r.Message.Elements())

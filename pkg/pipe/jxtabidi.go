@@ -201,7 +201,7 @@ func (b *Bidi) pumpJXTA() {
 			b.end(io.EOF)
 			return
 		}
-		r := &Received{Message: m, FromJXTA: b.rjxta, Pipe: b.adv.ID}
+		r := &Received{Message: m, FromJXTA: b.rjxta, Unverified: signer.IsZero(), Pipe: b.adv.ID}
 		if ok, _ := b.box.put(b.svc.ctx, b.done, r, nil); !ok {
 			if b.svc.ctx.Err() == nil {
 				b.box.keep(r) // acknowledged to the peer: not to be lost

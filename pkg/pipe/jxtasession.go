@@ -154,7 +154,7 @@ func (s *Service) listenJXTA(a *adv.PipeAdvertisement, h func(*Received)) (func(
 			d.Release()
 			return
 		}
-		h(&Received{Message: d.Message, FromJXTA: d.SourceJXTA, Pipe: a.ID, RemoteHost: d.RemoteHost, delivery: d, listening: ctx})
+		h(&Received{Message: d.Message, FromJXTA: d.SourceJXTA, Unverified: d.Unverified, Pipe: a.ID, RemoteHost: d.RemoteHost, delivery: d, listening: ctx})
 	})); err != nil {
 		return nil, fmt.Errorf("%w: JXTA pipe %s: %w", ErrBound, a.ID, err)
 	}

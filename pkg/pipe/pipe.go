@@ -197,9 +197,16 @@ type Received struct {
 	// From is the sending peer, proven by its key: the authenticated
 	// libp2p connection for unicast and bidirectional pipes, the author's
 	// signature for propagate pipes.
-	From     peer.ID
-	FromJXTA id.ID // From's JXTA peer ID, derived from its key
-	Pipe     id.ID
+	From peer.ID
+	// FromJXTA is the sender's JXTA peer ID: From's, derived from its
+	// key; for a JXTA peer's message (From empty), the JXTA transport's
+	// sender, proven by its CBJX signature unless Unverified.
+	FromJXTA id.ID
+	// Unverified is true when nothing proves FromJXTA: a JXTA peer's
+	// message that came unsigned (endpoint.Delivery.Unverified; a JXTA
+	// transport that accepts unsigned messages).
+	Unverified bool
+	Pipe       id.ID
 	// Security is what authenticated and encrypted the connection it came
 	// on (see endpoint.Delivery.Security); empty for propagate messages,
 	// which are signed end to end but travel hop by hop.
@@ -238,7 +245,7 @@ func received(d *endpoint.Delivery, pipe id.ID) *Received {
 			*slot = r
 		}
 	}
-	*r = Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Pipe: pipe, Security: d.Security,
+	*r = Received{Message: d.Message, From: d.Source, FromJXTA: d.SourceJXTA, Unverified: d.Unverified, Pipe: pipe, Security: d.Security,
 		Relayed: d.Relayed, RemoteHost: d.RemoteHost, delivery: d, pooled: true, kept: slot != nil}
 	return r
 }
