@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -457,15 +458,28 @@ func (t *Transport) Addrs() []string {
 	return out
 }
 
-// public is the address the welcome announces.
+// public is the address the welcome on a connection whose local end is
+// local announces: WithPublicAddress's, else the first listener's. A
+// listener at an unspecified address (0.0.0.0, ::) names no host a peer
+// could reach, so its port is announced at local's address, the one this
+// peer reached us at. Without a listener, port 0 says there is none.
 func (t *Transport) public(local net.Addr) string {
 	if t.opts.public != "" {
 		return t.opts.public
 	}
-	if a := t.Addrs(); len(a) > 0 {
-		return a[0]
+	t.mu.Lock()
+	var ln *net.TCPAddr
+	if len(t.listeners) > 0 {
+		ln, _ = t.listeners[0].Addr().(*net.TCPAddr)
 	}
-	if ta, ok := local.(*net.TCPAddr); ok {
+	t.mu.Unlock()
+	ta, _ := local.(*net.TCPAddr)
+	switch {
+	case ln != nil && (!ln.IP.IsUnspecified() || ta == nil):
+		return "tcp://" + ln.String()
+	case ln != nil:
+		return "tcp://" + net.JoinHostPort(ta.IP.String(), strconv.Itoa(ln.Port))
+	case ta != nil:
 		return "tcp://" + net.JoinHostPort(ta.IP.String(), "0")
 	}
 	return "tcp://127.0.0.1:0"
