@@ -116,6 +116,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 				return err
 			}
 			defer p.Close()
+			defer watchUnsigned(p, cmd.ErrOrStderr())()
 			h := newHandoff(cmd.ErrOrStderr())
 			in, err := p.pipes.NewInputPipe(a, pipe.WithHandler(h.handle))
 			if err != nil {

@@ -348,3 +348,29 @@ func TestSendNamesUnsignedJXTAPeer(t *testing.T) {
 		t.Fatalf("recv: exit %d, printed %q; want 0 and the sender unverified", code, recv.stdout.String())
 	}
 }
+
+// TestRecvReportsUnsignedJXTA: recv --jxta (signing, JXSE's default) that
+// a peer with CBJX disabled (here send --jxta-unsigned) sends to says on
+// stderr that it dropped unsigned messages and names --jxta-unsigned.
+// Before, it printed nothing: the sender's resolution failed and the
+// receiver never said why.
+func TestRecvReportsUnsignedJXTA(t *testing.T) {
+	t.Parallel()
+	p := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
+	addr, _ := recv.jxtaAddr()
+	if r := run(t, nil, "send", "--pipe", p, "--peer", addr, "--elem", "text=hi", "--jxta-unsigned"); r.code != 1 {
+		t.Fatalf("send --jxta-unsigned to a signing recv: exit %d, stderr %q; want 1", r.code, r.stderr)
+	}
+	if err := recv.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv: exit %d, stderr %q", code, recv.stderr)
+	}
+	stderr := strings.Join(recv.stderr, "\n")
+	if !strings.Contains(stderr, "unsigned messages from JXTA peers dropped") && !strings.Contains(stderr, "unsigned message from JXTA peers dropped") ||
+		!strings.Contains(stderr, "--jxta-unsigned") {
+		t.Fatalf("recv's stderr %q does not say it dropped unsigned messages", stderr)
+	}
+}

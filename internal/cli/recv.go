@@ -73,7 +73,9 @@ transport, listening there: JXSE 2.7 peers resolve the pipe (a unicast
 pipe) and send on it as they would to another JXSE peer; their messages are
 printed alike, from their JXTA peer ID. It signs and requires signed
 messages as JXSE does by default; --jxta-unsigned is for JXSE peers started
-with CBJX disabled. Its JXTA identity is kept in KEY.jxta (p2pmsg id).
+with CBJX disabled (unsigned messages it drops are counted on stderr, at
+most every 10 s, naming the flag). A sender it took unsigned is printed as
+unverified. Its JXTA identity is kept in KEY.jxta (p2pmsg id).
 With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
   p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,
@@ -114,6 +116,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				return err
 			}
 			defer p.Close()
+			defer watchUnsigned(p, cmd.ErrOrStderr())()
 			// Made once the node listens, so that a recv that cannot
 			// start (a wrong command line, a port in use) leaves no
 			// directory behind; no message arrives before the input pipe
