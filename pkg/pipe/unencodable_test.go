@@ -20,52 +20,32 @@ func unencodable() *message.Message {
 	return message.New(message.Element{Name: "x", MIME: "not a mime", Data: []byte("x")})
 }
 
-// A message that cannot be encoded is refused before anything is sent:
-// the Bidi stays open and the output pipe keeps its peer, where they
-// ended the connection and forgot the binder (for an unnamed unicast pipe,
-// the next Send could go to another peer claiming it). A propagate pipe's
-// error names the pipe, as the others' do.
-func TestUnencodableSendKeepsConnection(t *testing.T) {
-	nodes := testutil.NewConnectedNodes(t, 2)
-	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+// sendFunc is a Bidi's or an output pipe's Send.
+type sendFunc func(context.Context, *message.Message) error
 
-	bi := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(bi)
+// keepsConnection runs refuse, Sends that must fail with nothing sent, on
+// a Bidi from sa to sb and on a unicast output pipe from sa to sb (a its
+// advertisement, for the error to name), and checks that each is usable
+// after: the Bidi still open, the output pipe at the same peer, and a
+// message sent next the first to arrive.
+func keepsConnection(t *testing.T, sa, sb *pipe.Service, to pipe.ResolveOption, refuse func(a *adv.PipeAdvertisement, what string, send sendFunc)) {
+	t.Helper()
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 1)
-	go func() {
-		c, err := l.Accept(ctx(t))
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
-	c, err := sa.Connect(ctx(t), bi)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, srv := connected(t, sa, l, to)
 	defer c.Close()
-	srv := <-accepted
-	if srv == nil {
-		t.FailNow()
-	}
-	defer srv.Close()
-	err = c.Send(ctx(t), unencodable())
-	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), bi.ID.String()) {
-		t.Fatalf("Bidi.Send of an unencodable message: %v", err)
-	}
+	refuse(l.Adv(), "Bidi.Send", c.Send)
 	if c.Err() != nil {
 		t.Fatalf("the Bidi ended: %v", c.Err())
 	}
 	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
-		t.Fatalf("Send after the refused one: %v", err)
+		t.Fatalf("Bidi.Send after the refused ones: %v", err)
 	}
-	m, err := srv.Receive(ctx(t))
-	if err != nil || text(m, "q") != "after" {
-		t.Fatalf("other end: %v %v", m, err)
+	if m, err := srv.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
+		t.Fatalf("the Bidi's other end: %v %v, want the message sent after", m, err)
 	}
 
 	uni := newAdv(t, adv.Unicast)
@@ -74,17 +54,15 @@ func TestUnencodableSendKeepsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), uni)
+	out, err := sa.NewOutputPipe(ctx(t), uni, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	err = out.Send(ctx(t), unencodable())
-	if !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), uni.ID.String()) {
-		t.Fatalf("OutputPipe.Send of an unencodable message: %v", err)
-	}
-	if out.RemotePeer() != nodes[1].ID() {
-		t.Fatalf("the output pipe forgot its peer: %q", out.RemotePeer())
+	binder := out.RemotePeer()
+	refuse(uni, "OutputPipe.Send", out.Send)
+	if out.RemotePeer() != binder {
+		t.Fatalf("the output pipe forgot its peer: %q, was %q", out.RemotePeer(), binder)
 	}
 	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
 		t.Fatal(err)
@@ -93,8 +71,23 @@ func TestUnencodableSendKeepsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
-		t.Fatalf("input pipe: %v %v", m, err)
+		t.Fatalf("input pipe: %v %v, want the message sent after", m, err)
 	}
+}
+
+// A message that cannot be encoded is refused before anything is sent:
+// the Bidi stays open and the output pipe keeps its peer, where they
+// ended the connection and forgot the binder (for an unnamed unicast pipe,
+// the next Send could go to another peer claiming it). A propagate pipe's
+// error names the pipe, as the others' do.
+func TestUnencodableSendKeepsConnection(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	keepsConnection(t, sa, sb, pipe.ToPeers(nodes[1].AddrInfo()), func(a *adv.PipeAdvertisement, what string, send sendFunc) {
+		if err := send(ctx(t), unencodable()); !errors.Is(err, wire.ErrUnencodable) || !strings.Contains(err.Error(), a.ID.String()) {
+			t.Fatalf("%s of an unencodable message: %v", what, err)
+		}
+	})
 
 	room := newAdv(t, adv.Propagate)
 	pout, err := sa.NewOutputPipe(ctx(t), room)
@@ -123,80 +116,13 @@ func TestOversizedSendKeepsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close(); ep.Close() })
-	big := func() *message.Message { return message.New(message.Bytes("", "q", make([]byte, 512<<10))) }
-
-	bi := newAdv(t, adv.Unicast)
-	l, err := sb.Listen(bi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 1)
-	go func() {
-		c, err := l.Accept(ctx(t))
-		if err != nil {
-			t.Error(err)
+	big := message.New(message.Bytes("", "q", make([]byte, 512<<10)))
+	keepsConnection(t, sa, sb, pipe.ToPeers(nodes[1].AddrInfo()), func(_ *adv.PipeAdvertisement, what string, send sendFunc) {
+		var le *endpoint.LimitError
+		if err := send(ctx(t), big); !errors.As(err, &le) || !errors.Is(err, endpoint.ErrTooLarge) {
+			t.Fatalf("%s over the limit: %v", what, err)
 		}
-		accepted <- c
-	}()
-	c, err := sa.Connect(ctx(t), bi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv := <-accepted
-	if srv == nil {
-		t.FailNow()
-	}
-	defer srv.Close()
-	if err := c.Send(ctx(t), message.New(message.Text("", "q", "before"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(ctx(t)); err != nil { // the limit is known by now
-		t.Fatal(err)
-	}
-	var le *endpoint.LimitError
-	if err := c.Send(ctx(t), big()); !errors.As(err, &le) || !errors.Is(err, endpoint.ErrTooLarge) {
-		t.Fatalf("Bidi.Send over the limit: %v", err)
-	}
-	if c.Err() != nil {
-		t.Fatalf("the Bidi ended: %v", c.Err())
-	}
-	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
-		t.Fatalf("Send after the refused one: %v", err)
-	}
-	for _, want := range []string{"before", "after"} {
-		if m, err := srv.Receive(ctx(t)); err != nil || text(m, "q") != want {
-			t.Fatalf("other end, want %q: %v %v", want, m, err)
-		}
-	}
-
-	uni := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(uni)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), uni)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if err := out.Send(ctx(t), big()); !errors.As(err, &le) {
-		t.Fatalf("OutputPipe.Send over the limit: %v", err)
-	}
-	if out.RemotePeer() != nodes[1].ID() {
-		t.Fatalf("the output pipe forgot its peer: %q", out.RemotePeer())
-	}
-	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Flush(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
-		t.Fatalf("input pipe: %v %v", m, err)
-	}
+	})
 }
 
 // A Send whose ctx is already done, and a Send of a nil message, send
@@ -207,64 +133,16 @@ func TestOversizedSendKeepsConnection(t *testing.T) {
 func TestNothingSentKeepsConnection(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
-	l, err := sb.Listen(newAdv(t, adv.Unicast))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	to := pipe.ToPeers(nodes[1].AddrInfo())
-	c, srv := connected(t, sa, l, to)
-	defer c.Close()
 	done, cancel := context.WithCancel(ctx(t))
 	cancel()
-	for i := range 20 { // the old code ended the Bidi in about half of them
-		if err := c.Send(done, message.New(message.Text("", "q", "x"))); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Bidi.Send %d with a done ctx: %v", i, err)
+	keepsConnection(t, sa, sb, pipe.ToPeers(nodes[1].AddrInfo()), func(_ *adv.PipeAdvertisement, what string, send sendFunc) {
+		for i := range 20 { // the old code ended the Bidi in about half of them
+			if err := send(done, message.New(message.Text("", "q", "x"))); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s %d with a done ctx: %v", what, i, err)
+			}
 		}
-		if c.Err() != nil {
-			t.Fatalf("Bidi.Send %d with a done ctx ended the Bidi: %v", i, c.Err())
+		if err := send(ctx(t), nil); !errors.Is(err, wire.ErrUnencodable) {
+			t.Fatalf("%s of nil: %v", what, err)
 		}
-	}
-	if err := c.Send(ctx(t), nil); !errors.Is(err, wire.ErrUnencodable) || c.Err() != nil {
-		t.Fatalf("Bidi.Send of nil: %v; Bidi's end %v", err, c.Err())
-	}
-	if err := c.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := srv.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
-		t.Fatalf("other end: %v %v (the done ctx's messages must not arrive)", m, err)
-	}
-
-	uni := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(uni)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), uni, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	binder := out.RemotePeer()
-	for i := range 20 {
-		if err := out.Send(done, message.New(message.Text("", "q", "x"))); !errors.Is(err, context.Canceled) {
-			t.Fatalf("OutputPipe.Send %d with a done ctx: %v", i, err)
-		}
-	}
-	if err := out.Send(ctx(t), nil); !errors.Is(err, wire.ErrUnencodable) {
-		t.Fatalf("OutputPipe.Send of nil: %v", err)
-	}
-	if out.RemotePeer() != binder {
-		t.Fatalf("the output pipe forgot its peer: %q, was %q", out.RemotePeer(), binder)
-	}
-	if err := out.Send(ctx(t), message.New(message.Text("", "q", "after"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Flush(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "after" {
-		t.Fatalf("input pipe: %v %v (the done ctx's messages must not arrive)", m, err)
-	}
+	})
 }
