@@ -302,16 +302,16 @@ func (e *UndeliveredError) Unwrap() []error {
 // its next Flush; beyond, only their count grows.
 const maxRefusalReports = 4096
 
-// Send sends m on the pipe. A unicast or secure message is on its way
-// when Send returns; Flush waits until it is delivered. A Send whose ctx
-// is already done, and one of a message that cannot be encoded
+// Send sends m on the pipe. A unicast or secure message is on its way when
+// Send returns; Flush waits until it is delivered. A Send whose ctx is
+// already done, and one of a message that cannot be encoded
 // (wire.ErrUnencodable: nil, an invalid MIME type) or that is over the
 // receiving peer's limit (an *endpoint.LimitError, endpoint.ErrTooLarge),
-// fail with nothing sent, and the pipe keeps its peer. If sending fails otherwise
-// the pipe forgets its peer and the next Send resolves the binding again;
-// when it failed because that peer went away (it closed or restarted,
-// its connection was lost or it could not be dialled again), the error
-// matches ErrPeerGone, and m was not delivered.
+// fail with nothing sent, and the pipe keeps its peer. If sending fails
+// otherwise the pipe forgets its peer and the next Send resolves the
+// binding again; when it failed because that peer went away (it closed or
+// restarted, its connection was lost or it could not be dialled again), the
+// error matches ErrPeerGone, and m was not delivered.
 // If the peer reports that earlier messages were refused there (the pipe
 // is no longer bound on it), Send forgets that peer, resolves the binding
 // again and sends m to the new binder; the earlier messages are reported

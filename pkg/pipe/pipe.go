@@ -38,10 +38,10 @@
 //     Delivery is best effort and not in order: gossipsub validates
 //     messages in parallel, so a few of one author's may arrive out of
 //     order; none arrives twice. The advertisement names no binders:
-//     members are whoever subscribes. Messages are
-//     signed by their author (pubsub's StrictSign), so Received.From is
-//     proven here too. The service starts its gossipsub router with its
-//     first propagate pipe: a node that has none runs no gossipsub.
+//     members are whoever subscribes. Messages are signed by their author
+//     (pubsub's StrictSign), so Received.From is proven here too. The
+//     service starts its gossipsub router with its first propagate pipe: a
+//     node that has none runs no gossipsub.
 //
 // Bidirectional pipes (JXTA's JxtaServerPipe and JxtaBiDiPipe) are
 // Listen/Accept on one side and Connect on the other; each Bidi both
