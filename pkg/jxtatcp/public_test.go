@@ -3,14 +3,17 @@ package jxtatcp
 import (
 	"bufio"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 // TestWelcomeAnnouncesReachableAddress: a transport listening at an
 // unspecified address (tcp://0.0.0.0:PORT, as the README's recv --jxta
 // and bridge lines have it) announces in its welcome the address the peer
-// reached it at, with the listener's port. It announced the listener's own
+// reached it at, with the listener's port, and lists its interfaces'
+// addresses as its own. It announced and listed the listener's own
 // address, 0.0.0.0 or [::], where a JXSE peer on another host can reach
 // nothing.
 func TestWelcomeAnnouncesReachableAddress(t *testing.T) {
@@ -45,6 +48,19 @@ func TestWelcomeAnnouncesReachableAddress(t *testing.T) {
 			t.Errorf("dialled at %s: the welcome announces %q, want %q", host, got.Public, want)
 		}
 	}
+	// Its addresses are the interfaces' (loopback among them), none
+	// unspecified: what the CLI prints and the resolver's route hint
+	// lists (they were tcp://[::]:PORT).
+	addrs := tr.Addrs()
+	if !slices.Contains(addrs, "tcp://127.0.0.1:"+port) {
+		t.Errorf("Addrs %q: no tcp://127.0.0.1:%s", addrs, port)
+	}
+	for _, a := range addrs {
+		if strings.Contains(a, "0.0.0.0") || strings.Contains(a, "[::]") {
+			t.Errorf("Addrs %q: an unspecified address", addrs)
+		}
+	}
+
 	// A listener at a host announces that host, whoever dials.
 	lt, err := New(otherIdent, func(*Incoming) {})
 	if err != nil {

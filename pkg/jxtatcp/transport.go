@@ -448,14 +448,64 @@ func (t *Transport) Listen(addr string) error {
 }
 
 // Addrs returns the addresses the transport listens at, tcp://host:port.
+// A listener at an unspecified address (0.0.0.0, ::), which names no host
+// a peer could reach, is listed at each address of this host's
+// interfaces, IPv4 first and loopback last (IPv6 link-local addresses,
+// which need a zone, left out; 0.0.0.0 listens dual-stack in Go, so its
+// IPv6 addresses too), as libp2p lists its own.
 func (t *Transport) Addrs() []string {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []string
+	var las []net.Addr
 	for _, ln := range t.listeners {
-		out = append(out, "tcp://"+ln.Addr().String())
+		las = append(las, ln.Addr())
+	}
+	t.mu.Unlock()
+	var out []string
+	for _, la := range las {
+		ta, ok := la.(*net.TCPAddr)
+		if !ok || !ta.IP.IsUnspecified() {
+			out = append(out, "tcp://"+la.String())
+			continue
+		}
+		ips := interfaceIPs(ta.IP.To4() != nil)
+		for _, ip := range ips {
+			out = append(out, "tcp://"+net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port)))
+		}
+		if len(ips) == 0 {
+			out = append(out, "tcp://"+la.String())
+		}
 	}
 	return out
+}
+
+// interfaceIPs returns this host's interface addresses that a peer can
+// dial (no IPv6 link-local), only IPv4 if v4only: IPv4 before IPv6,
+// loopback after the others.
+func interfaceIPs(v4only bool) []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsUnspecified() || v4only && ipn.IP.To4() == nil {
+			continue
+		}
+		ips = append(ips, ipn.IP)
+	}
+	rank := func(ip net.IP) int {
+		r := 0
+		if ip.To4() == nil {
+			r++
+		}
+		if ip.IsLoopback() {
+			r += 2
+		}
+		return r
+	}
+	slices.SortStableFunc(ips, func(a, b net.IP) int { return rank(a) - rank(b) })
+	return ips
 }
 
 // public is the address the welcome on a connection whose local end is
