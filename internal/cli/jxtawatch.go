@@ -5,7 +5,13 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/english"
 )
+
+// unsignedHint is what unsigned JXTA messages dropped by a signing peer
+// most likely mean, and what to do.
+const unsignedHint = "(a JXSE peer with CBJX disabled? then use --jxta-unsigned)"
 
 // watchUnsigned reports on w the unsigned messages p's JXTA transport
 // drops, which is all a signing peer sees of a JXSE peer started with
@@ -22,8 +28,8 @@ func watchUnsigned(p *peerStack, w io.Writer) (stop func()) {
 	report := func() {
 		if n := jx.Stats().Unsigned; n > reported {
 			reported = n
-			fmt.Fprintf(w, "p2pmsg: %d unsigned %s from JXTA peers dropped, as signatures are required (a JXSE peer with CBJX disabled? then use --jxta-unsigned)\n",
-				n, map[bool]string{true: "message", false: "messages"}[n == 1])
+			fmt.Fprintf(w, "p2pmsg: %s from JXTA peers dropped, as signatures are required %s\n",
+				english.Count(int(n), "unsigned message", "unsigned messages"), unsignedHint)
 		}
 	}
 	done, ended := make(chan struct{}), make(chan struct{})

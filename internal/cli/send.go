@@ -545,5 +545,5 @@ func signingMismatch(p *peerStack, err error, unsigned bool) error {
 	if p.ep.JXTA().Stats().Unsigned == 0 {
 		return err
 	}
-	return fmt.Errorf("the JXTA peer sent unsigned messages, which were dropped (a JXSE peer with CBJX disabled? then use --jxta-unsigned): %w", err)
+	return fmt.Errorf("the JXTA peer sent unsigned messages, which were dropped %s: %w", unsignedHint, err)
 }
