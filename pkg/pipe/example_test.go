@@ -113,3 +113,53 @@ func ExampleService_Connect() {
 	fmt.Println(string(e.Data))
 	// Output: ping
 }
+
+// A propagate pipe: a room. Every peer with an input pipe bound is a
+// member and gets each message sent on the pipe; an output pipe waits
+// until the members it is to reach are known before it sends, since
+// gossipsub learns them from its neighbours' announcements.
+func ExampleOutputPipe_WaitMembers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	aliceNode, alice, stopA := startPipes(ctx)
+	defer stopA()
+	room, _ := adv.New(adv.Propagate, "room", "")
+
+	var members []*pipe.InputPipe
+	for range 2 {
+		n, ps, stop := startPipes(ctx)
+		defer stop()
+		if err := aliceNode.Connect(ctx, n.AddrInfo()); err != nil {
+			panic(err)
+		}
+		in, err := ps.NewInputPipe(room)
+		if err != nil {
+			panic(err)
+		}
+		defer in.Close()
+		members = append(members, in)
+	}
+
+	out, err := alice.NewOutputPipe(ctx, room)
+	if err != nil {
+		panic(err)
+	}
+	defer out.Close()
+	if err := out.WaitMembers(ctx, len(members)); err != nil {
+		panic(err)
+	}
+	if err := out.Send(ctx, message.New(message.Text("", "text", "hello, room"))); err != nil {
+		panic(err)
+	}
+	for i, in := range members {
+		r, err := in.ReceiveFrom(ctx)
+		if err != nil {
+			panic(err)
+		}
+		e, _ := r.Message.Get("", "text")
+		fmt.Printf("member %d: %s | from alice: %v\n", i+1, e.Data, r.From == aliceNode.ID())
+	}
+	// Output:
+	// member 1: hello, room | from alice: true
+	// member 2: hello, room | from alice: true
+}
