@@ -37,6 +37,7 @@ func forwardTimeout(m *message.Message) time.Duration {
 func newBridgeCmd() *cobra.Command {
 	var (
 		advFile, keyFile, jxtaListen, p2pPeer, jxsePeer string
+		jxtaPublic                                      string
 		listen                                          []string
 		jxtaUnsigned                                    bool
 		count                                           int
@@ -70,7 +71,10 @@ see them delivered (for at most two seconds), as recv --count does.
 JXSE peers reach the bridge as they reach another JXSE peer: once it has
 connected to them (it does when it first forwards to --jxse-peer), or once
 the application has added a route to the bridge's JXTA peer ID and --jxta
-address, which the bridge prints at start ("listening jxta ADDR ID").`,
+address, which the bridge prints at start ("listening jxta ADDR ID"). Behind
+NAT or a port forward, --jxta-public tcp://HOST:PORT is the address JXSE
+peers are told to reach it at (in its welcome and its pipe resolver
+answers; printed "announcing jxta ADDR ID").`,
 		Example: `  p2pmsg bridge --pipe chat.xml --jxta tcp://0.0.0.0:9711 --listen /ip4/0.0.0.0/tcp/9701 \
       --p2p-peer /ip4/10.0.0.7/tcp/9701/p2p/12D3KooW… --jxse-peer tcp://10.0.0.5:9701`,
 		Args: cobra.NoArgs,
@@ -83,6 +87,9 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 				return usageError{fmt.Errorf("--pipe: only unicast pipes are shared with JXTA peers (this one is %s)", a.Type)}
 			}
 			if err := checkJXTATCP("--jxta", jxtaListen, true, false); err != nil {
+				return err
+			}
+			if err := checkJXTAPublic(jxtaPublic); err != nil {
 				return err
 			}
 			if p2pPeer == "" && jxsePeer == "" {
@@ -111,7 +118,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
 			defer exitOnSignal(ctx, &err)
-			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: true, listen: jxtaListen, unsigned: jxtaUnsigned})
+			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: true, listen: jxtaListen, public: jxtaPublic, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err
 			}
@@ -162,6 +169,7 @@ address, which the bridge prints at start ("listening jxta ADDR ID").`,
 	f.StringVar(&jxsePeer, "jxse-peer", "", "tcp://HOST:PORT of the JXSE peer that gets libp2p peers' messages")
 	f.StringVar(&keyFile, "key", "", "identity key file (default: p2pmsg/identity.key in the user configuration directory; the JXTA identity is KEY.jxta)")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "neither sign nor require signed JXTA messages (JXSE with CBJX disabled)")
+	f.StringVar(&jxtaPublic, "jxta-public", "", jxtaPublicUsage)
 	f.IntVar(&count, "count", 0, "exit after forwarding this many messages (0: run until interrupted)")
 	return cmd
 }

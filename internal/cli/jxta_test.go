@@ -1,10 +1,12 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/jxse"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
 )
 
 func advID(t *testing.T, path string) string {
@@ -201,6 +204,13 @@ func TestJXTAUsageErrors(t *testing.T) {
 		{"bridge", "--pipe", a, "--jxta", "nowhere", "--jxse-peer", "tcp://127.0.0.1:1"},
 		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--jxse-peer", "udp://x:1"},
 		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--p2p-peer", "/ip4/127.0.0.1/tcp/1"},
+		// JXTA-only flags without --jxta were ignored in silence.
+		{"recv", "--pipe", a, "--jxta-unsigned"},
+		{"send", "--pipe", a, "--peer", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWPYRajNizwwqjizjMSmfSQsyRoRzSfgF5yZfbs2TyZTZu", "--elem", "x=y", "--jxta-unsigned"},
+		{"recv", "--pipe", a, "--jxta-public", "tcp://192.0.2.1:9711"},
+		{"recv", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--jxta-public", "tcp://:9711"},       // no host
+		{"recv", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--jxta-public", "tcp://192.0.2.1:0"}, // no port
+		{"bridge", "--pipe", a, "--jxta", "tcp://127.0.0.1:0", "--jxse-peer", "tcp://127.0.0.1:1", "--jxta-public", "/ip4/192.0.2.1/tcp/1"},
 	} {
 		r := run(t, nil, args...)
 		failsCleanly(t, r)
@@ -372,5 +382,53 @@ func TestRecvReportsUnsignedJXTA(t *testing.T) {
 	if !strings.Contains(stderr, "unsigned messages from JXTA peers dropped") && !strings.Contains(stderr, "unsigned message from JXTA peers dropped") ||
 		!strings.Contains(stderr, "--jxta-unsigned") {
 		t.Fatalf("recv's stderr %q does not say it dropped unsigned messages", stderr)
+	}
+}
+
+// TestRecvJXTAPublic: recv --jxta-public (a peer behind NAT or a port
+// forward) says the address it announces ("announcing jxta ADDR ID"), and
+// its welcome gives that address to a JXTA peer that connects, as JXSE
+// records it for the route back. There was no such flag: the welcome
+// gave the listener's own address, a private one behind NAT.
+func TestRecvJXTAPublic(t *testing.T) {
+	t.Parallel()
+	const public = "tcp://127.0.0.9:9711"
+	p := newPipeAdv(t, "unicast")
+	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0", "--jxta-public", public)
+	addr, self := recv.jxtaAddr()
+	other, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	w := jxtatcp.Welcome{Dest: addr, Public: "tcp://127.0.0.1:0", Peer: other.ID().String(), Version: "1.1"}
+	if _, err := c.Write(w.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jxtatcp.ParseWelcome(strings.TrimSuffix(line, "\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Public != public {
+		t.Errorf("recv's welcome announces %q, want %q", got.Public, public)
+	}
+	c.Close()
+	if err := recv.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv: exit %d, stderr %q", code, recv.stderr)
+	}
+	if want := "announcing jxta " + public + " " + self; !slices.Contains(recv.stderr, want) {
+		t.Errorf("recv's stderr %q has no line %q", recv.stderr, want)
 	}
 }

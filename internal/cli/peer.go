@@ -39,6 +39,7 @@ type peerStack struct {
 type jxtaConfig struct {
 	on       bool
 	listen   string // tcp://host:port, "" to only dial
+	public   string // tcp://host:port others reach it at, "" for its listeners
 	unsigned bool   // for JXSE peers started with CBJX disabled
 }
 
@@ -96,6 +97,9 @@ func startPeer(ctx context.Context, keyFile string, listen []string, jx ...jxtaC
 		var topts []jxtatcp.Option
 		if jx[0].unsigned {
 			topts = append(topts, jxtatcp.WithUnsigned())
+		}
+		if jx[0].public != "" {
+			topts = append(topts, jxtatcp.WithPublicAddress(jx[0].public))
 		}
 		epOpts = append(epOpts, endpoint.WithJXTA(ident, jx[0].listen, topts...))
 	}
@@ -223,6 +227,30 @@ func checkJXTATCP(flag, s string, listen, peers bool) error {
 	}
 	if host == "" && !listen {
 		return usageError{fmt.Errorf("%s %q: want %s with a host", flag, s, want)}
+	}
+	return nil
+}
+
+// jxtaPublicUsage is --jxta-public's help, the same for recv and bridge.
+const jxtaPublicUsage = "tcp://HOST:PORT JXSE peers reach this one at, behind NAT or a port forward (default: the --jxta listener's addresses)"
+
+// checkJXTAPublic checks --jxta-public: "" or a tcp://HOST:PORT with a
+// host and a port, as another peer dials it.
+func checkJXTAPublic(s string) error {
+	if s == "" {
+		return nil
+	}
+	return checkJXTATCP("--jxta-public", s, false, false)
+}
+
+// jxtaOnly refuses the named flags, which only a JXTA peer (--jxta) uses,
+// when given without it: silently ignored, they would leave a user
+// believing them in effect.
+func jxtaOnly(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			return usageError{fmt.Errorf("--%s applies to a JXTA peer: give --jxta tcp://ADDR:PORT too", n)}
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ const drainTimeout = 2 * time.Second
 func newRecvCmd() *cobra.Command {
 	var (
 		advFile, keyFile, outDir, pskFile string
-		jxtaListen                        string
+		jxtaListen, jxtaPublic            string
 		listen, dicts, models             []string
 		asJSON, useSocket, jxtaUnsigned   bool
 		count                             int
@@ -75,7 +76,10 @@ printed alike, from their JXTA peer ID. It signs and requires signed
 messages as JXSE does by default; --jxta-unsigned is for JXSE peers started
 with CBJX disabled (unsigned messages it drops are counted on stderr, at
 most every 10 s, naming the flag). A sender it took unsigned is printed as
-unverified. Its JXTA identity is kept in KEY.jxta (p2pmsg id).
+unverified. Its JXTA identity is kept in KEY.jxta (p2pmsg id). Its
+JXTA addresses are printed as "listening jxta ADDR ID"; behind NAT or a
+port forward, --jxta-public tcp://HOST:PORT is the address JXSE peers are
+told to reach it at instead (printed "announcing jxta ADDR ID").
 With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
   p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,
@@ -101,8 +105,16 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			if err := keys.load(pskFile, dicts, models); err != nil {
 				return err
 			}
+			if jxtaListen == "" {
+				if err := jxtaOnly(cmd, "jxta-unsigned", "jxta-public"); err != nil {
+					return err
+				}
+			}
 			if jxtaLen := jxtaListen; jxtaLen != "" {
 				if err := checkJXTATCP("--jxta", jxtaLen, true, false); err != nil {
+					return err
+				}
+				if err := checkJXTAPublic(jxtaPublic); err != nil {
 					return err
 				}
 				if a.Type != adv.Unicast {
@@ -111,7 +123,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 			}
 			ctx, stop := interrupt.Context(cmd.Context())
 			defer stop()
-			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: jxtaListen != "", listen: jxtaListen, unsigned: jxtaUnsigned})
+			p, err := startPeer(ctx, keyFile, listen, jxtaConfig{on: jxtaListen != "", listen: jxtaListen, public: jxtaPublic, unsigned: jxtaUnsigned})
 			if err != nil {
 				return err
 			}
@@ -268,6 +280,7 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 	f.StringArrayVar(&models, "model", nil, modelUsage)
 	f.StringVar(&jxtaListen, "jxta", "", "also be a JXTA peer listening at tcp://ADDR:PORT (JXSE 2.7 peers send on the pipe)")
 	f.BoolVar(&jxtaUnsigned, "jxta-unsigned", false, "with --jxta: neither sign nor require signed messages (JXSE with CBJX disabled)")
+	f.StringVar(&jxtaPublic, "jxta-public", "", jxtaPublicUsage)
 	return cmd
 }
 
@@ -300,6 +313,9 @@ func announce(cmd *cobra.Command, p *peerStack) {
 	if t := p.ep.JXTA(); t != nil {
 		for _, a := range t.Addrs() {
 			fmt.Fprintf(cmd.ErrOrStderr(), "listening jxta %s %s\n", a, t.ID())
+		}
+		if pub := t.AnnouncedAddrs(); len(pub) > 0 && !slices.Contains(t.Addrs(), pub[0]) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "announcing jxta %s %s\n", pub[0], t.ID())
 		}
 	}
 }

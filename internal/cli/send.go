@@ -178,6 +178,8 @@ the peer has acknowledged every byte and answered the close.`,
 				case a.Type != adv.Unicast:
 					return usageError{fmt.Errorf("--peer %s: only unicast pipes are shared with JXTA peers (this one is %s)", jxtaPeers[0], a.Type)}
 				}
+			} else if jxtaUnsigned {
+				return usageError{errors.New("--jxta-unsigned applies to JXTA peers: --peer tcp://HOST:PORT or jxta://…")}
 			}
 			if useSocket && (len(elems) > 0 || encode != "" || len(dicts) > 0 || len(models) > 0 || ns != "" || mime != "" || cmd.Flags().Changed("count")) {
 				return usageError{errors.New("--socket sends stdin: --elem, --encode, --dict, --model, --ns, --mime and --count do not apply")}

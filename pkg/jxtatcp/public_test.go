@@ -2,6 +2,7 @@ package jxtatcp
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -73,5 +74,76 @@ func TestWelcomeAnnouncesReachableAddress(t *testing.T) {
 	at := lt.listeners[0].Addr().(*net.TCPAddr)
 	if got, want := lt.public(&net.TCPAddr{IP: net.ParseIP("127.0.0.5"), Port: 1}), "tcp://127.0.0.1:"+strconv.Itoa(at.Port); got != want {
 		t.Errorf("a listener at 127.0.0.1 announces %q, want %q", got, want)
+	}
+}
+
+// TestPublicAddress: WithPublicAddress is what the welcome announces,
+// whatever the listener, and comes first in AnnouncedAddrs, before the
+// listeners' addresses (once, if it is one of them); without it,
+// AnnouncedAddrs is Addrs. A bad address is refused.
+func TestPublicAddress(t *testing.T) {
+	const public = "tcp://203.0.113.7:9711"
+	tr, err := New(testIdent, func(*Incoming) {}, WithPublicAddress(public))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", tr.listeners[0].Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := &rawPeer{Conn: c, br: bufio.NewReader(c)}
+	w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://127.0.0.1:0", Peer: otherIdent.ID().String(), Version: "1.1"}
+	if _, err := p.Write(w.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readWelcome(p.br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Public != public {
+		t.Errorf("the welcome announces %q, want %q", got.Public, public)
+	}
+	if got, want := tr.AnnouncedAddrs(), append([]string{public}, tr.Addrs()...); !slices.Equal(got, want) {
+		t.Errorf("AnnouncedAddrs %q, want %q", got, want)
+	}
+
+	plain, err := New(otherIdent, func(*Incoming) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := plain.AnnouncedAddrs(), plain.Addrs(); !slices.Equal(got, want) {
+		t.Errorf("without a public address: AnnouncedAddrs %q, want Addrs %q", got, want)
+	}
+	// A public address that is the listener's own is listed once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := "tcp://" + ln.Addr().String()
+	ln.Close()
+	self, err := New(otherIdent, func(*Incoming) {}, WithPublicAddress(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	if err := self.Listen(own); err != nil {
+		t.Fatal(err) // the port, free a moment ago, taken since
+	}
+	if got := self.AnnouncedAddrs(); !slices.Equal(got, []string{own}) {
+		t.Errorf("public address %s, listening there: AnnouncedAddrs %q, want it once", own, got)
+	}
+	for _, bad := range []string{"udp://203.0.113.7:1", "203.0.113.7:1", ""} {
+		if _, err := New(otherIdent, func(*Incoming) {}, WithPublicAddress(bad)); !errors.Is(err, ErrBadOption) {
+			t.Errorf("WithPublicAddress(%q): %v, want ErrBadOption", bad, err)
+		}
 	}
 }

@@ -185,8 +185,9 @@ const (
 )
 
 // WithPublicAddress sets the tcp://host:port address the welcome
-// announces (default: the first listening address, or tcp://host:0 for a
-// transport that does not listen).
+// announces and AnnouncedAddrs lists first (default: the first listening
+// address, or tcp://host:0 for a transport that does not listen): for a
+// peer behind NAT or a port forward, the address others reach it at.
 func WithPublicAddress(addr string) Option {
 	return func(o *options) error {
 		if proto, _, _, _, err := splitAddress(addr); err != nil || proto != "tcp" {
@@ -476,6 +477,19 @@ func (t *Transport) Addrs() []string {
 		}
 	}
 	return out
+}
+
+// AnnouncedAddrs returns the addresses other JXTA peers are told to reach
+// this one at (the pipe resolver's answers carry them as its route):
+// WithPublicAddress's first, then Addrs. A peer behind NAT or a port
+// forward is reached at its public address, not at its listeners' private
+// ones.
+func (t *Transport) AnnouncedAddrs() []string {
+	addrs := t.Addrs()
+	if t.opts.public == "" {
+		return addrs
+	}
+	return append([]string{t.opts.public}, slices.DeleteFunc(addrs, func(a string) bool { return a == t.opts.public })...)
 }
 
 // interfaceIPs returns this host's interface addresses that a peer can

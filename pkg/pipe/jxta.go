@@ -341,10 +341,10 @@ func (r *jxtaResolver) answer(qid int32, pipeID id.ID, typ string, found bool) *
 	return message.New(message.Element{Namespace: message.JXTANamespace, Name: jxtaResponseParam, MIME: message.XMLUTF8, Data: docBytes(doc)})
 }
 
-// peerAdv is this peer's minimal peer advertisement, with its TCP
-// addresses as the route hint.
+// peerAdv is this peer's minimal peer advertisement, with the TCP
+// addresses it announces (a public address first) as the route hint.
 func (r *jxtaResolver) peerAdv() string {
-	addrs := r.s.ep.JXTA().Addrs()
+	addrs := r.s.ep.JXTA().AnnouncedAddrs()
 	doc, pa := newDoc("PA")
 	pa.CreateAttr("xml:space", "preserve")
 	pa.CreateElement("PID").SetText(r.self.String())

@@ -1,10 +1,12 @@
 package pipe
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -336,5 +338,78 @@ func TestJXTAQueryFloodFromFourHosts(t *testing.T) {
 	case <-answered:
 	case <-wait.Done():
 		t.Fatalf("a fifth host's query was not answered while four hosts' answers wait (%d more refused)", s.Stats().JXTARefused-before)
+	}
+}
+
+// TestJXTAAnswerRoutesToPublicAddress: a node behind NAT or a port
+// forward (jxtatcp.WithPublicAddress) gives a JXTA querier that address
+// first in its answer's route, then its listener's; the answer carried
+// only the listeners' addresses, private ones a JXSE peer elsewhere
+// cannot reach.
+func TestJXTAAnswerRoutesToPublicAddress(t *testing.T) {
+	const public = "tcp://203.0.113.7:9711"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned(), jxtatcp.WithPublicAddress(public))
+	s, err := New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := adv.New(adv.Unicast, "behind-nat", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbind, err := s.ListenJXTA(a, func(*Received) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unbind()
+
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan []byte, 1)
+	q, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
+		if e, ok := in.Message.Get(message.JXTANamespace, jxtaResponseParam); ok && in.Service == JXTAResolverService {
+			select {
+			case answers <- bytes.Clone(e.Data):
+			default:
+			}
+		}
+	}, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	listener := ep.JXTA().Addrs()[0]
+	if err := q.Send(ctx, listener, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: ident.ID()}).queryMessage(1, a)); err != nil {
+		t.Fatal(err)
+	}
+	var doc []byte
+	select {
+	case doc = <-answers:
+	case <-ctx.Done():
+		t.Fatal("no answer")
+	}
+	resp, err := parseDoc(doc, "ResolverResponse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbp, err := parseDoc([]byte(childText(resp, "Response")), "PipeResolver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, err := parseDoc([]byte(childText(pbp, "PeerAdv")), "PA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var route []string
+	for _, ea := range pa.FindElements("//EA") {
+		route = append(route, ea.Text())
+	}
+	if want := []string{public, listener}; !slices.Equal(route, want) {
+		t.Fatalf("the answer routes to %q, want %q", route, want)
 	}
 }
