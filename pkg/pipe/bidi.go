@@ -35,7 +35,8 @@ import (
 // on the accepting goroutine, so nothing the application then sends can
 // overtake the answer; it answers r/ through a small bounded queue, and
 // drops refusals when a peer floods it (the dialler's handshake then
-// times out).
+// times out). The x/ of an end whose Send failed goes through that queue
+// too.
 const (
 	opConnect = 'c'
 	opAccept  = 'a'
@@ -499,30 +500,35 @@ func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
 	}
 }
 
-// refusal is an r/ answer waiting to be sent.
+// refusal is an r/ answer (or an x/ notice) waiting to be sent.
 type refusal struct {
 	to   peer.ID
+	op   byte
 	conn string
 }
 
 // refuse queues a refusal; when the queue is full (a peer flooding us
 // with connect requests) it is dropped, and the dialler times out.
-func (s *Service) refuse(to peer.ID, conn string) {
+func (s *Service) refuse(to peer.ID, conn string) { s.notify(to, opRefuse, conn) }
+
+// notify queues the control message op about conn for to, dropped when
+// the queue is full.
+func (s *Service) notify(to peer.ID, op byte, conn string) {
 	select {
-	case s.refusals <- refusal{to, conn}:
+	case s.refusals <- refusal{to, op, conn}:
 	default:
 	}
 }
 
-// sendRefusals is the one goroutine that sends refusals, so their cost is
-// bounded whatever peers send.
+// sendRefusals is the one goroutine that sends refusals and notices, so
+// their cost is bounded whatever peers send.
 func (s *Service) sendRefusals() {
 	defer s.wg.Done()
 	for {
 		select {
 		case r := <-s.refusals:
 			ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
-			s.ep.Send(ctx, endpoint.PeerAddress(r.to, BidiService, string(opRefuse)+"/"+r.conn), message.New())
+			s.ep.Send(ctx, endpoint.PeerAddress(r.to, BidiService, string(r.op)+"/"+r.conn), message.New())
 			cancel()
 		case <-s.ctx.Done():
 			return
@@ -540,7 +546,8 @@ func (b *Bidi) RemotePeer() peer.ID { return b.remote }
 func (b *Bidi) RemoteJXTAPeerID() id.ID { return b.rjxta }
 
 // Send sends m to the other end. A failed Send ends the connection,
-// because what reached the other end is then unknown; but a Send that
+// because what reached the other end is then unknown, and tells the other
+// end, which receives io.EOF after what arrived; but a Send that
 // sends nothing leaves it open: one whose ctx is already done, and one of
 // a message that cannot be encoded (wire.ErrUnencodable: nil, an invalid
 // MIME type, a name too long) or that is over the other end's limit (an
@@ -585,7 +592,7 @@ func (b *Bidi) Send(ctx context.Context, m *message.Message) error {
 			return fmt.Errorf("pipe %s: %w", b.adv.ID, err)
 		}
 		err = belowErr(fmt.Errorf("pipe %s: %w", b.adv.ID, err))
-		b.fail(err)
+		b.abort(err)
 		return err
 	}
 	return nil
@@ -741,6 +748,18 @@ func (b *Bidi) control(op byte) endpoint.Address {
 }
 
 func (b *Bidi) fail(err error) { b.end(err) }
+
+// abort ends the connection after a Send failed part-way (its ctx ended
+// mid-write, the stream broke), and tells the other end as Close does:
+// otherwise it would wait for messages until its peer went away, never
+// learning that this end is gone. It then receives io.EOF after what
+// arrived; what was lost, the failed Send and Flush report here. A peer
+// that is gone is not told.
+func (b *Bidi) abort(err error) {
+	if b.end(err) && !errors.Is(err, ErrPeerGone) {
+		b.svc.notify(b.remote, opClose, b.conn)
+	}
+}
 
 // end records why the connection ended, once; it reports whether this
 // call ended it.

@@ -172,3 +172,41 @@ func TestBidiCloseAfterRemoteLeftSentNothing(t *testing.T) {
 		t.Fatalf("Close of a Bidi that sent nothing, its other end closed and gone: %v", err)
 	}
 }
+
+// A Bidi whose Send fails part-way (its ctx ends while the message is
+// being written to a peer that reads nothing) tells the other end, which
+// receives what arrived and then io.EOF. Before, only the failing end
+// ended: the other waited for messages until its peer went away.
+func TestBidiFailedSendEndsTheOtherEnd(t *testing.T) {
+	sa, _, l, to := refusing(t)
+	x, xb := connected(t, sa, l, to)
+	defer x.Close()
+	sendTwo(t, x.Send) // B's queue is full, its endpoint waits for room
+	big := message.New(message.Bytes("", "big", make([]byte, 4<<20)))
+	var err error
+	for i := 0; err == nil && i < 20; i++ {
+		sctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+		err = x.Send(sctx, big)
+		cancel()
+	}
+	if err == nil || x.Err() == nil {
+		t.Fatalf("no Send failed: %v (X.Err %v)", err, x.Err())
+	}
+	wait, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	n := 0
+	for {
+		_, err := xb.Receive(wait)
+		if err == nil {
+			n++
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("after %d messages, B's end: %v, want io.EOF once X's Send failed (%v)", n, err, x.Err())
+		}
+		break
+	}
+	if n < 2 {
+		t.Fatalf("B received %d messages before io.EOF, want the 2 sent before the failure", n)
+	}
+}

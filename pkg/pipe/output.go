@@ -316,7 +316,10 @@ const maxRefusalReports = 4096
 // is no longer bound on it), Send forgets that peer, resolves the binding
 // again and sends m to the new binder; the earlier messages are reported
 // by the next Flush (UndeliveredError), never dropped in silence. A
-// propagate message goes to every member known now.
+// propagate message goes to every member known now, best effort: with
+// none known (Members is empty) it reaches nobody and Send still returns
+// nil, as gossipsub's and JXTA's propagation do; WaitMembers waits for
+// them.
 func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.closed.Load() {
 		return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)
