@@ -305,7 +305,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // wrap turns a stream error into a *net.OpError, as package net reports
 // errors; io.EOF stays itself, and a deadline's error reports Timeout().
 func (c *Conn) wrap(op string, err error) error {
-	if err == nil || err == io.EOF {
+	if err == nil || err == io.EOF && op != "write" {
 		return err
 	}
 	switch {
@@ -315,6 +315,8 @@ func (c *Conn) wrap(op string, err error) error {
 		err = fmt.Errorf("%w (this node closed: %v)", ErrClosed, err)
 	case errors.Is(err, network.ErrReset):
 		err = newResetError(err)
+	case c.lost(err):
+		err = newResetError(fmt.Errorf("%w: connection lost: %w", network.ErrReset, err))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, timeoutError{}) {
@@ -331,6 +333,22 @@ func (c *Conn) wrap(op string, err error) error {
 func (c *Conn) closedHere(err error) bool {
 	var ce *network.ConnError
 	return c.svc != nil && errors.As(err, &ce) && !ce.Remote && c.svc.isClosed()
+}
+
+// lost reports whether err is the end of the libp2p connection under
+// the stream, as yamux hands it to a Write that reached the connection
+// as it ended (before the stream was reset with it): the connection's
+// own error ("read tcp ...: connection reset by peer", io.EOF), which
+// matches no sentinel of this package. It is a lost connection, ErrReset.
+func (c *Conn) lost(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	if c.svc != nil && c.svc.isClosed() {
+		return false
+	}
+	st, ok := c.st.(network.Stream)
+	return ok && st.Conn().IsClosed()
 }
 
 // resetError is a stream's reset as Read and Write report it: its text

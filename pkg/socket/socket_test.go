@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"go.uber.org/goleak"
 	"golang.org/x/net/nettest"
 
@@ -450,5 +451,104 @@ func TestLostConnectionIsNotEOF(t *testing.T) {
 				t.Fatalf("Read after the stream was lost: %v, want socket.ErrReset and not io.EOF", err)
 			}
 		})
+	}
+}
+
+// TestWriteToLostPeerIsReset: Writes under way when the connection under
+// their streams is lost (here reset by a relaying TCP proxy, as a killed
+// peer's kernel resets a connection with unread data) fail with ErrReset,
+// as Read does. A Write that reached yamux's session as it ended got the
+// connection's own error alone ("write tcp ...: connection reset by peer",
+// or io.EOF), matching no sentinel of package socket.
+func TestWriteToLostPeerIsReset(t *testing.T) {
+	if testutil.Loopback() != testutil.LoopbackTCP {
+		t.Skip("relays TCP")
+	}
+	for range 8 { // the race is narrow: a few Writes in each round reach it
+		writeThroughLostConn(t)
+	}
+}
+
+func writeThroughLostConn(t *testing.T) {
+	writerNode, readerNode := testutil.NewNode(t), testutil.NewNode(t)
+	sa, sb := newSockets(t, writerNode), newSockets(t, readerNode)
+	target := readerNode.Host().Addrs()[0]
+	ta, err := manet.ToNetAddr(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	conns := make(chan *net.TCPConn, 4)
+	go func() {
+		for {
+			c, err := pl.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c.(*net.TCPConn)
+			go func() {
+				up, err := net.Dial("tcp", ta.String())
+				if err != nil {
+					c.Close()
+					return
+				}
+				defer up.Close()
+				go io.Copy(c, up)
+				io.Copy(up, c)
+			}()
+		}
+	}()
+	paddr, _ := manet.FromNetAddr(pl.Addr())
+	a := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const writers = 16
+	errs := make(chan error, writers)
+	for range writers {
+		c, err := sa.Dial(ctx(t), a, pipe.ToPeers(peer.AddrInfo{ID: readerNode.ID(), Addrs: []ma.Multiaddr{paddr}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r, err := l.AcceptContext(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		go io.Copy(io.Discard, r)
+		go func() {
+			buf := make([]byte, 1<<10)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case c := <-conns:
+		c.SetLinger(0)
+		c.Close() // a reset
+	default:
+		t.Fatal("no connection through the proxy")
+	}
+	for range writers {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, socket.ErrReset) || errors.Is(err, io.EOF) {
+				t.Fatalf("Write when the connection was lost: %v, want socket.ErrReset and not io.EOF", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a Write still blocked 10 s after the connection was lost")
+		}
 	}
 }
