@@ -40,6 +40,7 @@ type Conn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	readEOF   atomic.Bool // the other side finished sending
+	wclosed   atomic.Bool // CloseWrite was called
 	// reading is held by each Read and by the linger after Close: a
 	// yamux stream takes one reader at a time (two Reads at once race
 	// in its window update, and it wakes one waiting reader per
@@ -125,9 +126,16 @@ func (c *Conn) Write(b []byte) (int, error) {
 		return 0, c.wrap("write", err)
 	}
 	defer func() { <-c.wlock }()
+	if c.wclosed.Load() {
+		return 0, c.wrap("write", errWriteClosed)
+	}
 	n, err := c.st.Write(b)
 	return n, c.wrap("write", err)
 }
+
+// errWriteClosed is what a Write after CloseWrite fails with, as a
+// JXTA socket's does.
+var errWriteClosed = fmt.Errorf("%w (written after CloseWrite)", ErrClosed)
 
 func (c *Conn) lockWrite() error {
 	select {
@@ -231,8 +239,12 @@ func (c *Conn) linger() {
 }
 
 // CloseWrite half-closes: the other side reads io.EOF after the bytes
-// already written, and this side can still read.
-func (c *Conn) CloseWrite() error { return c.wrap("close", c.st.CloseWrite()) }
+// already written, and this side can still read. Writes after it fail
+// with ErrClosed.
+func (c *Conn) CloseWrite() error {
+	c.wclosed.Store(true)
+	return c.wrap("close", c.st.CloseWrite())
+}
 
 // CloseRead stops reading. Unlike TCP, the multiplexer does not tell the
 // other side: its further writes stall once its flow-control window is

@@ -552,3 +552,31 @@ func writeThroughLostConn(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteAfterCloseWrite: a Write after CloseWrite fails with ErrClosed
+// (net.ErrClosed), as a JXTA socket's does; it failed with yamux's
+// "stream closed", which matched no sentinel of package socket or net.
+func TestWriteAfterCloseWrite(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c1.Close()
+	defer c2.Close()
+	if err := c1.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c1.Write([]byte("late")); !errors.Is(err, socket.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write after CloseWrite: %v, want socket.ErrClosed", err)
+	}
+	// the other direction still works
+	if _, err := c2.Write([]byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(c1, buf); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c2.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read after the other side's CloseWrite: %d, %v; want io.EOF", n, err)
+	}
+}
