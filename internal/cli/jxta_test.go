@@ -359,29 +359,44 @@ func TestSendNamesUnsignedJXTAPeer(t *testing.T) {
 	}
 }
 
-// TestRecvReportsUnsignedJXTA: recv --jxta (signing, JXSE's default) that
-// a peer with CBJX disabled (here send --jxta-unsigned) sends to says on
-// stderr that it dropped unsigned messages and names --jxta-unsigned.
-// Before, it printed nothing: the sender's resolution failed and the
-// receiver never said why.
+// TestRecvReportsUnsignedJXTA: recv --jxta says on stderr what a signing
+// mismatch with its JXTA peers costs, naming --jxta-unsigned. Signing
+// (JXSE's default), sent to by a peer with CBJX disabled (here send
+// --jxta-unsigned), it dropped unsigned messages; with --jxta-unsigned,
+// sent to by a peer that signs (here send), it got signed messages and
+// its unsigned answers were dropped there. Before, it printed nothing in
+// either case: the sender's resolution failed and the receiver never said
+// why.
 func TestRecvReportsUnsignedJXTA(t *testing.T) {
-	t.Parallel()
-	p := newPipeAdv(t, "unicast")
-	recv := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0")
-	addr, _ := recv.jxtaAddr()
-	if r := run(t, nil, "send", "--pipe", p, "--peer", addr, "--elem", "text=hi", "--jxta-unsigned"); r.code != 1 {
-		t.Fatalf("send --jxta-unsigned to a signing recv: exit %d, stderr %q; want 1", r.code, r.stderr)
-	}
-	if err := recv.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	if code := recv.wait(t); code != 0 {
-		t.Fatalf("recv: exit %d, stderr %q", code, recv.stderr)
-	}
-	stderr := strings.Join(recv.stderr, "\n")
-	if !strings.Contains(stderr, "unsigned messages from JXTA peers dropped") && !strings.Contains(stderr, "unsigned message from JXTA peers dropped") ||
-		!strings.Contains(stderr, "--jxta-unsigned") {
-		t.Fatalf("recv's stderr %q does not say it dropped unsigned messages", stderr)
+	for _, c := range []struct {
+		name       string
+		recv, send []string
+		want       []string
+	}{
+		{"signing receiver", nil, []string{"--jxta-unsigned"}, []string{"unsigned message", "from JXTA peers dropped", "then use --jxta-unsigned"}},
+		{"unsigned receiver", []string{"--jxta-unsigned"}, nil, []string{"signed message", "received from JXTA peers", "leave out --jxta-unsigned"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPipeAdv(t, "unicast")
+			recv := start(t, nil, append([]string{"recv", "--pipe", p, "--listen", loopback, "--jxta", "tcp://127.0.0.1:0"}, c.recv...)...)
+			addr, _ := recv.jxtaAddr()
+			if r := run(t, nil, append([]string{"send", "--pipe", p, "--peer", addr, "--elem", "text=hi"}, c.send...)...); r.code != 1 {
+				t.Fatalf("send %v to recv %v: exit %d, stderr %q; want 1", c.send, c.recv, r.code, r.stderr)
+			}
+			if err := recv.cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			if code := recv.wait(t); code != 0 {
+				t.Fatalf("recv: exit %d, stderr %q", code, recv.stderr)
+			}
+			stderr := strings.Join(recv.stderr, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Fatalf("recv's stderr %q does not say %q", stderr, w)
+				}
+			}
+		})
 	}
 }
 

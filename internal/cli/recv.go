@@ -74,12 +74,14 @@ transport, listening there: JXSE 2.7 peers resolve the pipe (a unicast
 pipe) and send on it as they would to another JXSE peer; their messages are
 printed alike, from their JXTA peer ID. It signs and requires signed
 messages as JXSE does by default; --jxta-unsigned is for JXSE peers started
-with CBJX disabled (unsigned messages it drops are counted on stderr, at
-most every 10 s, naming the flag). A sender it took unsigned is printed as
-unverified. Its JXTA identity is kept in KEY.jxta (p2pmsg id). Its
-JXTA addresses are printed as "listening jxta ADDR ID"; behind NAT or a
-port forward, --jxta-public tcp://HOST:PORT is the address JXSE peers are
-told to reach it at instead (printed "announcing jxta ADDR ID").
+with CBJX disabled. A mismatch is counted on stderr, at most every 10 s,
+naming the flag: the unsigned messages a signing peer drops, or the signed
+ones a --jxta-unsigned peer gets (their senders most likely drop its
+answers). A sender it took unsigned is printed as unverified. Its JXTA
+identity is kept in KEY.jxta (p2pmsg id). Its JXTA addresses are printed
+as "listening jxta ADDR ID"; behind NAT or a port forward, --jxta-public
+tcp://HOST:PORT is the address JXSE peers are told to reach it at instead
+(printed "announcing jxta ADDR ID").
 With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 		Example: `  p2pmsg adv new --type unicast --name chat > chat.xml
   p2pmsg recv --pipe chat.xml --listen /ip4/127.0.0.1/tcp/9701 --count 1`,

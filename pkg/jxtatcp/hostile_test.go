@@ -289,6 +289,22 @@ func TestSignatures(t *testing.T) {
 			t.Fatalf("signed %v from %v", in.Signed, in.Source)
 		}
 	})
+	t.Run("signed counted, unchecked, when unsigned", func(t *testing.T) {
+		tg := newTarget(t, WithUnsigned())
+		p := dialRaw(t, tg)
+		p.welcome(t, otherIdent)
+		p.Write(frameOf(body(t, otherIdent, nil, "plain")))
+		p.Write(frameOf(body(t, otherIdent, otherIdent, "signed")))
+		for _, want := range []string{"plain", "signed"} {
+			in := tg.next(t)
+			if e, _ := in.Message.Get("study", "text"); string(e.Data) != want || in.Signed {
+				t.Fatalf("delivered %q signed %v, want %q unsigned", e.Data, in.Signed, want)
+			}
+		}
+		if s := tg.Stats(); s.SignedIgnored != 1 || s.BadSignatures != 0 {
+			t.Fatalf("%+v, want SignedIgnored 1", s)
+		}
+	})
 }
 
 func TestTooManyConnections(t *testing.T) {

@@ -85,6 +85,12 @@ type Stats struct {
 	// trailer while signatures are required (dropped, the connection
 	// closed, as JXSE does).
 	BadSignatures, Unsigned uint64
+	// SignedIgnored counts messages that carried a CBJX signature while
+	// the transport neither signs nor requires signatures (WithUnsigned),
+	// which leaves it unchecked: each most likely comes from a peer that
+	// signs, and such a peer, as JXSE by default, drops the unsigned
+	// messages this transport sends it.
+	SignedIgnored uint64
 	// Spoofed counts messages whose source address or router source is
 	// not their signer (dropped: "address spoofing" in JXSE).
 	Spoofed uint64
@@ -370,6 +376,7 @@ type Transport struct {
 	budget budget
 	stats  struct {
 		received, sent, badSig, unsigned, spoofed, malformed, notForUs, refused, tooManySigners atomic.Uint64
+		signedIgnored                                                                           atomic.Uint64
 		slowFrames                                                                              atomic.Uint64
 		shed                                                                                    atomic.Uint64
 		evicted, evictedUnread                                                                  atomic.Uint64
@@ -419,7 +426,7 @@ func (t *Transport) ID() id.ID { return t.ident.id }
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
 	s := &t.stats
-	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
+	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(), SignedIgnored: s.signedIgnored.Load(),
 		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
 		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
 		Evicted: s.evicted.Load(), EvictedUnread: s.evictedUnread.Load(), BudgetWaits: t.budget.waits.Load(), RoomKept: t.budget.roomWaits.Load()}
@@ -1179,6 +1186,8 @@ func (c *conn) handle(body []byte, cl *claim) bool {
 		t.stats.unsigned.Add(1)
 		c.close(fmt.Errorf("%w: unsigned message", ErrSignature))
 		return false
+	} else if len(rest) > 0 {
+		t.stats.signedIgnored.Add(1)
 	}
 	src, ok1 := textOf(m, SourceElement)
 	dst, ok2 := textOf(m, DestinationElement)
