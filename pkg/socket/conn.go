@@ -240,7 +240,9 @@ func (c *Conn) linger() {
 
 // CloseWrite half-closes: the other side reads io.EOF after the bytes
 // already written, and this side can still read. Writes after it fail
-// with ErrClosed.
+// with ErrClosed. A socket to a JXTA peer has no half-close (JXTA's close
+// ends both directions): the other side can write no more, and Reads here
+// return what arrived before, then ErrClosed, not io.EOF.
 func (c *Conn) CloseWrite() error {
 	c.wclosed.Store(true)
 	return c.wrap("close", c.st.CloseWrite())

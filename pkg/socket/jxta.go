@@ -411,8 +411,8 @@ func (js *jxtaStream) Read(b []byte) (int, error) {
 // mapErr turns a reliable-layer error into what net.Conn callers expect.
 func (js *jxtaStream) mapErr(err error, ctx context.Context) error {
 	switch {
-	case errors.Is(err, jxtarel.ErrIncomplete):
-		return fmt.Errorf("%w: %w", ErrReset, err)
+	case errors.Is(err, jxtarel.ErrIncomplete), errors.Is(err, jxtarel.ErrUnreachable):
+		return fmt.Errorf("%w: %w", ErrReset, err) // the peer is gone, as a reset says
 	case errors.Is(err, io.EOF):
 		return io.EOF
 	case errors.Is(err, context.Canceled) && js.ctx.Err() != nil, errors.Is(err, jxtarel.ErrClosed):
@@ -452,7 +452,7 @@ func (js *jxtaStream) Write(b []byte) (int, error) {
 		if js.werr != nil {
 			err := js.werr
 			js.pmu.Unlock()
-			return n, err
+			return n, js.mapErr(err, js.ctx)
 		}
 		if room := js.block - len(js.pending); room > 0 {
 			k := min(room, len(b)-n)
@@ -546,7 +546,10 @@ func (js *jxtaStream) flushWrites(ctx context.Context) error {
 // CloseWrite waits (20 s at most, or until the write deadline) until
 // every block written is acknowledged, then tells the other side, which reads io.EOF, and waits a
 // few seconds for its closeACK. It fails if blocks stayed unacknowledged:
-// they may not have arrived.
+// they may not have arrived. JXTA's close has no half-close: the other
+// side can write no more (JXSE closes its socket; ours fails its Writes),
+// so Reads here return what arrived before its closeACK, which it sends
+// once everything it wrote is acknowledged, then errNoHalfClose.
 func (js *jxtaStream) CloseWrite() error {
 	if js.closeSent.Swap(true) {
 		return nil
@@ -574,6 +577,7 @@ func (js *jxtaStream) CloseWrite() error {
 		return err
 	}
 	if !js.reliable {
+		js.rel.SetEOF(errNoHalfClose)
 		return nil // JXSE never answers an unreliable socket's close
 	}
 	t := time.NewTimer(jxtaCloseACK)
@@ -583,8 +587,15 @@ func (js *jxtaStream) CloseWrite() error {
 	case <-js.remoteClose:
 	case <-t.C: // everything was acknowledged: only the courtesy is missing
 	}
+	js.rel.SetEOF(errNoHalfClose) // after the other side's io.EOF, if it closed too
 	return nil
 }
+
+// errNoHalfClose is what Read returns, after the bytes that arrived,
+// once CloseWrite has closed a JXTA socket: nothing more comes, yet the
+// other side did not end its writing (it may have had more to send),
+// so this is not io.EOF.
+var errNoHalfClose = fmt.Errorf("%w (a JXTA socket has no half-close: CloseWrite ended reading too)", ErrClosed)
 
 // CloseRead is a no-op: the reliable layer stops the other side when
 // nothing is read.
