@@ -1,11 +1,14 @@
 package p2pmsg_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
@@ -287,5 +290,57 @@ func shutdownFlushRound(t *testing.T, ctx context.Context, receiver, sender *p2p
 	<-wrote
 	if err := receiver.Close(); err != nil { // after Shutdown: nothing to do
 		t.Fatalf("round %d: Close after Shutdown: %v", round, err)
+	}
+}
+
+// TestShutdownEndsOpenSockets: a peer that shuts down with sockets still
+// open (accepted or dialled, written to, never closed) ends their
+// writing first, so the other side reads every byte, then io.EOF, though
+// it reads only after the connection closed. Before, the node's close
+// reset those streams, and the other side's Read failed ("stream reset")
+// rather than ending, after what had arrived or before it. On yamux only: QUIC discards what a stream's
+// reader had not taken when its connection closes (node.Node.Shutdown).
+func TestShutdownEndsOpenSockets(t *testing.T) {
+	for _, listen := range []string{loopback} {
+		t.Run(listen, func(t *testing.T) {
+			ctx := testContext(t)
+			server := newPeer(t, p2pmsg.WithListenAddrs(listen))
+			client := newPeer(t, p2pmsg.WithListenAddrs(listen))
+			a, _ := adv.New(adv.Unicast, "open-at-shutdown", "")
+			l, err := server.Sockets().Listen(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					t.Error(err)
+				}
+				accepted <- c
+			}()
+			c, err := client.Sockets().Dial(ctx, a, pipe.ToPeers(server.AddrInfo()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			sc := <-accepted
+			if sc == nil {
+				t.FailNow()
+			}
+			want := bytes.Repeat([]byte("data"), 16<<10) // 64 KiB: within the stream's window, read or not
+			if _, err := sc.Write(want); err != nil {
+				t.Fatal(err)
+			}
+			// The client reads nothing until the server is gone.
+			if err := server.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("read %d of the %d bytes written before the server's Shutdown, then %v; want them all, then io.EOF", len(got), len(want), err)
+			}
+		})
 	}
 }

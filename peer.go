@@ -88,19 +88,21 @@ func (p *Peer) Close() error {
 }
 
 // Shutdown stops the peer as a peer that is done should: as Close, top
-// down, but the endpoint first writes out what its Sends queued and waits
-// for the peers sending to it to finish their streams
-// (endpoint.Service.Shutdown), and the node closes each connection once its
-// peer has read what was written on it (node.Node.Shutdown). So another
-// peer's Flush to this one succeeds for everything delivered, rather than
-// failing with its stream reset by the exit. The pipes close first: a
-// message that arrives after that is not delivered, and its sender's Flush
-// fails (an UndeliveredError for one the endpoint refused while still
-// reading, ErrMaybeLost once it drains and resets streams). When ctx ends,
-// what is left closes as by Close, and Shutdown reports the connections it
-// closed before their peers answered (or that it could not ask, its memory
-// full). Later calls of Shutdown or Close do nothing and return the first's
-// result.
+// down, but open sockets first end their writing, so that their peers
+// read what was written, then io.EOF (socket.Service.Shutdown); the
+// endpoint writes out what its Sends queued and waits for the peers
+// sending to it to finish their streams (endpoint.Service.Shutdown); and
+// the node closes each connection once its peer has read what was
+// written on it (node.Node.Shutdown). So another peer's Flush to this one
+// succeeds for everything delivered, rather than failing with its stream
+// reset by the exit. The pipes close first: a message that arrives after
+// that is not delivered, and its sender's Flush fails (an
+// UndeliveredError for one the endpoint refused while still reading,
+// ErrMaybeLost once it drains and resets streams). When ctx ends, what is
+// left closes as by Close, and Shutdown reports the connections it closed
+// before their peers answered (or that it could not ask, its memory
+// full). Later calls of Shutdown or Close do nothing and return the
+// first's result.
 func (p *Peer) Shutdown(ctx context.Context) error {
 	p.closeOnce.Do(func() { p.closeErr = p.stop(ctx, true) })
 	return p.closeErr
@@ -112,7 +114,11 @@ func (p *Peer) Shutdown(ctx context.Context) error {
 func (p *Peer) stop(ctx context.Context, graceful bool) error {
 	var errs []error
 	if p.sockets != nil {
-		errs = append(errs, p.sockets.Close())
+		if graceful {
+			errs = append(errs, p.sockets.Shutdown(ctx))
+		} else {
+			errs = append(errs, p.sockets.Close())
+		}
 	}
 	if p.pipes != nil {
 		errs = append(errs, p.pipes.Close())

@@ -87,6 +87,9 @@ func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 			return nil, err
 		}
 		c, changed, wake, err := l.next()
+		if c != nil && c.svc != nil {
+			return l.svc.handOut(c), nil
+		}
 		if c != nil || err != nil {
 			return c, err
 		}

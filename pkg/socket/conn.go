@@ -181,6 +181,9 @@ func (c *Conn) Close() error {
 	if !first {
 		return c.wrap("close", ErrClosed)
 	}
+	if c.svc != nil {
+		c.svc.forget(c)
+	}
 	if js, ok := c.st.(*jxtaStream); ok {
 		// JXTA's close is a full close: the other side answers it and
 		// stops sending, so nothing is left to drain.
@@ -212,6 +215,9 @@ func (c *Conn) Reset() error {
 	c.closeOnce.Do(func() { close(c.closed); first = true })
 	if !first {
 		return c.wrap("reset", ErrClosed)
+	}
+	if c.svc != nil {
+		c.svc.forget(c)
 	}
 	err := c.st.Reset()
 	if err != nil {

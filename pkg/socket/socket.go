@@ -230,6 +230,7 @@ type Service struct {
 
 	mu        sync.Mutex
 	listeners map[string]*Listener
+	open      map[*Conn]struct{} // libp2p sockets handed out and not closed
 	closed    bool
 
 	refused        [HostBacklog + 1]atomic.Uint64 // libp2p dials, by answer
@@ -252,7 +253,7 @@ func New(ps *pipe.Service, opts ...Option) (*Service, error) {
 			return nil, err
 		}
 	}
-	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{},
+	s := &Service{pipes: ps, host: ps.Node().Host(), opts: o, listeners: map[string]*Listener{}, open: map[*Conn]struct{}{},
 		jxtaPending: map[string]bool{}, jxtaConns: map[string]*jxtaStream{}}
 	s.host.SetStreamHandler(Protocol, s.handle)
 	return s, nil
@@ -302,6 +303,60 @@ func (s *Service) Close() error {
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// Shutdown closes the service as Close does, then ends the writing of
+// every libp2p socket still open, as CloseWrite does, so that the other
+// side reads what was written, then io.EOF, even when the connection
+// under it closes next (a Peer's Shutdown closes its node then): a stream
+// still open for writing is reset by that close, which discards what the
+// other side had not read yet. On QUIC, whose connection close discards
+// what a stream's reader had not taken, only a reader already waiting
+// gets it (as node.Node.Shutdown says); close such sockets first, after
+// reading the other side's end. It waits for a Write in progress on each
+// until ctx ends, and then leaves that socket as it is, reporting it.
+// The sockets stay open for reading. JXTA sockets are not ended: close
+// them first, which waits until the other side has every block.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.Close()
+	s.mu.Lock()
+	open := make([]*Conn, 0, len(s.open))
+	for c := range s.open {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range open {
+		select {
+		case c.wlock <- struct{}{}:
+		case <-c.closed:
+			continue
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("socket to %s: a write still in progress: %w", c.remote.Peer, ctx.Err()))
+			continue
+		}
+		if !c.wclosed.Swap(true) {
+			c.st.CloseWrite() // its error, if any, is the stream's end: nothing left to end
+		}
+		<-c.wlock
+	}
+	return errors.Join(errs...)
+}
+
+// handOut records c, a libp2p socket handed to the application, as open
+// until it is closed or reset, for Shutdown.
+func (s *Service) handOut(c *Conn) *Conn {
+	s.mu.Lock()
+	s.open[c] = struct{}{}
+	s.mu.Unlock()
+	return c
+}
+
+// forget drops c from the open sockets.
+func (s *Service) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.open, c)
+	s.mu.Unlock()
 }
 
 func (s *Service) isClosed() bool {
@@ -569,7 +624,7 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 		return nil, fmt.Errorf("%w by %s: %s", ErrRefused, p, why)
 	}
 	st.SetDeadline(time.Time{})
-	return newConn(s, st, a, nil), nil
+	return s.handOut(newConn(s, st, a, nil)), nil
 }
 
 // handshakeError reports a failure to write the handshake to p or to
