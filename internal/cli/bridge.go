@@ -206,10 +206,10 @@ func newHandoff(errOut io.Writer) *handoff {
 	return &handoff{got: make(chan *handed), stopped: make(chan struct{}), lines: newRepeats(errOut)}
 }
 
-// notForwarded reports that a message from src, of the sender named key
-// (sender), was not forwarded, and why.
-func (h *handoff) notForwarded(key, src, why string) {
-	h.lines.line(key, fmt.Sprintf("p2pmsg: bridge: message from %s not forwarded: %s", src, why))
+// notForwarded reports that a message from src, of the sender lineKey
+// names key and of, was not forwarded, and why.
+func (h *handoff) notForwarded(key, of, src, why string) {
+	h.lines.lineOf(key, of, fmt.Sprintf("p2pmsg: bridge: message from %s not forwarded: %s", src, why))
 }
 
 // stoppedReason is the refusal of a message that came after the loop.
@@ -239,7 +239,8 @@ func (h *handoff) handle(r *pipe.Received) {
 		}
 	case <-h.stopped:
 		r.Refuse(stoppedReason)
-		h.notForwarded(sender(r), sender(r), stoppedReason)
+		key, of := lineKey(r)
+		h.notForwarded(key, of, sender(r), stoppedReason)
 		h.mu.Lock()
 		h.refused++
 		h.mu.Unlock()
@@ -292,7 +293,8 @@ func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jx
 		if err != nil {
 			return forwarded, failed, err
 		}
-		src, key := m.From, sender(m.Received)
+		src := m.From
+		key, of := lineKey(m.Received)
 		from, f, to := "p2p "+src.String(), jx, "jxta "+jxseName
 		if src == "" {
 			from, f, to = "jxta "+m.FromJXTA.String(), p2p, "p2p "+p2pName
@@ -301,7 +303,7 @@ func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jx
 		m.done <- err // m is the handler's again: not to be read from here on
 		if err != nil {
 			failed++
-			in.notForwarded(key, from, oneLine(err.Error()))
+			in.notForwarded(key, of, from, oneLine(err.Error()))
 			continue
 		}
 		forwarded++

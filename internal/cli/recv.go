@@ -211,7 +211,8 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 					// One bad message (any peer can send one) does not
 					// stop a receiver; it is refused, reported and skipped.
 					r.Refuse("not decoded: " + err.Error())
-					refusals.line(sender(r), fmt.Sprintf("p2pmsg: message from %s refused: %s", sender(r), oneLine(err.Error())))
+					key, of := lineKey(r)
+					refusals.lineOf(key, of, fmt.Sprintf("p2pmsg: message from %s refused: %s", sender(r), oneLine(err.Error())))
 					r.Release()
 					return
 				}
@@ -329,6 +330,19 @@ func socketPeer(c *socket.Conn) string {
 		return j.String() + " (jxta)"
 	}
 	return c.RemotePeer().String()
+}
+
+// lineKey is whom the lines recv and bridge write about r's message are
+// counted against (repeats), and how a count names them: its sender, or,
+// for a JXTA sender that nothing signed, the host it came from. Such a
+// sender's peer ID is only its claim, which it can change with every
+// message: keyed by it, a peer's messages on one connection each had a
+// line (TestRecvUnverifiedRefusalsCollapsed).
+func lineKey(r *pipe.Received) (key, of string) {
+	if r.From == "" && r.Unverified {
+		return "unverified JXTA peers at " + r.RemoteHost.String(), "unverified JXTA peers at its host"
+	}
+	return sender(r), "this peer"
 }
 
 // sender names a message's sender: its libp2p peer ID, or a JXTA peer's

@@ -13,7 +13,9 @@ import (
 // per peer, the first line of every repeatWindow is written and the
 // others only counted, the count written with the peer's next line and
 // by flush when the command ends. Peers are bounded (maxRepeatPeers):
-// beyond, what is counted is written and the count starts afresh.
+// beyond, what is counted is written and the count starts afresh. A
+// sender whose identity is only its claim is followed by its host
+// (lineKey), as it can claim a new one with every message.
 type repeats struct {
 	w     io.Writer
 	now   func() time.Time
@@ -25,6 +27,7 @@ type repeat struct {
 	since time.Time // the peer's last line written
 	held  int       // lines counted since
 	last  string    // the last of them
+	of    string    // whom the count is of: "this peer"
 }
 
 // repeatWindow is how often one peer's lines are written: rare enough
@@ -42,7 +45,11 @@ func newRepeats(w io.Writer) *repeats {
 
 // line writes line (one line, without its newline) about peer, or counts
 // it if a line about peer was written less than repeatWindow ago.
-func (r *repeats) line(peer, line string) {
+func (r *repeats) line(peer, line string) { r.lineOf(peer, "this peer", line) }
+
+// lineOf is line for a key that is not one peer: of says whom its count
+// is of ("unverified JXTA peers at its host").
+func (r *repeats) lineOf(peer, of, line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -53,14 +60,14 @@ func (r *repeats) line(peer, line string) {
 			r.flushLocked()
 			clear(r.peers)
 		}
-		r.peers[peer] = &repeat{since: now}
+		r.peers[peer] = &repeat{since: now, of: of}
 	case now.Sub(p.since) < repeatWindow:
 		p.held++
 		p.last = line
 		return
 	default:
 		if p.held > 0 {
-			line += fmt.Sprintf(" (and %d more from this peer in the %v before)", p.held, now.Sub(p.since).Round(time.Second))
+			line += fmt.Sprintf(" (and %d more from %s in the %v before)", p.held, p.of, now.Sub(p.since).Round(time.Second))
 		}
 		p.since, p.held, p.last = now, 0, ""
 	}
@@ -80,7 +87,7 @@ func (r *repeats) flushLocked() {
 		if p.held > 0 {
 			line := p.last
 			if p.held > 1 {
-				line += fmt.Sprintf(" (and %d more from this peer before it)", p.held-1)
+				line += fmt.Sprintf(" (and %d more from %s before it)", p.held-1, p.of)
 			}
 			fmt.Fprintln(r.w, line)
 			p.held, p.last = 0, ""
