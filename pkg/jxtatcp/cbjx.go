@@ -25,8 +25,30 @@ import (
 const (
 	maxCert      = 16 << 10
 	maxSource    = 256
-	maxSignature = 2048
+	maxSignature = MaxKeyBits / 8
 )
+
+// MaxKeyBits bounds the RSA keys of the certificates in trailers and
+// router fingerprints: larger ones are refused unchecked, as bad
+// signatures. JXSE makes 1024-bit keys and this transport 2048-bit ones
+// (KeyBits). A signature's check costs about the square of its key's size,
+// and is made whether it verifies or not: a peer's 6.7 KB frames naming a
+// 16,384-bit key (a random modulus, no private key) cost 2.3 ms of CPU
+// each, 57 times a 2048-bit key's frame, so that 3 MB/s of them took a
+// core.
+const MaxKeyBits = 4096
+
+// rsaKeyOf returns c's RSA key, if it is one of at most MaxKeyBits.
+func rsaKeyOf(c *x509.Certificate, what string) (*rsa.PublicKey, error) {
+	key, ok := c.PublicKey.(*rsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s key is not RSA", ErrSignature, what)
+	}
+	if n := key.N.BitLen(); n > MaxKeyBits {
+		return nil, fmt.Errorf("%w: %s key of %d bits, at most %d", ErrSignature, what, n, MaxKeyBits)
+	}
+	return key, nil
+}
 
 // appendTrailer appends the identity's trailer for msg.
 func (i *Identity) appendTrailer(dst, msg []byte) ([]byte, error) {
@@ -98,9 +120,9 @@ func (v *verifier) verify(msg []byte, t trailer) (id.ID, error) {
 		if err != nil {
 			return id.ID{}, fmt.Errorf("%w: certificate: %w", ErrSignature, err)
 		}
-		key, ok := c.PublicKey.(*rsa.PublicKey)
-		if !ok {
-			return id.ID{}, fmt.Errorf("%w: certificate key is not RSA", ErrSignature)
+		key, err := rsaKeyOf(c, "certificate")
+		if err != nil {
+			return id.ID{}, err
 		}
 		if err := c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature); err != nil {
 			return id.ID{}, fmt.Errorf("%w: certificate is not self-signed: %w", ErrSignature, err)
@@ -138,9 +160,9 @@ func verifyFingerprint(b []byte) (id.ID, error) {
 	if err != nil {
 		return id.ID{}, fmt.Errorf("%w: router fingerprint certificate: %w", ErrSignature, err)
 	}
-	key, ok := c.PublicKey.(*rsa.PublicKey)
-	if !ok {
-		return id.ID{}, fmt.Errorf("%w: router fingerprint key is not RSA", ErrSignature)
+	key, err := rsaKeyOf(c, "router fingerprint")
+	if err != nil {
+		return id.ID{}, err
 	}
 	h := sha256.New()
 	h.Write(src)

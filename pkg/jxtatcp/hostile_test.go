@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -1250,4 +1251,54 @@ func answering(t *testing.T, ctx context.Context, ident *Identity, ip, listen st
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestOversizedKeysRefused: a peer signs with an 8192-bit key (of eight
+// primes, quick to make), its certificate self-signed: its trailer is
+// refused as a bad signature, one whose signature is longer than any key
+// taken (MaxKeyBits), and the connection closed as for any trailer out of
+// bounds; another peer's message comes through. A router fingerprint made
+// with that key is refused too. Before, any key the trailer's bounds held
+// (16,384 bits) was checked, whatever it cost: the frame was delivered,
+// and frames naming such a key with a made-up signature cost 57 times a
+// 2048-bit key's in CPU.
+func TestOversizedKeysRefused(t *testing.T) {
+	key, err := rsa.GenerateMultiPrimeKey(rand.Reader, 8, 2*MaxKeyBits) //nolint:staticcheck // quick to make; only the size matters
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := identityOf(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := newTarget(t)
+	p := dialRaw(t, tg)
+	p.welcome(t, otherIdent)
+	p.Write(signedFrame(t, big, "StudySvc/ep", message.Text("study", "text", "big")))
+	p.closed(t)
+	honest := dialRaw(t, tg)
+	honest.welcome(t, otherIdent)
+	honest.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "good")))
+	in := tg.next(t)
+	if e, _ := in.Message.Get("study", "text"); string(e.Data) != "good" || in.Source != otherIdent.ID() {
+		t.Fatalf("delivered %q from %v; want the 2048-bit signer's", e.Data, in.Source)
+	}
+	if s := tg.Stats(); s.BadSignatures != 1 || tg.got.Load() != 1 {
+		t.Fatalf("%+v, %d delivered", s, tg.got.Load())
+	}
+
+	// A router fingerprint: source, certificate, signature over both.
+	src := []byte(peerAddress(big.ID()))
+	sig, err := big.sign(src, big.cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fp []byte
+	for _, part := range [][]byte{src, big.cert, sig} {
+		fp = binary.BigEndian.AppendUint32(fp, uint32(len(part)))
+		fp = append(fp, part...)
+	}
+	if got, err := verifyFingerprint(fp); !errors.Is(err, ErrSignature) {
+		t.Fatalf("fingerprint of an 8192-bit key: %v, %v; want ErrSignature", got, err)
+	}
 }

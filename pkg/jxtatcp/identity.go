@@ -139,6 +139,9 @@ func LoadIdentity(path string) (*Identity, error) {
 	if key == nil {
 		return nil, fmt.Errorf("jxtatcp: identity %s: no private key", path)
 	}
+	if n := key.N.BitLen(); n > MaxKeyBits {
+		return nil, fmt.Errorf("jxtatcp: identity %s: a key of %d bits, which peers refuse (at most %d)", path, n, MaxKeyBits)
+	}
 	if c, err := x509.ParseCertificate(cert); err == nil {
 		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok && pub.Equal(&key.PublicKey) {
 			return &Identity{key: key, cert: cert, id: id.PeerIDFromSPKI(c.RawSubjectPublicKeyInfo)}, nil
