@@ -53,7 +53,8 @@ libp2p peer sends on it is sent on to the JXSE peer at --jxse-peer, which
 binds it too. Either may be left out for a one-way bridge.
 
 Each forwarded message is printed on stdout as one line: where it came from
-and where it went. A message that cannot be forwarded (the other side is
+(a JXTA sender taken unsigned, --jxta-unsigned, as unverified: its peer ID
+is only its claim) and where it went. A message that cannot be forwarded (the other side is
 down, or does not have the pipe bound) is reported on stderr and counted,
 never dropped in silence; the bridge keeps running. As recv's refusals,
 these lines come at most once per sending peer every 10 s, the others
@@ -298,6 +299,11 @@ func runBridge(ctx context.Context, in *handoff, p2p, jx *forwarder, p2pName, jx
 		from, f, to := "p2p "+src.String(), jx, "jxta "+jxseName
 		if src == "" {
 			from, f, to = "jxta "+m.FromJXTA.String(), p2p, "p2p "+p2pName
+			if m.Unverified {
+				// Its peer ID is only its claim (--jxta-unsigned), as
+				// recv says of such a sender.
+				from += " (unsigned: unverified)"
+			}
 		}
 		err = f.send(ctx, m.Message)
 		m.done <- err // m is the handler's again: not to be read from here on

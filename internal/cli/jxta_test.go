@@ -304,6 +304,29 @@ func TestBridgeCountsUnforwarded(t *testing.T) {
 	checkBridgeCount(t, bridge.stderr, "p2pmsg: interrupted by SIGINT: ")
 }
 
+// TestBridgeNamesUnverifiedSender: a bridge taking unsigned JXTA
+// messages (--jxta-unsigned) says, of a message it forwards, that its
+// JXTA sender is unverified, as recv does: its peer ID is only what the
+// sender claims. Before, the line named the claimed ID as the sender's.
+func TestBridgeNamesUnverifiedSender(t *testing.T) {
+	t.Parallel()
+	p := newPipeAdv(t, "unicast")
+	sink := start(t, nil, "recv", "--pipe", p, "--listen", loopback, "--count", "1")
+	bridge := start(t, nil, "bridge", "--pipe", p, "--jxta", "tcp://127.0.0.1:0", "--jxta-unsigned", "--listen", loopback,
+		"--p2p-peer", sink.addrs[0], "--count", "1")
+	bridgeJXTA, _ := bridge.jxtaAddr()
+	if r := run(t, nil, "send", "--pipe", p, "--peer", bridgeJXTA, "--elem", "text=hi", "--jxta-unsigned"); r.code != 0 {
+		t.Fatalf("send --jxta-unsigned to the bridge: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if code := bridge.wait(t); code != 0 {
+		t.Fatalf("bridge: exit %d, stderr %q", code, bridge.stderr)
+	}
+	sink.wait(t)
+	if out := bridge.stdout.String(); !strings.Contains(out, " (unsigned: unverified) to p2p ") {
+		t.Fatalf("bridge printed %q; want the sender named unverified", out)
+	}
+}
+
 // TestBridgeRefusalLeadsWithCause: a libp2p peer's message the bridge
 // cannot forward to its JXTA peer (gone: its port refuses connections)
 // is refused back with the cause first. The reason was the forward's
