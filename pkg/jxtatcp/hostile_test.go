@@ -1302,3 +1302,26 @@ func TestOversizedKeysRefused(t *testing.T) {
 		t.Fatalf("fingerprint of an 8192-bit key: %v, %v; want ErrSignature", got, err)
 	}
 }
+
+// TestRouterElementTagBomb: a router element that would route to
+// StudySvc/ep here, padded with 2,000 empty elements (parsing costs by
+// the element), is dropped unparsed and counted, the connection kept.
+// Before, it was parsed and the message delivered.
+func TestRouterElementTagBomb(t *testing.T) {
+	tg := newTarget(t)
+	p := dialRaw(t, tg)
+	p.welcome(t, otherIdent)
+	erm := "<jxta:ERM xmlns:jxta=\"http://jxta.org\"><Src>" + peerAddress(otherIdent.ID()) + "</Src><Dest>" +
+		peerAddress(testIdent.ID()) + "/StudySvc/ep</Dest>" + strings.Repeat("<x/>", 2000) + "</jxta:ERM>"
+	p.Write(signedFrame(t, otherIdent, RouterService,
+		message.Element{Namespace: "jxta", Name: RouterElement, MIME: message.XMLUTF8, Data: []byte(erm)},
+		message.Text("study", "text", "padded")))
+	p.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "after")))
+	in := tg.next(t)
+	if e, _ := in.Message.Get("study", "text"); string(e.Data) != "after" {
+		t.Fatalf("delivered %q first; want the padded router element dropped", e.Data)
+	}
+	if s := tg.Stats(); s.Malformed != 1 {
+		t.Fatalf("padded router element not counted: %+v", s)
+	}
+}
