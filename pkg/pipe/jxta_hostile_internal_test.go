@@ -472,3 +472,61 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 		t.Fatalf("%d refused, want the padded query's 1", got)
 	}
 }
+
+// TestJXTAOpenTagBomb: a JXTA peer opens a JxtaBiDiPipe with its pipe
+// advertisement padded with 2,000 empty elements (unknown elements are
+// allowed; parsing costs by the element): the open is refused unparsed
+// and counted, and a plain open after it is accepted. Before, it was
+// parsed and set up.
+func TestJXTAOpenTagBomb(t *testing.T) {
+	ctx, s, ep, a := unsignedJXTAPipes(t, "open-tag-bomb")
+	l, err := s.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	d, pa := newDoc("PA")
+	pa.CreateElement("PID").SetText(ident.ID().String())
+	peerAdv := docBytes(d)
+	open := func(pad int) {
+		t.Helper()
+		client, err := adv.New(adv.Unicast, "client", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cx, _ := client.Marshal()
+		end := []byte("</jxta:PipeAdvertisement>")
+		i := bytes.LastIndex(cx, end)
+		if i < 0 {
+			t.Fatalf("no %s in %q", end, cx)
+		}
+		cx = slices.Concat(cx[:i], bytes.Repeat([]byte("<x/>"), pad), cx[i:])
+		m := message.New(message.Text(bidiNS, bidiReliable, "true"),
+			message.Element{Namespace: bidiNS, Name: bidiReqPipe, MIME: message.XMLUTF8, Data: cx},
+			message.Element{Namespace: bidiNS, Name: bidiRemPeer, MIME: message.XMLUTF8, Data: peerAdv})
+		if err := fl.Send(ctx, ep.JXTA().Addrs()[0], "PipeService", a.ID.String(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(2000)
+	open(0)
+	// The transport hands a connection's messages over in order: once
+	// the plain open is accepted, the padded one was handled.
+	b, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := s.Stats().JXTARefused; got != 1 {
+		t.Fatalf("%d opens refused, want the padded one's 1", got)
+	}
+}
