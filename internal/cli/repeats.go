@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/english"
 )
 
 // repeats bounds the lines recv and bridge write about messages they
@@ -15,12 +17,20 @@ import (
 // by flush when the command ends. Peers are bounded (maxRepeatPeers):
 // beyond, what is counted is written and the count starts afresh. A
 // sender whose identity is only its claim is followed by its host
-// (lineKey), as it can claim a new one with every message.
+// (lineKey), as it can claim a new one with every message. And at most
+// maxWindowLines lines are written in any repeatWindow, whatever the
+// peers: libp2p identities cost nothing to make, and one line each is
+// still a flood. Beyond, lines are counted and the count is written once
+// the window has passed (with the next line, or by flush).
 type repeats struct {
 	w     io.Writer
 	now   func() time.Time
 	mu    sync.Mutex
 	peers map[string]*repeat
+
+	window  time.Time // when the current window of maxWindowLines began
+	written int       // lines written in it
+	over    int       // lines not written for want of room, since the last count
 }
 
 type repeat struct {
@@ -38,6 +48,10 @@ const repeatWindow = 10 * time.Second
 // maxRepeatPeers bounds the peers followed, as the node bounds the peers
 // connected at once.
 const maxRepeatPeers = 1024
+
+// maxWindowLines bounds the lines written in a repeatWindow, all peers
+// together: ten a second, about what an operator can still read.
+const maxWindowLines = 100
 
 func newRepeats(w io.Writer) *repeats {
 	return &repeats{w: w, now: time.Now, peers: map[string]*repeat{}}
@@ -71,7 +85,31 @@ func (r *repeats) lineOf(peer, of, line string) {
 		}
 		p.since, p.held, p.last = now, 0, ""
 	}
+	r.writeLocked(now, line)
+}
+
+// writeLocked writes line if the window has room, else counts it. A
+// window that has passed first has its count written.
+func (r *repeats) writeLocked(now time.Time, line string) {
+	if now.Sub(r.window) >= repeatWindow {
+		r.overLocked()
+		r.window, r.written = now, 0
+	}
+	if r.written >= maxWindowLines {
+		r.over++
+		return
+	}
+	r.written++
 	fmt.Fprintln(r.w, line)
+}
+
+// overLocked writes how many lines were not written for want of room.
+func (r *repeats) overLocked() {
+	if r.over > 0 {
+		fmt.Fprintf(r.w, "p2pmsg: %s like these not written (at most %d every %v)\n",
+			english.Count(r.over, "more line", "more lines"), maxWindowLines, repeatWindow)
+		r.over = 0
+	}
 }
 
 // flush writes what is counted and not yet written: per peer, the count
@@ -89,8 +127,9 @@ func (r *repeats) flushLocked() {
 			if p.held > 1 {
 				line += fmt.Sprintf(" (and %d more from %s before it)", p.held-1, p.of)
 			}
-			fmt.Fprintln(r.w, line)
+			r.writeLocked(r.now(), line)
 			p.held, p.last = 0, ""
 		}
 	}
+	r.overLocked()
 }
