@@ -286,15 +286,17 @@ func (r *jxtaResolver) query(ctx context.Context, d *endpoint.Delivery) {
 	if directed && !forUs || !directed && !found {
 		return // JXSE answers only directed queries, or what it holds
 	}
-	ans := r.answer(q.qid, pipeID, typ, found)
-	to := endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(src.String(), "urn:jxta:"),
-		Service: JXTAResolverService, Param: jxtaResponseParam}
-	// Off the reader: the answer may open a connection.
+	// The slot first: a query refused for want of one costs nothing more
+	// (an answer is a document, with this host's addresses).
 	host := d.RemoteHost
 	if !r.startAnswer(host) {
 		r.s.jxtaRefused.Add(1)
 		return
 	}
+	ans := r.answer(q.qid, pipeID, typ, found)
+	to := endpoint.Address{Protocol: endpoint.ProtocolJXTA, Addr: strings.TrimPrefix(src.String(), "urn:jxta:"),
+		Service: JXTAResolverService, Param: jxtaResponseParam}
+	// Off the reader: the answer may open a connection.
 	r.s.background(30*time.Second, func(ctx context.Context) {
 		defer r.endAnswer(host)
 		r.s.ep.Send(ctx, to, ans)

@@ -37,7 +37,9 @@
 //     record and an output pipe connects to the providers it finds.
 //     Delivery is best effort and not in order: gossipsub validates
 //     messages in parallel, so a few of one author's may arrive out of
-//     order; none arrives twice. The advertisement names no binders:
+//     order; none arrives twice while the receiver runs (its replay
+//     windows are in memory: a message captured before it restarts is
+//     taken once more after). The advertisement names no binders:
 //     members are whoever subscribes. Messages are signed by their author
 //     (pubsub's StrictSign), so Received.From is proven here too. The
 //     service starts its gossipsub router with its first propagate pipe: a
@@ -443,6 +445,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	inputs map[string]*InputPipe // by Key: unicast and secure inputs
+	// flights are the resolutions Resolve callers share, by flightKey.
+	flights map[string]*flight
 	// jxtaPipes are the pipes bound for JXTA peers only (jxtasession.go),
 	// by pipe ID.
 	jxtaPipes map[string]bool
