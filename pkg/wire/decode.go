@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -39,7 +40,9 @@ func NewDecoder(r io.Reader, opts ...Option) (*Decoder, error) {
 }
 
 // Decode reads the next message. At a clean end of stream it returns io.EOF;
-// a message cut short gives an error wrapping io.ErrUnexpectedEOF.
+// a message cut short gives an error wrapping io.ErrUnexpectedEOF, and a
+// failing reader (a stream reset) its own error, matching no sentinel of
+// the format.
 func (d *Decoder) Decode() (*message.Message, error) {
 	d.st.reset(d.br, &d.lim, -1)
 	return d.st.message()
@@ -252,11 +255,13 @@ func (s *state) read(p []byte, field string) error {
 	}
 	n, err := io.ReadFull(s.r, p)
 	s.off += int64(n)
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return s.fail(ErrMalformed, field, "", err)
+	switch {
+	case err == io.EOF, err == io.ErrUnexpectedEOF:
+		return s.fail(ErrMalformed, field, "", io.ErrUnexpectedEOF)
+	case err != nil:
+		// The reader failed (a stream reset, a deadline): nothing is
+		// known of the message, which is not malformed.
+		return fmt.Errorf("wire: reading the message at byte %d (%s): %w", s.off, field, err)
 	}
 	return nil
 }

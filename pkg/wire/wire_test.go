@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"testing/iotest"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
@@ -289,5 +290,24 @@ func TestEmptyMessageAtExactLimit(t *testing.T) {
 	}
 	if _, err := wire.Decode(bytes.NewReader(append(b, 'j')), wire.WithMaxMessageSize(int64(len(b)))); !errors.Is(err, wire.ErrLimit) {
 		t.Fatalf("one byte over: %v", err)
+	}
+}
+
+// TestDecodeReaderFails: a reader that fails (a stream reset, a deadline)
+// is not a malformed message: Decode's error wraps the reader's, says
+// where, and matches no sentinel of the format. It said "malformed
+// message at byte 0 (signature): stream reset", and matched ErrMalformed.
+func TestDecodeReaderFails(t *testing.T) {
+	cause := errors.New("stream reset")
+	for _, n := range []int{0, 10} { // before the signature, and within the message
+		enc, err := wire.Marshal(message.New(message.Text("ns", "text", "hello")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := io.MultiReader(bytes.NewReader(enc[:n]), iotest.ErrReader(cause))
+		_, err = wire.Decode(r)
+		if !errors.Is(err, cause) || errors.Is(err, wire.ErrMalformed) || errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("after %d bytes: %v; want the reader's error, not malformed", n, err)
+		}
 	}
 }
