@@ -3,7 +3,9 @@ package pipe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +190,56 @@ func TestResolveWhenTheBinderClosesFirst(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConcurrentResolvesShareOne: concurrent Resolve calls for the same
+// pipe and peers share one resolution, one query to the binder; a caller
+// whose ctx ends leaves alone, the others still get the binder. Before,
+// each made its own (a burst of 300 socket Dials, 300 resolver streams,
+// which the peers' stream limits refused: 174 of 300 HTTP requests).
+func TestConcurrentResolvesShareOne(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	a := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var queries atomic.Int32
+	release := make(chan struct{})
+	pipe.SetQueryWrittenHook(func() { queries.Add(1); <-release })
+	defer pipe.SetQueryWrittenHook(nil)
+
+	const n = 50
+	leaving, leave := context.WithCancel(ctx(t))
+	results := make(chan error, n+1)
+	for i := range n + 1 {
+		c := ctx(t)
+		if i == n {
+			c = leaving
+		}
+		go func() {
+			p, err := sa.Resolve(c, a, pipe.RoleInput, pipe.ToPeers(nodes[1].AddrInfo()))
+			if err == nil && p != nodes[1].ID() {
+				err = fmt.Errorf("resolved to %s", p)
+			}
+			results <- err
+		}()
+	}
+	testutil.WaitFor(t, "every caller to wait", func() bool { return pipe.FlightWaiters(sa) == n+1 })
+	leave()
+	if err := <-results; !errors.Is(err, context.Canceled) || !errors.Is(err, pipe.ErrNotResolved) {
+		t.Fatalf("the caller that left: %v, want ErrNotResolved and context.Canceled", err)
+	}
+	close(release)
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q := queries.Load(); q != 1 {
+		t.Fatalf("%d callers made %d queries, want 1", n+1, q)
 	}
 }

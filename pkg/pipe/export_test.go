@@ -31,3 +31,14 @@ func SenderTagged(s *Service, p peer.ID) bool {
 // SetQueryWrittenHook sets testHookQueryWritten: f runs in a binding
 // query between writing the query and ending the stream.
 func SetQueryWrittenHook(f func()) { testHookQueryWritten = f }
+
+// FlightWaiters is how many Resolve callers wait on shared resolutions.
+func FlightWaiters(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.flights {
+		n += f.waiters
+	}
+	return n
+}

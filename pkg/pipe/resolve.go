@@ -49,7 +49,10 @@ const (
 // Resolve finds a peer where the pipe is bound in role (RoleInput,
 // RoleBidi or a role announced with Announce), as output pipes do. Only
 // the ToPeers peers are asked when given; otherwise the connected peers
-// and the DHT's providers. It fails with ErrNotResolved.
+// and the DHT's providers. It fails with ErrNotResolved. Concurrent calls
+// for the same pipe, role and peers share one resolution (a burst of
+// socket Dials asks once); a caller whose ctx ends leaves it to the
+// others.
 func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, opts ...ResolveOption) (peer.ID, error) {
 	if err := checkAdv(a); err != nil {
 		return "", err
@@ -63,7 +66,7 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 			return "", err
 		}
 	}
-	return s.resolve(ctx, a, role, rc.peers)
+	return s.resolveShared(ctx, a, role, rc.peers)
 }
 
 func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) (peer.ID, error) {

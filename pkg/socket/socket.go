@@ -551,11 +551,12 @@ func readHandshake(r io.ByteReader) (string, error) {
 }
 
 // Dial connects to the listener of a, found as output pipes find their
-// input (see pipe.ToPeers for naming the peer). It fails with
-// pipe.ErrNotResolved when no listener is found and ErrRefused when the
-// peer refuses, which includes resetting the stream before answering:
-// the peer's stream limits did, most likely because this peer already
-// holds as many socket streams on it as it allows one peer
+// input (see pipe.ToPeers for naming the peer); concurrent Dials to the
+// same pipe and peers share one resolution (pipe.Service.Resolve). It
+// fails with pipe.ErrNotResolved when no listener is found and ErrRefused
+// when the peer refuses, which includes resetting the stream before
+// answering: the peer's stream limits did, most likely because this peer
+// already holds as many socket streams on it as it allows one peer
 // (node.MaxSocketStreamsPerPeer; node.WithSocketStreamsPerPeer raises
 // it).
 func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pipe.ResolveOption) (*Conn, error) {
