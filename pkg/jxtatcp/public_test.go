@@ -31,20 +31,7 @@ func TestWelcomeAnnouncesReachableAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, host := range []string{"127.0.0.1", "127.0.0.3"} {
-		c, err := net.Dial("tcp", net.JoinHostPort(host, port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		p := &rawPeer{Conn: c, br: bufio.NewReader(c)}
-		w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://127.0.0.1:0", Peer: otherIdent.ID().String(), Version: "1.1"}
-		if _, err := p.Write(w.Append(nil)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := readWelcome(p.br)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := welcomeAt(t, net.JoinHostPort(host, port))
 		if want := "tcp://" + net.JoinHostPort(host, port); got.Public != want {
 			t.Errorf("dialled at %s: the welcome announces %q, want %q", host, got.Public, want)
 		}
@@ -91,21 +78,7 @@ func TestPublicAddress(t *testing.T) {
 	if err := tr.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", tr.listeners[0].Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := &rawPeer{Conn: c, br: bufio.NewReader(c)}
-	w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://127.0.0.1:0", Peer: otherIdent.ID().String(), Version: "1.1"}
-	if _, err := p.Write(w.Append(nil)); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readWelcome(p.br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Public != public {
+	if got := welcomeAt(t, tr.listeners[0].Addr().String()); got.Public != public {
 		t.Errorf("the welcome announces %q, want %q", got.Public, public)
 	}
 	if got, want := tr.AnnouncedAddrs(), append([]string{public}, tr.Addrs()...); !slices.Equal(got, want) {
@@ -146,4 +119,26 @@ func TestPublicAddress(t *testing.T) {
 			t.Errorf("WithPublicAddress(%q): %v, want ErrBadOption", bad, err)
 		}
 	}
+}
+
+// welcomeAt connects to a transport's listener at hostport, as a JXTA
+// peer, and returns the welcome it answers; the connection closes at
+// the end of the test.
+func welcomeAt(t *testing.T, hostport string) Welcome {
+	t.Helper()
+	c, err := net.Dial("tcp", hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p := &rawPeer{Conn: c, br: bufio.NewReader(c)}
+	w := Welcome{Dest: "tcp://" + c.RemoteAddr().String(), Public: "tcp://127.0.0.1:0", Peer: otherIdent.ID().String(), Version: "1.1"}
+	if _, err := p.Write(w.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readWelcome(p.br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -129,37 +129,10 @@ func TestJXTAQueryFlood(t *testing.T) {
 // connections being set up or queued; the other opens are refused and
 // counted, and a later Accept still gets a queued one.
 func TestJXTAOpenFlood(t *testing.T) {
-	ctx, s, ep, a := unsignedJXTAPipes(t, "open-flood")
-	l, err := s.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ident, err := jxtatcp.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := jxtatcp.New(ident, func(*jxtatcp.Incoming) {}, jxtatcp.WithUnsigned())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fl.Close()
-	d, pa := newDoc("PA")
-	pa.CreateElement("PID").SetText(ident.ID().String())
-	peerAdv := docBytes(d)
+	ctx, s, l, open := jxtaOpener(t, "open-flood")
 	const n = 200
 	for range n {
-		client, err := adv.New(adv.Unicast, "client", "") // a new client pipe each time
-		if err != nil {
-			t.Fatal(err)
-		}
-		cx, _ := client.Marshal()
-		open := message.New(message.Text(bidiNS, bidiReliable, "true"),
-			message.Element{Namespace: bidiNS, Name: bidiReqPipe, MIME: message.XMLUTF8, Data: cx},
-			message.Element{Namespace: bidiNS, Name: bidiRemPeer, MIME: message.XMLUTF8, Data: peerAdv})
-		if err := fl.Send(ctx, ep.JXTA().Addrs()[0], "PipeService", a.ID.String(), open); err != nil {
-			t.Fatal(err)
-		}
+		open(0) // a new client pipe each time
 	}
 	backlog := uint64(s.opts.backlog)
 	for s.Stats().JXTARefused < n-backlog && ctx.Err() == nil {
@@ -169,10 +142,10 @@ func TestJXTAOpenFlood(t *testing.T) {
 		t.Fatalf("%d opens refused, want %d (a backlog of %d)", got, n-backlog, backlog)
 	}
 	s.mu.Lock()
-	open := len(s.jxtaBidis)
+	set := len(s.jxtaBidis)
 	s.mu.Unlock()
-	if open > int(backlog) {
-		t.Fatalf("%d JxtaBiDiPipes set up for a backlog of %d", open, backlog)
+	if set > int(backlog) {
+		t.Fatalf("%d JxtaBiDiPipes set up for a backlog of %d", set, backlog)
 	}
 	b, err := l.Accept(ctx)
 	if err != nil {
@@ -479,12 +452,33 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 // and counted, and a plain open after it is accepted. Before, it was
 // parsed and set up.
 func TestJXTAOpenTagBomb(t *testing.T) {
-	ctx, s, ep, a := unsignedJXTAPipes(t, "open-tag-bomb")
+	ctx, s, l, open := jxtaOpener(t, "open-tag-bomb")
+	open(2000)
+	open(0)
+	// The transport hands a connection's messages over in order: once
+	// the plain open is accepted, the padded one was handled.
+	b, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := s.Stats().JXTARefused; got != 1 {
+		t.Fatalf("%d opens refused, want the padded one's 1", got)
+	}
+}
+
+// jxtaOpener is a JxtaBiDiPipe listener on an unsignedJXTAPipes service
+// and open, which has a JXTA peer open a connection to it by hand, from
+// a new client pipe whose advertisement is padded with pad empty
+// elements. The listener closes at the end of the test.
+func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener, func(pad int)) {
+	t.Helper()
+	ctx, s, ep, a := unsignedJXTAPipes(t, name)
 	l, err := s.Listen(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	ident, err := jxtatcp.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +487,7 @@ func TestJXTAOpenTagBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fl.Close()
+	t.Cleanup(func() { fl.Close() })
 	d, pa := newDoc("PA")
 	pa.CreateElement("PID").SetText(ident.ID().String())
 	peerAdv := docBytes(d)
@@ -517,16 +511,5 @@ func TestJXTAOpenTagBomb(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	open(2000)
-	open(0)
-	// The transport hands a connection's messages over in order: once
-	// the plain open is accepted, the padded one was handled.
-	b, err := l.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if got := s.Stats().JXTARefused; got != 1 {
-		t.Fatalf("%d opens refused, want the padded one's 1", got)
-	}
+	return ctx, s, l, open
 }
