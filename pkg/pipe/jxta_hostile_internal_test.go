@@ -339,23 +339,7 @@ func TestJXTAAnswerRoutesToPublicAddress(t *testing.T) {
 	}
 	defer unbind()
 
-	ident, err := jxtatcp.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	answers := make(chan []byte, 1)
-	q, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
-		if e, ok := in.Message.Get(message.JXTANamespace, jxtaResponseParam); ok && in.Service == JXTAResolverService {
-			select {
-			case answers <- bytes.Clone(e.Data):
-			default:
-			}
-		}
-	}, jxtatcp.WithUnsigned())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	ident, q, answers := jxtaQuerier(t)
 	listener := ep.JXTA().Addrs()[0]
 	if err := q.Send(ctx, listener, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: ident.ID()}).queryMessage(1, a)); err != nil {
 		t.Fatal(err)
@@ -399,22 +383,7 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unbind()
-	ident, err := jxtatcp.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	answers := make(chan int32, 4)
-	peer, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
-		if e, ok := in.Message.Get(message.JXTANamespace, jxtaResponseParam); ok {
-			if qid, _, err := parsePBPAnswer(e.Data); err == nil {
-				answers <- qid
-			}
-		}
-	}, jxtatcp.WithUnsigned())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	ident, peer, answers := jxtaQuerier(t)
 	addr := ep.JXTA().Addrs()[0]
 	q := (&jxtaResolver{self: ident.ID()}).queryMessage(1, a)
 	e, _ := q.Get(message.JXTANamespace, jxtaQueryParam)
@@ -434,9 +403,9 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case qid := <-answers:
-		if qid != 2 {
-			t.Fatalf("the query padded with 2,000 elements was answered (query %d)", qid)
+	case doc := <-answers:
+		if qid, _, err := parsePBPAnswer(doc); err != nil || qid != 2 {
+			t.Fatalf("the query padded with 2,000 elements was answered (query %d, %v)", qid, err)
 		}
 	case <-ctx.Done():
 		t.Fatal("the plain query was not answered")
@@ -512,4 +481,29 @@ func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener
 		}
 	}
 	return ctx, s, l, open
+}
+
+// jxtaQuerier is a JXTA peer (unsigned) that asks a pipe resolver by
+// hand; answers carries the documents of the answers it gets. It closes
+// at the end of the test.
+func jxtaQuerier(t *testing.T) (*jxtatcp.Identity, *jxtatcp.Transport, <-chan []byte) {
+	t.Helper()
+	ident, err := jxtatcp.NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan []byte, 4)
+	q, err := jxtatcp.New(ident, func(in *jxtatcp.Incoming) {
+		if e, ok := in.Message.Get(message.JXTANamespace, jxtaResponseParam); ok && in.Service == JXTAResolverService {
+			select {
+			case answers <- bytes.Clone(e.Data):
+			default:
+			}
+		}
+	}, jxtatcp.WithUnsigned())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return ident, q, answers
 }
