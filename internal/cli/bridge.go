@@ -54,11 +54,12 @@ binds it too. Either may be left out for a one-way bridge.
 
 Each forwarded message is printed on stdout as one line: where it came from
 (a JXTA sender taken unsigned, --jxta-unsigned, as unverified: its peer ID
-is only its claim) and where it went. A message that cannot be forwarded (the other side is
-down, or does not have the pipe bound) is reported on stderr and counted,
-never dropped in silence; the bridge keeps running. As recv's refusals,
-these lines come at most once per sending peer every 10 s, the others
-counted with that peer's next line or when the bridge ends. A message to a
+is only its claim) and where it went. A message that cannot be forwarded
+(the other side is down, or does not have the pipe bound) is reported on
+stderr and counted, never dropped in silence; the bridge keeps running. As
+recv's refusals, these lines come at most once per sending peer every 10
+s, and 100 in all, the others counted with that peer's next line (or after
+the 10 s) or when the bridge ends. A message to a
 libp2p peer counts as forwarded once that peer confirmed it (Flush). A
 libp2p peer's message that could not be forwarded is refused back to it,
 with the reason, so its sender learns it was not delivered (p2pmsg send

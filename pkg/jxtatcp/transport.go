@@ -426,8 +426,8 @@ func (t *Transport) ID() id.ID { return t.ident.id }
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
 	s := &t.stats
-	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(), SignedIgnored: s.signedIgnored.Load(),
-		Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
+	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), BadSignatures: s.badSig.Load(), Unsigned: s.unsigned.Load(),
+		SignedIgnored: s.signedIgnored.Load(), Spoofed: s.spoofed.Load(), Malformed: s.malformed.Load(), NotForUs: s.notForUs.Load(), Refused: s.refused.Load(),
 		TooManySigners: s.tooManySigners.Load(), SlowFrames: s.slowFrames.Load(), Shed: s.shed.Load(),
 		Evicted: s.evicted.Load(), EvictedUnread: s.evictedUnread.Load(), BudgetWaits: t.budget.waits.Load(), RoomKept: t.budget.roomWaits.Load()}
 }

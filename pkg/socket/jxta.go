@@ -544,12 +544,13 @@ func (js *jxtaStream) flushWrites(ctx context.Context) error {
 }
 
 // CloseWrite waits (20 s at most, or until the write deadline) until
-// every block written is acknowledged, then tells the other side, which reads io.EOF, and waits a
-// few seconds for its closeACK. It fails if blocks stayed unacknowledged:
-// they may not have arrived. JXTA's close has no half-close: the other
-// side can write no more (JXSE closes its socket; ours fails its Writes),
-// so Reads here return what arrived before its closeACK, which it sends
-// once everything it wrote is acknowledged, then errNoHalfClose.
+// every block written is acknowledged, then tells the other side, which
+// reads io.EOF, and waits a few seconds for its closeACK. It fails if
+// blocks stayed unacknowledged: they may not have arrived. JXTA's close
+// has no half-close: the other side can write no more (JXSE closes its
+// socket; ours fails its Writes), so Reads here return what arrived
+// before its closeACK, which it sends once everything it wrote is
+// acknowledged, then errNoHalfClose.
 func (js *jxtaStream) CloseWrite() error {
 	if js.closeSent.Swap(true) {
 		return nil

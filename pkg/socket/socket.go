@@ -197,8 +197,9 @@ const DefaultJXTAIdleProbe = 15 * time.Second
 // mid-stream leaves its connection closed and nothing else: the check
 // sends the socket's acknowledgement again, and when that cannot be sent
 // three times a second apart, Read fails with jxtarel.ErrUnreachable, as
-// ErrReset (a JXSE reader, without a timeout, waits forever). A peer that keeps its
-// connection open and sends nothing is merely idle: set a read deadline.
+// ErrReset (a JXSE reader, without a timeout, waits forever). A peer that
+// keeps its connection open and sends nothing is merely idle: set a read
+// deadline.
 func WithJXTAIdleProbe(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
