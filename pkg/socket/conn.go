@@ -41,6 +41,7 @@ type Conn struct {
 	closeOnce sync.Once
 	readEOF   atomic.Bool // the other side finished sending
 	wclosed   atomic.Bool // CloseWrite was called
+	rclosed   atomic.Bool // CloseRead was called: Reads end, as on TCP
 	// reading is held by each Read and by the linger after Close: a
 	// yamux stream takes one reader at a time (two Reads at once race
 	// in its window update, and it wakes one waiting reader per
@@ -79,8 +80,8 @@ func newConn(svc *Service, st network.Stream, a *adv.PipeAdvertisement, br *bufi
 }
 
 // Read implements net.Conn. It returns io.EOF after the other side's last
-// byte once that side has closed or half-closed, and only then: when the
-// stream ends otherwise (the other side's Reset, its peer gone, the
+// byte once that side has closed or half-closed, and only then (or after
+// this side's CloseRead, as on TCP): when the stream ends otherwise (the other side's Reset, its peer gone, the
 // connection lost), Read and Write fail with an error matching ErrReset;
 // when this side's node closed it after the socket service (a Peer's
 // Close), with ErrClosed.
@@ -92,6 +93,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	defer c.reading.Unlock()
 	if c.isClosed() {
 		return 0, c.wrap("read", ErrClosed)
+	}
+	if c.rclosed.Load() {
+		return 0, io.EOF
 	}
 	c.brMu.Lock()
 	if c.br != nil {
@@ -106,6 +110,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	n, err := c.st.Read(b)
 	if err == io.EOF {
 		c.readEOF.Store(true)
+	}
+	if err != nil && c.rclosed.Load() && !c.isClosed() {
+		return n, io.EOF // CloseRead's reset of the stream's reading, not the other side's
 	}
 	return n, c.wrap("read", err)
 }
@@ -254,10 +261,14 @@ func (c *Conn) CloseWrite() error {
 	return c.wrap("close", c.st.CloseWrite())
 }
 
-// CloseRead stops reading. Unlike TCP, the multiplexer does not tell the
-// other side: its further writes stall once its flow-control window is
-// full, until it closes (or this side closes, see Close).
-func (c *Conn) CloseRead() error { return c.wrap("close", c.st.CloseRead()) }
+// CloseRead stops reading: Reads then return io.EOF, as on TCP. Unlike
+// TCP, the multiplexer does not tell the other side: its further writes
+// stall once its flow-control window is full, until it closes (or this
+// side closes, see Close).
+func (c *Conn) CloseRead() error {
+	c.rclosed.Store(true)
+	return c.wrap("close", c.st.CloseRead())
+}
 
 // LocalAddr implements net.Conn: this peer and the pipe.
 func (c *Conn) LocalAddr() net.Addr { return c.local }

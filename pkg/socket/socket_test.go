@@ -580,3 +580,30 @@ func TestWriteAfterCloseWrite(t *testing.T) {
 		t.Fatalf("Read after the other side's CloseWrite: %d, %v; want io.EOF", n, err)
 	}
 }
+
+// TestReadAfterCloseRead: Reads after CloseRead, and one it cuts short,
+// return io.EOF, as on TCP: this side chose to stop reading. They failed
+// with ErrReset ("stream reset"), which says the other side reset or was
+// lost.
+func TestReadAfterCloseRead(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newSockets(t, nodes[0]), newSockets(t, nodes[1])
+	c1, c2 := pair(t, sa, sb, newAdv(t, adv.Unicast))
+	defer c1.Close()
+	defer c2.Close()
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c1.Read(make([]byte, 1))
+		blocked <- err
+	}()
+	testutil.WaitBlocked(t, "socket.(*Conn).Read", false)
+	if err := c1.CloseRead(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-blocked; err != io.EOF {
+		t.Fatalf("a Read that CloseRead cut short: %v, want io.EOF", err)
+	}
+	if n, err := c1.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("Read after CloseRead: %d, %v; want io.EOF", n, err)
+	}
+}
