@@ -9,12 +9,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -357,4 +360,97 @@ func TestRecvSocketJXTACloseWithGap(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "p2pmsg: the peer ended its stream with data missing: ") {
 		t.Fatalf("recv --socket from a peer that closed with block 2 missing: exit %d, stderr %q; want 1 and the cause", code, stderr)
 	}
+}
+
+// TestRecvLinesBoundedOverIdentities: peers that each make up a new
+// libp2p identity (they cost nothing) and send `recv --psk` one message
+// it refuses have at most 100 lines written about them in 10 s, the rest
+// counted in one line; every refusal is accounted for. Before, the bound
+// was a line per sending peer every 10 s, and each identity had its line
+// (1,100 identities: 1,200 lines in 5 s).
+func TestRecvLinesBoundedOverIdentities(t *testing.T) {
+	const identities, workers = 130, 8
+	advFile := newPipeAdv(t, "unicast")
+	psk := writeFile(t, "psk", []byte(strings.Repeat("ab", 32)))
+	recv := start(t, nil, "recv", "--pipe", advFile, "--listen", loopback, "--psk", psk)
+	info, err := peer.AddrInfoFromString(recv.addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := readAdv(t, advFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sendAs := func() error { // a fresh identity, one plain message
+		n, err := node.New(ctx, node.WithEphemeralKey(), node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs))
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		ep, err := endpoint.New(n)
+		if err != nil {
+			return err
+		}
+		defer ep.Close()
+		ps, err := pipe.New(ep)
+		if err != nil {
+			return err
+		}
+		defer ps.Close()
+		out, err := ps.NewOutputPipe(ctx, a, pipe.ToPeers(*info))
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		if err := out.Send(ctx, message.New(message.Text("", "x", "plain"))); err != nil {
+			return err
+		}
+		var ue *pipe.UndeliveredError
+		if err := out.Flush(ctx); !errors.As(err, &ue) {
+			return fmt.Errorf("flush: %v, want the receiver's refusal", err)
+		}
+		return nil
+	}
+	began := time.Now()
+	jobs, errs := make(chan struct{}), make(chan error, identities)
+	for range workers {
+		go func() {
+			for range jobs {
+				errs <- sendAs()
+			}
+		}()
+	}
+	for range identities {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	for range identities {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(began)
+	recv.cmd.Process.Signal(syscall.SIGINT)
+	if code := recv.wait(t); code != 0 {
+		t.Fatalf("recv exit %d: %q", code, recv.stderr)
+	}
+	written, counted := 0, 0
+	for _, l := range recv.stderr {
+		if strings.Contains(l, " refused: ") {
+			written++
+		}
+		var n int
+		if _, err := fmt.Sscanf(l, "p2pmsg: %d more lines like these not written", &n); err == nil {
+			counted += n
+		}
+	}
+	if written+counted != identities {
+		t.Fatalf("%d refusals written and %d counted, want %d in all", written, counted, identities)
+	}
+	// The first line opens a window of 10 s: all within it, at most 100
+	// are written. (A machine too slow for that still accounts for every
+	// refusal, checked above.)
+	if elapsed < 10*time.Second && written > 100 {
+		t.Fatalf("%d refusals within %v: %d lines written, want at most 100", identities, elapsed.Round(time.Millisecond), written)
+	}
+	t.Logf("%d identities in %v: %d lines written, %d counted", identities, elapsed.Round(time.Millisecond), written, counted)
 }
