@@ -314,10 +314,11 @@ func announce(cmd *cobra.Command, p *peerStack) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "listening %s\n", a)
 	}
 	if t := p.ep.JXTA(); t != nil {
-		for _, a := range t.Addrs() {
+		addrs := t.Addrs()
+		for _, a := range addrs {
 			fmt.Fprintf(cmd.ErrOrStderr(), "listening jxta %s %s\n", a, t.ID())
 		}
-		if pub := t.AnnouncedAddrs(); len(pub) > 0 && !slices.Contains(t.Addrs(), pub[0]) {
+		if pub := t.AnnouncedAddrs(); len(pub) > 0 && !slices.Contains(addrs, pub[0]) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "announcing jxta %s %s\n", pub[0], t.ID())
 		}
 	}
