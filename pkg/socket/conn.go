@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -34,9 +35,13 @@ type Conn struct {
 	// yamux streams take one writer at a time (two at once can overrun
 	// the peer's window, which kills the whole libp2p connection), so
 	// writes queue here, honouring the write deadline while they wait.
-	wlock     chan struct{}
-	dlMu      sync.Mutex
-	wdeadline time.Time
+	wlock chan struct{}
+	// The deadlines as deadlineNanos gives them, checked before any
+	// I/O: a stream returns bytes it holds, or takes some while its
+	// window has room, past its deadline, where package net's conns
+	// fail.
+	rdeadline atomic.Int64
+	wdeadline atomic.Int64
 	closed    chan struct{}
 	closeOnce sync.Once
 	readEOF   atomic.Bool // the other side finished sending
@@ -97,6 +102,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if c.rclosed.Load() {
 		return 0, io.EOF
 	}
+	if expired(c.rdeadline.Load()) {
+		return 0, c.wrap("read", timeoutError{os.ErrDeadlineExceeded})
+	}
 	c.brMu.Lock()
 	if c.br != nil {
 		n, _ := c.br.Read(b)
@@ -136,6 +144,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.wclosed.Load() {
 		return 0, c.wrap("write", errWriteClosed)
 	}
+	if expired(c.wdeadline.Load()) {
+		return 0, c.wrap("write", timeoutError{os.ErrDeadlineExceeded})
+	}
 	n, err := c.st.Write(b)
 	return n, c.wrap("write", err)
 }
@@ -150,23 +161,20 @@ func (c *Conn) lockWrite() error {
 		return nil
 	default:
 	}
-	c.dlMu.Lock()
-	dl := c.wdeadline
-	c.dlMu.Unlock()
-	var expired <-chan time.Time
-	if !dl.IsZero() {
-		d := time.Until(dl)
+	var timeout <-chan time.Time
+	if dl := c.wdeadline.Load(); dl != 0 {
+		d := time.Until(time.Unix(0, dl))
 		if d <= 0 {
 			return timeoutError{os.ErrDeadlineExceeded}
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
-		expired = t.C
+		timeout = t.C
 	}
 	select {
 	case c.wlock <- struct{}{}:
 		return nil
-	case <-expired:
+	case <-timeout:
 		return timeoutError{os.ErrDeadlineExceeded}
 	case <-c.closed:
 		return ErrClosed
@@ -306,21 +314,37 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	if c.isClosed() {
 		return c.wrap("set", ErrClosed)
 	}
-	c.setWriteDeadline(t)
+	c.rdeadline.Store(deadlineNanos(t))
+	c.wdeadline.Store(deadlineNanos(t))
 	return c.wrap("set", c.st.SetDeadline(t))
 }
 
-func (c *Conn) setWriteDeadline(t time.Time) {
-	c.dlMu.Lock()
-	c.wdeadline = t
-	c.dlMu.Unlock()
+// deadlineNanos is a deadline as Unix nanoseconds, 0 for none.
+func deadlineNanos(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.After(maxDeadline):
+		return maxDeadline.UnixNano()
+	case t.Before(time.Unix(0, 1)):
+		return 1 // long past, as any Unix nanosecond 0 or earlier
+	}
+	return t.UnixNano()
 }
+
+// maxDeadline is the latest deadline UnixNano can hold (year 2262):
+// later ones are as good as none.
+var maxDeadline = time.Unix(0, math.MaxInt64)
+
+// expired reports whether the deadline d (deadlineNanos) has passed.
+func expired(d int64) bool { return d != 0 && time.Now().UnixNano() >= d }
 
 // SetReadDeadline implements net.Conn.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if c.isClosed() {
 		return c.wrap("set", ErrClosed)
 	}
+	c.rdeadline.Store(deadlineNanos(t))
 	return c.wrap("set", c.st.SetReadDeadline(t))
 }
 
@@ -329,7 +353,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.isClosed() {
 		return c.wrap("set", ErrClosed)
 	}
-	c.setWriteDeadline(t)
+	c.wdeadline.Store(deadlineNanos(t))
 	return c.wrap("set", c.st.SetWriteDeadline(t))
 }
 

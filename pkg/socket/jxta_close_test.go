@@ -20,37 +20,7 @@ import (
 // writing ended by the close, closed without telling it), the hang of an
 // echo client between two p2pmsg peers.
 func TestJXTACloseWriteEndsReading(t *testing.T) {
-	start := func() (*socket.Service, string) {
-		ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
-		_, s := socketsOn(t, ep)
-		return s, ep.JXTA().Addrs()[0]
-	}
-	server, addr := start()
-	client, _ := start()
-	a := seeded(t, "close-write")
-	l, err := server.Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	accepted := make(chan *socket.Conn, 1)
-	go func() {
-		c, err := l.AcceptContext(ctx(t))
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
-	c, err := client.Dial(ctx(t), a, pipe.ToJXTAPeers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sc := <-accepted
-	if sc == nil {
-		t.FailNow()
-	}
-	defer sc.Close()
+	c, sc := jxtaPair(t)
 
 	// Each side reads as it goes, as an echo client does: a JXTA close
 	// waits until the other side's application has taken every block.
@@ -86,4 +56,40 @@ func TestJXTACloseWriteEndsReading(t *testing.T) {
 	if r := <-clientRead; string(r.b) != "early" || !errors.Is(r.err, socket.ErrClosed) {
 		t.Fatalf("after CloseWrite this side read %q, %v; want early, then ErrClosed", r.b, r.err)
 	}
+}
+
+// jxtaPair connects two p2pmsg peers' sockets over JXTA TCP: c dialled,
+// sc accepted. Both are closed when the test ends.
+func jxtaPair(t *testing.T) (c, sc *socket.Conn) {
+	start := func() (*socket.Service, string) {
+		ep, _ := jxtatest.NewEndpoint(t, jxtatcp.WithUnsigned())
+		_, s := socketsOn(t, ep)
+		return s, ep.JXTA().Addrs()[0]
+	}
+	server, addr := start()
+	client, _ := start()
+	a := seeded(t, "jxta-pair")
+	l, err := server.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan *socket.Conn, 1)
+	go func() {
+		c, err := l.AcceptContext(ctx(t))
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	c, err = client.Dial(ctx(t), a, pipe.ToJXTAPeers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if sc = <-accepted; sc == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { sc.Close() })
+	return c, sc
 }

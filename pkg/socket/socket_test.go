@@ -240,6 +240,51 @@ func TestDeadlineIsTimeout(t *testing.T) {
 	}
 }
 
+// TestPastDeadlineWithDataWaiting: once a deadline has passed, Read and
+// Write fail with a timeout even when bytes wait to be read, as on TCP
+// (Read returned them); cleared, the bytes are read.
+func TestPastDeadlineWithDataWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pair func(t *testing.T) (a, b *socket.Conn)
+	}{
+		{"libp2p", func(t *testing.T) (a, b *socket.Conn) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			a, b = pair(t, newSockets(t, nodes[0]), newSockets(t, nodes[1]), newAdv(t, adv.Unicast))
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		}},
+		{"JXTA", jxtaPair},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.pair(t)
+			if _, err := b.Write([]byte("xy")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 1)
+			if _, err := io.ReadFull(a, buf); err != nil || buf[0] != 'x' {
+				t.Fatalf("read %q, %v", buf, err)
+			}
+			timedOut := func(op string, err error) {
+				t.Helper()
+				var ne net.Error
+				if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("%s past the deadline: %v; want a timeout", op, err)
+				}
+			}
+			a.SetDeadline(time.Now().Add(-time.Second))
+			_, err := a.Read(buf)
+			timedOut("read", err)
+			_, err = a.Write([]byte("z"))
+			timedOut("write", err)
+			a.SetDeadline(time.Time{})
+			if _, err := a.Read(buf); err != nil || buf[0] != 'y' {
+				t.Fatalf("after the deadline was cleared: %q, %v", buf, err)
+			}
+		})
+	}
+}
+
 // TestCloseWhilePeerWrites: after one side closes, the other side's
 // writes fail (after a short linger) instead of stalling for ever, and
 // what was written before the close still arrives.
