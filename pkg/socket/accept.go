@@ -235,12 +235,14 @@ func (l *Listener) answer(e *takenEntry) {
 // connect requests not yet answered are dropped (counted in
 // JXTAStats.Unanswered) and answers being sent are cut short (counted
 // there too). JXTA connections answered but not yet returned by Accept
-// are reset (counted in JXTAStats.Abandoned).
+// are reset (counted in JXTAStats.Abandoned). Closing it again fails with
+// ErrClosed, as a TCP listener's second Close does; the socket service's
+// Close closes its listeners.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return nil
+		return &net.OpError{Op: "close", Net: Network, Addr: l.Addr(), Err: ErrClosed}
 	}
 	l.closed = true
 	close(l.done)

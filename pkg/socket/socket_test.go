@@ -162,9 +162,15 @@ func TestRefusedAndUnresolved(t *testing.T) {
 	if _, err := sa.Dial(ctx(t), a); !errors.Is(err, socket.ErrRefused) {
 		t.Fatalf("dial beyond the backlog: %v", err)
 	}
-	l.Close()
-	if _, err := l.Accept(); err == nil {
-		t.Fatal("accept on a closed listener")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(); !errors.Is(err, socket.ErrClosed) {
+		t.Fatalf("accept on a closed listener: %v", err)
+	}
+	// A second Close fails, as a TCP listener's does (it returned nil).
+	if err := l.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
 	}
 	if _, err := sa.Dial(ctx(t), a, pipe.ToPeers(nodes[1].AddrInfo())); !errors.Is(err, pipe.ErrNotResolved) {
 		t.Fatalf("dial after the listener closed: %v", err)
