@@ -18,6 +18,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
 
 // TestCloseEndsBlockedSend checks what a service shutting down sees:
@@ -298,14 +299,24 @@ func shutdownFlushRound(t *testing.T, ctx context.Context, receiver, sender *p2p
 // writing first, so the other side reads every byte, then io.EOF, though
 // it reads only after the connection closed. Before, the node's close
 // reset those streams, and the other side's Read failed ("stream reset")
-// rather than ending, after what had arrived or before it. On yamux only: QUIC discards what a stream's
-// reader had not taken when its connection closes (node.Node.Shutdown).
+// rather than ending, after what had arrived or before it; and the
+// transport's close cut a JXTA socket off (jxtarel: the peer can no
+// longer be reached) before its blocks were acknowledged. On yamux and
+// JXTA: QUIC discards what a stream's reader had not taken when its
+// connection closes (node.Node.Shutdown).
 func TestShutdownEndsOpenSockets(t *testing.T) {
-	for _, listen := range []string{loopback} {
-		t.Run(listen, func(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		server, client []p2pmsg.Option
+		jxta           bool
+	}{
+		{"libp2p", nil, nil, false},
+		{"JXTA", []p2pmsg.Option{p2pmsg.WithJXTA(jxtaIdentity(t), "tcp://127.0.0.1:0")}, []p2pmsg.Option{p2pmsg.WithJXTA(jxtaIdentity(t), "")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t)
-			server := newPeer(t, p2pmsg.WithListenAddrs(listen))
-			client := newPeer(t, p2pmsg.WithListenAddrs(listen))
+			server := newPeer(t, append(tc.server, p2pmsg.WithListenAddrs(loopback))...)
+			client := newPeer(t, append(tc.client, p2pmsg.WithListenAddrs(loopback))...)
 			a, _ := adv.New(adv.Unicast, "open-at-shutdown", "")
 			l, err := server.Sockets().Listen(a)
 			if err != nil {
@@ -319,7 +330,11 @@ func TestShutdownEndsOpenSockets(t *testing.T) {
 				}
 				accepted <- c
 			}()
-			c, err := client.Sockets().Dial(ctx, a, pipe.ToPeers(server.AddrInfo()))
+			to := pipe.ToPeers(server.AddrInfo())
+			if tc.jxta {
+				to = pipe.ToJXTAPeers(server.Endpoint().JXTA().Addrs()[0])
+			}
+			c, err := client.Sockets().Dial(ctx, a, to)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -332,15 +347,82 @@ func TestShutdownEndsOpenSockets(t *testing.T) {
 			if _, err := sc.Write(want); err != nil {
 				t.Fatal(err)
 			}
-			// The client reads nothing until the server is gone.
+			// The client reads nothing until the server is gone; on JXTA,
+			// whose close waits until the other side's application has taken
+			// every block, it reads as it goes.
+			type result struct {
+				b   []byte
+				err error
+			}
+			read := make(chan result, 1)
+			readAll := func() {
+				c.SetReadDeadline(time.Now().Add(40 * time.Second))
+				b, err := io.ReadAll(c)
+				read <- result{b, err}
+			}
+			if tc.jxta {
+				go readAll()
+			}
 			if err := server.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			got, err := io.ReadAll(c)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("read %d of the %d bytes written before the server's Shutdown, then %v; want them all, then io.EOF", len(got), len(want), err)
+			if !tc.jxta {
+				readAll()
+			}
+			if r := <-read; r.err != nil || !bytes.Equal(r.b, want) {
+				t.Fatalf("read %d of the %d bytes written before the server's Shutdown, then %v; want them all, then io.EOF", len(r.b), len(want), r.err)
 			}
 		})
+	}
+}
+
+// TestCloseEndsJXTASockets: a peer's Close ends the JXTA sockets still
+// open on it, as its node's close ends libp2p ones: a Read waiting on one
+// fails with ErrClosed, and its goroutines end (TestMain's leak check)
+// without the application's Close. Before, the Read waited 17 s, until
+// the reliable layer gave its peer up, then failed with ErrReset
+// ("endpoint: service closed"), and the goroutines waited for the
+// application's Close.
+func TestCloseEndsJXTASockets(t *testing.T) {
+	ctx := testContext(t)
+	server := newPeer(t, p2pmsg.WithJXTA(jxtaIdentity(t), "tcp://127.0.0.1:0"))
+	client := newPeer(t, p2pmsg.WithJXTA(jxtaIdentity(t), ""))
+	a, _ := adv.New(adv.Unicast, "open-at-close", "")
+	l, err := server.Sockets().Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	c, err := client.Sockets().Dial(ctx, a, pipe.ToJXTAPeers(server.Endpoint().JXTA().Addrs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := <-accepted
+	if sc == nil {
+		t.FailNow()
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := sc.Read(make([]byte, 1))
+		read <- err
+	}()
+	if err := server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if !errors.Is(err, socket.ErrClosed) {
+			t.Fatalf("Read on a socket of a closed peer: %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Read on a socket of a closed peer still waits")
 	}
 }

@@ -75,8 +75,9 @@ func (p *Peer) abort(step string, err error) error {
 }
 
 // Close stops the peer: the socket service (its listeners), the pipe
-// service (every pipe), the endpoint service, then the node, whose host
-// ends every connection, open sockets included. As endpoint.Service.Close,
+// service (every pipe, and the JXTA sockets still open), the endpoint
+// service, then the node, whose host ends every connection, open libp2p
+// sockets included. As endpoint.Service.Close,
 // it drops messages queued and not yet written, and sockets' bytes not yet
 // sent (socket.Conn.Close does not wait for them): flush output pipes first
 // when they must arrive, or call Shutdown. It returns the first error of
@@ -89,7 +90,8 @@ func (p *Peer) Close() error {
 
 // Shutdown stops the peer as a peer that is done should: as Close, top
 // down, but open sockets first end their writing, so that their peers
-// read what was written, then io.EOF (socket.Service.Shutdown); the
+// read what was written, then io.EOF (socket.Service.Shutdown; a JXTA
+// socket's peer must read as it goes, as its close waits for that); the
 // endpoint writes out what its Sends queued and waits for the peers
 // sending to it to finish their streams (endpoint.Service.Shutdown); and
 // the node closes each connection once its peer has read what was

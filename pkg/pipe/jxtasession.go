@@ -105,6 +105,14 @@ func (x *JXTASession) remotePipeID() id.ID {
 	return x.remotePipe
 }
 
+// AfterServiceClose arranges for f to run in its own goroutine once the
+// pipe service closes (at once if it has): the session can then send and
+// receive no more, and what it carries should end. stop stops that, as
+// context.AfterFunc's does.
+func (x *JXTASession) AfterServiceClose(f func()) (stop func() bool) {
+	return context.AfterFunc(x.svc.ctx, f)
+}
+
 // Close unbinds the session's input pipe. A handler may still run once
 // after it returns.
 func (x *JXTASession) Close() error {

@@ -87,11 +87,11 @@ func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
 			return nil, err
 		}
 		c, changed, wake, err := l.next()
-		if c != nil && c.svc != nil {
+		if c != nil {
 			return l.svc.handOut(c), nil
 		}
-		if c != nil || err != nil {
-			return c, err
+		if err != nil {
+			return nil, err
 		}
 		var grace <-chan time.Time
 		if wake > 0 {

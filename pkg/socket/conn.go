@@ -2,6 +2,7 @@ package socket
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 // and CloseRead for half-closing as *net.TCPConn has.
 type Conn struct {
 	svc    *Service // nil for a JXTA socket
+	owner  *Service // the service that handed it out (handOut), for Shutdown
 	st     stream
 	sec    string // what secures it (Security)
 	adv    *adv.PipeAdvertisement
@@ -196,8 +198,8 @@ func (c *Conn) Close() error {
 	if !first {
 		return c.wrap("close", ErrClosed)
 	}
-	if c.svc != nil {
-		c.svc.forget(c)
+	if c.owner != nil {
+		c.owner.forget(c)
 	}
 	if js, ok := c.st.(*jxtaStream); ok {
 		// JXTA's close is a full close: the other side answers it and
@@ -231,8 +233,8 @@ func (c *Conn) Reset() error {
 	if !first {
 		return c.wrap("reset", ErrClosed)
 	}
-	if c.svc != nil {
-		c.svc.forget(c)
+	if c.owner != nil {
+		c.owner.forget(c)
 	}
 	err := c.st.Reset()
 	if err != nil {
@@ -267,6 +269,33 @@ func (c *Conn) linger() {
 func (c *Conn) CloseWrite() error {
 	c.wclosed.Store(true)
 	return c.wrap("close", c.st.CloseWrite())
+}
+
+// shutdown ends c's writing for Service.Shutdown, once a Write in
+// progress returns, unless ctx ends first.
+func (c *Conn) shutdown(ctx context.Context) error {
+	select {
+	case c.wlock <- struct{}{}:
+	case <-c.closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("socket to %s: a write still in progress: %w", c.remote, ctx.Err())
+	}
+	defer func() { <-c.wlock }()
+	if c.wclosed.Swap(true) {
+		return nil
+	}
+	if js, ok := c.st.(*jxtaStream); ok {
+		if err := js.closeWrite(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("its blocks not yet acknowledged: %w", ctx.Err())
+			}
+			return fmt.Errorf("socket to %s: %w", c.remote, err)
+		}
+		return nil
+	}
+	c.st.CloseWrite() // its error, if any, is the stream's end: nothing left to end
+	return nil
 }
 
 // CloseRead stops reading: Reads then return io.EOF, as on TCP. Unlike

@@ -115,7 +115,8 @@ type jxtaStream struct {
 	// reanswering is set while resp is being sent again to a repeated
 	// connect request.
 	reanswering atomic.Bool
-	forget      func() // removes an accepted stream from its service's table
+	forget      func()                      // removes an accepted stream from its service's table
+	unwatch     atomic.Pointer[func() bool] // stops the teardown when the pipes close
 
 	rmu  sync.Mutex
 	rbuf []byte     // the rest of the last block read
@@ -172,6 +173,11 @@ func newJXTAStream(ps *pipe.Service, name string, block int, reliable bool, prob
 		js.rel.Close()
 		return nil, err
 	}
+	// The pipe service closing under it (a Peer's Close or Shutdown,
+	// after the sockets) ends the stream: nothing can cross it any more,
+	// and its goroutines would otherwise wait for the application's Close.
+	stop := js.x.AfterServiceClose(js.teardown)
+	js.unwatch.Store(&stop)
 	return js, nil
 }
 
@@ -551,7 +557,10 @@ func (js *jxtaStream) flushWrites(ctx context.Context) error {
 // socket; ours fails its Writes), so Reads here return what arrived
 // before its closeACK, which it sends once everything it wrote is
 // acknowledged, then errNoHalfClose.
-func (js *jxtaStream) CloseWrite() error {
+func (js *jxtaStream) CloseWrite() error { return js.closeWrite(context.Background()) }
+
+// closeWrite is CloseWrite, its waits cut short when ctx ends too.
+func (js *jxtaStream) closeWrite(outer context.Context) error {
 	if js.closeSent.Swap(true) {
 		return nil
 	}
@@ -563,6 +572,7 @@ func (js *jxtaStream) CloseWrite() error {
 	js.dlMu.Unlock()
 	ctx, cancel := context.WithDeadline(js.ctx, dl)
 	defer cancel()
+	defer context.AfterFunc(outer, cancel)()
 	if err := js.flushWrites(ctx); err != nil {
 		return err
 	}
@@ -587,6 +597,7 @@ func (js *jxtaStream) CloseWrite() error {
 	case <-js.gotACK:
 	case <-js.remoteClose:
 	case <-t.C: // everything was acknowledged: only the courtesy is missing
+	case <-ctx.Done():
 	}
 	js.rel.SetEOF(errNoHalfClose) // after the other side's io.EOF, if it closed too
 	return nil
@@ -626,6 +637,9 @@ func (js *jxtaStream) Reset() error {
 
 func (js *jxtaStream) teardown() {
 	js.down.Do(func() {
+		if stop := js.unwatch.Load(); stop != nil {
+			(*stop)()
+		}
 		if js.forget != nil {
 			js.forget()
 		}

@@ -231,7 +231,7 @@ type Service struct {
 
 	mu        sync.Mutex
 	listeners map[string]*Listener
-	open      map[*Conn]struct{} // libp2p sockets handed out and not closed
+	open      map[*Conn]struct{} // sockets handed out and not closed
 	closed    bool
 
 	refused        [HostBacklog + 1]atomic.Uint64 // libp2p dials, by answer
@@ -307,17 +307,20 @@ func (s *Service) Close() error {
 }
 
 // Shutdown closes the service as Close does, then ends the writing of
-// every libp2p socket still open, as CloseWrite does, so that the other
-// side reads what was written, then io.EOF, even when the connection
-// under it closes next (a Peer's Shutdown closes its node then): a stream
-// still open for writing is reset by that close, which discards what the
-// other side had not read yet. On QUIC, whose connection close discards
-// what a stream's reader had not taken, only a reader already waiting
-// gets it (as node.Node.Shutdown says); close such sockets first, after
-// reading the other side's end. It waits for a Write in progress on each
-// until ctx ends, and then leaves that socket as it is, reporting it.
-// The sockets stay open for reading. JXTA sockets are not ended: close
-// them first, which waits until the other side has every block.
+// every socket still open, as CloseWrite does, so that the other side
+// reads what was written, then io.EOF, even when the connection under it
+// closes next (a Peer's Shutdown closes its node then): a stream still
+// open for writing is reset by that close, which discards what the other
+// side had not read yet. On QUIC, whose connection close discards what a
+// stream's reader had not taken, only a reader already waiting gets it
+// (as node.Node.Shutdown says); close such sockets first, after reading
+// the other side's end. It waits for a Write in progress on each until
+// ctx ends, and then leaves that socket as it is, reporting it. The
+// libp2p sockets stay open for reading. A JXTA socket's CloseWrite waits
+// until the other side has acknowledged every block, and ends its reading
+// too (JXTA has no half-close): Shutdown ends them all at once and waits
+// for them, until ctx ends, reporting those whose blocks may not have
+// arrived.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.Close()
 	s.mu.Lock()
@@ -326,27 +329,28 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		open = append(open, c)
 	}
 	s.mu.Unlock()
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, c := range open {
-		select {
-		case c.wlock <- struct{}{}:
-		case <-c.closed:
-			continue
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("socket to %s: a write still in progress: %w", c.remote.Peer, ctx.Err()))
-			continue
-		}
-		if !c.wclosed.Swap(true) {
-			c.st.CloseWrite() // its error, if any, is the stream's end: nothing left to end
-		}
-		<-c.wlock
+		wg.Go(func() {
+			if err := c.shutdown(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// handOut records c, a libp2p socket handed to the application, as open
-// until it is closed or reset, for Shutdown.
+// handOut records c, a socket handed to the application, as open until
+// it is closed or reset, for Shutdown.
 func (s *Service) handOut(c *Conn) *Conn {
+	c.owner = s
 	s.mu.Lock()
 	s.open[c] = struct{}{}
 	s.mu.Unlock()
@@ -570,7 +574,11 @@ func (s *Service) Dial(ctx context.Context, a *adv.PipeAdvertisement, opts ...pi
 	if targets, err := pipe.JXTATargets(opts...); err != nil {
 		return nil, err
 	} else if len(targets) > 0 && a != nil {
-		return s.dialJXTA(ctx, a, targets)
+		c, err := s.dialJXTA(ctx, a, targets)
+		if err != nil {
+			return nil, err
+		}
+		return s.handOut(c), nil
 	}
 	p, err := s.pipes.Resolve(ctx, a, Role, opts...)
 	if err != nil {
