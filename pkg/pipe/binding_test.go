@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,5 +242,47 @@ func TestConcurrentResolvesShareOne(t *testing.T) {
 	}
 	if q := queries.Load(); q != 1 {
 		t.Fatalf("%d callers made %d queries, want 1", n+1, q)
+	}
+}
+
+// TestResolveToThisPeer: an output pipe given this peer (ToPeers, as a
+// program given its own address would) finds the input bound here, as it
+// does given no peers; it failed with "asked 0 of 0 given peers". A role
+// bound here that a peer cannot connect to itself in (a socket) and a
+// pipe this peer, given, does not bind fail saying so.
+func TestResolveToThisPeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	s := newPipes(t, nodes[0])
+	newPipes(t, nodes[1])
+	self := pipe.ToPeers(nodes[0].AddrInfo())
+	a := newAdv(t, adv.Unicast)
+	if _, err := s.Resolve(ctx(t), a, "socket", self); !errors.Is(err, pipe.ErrNotResolved) || !strings.Contains(err.Error(), "this peer, which was given, does not bind it") {
+		t.Errorf("given only this peer, which binds nothing: %v", err)
+	}
+	in, err := s.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := s.NewOutputPipe(ctx(t), a, self)
+	if err != nil {
+		t.Fatalf("an output pipe given this peer, where its input is bound: %v", err)
+	}
+	defer out.Close()
+	if err := out.Send(ctx(t), message.New(message.Text("", "q", "to self"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Receive(ctx(t)); err != nil || text(m, "q") != "to self" {
+		t.Fatalf("received %v, %v", m, err)
+	}
+	release, err := s.Announce(a, "socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	for _, opts := range [][]pipe.ResolveOption{nil, {self}} {
+		if _, err := s.Resolve(ctx(t), a, "socket", opts...); !errors.Is(err, pipe.ErrNotResolved) || !strings.Contains(err.Error(), "bound on this peer, which cannot connect to itself") {
+			t.Errorf("a socket bound only here (%d peers given): %v", len(opts), err)
+		}
 	}
 }

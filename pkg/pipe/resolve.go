@@ -75,14 +75,15 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 		fmt.Errorf("%w (the resolve timeout, %v)", context.DeadlineExceeded, s.opts.resolveTimeout))
 	defer cancel()
 	key := Key(a.ID)
-	if len(explicit) == 0 && role == RoleInput && s.bound(key, role) {
+	givenSelf := slices.ContainsFunc(explicit, func(ai peer.AddrInfo) bool { return ai.ID == s.self })
+	if (len(explicit) == 0 || givenSelf) && role == RoleInput && s.bound(key, role) {
 		return s.self, nil
 	}
 	proven := needsProof(a)
 	if proven && len(a.Binders) == 0 && len(explicit) == 0 {
 		return "", fmt.Errorf("%w: %v", ErrUnprovable, a.ID)
 	}
-	r := &resolution{s: s, ctx: ctx, a: a, role: role, proven: proven, found: make(chan peer.ID, 1), idle: make(chan struct{})}
+	r := &resolution{s: s, ctx: ctx, a: a, role: role, proven: proven, givenSelf: givenSelf, found: make(chan peer.ID, 1), idle: make(chan struct{})}
 	r.start() // the asking below, done once it is all under way
 	if len(explicit) > 0 {
 		others := slices.DeleteFunc(slices.Clone(explicit), func(ai peer.AddrInfo) bool { return ai.ID == s.self })
@@ -132,6 +133,8 @@ type resolution struct {
 	role   string
 	proven bool
 	where  string // who is asked, for errors
+	// givenSelf: ToPeers named this peer, which is not asked.
+	givenSelf bool
 
 	found chan peer.ID // the first binder that holds
 	seen  sync.Map     // seenKey of the peers asked or being asked
@@ -175,6 +178,12 @@ func (r *resolution) fail(cause error) error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	msg := fmt.Sprintf("%v as %s (asked %d of %s)", r.a.ID, r.role, r.asked.Load(), r.where)
+	switch {
+	case r.role != RoleInput && r.s.bound(Key(r.a.ID), r.role):
+		msg += "; it is bound on this peer, which cannot connect to itself"
+	case r.givenSelf:
+		msg += "; this peer, which was given, does not bind it"
+	}
 	if cause != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
 	}
