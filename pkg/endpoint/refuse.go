@@ -14,6 +14,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 )
 
 // The back channel. Frames flow from sender to receiver; the receiver
@@ -394,7 +396,7 @@ func (snd *sender) takeRefusals() error {
 	clear(r.byKey)
 	r.other = nil
 	r.any.Store(false)
-	return errors.Join(errs...)
+	return joinerr.Join(errs...)
 }
 
 // peerLimit returns the receiver's message limit for a message of size

@@ -6,6 +6,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 )
 
 // The sender table. A node keeps a sender for each peer it sends to, and
@@ -58,7 +60,7 @@ func (r *report) err(p peer.ID) error {
 		err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
 	}
 	if r.refused != nil {
-		return errors.Join(err, r.refused)
+		return joinerr.Join(err, r.refused)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -165,6 +166,10 @@ func TestRetiredSenderReports(t *testing.T) {
 	err = sa.Flush(ctx(t), r)
 	if !errors.Is(err, endpoint.ErrRefused) || !errors.Is(err, endpoint.ErrMaybeLost) {
 		t.Fatalf("flushing to r, gone after refusing: %v", err)
+	}
+	// Both on one line, as every error: errors.Join's newline split it.
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("flushing to r: the error's text spans lines: %q", err)
 	}
 	if err := sa.Flush(ctx(t), r); err != nil {
 		t.Fatalf("flushing to r again: %v", err)

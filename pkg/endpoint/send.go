@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
@@ -812,7 +813,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		if lost {
 			err = fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, ErrMaybeLost)
 		}
-		return errors.Join(err, snd.takeRefusals())
+		return joinerr.Join(err, snd.takeRefusals())
 	}
 	lost := snd.lost
 	snd.lost, snd.failed = false, nil // reported here
@@ -831,7 +832,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		if lost {
 			err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
 		}
-		return errors.Join(err, snd.takeRefusals())
+		return joinerr.Join(err, snd.takeRefusals())
 	}
 	if st == nil {
 		return maybeLost()
@@ -857,7 +858,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
 		}
-		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, err, ErrMaybeLost), snd.takeRefusals())
+		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, err, ErrMaybeLost), snd.takeRefusals())
 	}
 	// The back channel reads until the receiver's end of stream, which
 	// comes after the refusals of everything it read.
@@ -873,7 +874,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		} else if snd.svc.ctx.Err() != nil {
 			cause = ErrClosed
 		}
-		return errors.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, cause, ErrMaybeLost), snd.takeRefusals())
+		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, cause, ErrMaybeLost), snd.takeRefusals())
 	}
 	st.Close()
 	return maybeLost()

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 )
 
 // Option configures a wrapped connection.
@@ -122,7 +124,7 @@ func (c *shapedConn) LocalAddr() net.Addr         { return c.under.LocalAddr() }
 func (c *shapedConn) RemoteAddr() net.Addr        { return c.under.RemoteAddr() }
 
 func (c *shapedConn) SetDeadline(t time.Time) error {
-	return errors.Join(c.rApp.SetReadDeadline(t), c.wApp.SetWriteDeadline(t))
+	return joinerr.Join(c.rApp.SetReadDeadline(t), c.wApp.SetWriteDeadline(t))
 }
 func (c *shapedConn) SetReadDeadline(t time.Time) error  { return c.rApp.SetReadDeadline(t) }
 func (c *shapedConn) SetWriteDeadline(t time.Time) error { return c.wApp.SetWriteDeadline(t) }

@@ -124,6 +124,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/p2pmsg/p2pmsg/internal/filekind"
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
 )
 
@@ -565,7 +566,7 @@ func (n *Node) Close() error {
 	}
 	n.gate.close()
 	errs = append(errs, n.host.Close())
-	return errors.Join(errs...)
+	return joinerr.Join(errs...)
 }
 
 // checkPortsFree fails when a TCP listen address with a fixed port names

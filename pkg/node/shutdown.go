@@ -2,13 +2,14 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	msmux "github.com/multiformats/go-multistream"
+
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 )
 
 // Shutdown closes the node once what it wrote on its connections has
@@ -82,7 +83,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		err = fmt.Errorf("node: shutdown: %d %s answered: %w", unconfirmed, what, first)
 	}
-	return errors.Join(err, n.Close())
+	return joinerr.Join(err, n.Close())
 }
 
 // awaitAnswer opens a stream on c, relayed (limited) connections

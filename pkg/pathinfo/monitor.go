@@ -138,7 +138,7 @@ func (m *Monitor) ping(ctx context.Context) (time.Duration, error) {
 	for range ch { // let the pinger exit
 	}
 	if best == 0 {
-		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, cmp.Or(err, errors.Join(ctx.Err(), errors.New("no answer"))))
+		return 0, fmt.Errorf("pathinfo: ping %s: %w", m.peer, cmp.Or(err, ctx.Err(), errors.New("no answer")))
 	}
 	m.mu.Lock()
 	m.path.RTT = best

@@ -14,6 +14,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
@@ -654,7 +655,7 @@ func (b *Bidi) flush(ctx context.Context) error {
 	if own != nil {
 		rest = append([]error{own}, rest...)
 	}
-	return errors.Join(rest...)
+	return joinerr.Join(rest...)
 }
 
 // sortRefusal hands a refusal the endpoint reported to a Flush that is

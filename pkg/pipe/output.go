@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
@@ -483,7 +484,7 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 		}
 	}
 	var err error
-	if err = errors.Join(errs...); err != nil {
+	if err = joinerr.Join(errs...); err != nil {
 		err = fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		if cerr := closedBelow(err); cerr != nil {
 			err = cerr
@@ -493,7 +494,7 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 	}
-	return errors.Join(o.takeUndelivered(), err)
+	return joinerr.Join(o.takeUndelivered(), err)
 }
 
 // belowErr is err, a Send's failure in the endpoint service, matching
@@ -556,7 +557,7 @@ func (o *OutputPipe) sortRefusals(err error) error {
 			rest = append(rest, e)
 		}
 	}
-	return errors.Join(rest...)
+	return joinerr.Join(rest...)
 }
 
 // flatten lists the errors joined in err.

@@ -73,6 +73,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/p2pmsg/p2pmsg/internal/hostkey"
+	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
@@ -344,7 +345,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return joinerr.Join(errs...)
 }
 
 // handOut records c, a socket handed to the application, as open until
