@@ -87,7 +87,7 @@ func (s *Service) resolveShared(ctx context.Context, a *adv.PipeAdvertisement, r
 	}
 	s.mu.Unlock()
 	if !last {
-		return "", fmt.Errorf("%w: %v as %s: %w", ErrNotResolved, a.ID, role, context.Cause(ctx))
+		return "", &stoppedError{fmt.Sprintf("%v as %s", a.ID, role), context.Cause(ctx), ""}
 	}
 	f.cancel(context.Cause(ctx))
 	<-f.done

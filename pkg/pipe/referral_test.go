@@ -545,4 +545,21 @@ func TestResolveTimeoutSaysWhose(t *testing.T) {
 	if !errors.Is(err, pipe.ErrNotResolved) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the resolve timeout, 300ms") {
 		t.Fatalf("resolving at a silent peer: %v; want ErrNotResolved, context.DeadlineExceeded and the resolve timeout named", err)
 	}
+	// The caller's own ctx ending first leads the error: not "no peer
+	// found with the pipe bound", which the caller did not wait to learn.
+	s = newPipes(t, testutil.NewNode(t), pipe.WithResolveTimeout(time.Hour))
+	for _, end := range []error{context.DeadlineExceeded, context.Canceled} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if end == context.Canceled {
+			time.AfterFunc(300*time.Millisecond, cancel)
+		} else {
+			ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+		}
+		_, err = s.Resolve(ctx, newAdv(t, adv.Unicast), pipe.RoleInput, pipe.ToPeers(silent))
+		cancel()
+		if !errors.Is(err, pipe.ErrNotResolved) || !errors.Is(err, end) || !strings.HasPrefix(err.Error(), "pipe: resolving ") ||
+			!strings.Contains(err.Error(), "as input: "+end.Error()+" (asked 0 of 1 given peer)") {
+			t.Errorf("the caller's ctx ended (%v): %v; want ErrNotResolved, and its end first", end, err)
+		}
+	}
 }

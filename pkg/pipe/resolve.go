@@ -71,8 +71,7 @@ func (s *Service) Resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 
 func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) (peer.ID, error) {
 	// Whose deadline ended, for the error: the caller's, or this one.
-	ctx, cancel := context.WithTimeoutCause(ctx, s.opts.resolveTimeout,
-		fmt.Errorf("%w (the resolve timeout, %v)", context.DeadlineExceeded, s.opts.resolveTimeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, s.opts.resolveTimeout, resolveTimeout(s.opts.resolveTimeout))
 	defer cancel()
 	key := Key(a.ID)
 	givenSelf := slices.ContainsFunc(explicit, func(ai peer.AddrInfo) bool { return ai.ID == s.self })
@@ -177,12 +176,17 @@ func (r *resolution) setErr(err error) {
 func (r *resolution) fail(cause error) error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
-	msg := fmt.Sprintf("%v as %s (asked %d of %s)", r.a.ID, r.role, r.asked.Load(), r.where)
+	asked := fmt.Sprintf("(asked %d of %s)", r.asked.Load(), r.where)
 	switch {
 	case r.role != RoleInput && r.s.bound(Key(r.a.ID), r.role):
-		msg += "; it is bound on this peer, which cannot connect to itself"
+		asked += "; it is bound on this peer, which cannot connect to itself"
 	case r.givenSelf:
-		msg += "; this peer, which was given, does not bind it"
+		asked += "; this peer, which was given, does not bind it"
+	}
+	msg := fmt.Sprintf("%v as %s %s", r.a.ID, r.role, asked)
+	var timeout resolveTimeout
+	if cause != nil && !errors.As(cause, &timeout) {
+		return &stoppedError{fmt.Sprintf("%v as %s", r.a.ID, r.role), cause, " " + asked}
 	}
 	if cause != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
@@ -192,6 +196,30 @@ func (r *resolution) fail(cause error) error {
 	}
 	return fmt.Errorf("%w: %s", ErrNotResolved, msg)
 }
+
+// resolveTimeout is the cause a resolution's own timeout (WithResolveTimeout)
+// ends it with; it matches context.DeadlineExceeded.
+type resolveTimeout time.Duration
+
+func (d resolveTimeout) Error() string {
+	return fmt.Sprintf("%v (the resolve timeout, %v)", context.DeadlineExceeded, time.Duration(d))
+}
+func (resolveTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// stoppedError is a resolution its caller stopped, its ctx ended: the
+// text leads with that rather than "no peer found", which the caller
+// did not wait to learn, and it matches ErrNotResolved and the ctx's
+// cause.
+type stoppedError struct {
+	what   string // the pipe and role
+	cause  error
+	detail string // whom it asked
+}
+
+func (e *stoppedError) Error() string {
+	return "pipe: resolving " + e.what + ": " + e.cause.Error() + e.detail
+}
+func (e *stoppedError) Unwrap() []error { return []error{ErrNotResolved, e.cause} }
 
 // askConnected asks the connected peers, up to WithQueryPeers: first
 // those that pushed they bind the pipe, then its advertisement's named
