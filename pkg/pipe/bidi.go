@@ -36,8 +36,9 @@ import (
 // on the accepting goroutine, so nothing the application then sends can
 // overtake the answer; it answers r/ through a small bounded queue, and
 // drops refusals when a peer floods it (the dialler's handshake then
-// times out). The x/ of an end whose Send failed goes through that queue
-// too.
+// times out). The x/ of an end whose Send failed is sent on a goroutine
+// of its own (tellClosed), not through that queue, which a flooding peer
+// keeps full.
 const (
 	opConnect = 'c'
 	opAccept  = 'a'
@@ -758,8 +759,30 @@ func (b *Bidi) fail(err error) { b.end(err) }
 // that is gone is not told.
 func (b *Bidi) abort(err error) {
 	if b.end(err) && !errors.Is(err, ErrPeerGone) {
-		b.svc.notify(b.remote, opClose, b.conn)
+		b.svc.tellClosed(b)
 	}
+}
+
+// tellClosed sends the x/ of b, whose Send failed, as Close would, on a
+// goroutine of its own bounded by closeTimeout: one per Bidi, once, so
+// bounded by the connections the application holds. Through the refusal
+// queue it was dropped whenever a peer kept that queue full (connect
+// requests for a pipe bound nowhere, their refusals not read), and the
+// other end waited for messages until its peer went away.
+func (s *Service) tellClosed(b *Bidi) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
+		defer cancel()
+		s.ep.Send(ctx, b.control(opClose), message.New())
+	}()
 }
 
 // end records why the connection ended, once; it reports whether this

@@ -1,0 +1,107 @@
+package pipe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// A peer floods this node with Bidi connect requests for a pipe bound
+// nowhere and reads none of the refusals, so the refusal queue stays
+// full; a Bidi of this node whose Send then fails part-way still tells
+// its other end, which receives what arrived, then io.EOF. Before, its x/
+// went through that queue and was dropped: the other end waited until
+// its ctx ended.
+func TestBidiAbortNoticeUnderRefusalFlood(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	to := pipe.ToPeers(nodes[1].AddrInfo())
+
+	// The flooder: an endpoint that sends, and a handler that takes the
+	// victim's streams and never reads them.
+	h := nodes[2]
+	hep, err := endpoint.New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan network.Stream, 1024)
+	h.Host().SetStreamHandler(endpoint.ProtocolID, func(s network.Stream) {
+		select {
+		case held <- s:
+		default:
+			s.Reset()
+		}
+	})
+	fctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		hep.Close()
+		close(held)
+		for s := range held {
+			s.Reset()
+		}
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; fctx.Err() == nil; i++ {
+			dst := endpoint.PeerAddress(nodes[0].ID(), pipe.BidiService, fmt.Sprintf("c/nowhere/flood%d", i))
+			if hep.Send(fctx, dst, message.New()) != nil {
+				return
+			}
+			if i%64 == 63 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second) // the victim's refusals stall
+
+	x, xb := connected(t, sa, l, to)
+	defer x.Close()
+	sendTwo(t, x.Send)
+	big := message.New(message.Bytes("", "big", make([]byte, 4<<20)))
+	for i := 0; err == nil && i < 20; i++ {
+		sctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+		err = x.Send(sctx, big)
+		cancel()
+	}
+	if err == nil || x.Err() == nil {
+		t.Fatalf("no Send failed: %v (X.Err %v)", err, x.Err())
+	}
+	wait, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+	defer cancel()
+	n := 0
+	for {
+		_, err := xb.Receive(wait)
+		if err == nil {
+			n++
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("after %d messages, B's end: %v, want io.EOF once X's Send failed (%v)", n, err, x.Err())
+		}
+		break
+	}
+	if n < 2 {
+		t.Fatalf("B received %d messages before io.EOF, want the 2 sent before the failure", n)
+	}
+}
