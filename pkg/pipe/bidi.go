@@ -510,15 +510,17 @@ type refusal struct {
 }
 
 // refuse queues a refusal; when the queue is full (a peer flooding us
-// with connect requests) it is dropped, and the dialler times out.
+// with connect requests) it is dropped, counted, and the dialler times
+// out.
 func (s *Service) refuse(to peer.ID, conn string) { s.notify(to, opRefuse, conn) }
 
 // notify queues the control message op about conn for to, dropped when
-// the queue is full.
+// the queue is full, counted (Stats.BidiRefusalsDropped).
 func (s *Service) notify(to peer.ID, op byte, conn string) {
 	select {
 	case s.refusals <- refusal{to, op, conn}:
 	default:
+		s.refusalsDropped.Add(1)
 	}
 }
 

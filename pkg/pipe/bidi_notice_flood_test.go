@@ -15,6 +15,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -34,46 +35,7 @@ func TestBidiAbortNoticeUnderRefusalFlood(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	to := pipe.ToPeers(nodes[1].AddrInfo())
 
-	// The flooder: an endpoint that sends, and a handler that takes the
-	// victim's streams and never reads them.
-	h := nodes[2]
-	hep, err := endpoint.New(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan network.Stream, 1024)
-	h.Host().SetStreamHandler(endpoint.ProtocolID, func(s network.Stream) {
-		select {
-		case held <- s:
-		default:
-			s.Reset()
-		}
-	})
-	fctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		stop()
-		wg.Wait()
-		hep.Close()
-		close(held)
-		for s := range held {
-			s.Reset()
-		}
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; fctx.Err() == nil; i++ {
-			dst := endpoint.PeerAddress(nodes[0].ID(), pipe.BidiService, fmt.Sprintf("c/nowhere/flood%d", i))
-			if hep.Send(fctx, dst, message.New()) != nil {
-				return
-			}
-			if i%64 == 63 {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-	}()
-	time.Sleep(2 * time.Second) // the victim's refusals stall
+	floodRefusals(t, sa, nodes[0], nodes[2])
 
 	x, xb := connected(t, sa, l, to)
 	defer x.Close()
@@ -104,4 +66,60 @@ func TestBidiAbortNoticeUnderRefusalFlood(t *testing.T) {
 	if n < 2 {
 		t.Fatalf("B received %d messages before io.EOF, want the 2 sent before the failure", n)
 	}
+}
+
+// A peer sending bidirectional-pipe connect requests for a pipe bound
+// nowhere, and reading none of the refusals, fills the refusal queue:
+// the refusals dropped are counted.
+func TestBidiRefusalsDroppedCounted(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa := newPipes(t, nodes[0])
+	floodRefusals(t, sa, nodes[0], nodes[1])
+}
+
+// floodRefusals has node h send victim (whose pipe service is s) connect
+// requests for a pipe bound nowhere until the test ends, its endpoint
+// streams from victim held unread (a Send that fails is tried again),
+// and returns once s has dropped 1,000 refusals: its queue is full and
+// stays so.
+func floodRefusals(t *testing.T, s *pipe.Service, victim, h *node.Node) {
+	t.Helper()
+	hep, err := endpoint.New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan network.Stream, 1024)
+	h.Host().SetStreamHandler(endpoint.ProtocolID, func(s network.Stream) {
+		select {
+		case held <- s:
+		default:
+			s.Reset()
+		}
+	})
+	fctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		hep.Close()
+		close(held)
+		for s := range held {
+			s.Reset()
+		}
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; fctx.Err() == nil; i++ {
+			dst := endpoint.PeerAddress(victim.ID(), pipe.BidiService, fmt.Sprintf("c/nowhere/flood%d", i))
+			if err := hep.Send(fctx, dst, message.New()); err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if i%64 == 63 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	testutil.WaitFor(t, "1,000 refusals dropped", func() bool { return s.Stats().BidiRefusalsDropped >= 1000 })
 }

@@ -492,6 +492,9 @@ type Service struct {
 	// strayRefusals counts refusals for pipes no output pipe here sends
 	// on.
 	strayRefusals atomic.Uint64
+	// refusalsDropped counts refusals of Bidi connect requests dropped
+	// for want of room in the refusal queue.
+	refusalsDropped atomic.Uint64
 	// unproven counts binding answers ignored for want of a proof
 	// (proof.go); replays counts propagate messages refused as replayed
 	// (seqno.go).
@@ -551,6 +554,13 @@ type Stats struct {
 	// output pipe here sends on (closed before a Flush took them, or
 	// made up by the receiver): nobody is left to tell.
 	StrayRefusals uint64
+	// BidiRefusalsDropped counts refusals of bidirectional pipe
+	// connect requests (for a pipe not bound here, a listener closed or
+	// its backlog full) dropped unsent because the refusal queue was
+	// full: a peer sent such requests faster than they are answered, or
+	// reads none of the answers (each waits up to 5 s). The peers whose
+	// refusal was dropped see their Connect time out.
+	BidiRefusalsDropped uint64
 	// IgnoredBindings counts bindings neighbours pushed
 	// (BindingProtocol) that were malformed, or beyond what one
 	// neighbour may have kept here.
@@ -578,6 +588,7 @@ func (s *Service) Stats() Stats {
 		PropagateGraylisted: s.gossip.graylistedMsgs.Load(), PropagateGraylistedPeers: s.gossip.graylistedPeers(),
 		JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
 		IgnoredReferrals: s.ignoredReferrals.Load(), StrayRefusals: s.strayRefusals.Load(),
+		BidiRefusalsDropped: s.refusalsDropped.Load(),
 	}
 }
 
