@@ -258,12 +258,13 @@ const (
 	DefaultMaxDepth = 16
 )
 
-// MaxTags bounds a document's markup (its '<'), whatever its size: an
-// advertisement has a dozen elements and at most MaxBinders binders, and
-// parsing costs by the element, not by the byte (64 KiB of empty
-// elements cost milliseconds and megabytes; JXTA peers send
-// advertisements in their JxtaBiDiPipe and JxtaSocket handshakes). More
-// is ErrTooLarge.
+// MaxTags bounds a document's markup, its tags and attributes together
+// (its '<' and '='), whatever its size: an advertisement has a dozen
+// elements, an attribute or two and at most MaxBinders binders, and
+// parsing costs by the element and by the attribute, not by the byte
+// (64 KiB of empty elements, or one element of 9,000 attributes, cost
+// milliseconds and megabytes; JXTA peers send advertisements in their
+// JxtaBiDiPipe and JxtaSocket handshakes). More is ErrTooLarge.
 const MaxTags = 1024
 
 // WithMaxSize bounds the document size in bytes (1 to 16 MiB; default
@@ -328,8 +329,8 @@ func parse(data []byte, l limits) (*PipeAdvertisement, error) {
 	if len(data) > l.maxSize {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.maxSize)
 	}
-	if n := bytes.Count(data, []byte("<")); n > MaxTags {
-		return nil, fmt.Errorf("%w: %d tags, at most %d", ErrTooLarge, n, MaxTags)
+	if n := bytes.Count(data, []byte("<")) + bytes.Count(data, []byte("=")); n > MaxTags {
+		return nil, fmt.Errorf("%w: %d tags and attributes, at most %d", ErrTooLarge, n, MaxTags)
 	}
 	if err := prescan(data, l); err != nil {
 		return nil, err

@@ -104,10 +104,12 @@ type erm struct {
 // advertisement and take 1.5 KiB.
 const maxERM = 64 << 10
 
-// maxERMTags bounds a router element's markup (its '<'): the wire study's
-// captures have at most 38. Parsing costs by the element, not by the
-// byte: 64 KiB of empty elements took milliseconds and megabytes each,
-// and a peer sending them on 150 connections held 560 MB.
+// maxERMTags bounds a router element's markup, its tags and attributes
+// together (its '<' and '='): the wire study's captures have at most 38
+// tags. Parsing costs by the element and by the attribute, not by the
+// byte: 64 KiB of empty elements, or one element of 9,000 attributes,
+// took milliseconds and megabytes each, and a peer sending them on 150
+// connections held 560 MB.
 const maxERMTags = 512
 
 // parseERM reads a router element's Src, Dest and Last. Dest names the
@@ -117,8 +119,8 @@ func parseERM(b []byte) (erm, error) {
 	if len(b) > maxERM {
 		return r, fmt.Errorf("router element of %d bytes", len(b))
 	}
-	if n := bytes.Count(b, []byte("<")); n > maxERMTags {
-		return r, fmt.Errorf("router element of %d tags, at most %d", n, maxERMTags)
+	if n := bytes.Count(b, []byte("<")) + bytes.Count(b, []byte("=")); n > maxERMTags {
+		return r, fmt.Errorf("router element of %d tags and attributes, at most %d", n, maxERMTags)
 	}
 	doc := etree.NewDocument()
 	doc.ReadSettings.Permissive = false

@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -1306,24 +1307,37 @@ func TestOversizedKeysRefused(t *testing.T) {
 }
 
 // TestRouterElementTagBomb: a router element that would route to
-// StudySvc/ep here, padded with 2,000 empty elements (parsing costs by
-// the element), is dropped unparsed and counted, the connection kept.
-// Before, it was parsed and the message delivered.
+// StudySvc/ep here, padded with 2,000 empty elements or with one element
+// of 2,000 attributes (parsing costs by the element and by the
+// attribute), is dropped unparsed and counted, the connection kept.
+// Before, it was parsed and the message delivered (since be30e76, padded
+// with attributes).
 func TestRouterElementTagBomb(t *testing.T) {
-	tg := newTarget(t)
-	p := dialRaw(t, tg)
-	p.welcome(t, otherIdent)
-	erm := "<jxta:ERM xmlns:jxta=\"http://jxta.org\"><Src>" + peerAddress(otherIdent.ID()) + "</Src><Dest>" +
-		peerAddress(testIdent.ID()) + "/StudySvc/ep</Dest>" + strings.Repeat("<x/>", 2000) + "</jxta:ERM>"
-	p.Write(signedFrame(t, otherIdent, RouterService,
-		message.Element{Namespace: "jxta", Name: RouterElement, MIME: message.XMLUTF8, Data: []byte(erm)},
-		message.Text("study", "text", "padded")))
-	p.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "after")))
-	in := tg.next(t)
-	if e, _ := in.Message.Get("study", "text"); string(e.Data) != "after" {
-		t.Fatalf("delivered %q first; want the padded router element dropped", e.Data)
+	var attrs strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&attrs, ` a%d=""`, i)
 	}
-	if s := tg.Stats(); s.Malformed != 1 {
-		t.Fatalf("padded router element not counted: %+v", s)
+	for what, pad := range map[string]string{
+		"2,000 elements":   strings.Repeat("<x/>", 2000),
+		"2,000 attributes": "<x" + attrs.String() + "/>",
+	} {
+		t.Run(what, func(t *testing.T) {
+			tg := newTarget(t)
+			p := dialRaw(t, tg)
+			p.welcome(t, otherIdent)
+			erm := "<jxta:ERM xmlns:jxta=\"http://jxta.org\"><Src>" + peerAddress(otherIdent.ID()) + "</Src><Dest>" +
+				peerAddress(testIdent.ID()) + "/StudySvc/ep</Dest>" + pad + "</jxta:ERM>"
+			p.Write(signedFrame(t, otherIdent, RouterService,
+				message.Element{Namespace: "jxta", Name: RouterElement, MIME: message.XMLUTF8, Data: []byte(erm)},
+				message.Text("study", "text", "padded")))
+			p.Write(signedFrame(t, otherIdent, "StudySvc/ep", message.Text("study", "text", "after")))
+			in := tg.next(t)
+			if e, _ := in.Message.Get("study", "text"); string(e.Data) != "after" {
+				t.Fatalf("delivered %q first; want the padded router element dropped", e.Data)
+			}
+			if s := tg.Stats(); s.Malformed != 1 {
+				t.Fatalf("padded router element not counted: %+v", s)
+			}
+		})
 	}
 }

@@ -45,12 +45,15 @@ const (
 // peer advertisement and take 4–6 KiB.
 const maxJXTADoc = 64 << 10
 
-// maxJXTADocTags bounds the markup of a resolver document (its '<'): the
-// wire study's captures have at most 36. Parsing costs by the element,
-// not by the byte: a 64 KiB query of 16,000 empty elements took 5.8 ms
-// of CPU and 2.5 MB, 64 times what a frame the transport reads and drops
-// costs, and a peer sending them on 150 connections held 500 MB and both
-// cores for a minute after it stopped (its frames were in the sockets).
+// maxJXTADocTags bounds the markup of a resolver document, its tags and
+// attributes together (its '<' and '='): the wire study's captures have
+// at most 36 tags, and their documents fewer than 30 '='. Parsing costs
+// by the element and by the attribute, not by the byte: a 64 KiB query
+// of 16,000 empty elements took 5.8 ms of CPU and 2.5 MB, 64 times what
+// a frame the transport reads and drops costs, and a peer sending them
+// on 150 connections held 500 MB and both cores for a minute after it
+// stopped (its frames were in the sockets); one element of 9,000
+// attributes cost as much.
 const maxJXTADocTags = 512
 
 // errJXTADocBounds: a resolver document over maxJXTADoc or
@@ -126,8 +129,8 @@ func parseDoc(b []byte, root string) (*etree.Element, error) {
 	if len(b) > maxJXTADoc {
 		return nil, fmt.Errorf("%w: %s document of %d bytes", errJXTADocBounds, root, len(b))
 	}
-	if n := bytes.Count(b, []byte("<")); n > maxJXTADocTags {
-		return nil, fmt.Errorf("%w: %s document of %d tags, at most %d", errJXTADocBounds, root, n, maxJXTADocTags)
+	if n := bytes.Count(b, []byte("<")) + bytes.Count(b, []byte("=")); n > maxJXTADocTags {
+		return nil, fmt.Errorf("%w: %s document of %d tags and attributes, at most %d", errJXTADocBounds, root, n, maxJXTADocTags)
 	}
 	doc := etree.NewDocument()
 	if err := doc.ReadFromBytes(b); err != nil {

@@ -132,7 +132,7 @@ func TestJXTAOpenFlood(t *testing.T) {
 	ctx, s, l, open := jxtaOpener(t, "open-flood")
 	const n = 200
 	for range n {
-		open(0) // a new client pipe each time
+		open(nil) // a new client pipe each time
 	}
 	backlog := uint64(s.opts.backlog)
 	for s.Stats().JXTARefused < n-backlog && ctx.Err() == nil {
@@ -372,11 +372,18 @@ func TestJXTAAnswerRoutesToPublicAddress(t *testing.T) {
 }
 
 // TestJXTAQueryTagBomb: a JXTA peer's binding query for a pipe bound here,
-// padded with 2,000 empty elements (a document parsing costs by the
-// element: 64 KiB of them took 5.8 ms and 2.5 MB), is refused unparsed
-// and counted; the same query unpadded is answered. Before, it was parsed
-// and answered.
+// padded with 2,000 empty elements or with one element of 2,000
+// attributes (a document parsing costs by the element and by the
+// attribute: 64 KiB of elements took 5.8 ms and 2.5 MB), is refused
+// unparsed and counted; the same query unpadded is answered. Before, it
+// was parsed and answered (since 5bec930, padded with attributes).
 func TestJXTAQueryTagBomb(t *testing.T) {
+	for what, pad := range markupBombs {
+		t.Run(what, func(t *testing.T) { testJXTAQueryBomb(t, pad) })
+	}
+}
+
+func testJXTAQueryBomb(t *testing.T, pad []byte) {
 	ctx, s, ep, a := unsignedJXTAPipes(t, "tag-bomb")
 	unbind, err := s.ListenJXTA(a, func(*Received) {})
 	if err != nil {
@@ -392,7 +399,7 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("no %s in the query %q", end, e.Data)
 	}
-	padded := slices.Concat(e.Data[:i], bytes.Repeat([]byte("<x/>"), 2000), e.Data[i:])
+	padded := slices.Concat(e.Data[:i], pad, e.Data[i:])
 	bomb := message.New(message.Element{Namespace: message.JXTANamespace, Name: jxtaQueryParam, MIME: e.MIME, Data: padded})
 	if err := peer.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, bomb); err != nil {
 		t.Fatal(err)
@@ -405,7 +412,7 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 	select {
 	case doc := <-answers:
 		if qid, _, err := parsePBPAnswer(doc); err != nil || qid != 2 {
-			t.Fatalf("the query padded with 2,000 elements was answered (query %d, %v)", qid, err)
+			t.Fatalf("the padded query was answered (query %d, %v)", qid, err)
 		}
 	case <-ctx.Done():
 		t.Fatal("the plain query was not answered")
@@ -416,31 +423,52 @@ func TestJXTAQueryTagBomb(t *testing.T) {
 }
 
 // TestJXTAOpenTagBomb: a JXTA peer opens a JxtaBiDiPipe with its pipe
-// advertisement padded with 2,000 empty elements (unknown elements are
-// allowed; parsing costs by the element): the open is refused unparsed
-// and counted, and a plain open after it is accepted. Before, it was
-// parsed and set up.
+// advertisement padded with 2,000 empty elements, or with one element of
+// 2,000 attributes (unknown elements are allowed; parsing costs by the
+// element and by the attribute): the open is refused unparsed and
+// counted, and a plain open after it is accepted. Before, it was parsed
+// and set up (since 2d8ce07, padded with attributes).
 func TestJXTAOpenTagBomb(t *testing.T) {
-	ctx, s, l, open := jxtaOpener(t, "open-tag-bomb")
-	open(2000)
-	open(0)
-	// The transport hands a connection's messages over in order: once
-	// the plain open is accepted, the padded one was handled.
-	b, err := l.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for what, pad := range markupBombs {
+		t.Run(what, func(t *testing.T) {
+			ctx, s, l, open := jxtaOpener(t, "open-tag-bomb")
+			open(pad)
+			open(nil)
+			// The transport hands a connection's messages over in order:
+			// once the plain open is accepted, the padded one was handled.
+			b, err := l.Accept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if got := s.Stats().JXTARefused; got != 1 {
+				t.Fatalf("%d opens refused, want the padded one's 1", got)
+			}
+		})
 	}
-	defer b.Close()
-	if got := s.Stats().JXTARefused; got != 1 {
-		t.Fatalf("%d opens refused, want the padded one's 1", got)
+}
+
+// markupBombs are paddings a document's parsing costs much for, by the
+// element or by the attribute, each beyond the bounds of markup.
+var markupBombs = map[string][]byte{
+	"2,000 elements":   bytes.Repeat([]byte("<x/>"), 2000),
+	"2,000 attributes": attributeBomb(2000),
+}
+
+// attributeBomb is one empty element of n attributes.
+func attributeBomb(n int) []byte {
+	b := []byte("<x")
+	for i := range n {
+		b = fmt.Appendf(b, ` a%d=""`, i)
 	}
+	return append(b, "/>"...)
 }
 
 // jxtaOpener is a JxtaBiDiPipe listener on an unsignedJXTAPipes service
 // and open, which has a JXTA peer open a connection to it by hand, from
-// a new client pipe whose advertisement is padded with pad empty
-// elements. The listener closes at the end of the test.
-func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener, func(pad int)) {
+// a new client pipe whose advertisement is padded with pad before its
+// end. The listener closes at the end of the test.
+func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener, func(pad []byte)) {
 	t.Helper()
 	ctx, s, ep, a := unsignedJXTAPipes(t, name)
 	l, err := s.Listen(a)
@@ -460,7 +488,7 @@ func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener
 	d, pa := newDoc("PA")
 	pa.CreateElement("PID").SetText(ident.ID().String())
 	peerAdv := docBytes(d)
-	open := func(pad int) {
+	open := func(pad []byte) {
 		t.Helper()
 		client, err := adv.New(adv.Unicast, "client", "")
 		if err != nil {
@@ -472,7 +500,7 @@ func jxtaOpener(t *testing.T, name string) (context.Context, *Service, *Listener
 		if i < 0 {
 			t.Fatalf("no %s in %q", end, cx)
 		}
-		cx = slices.Concat(cx[:i], bytes.Repeat([]byte("<x/>"), pad), cx[i:])
+		cx = slices.Concat(cx[:i], pad, cx[i:])
 		m := message.New(message.Text(bidiNS, bidiReliable, "true"),
 			message.Element{Namespace: bidiNS, Name: bidiReqPipe, MIME: message.XMLUTF8, Data: cx},
 			message.Element{Namespace: bidiNS, Name: bidiRemPeer, MIME: message.XMLUTF8, Data: peerAdv})

@@ -574,8 +574,9 @@ type Stats struct {
 	// sender, JxtaBiDiPipe opens beyond a listener's backlog, messages
 	// inside JxtaBiDiPipe blocks whose signature fails or is not the
 	// remote peer's, binding queries over a resolver document's
-	// bounds (64 KiB, 512 tags) or naming another querier than their
-	// sender, and queries that came while 32 answers were being sent.
+	// bounds (64 KiB, 512 tags and attributes) or naming another
+	// querier than their sender, and queries that came while 32
+	// answers were being sent.
 	JXTARefused uint64
 }
 
