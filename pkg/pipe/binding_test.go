@@ -286,3 +286,47 @@ func TestResolveToThisPeer(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent Resolves of two advertisements of one pipe ID, one naming
+// its binders and one (a hostile peer's copy) naming none, are not
+// shared: the one naming binders takes no unproven answer. Before, a
+// resolution of the copy under way took the other's caller too, and it
+// resolved to the peer that claimed the binding without a proof.
+func TestSharedResolveKeepsBinders(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sh := newPipes(t, nodes[0]), newPipes(t, nodes[2])
+	newPipes(t, nodes[1])
+	real := newAdv(t, adv.Unicast)
+	real.Binders = []string{nodes[1].ID().String()} // which binds nothing yet
+	forged := *real
+	forged.Binders = nil
+	in, err := sh.NewInputPipe(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	release := make(chan struct{})
+	pipe.SetQueryWrittenHook(func() { <-release })
+	defer pipe.SetQueryWrittenHook(nil)
+
+	type result struct {
+		p   peer.ID
+		err error
+	}
+	copied, named := make(chan result, 1), make(chan result, 1)
+	resolve := func(a *adv.PipeAdvertisement, to chan<- result) {
+		p, err := sa.Resolve(ctx(t), a, pipe.RoleInput)
+		to <- result{p, err}
+	}
+	go resolve(&forged, copied)
+	testutil.WaitFor(t, "the copy's resolution", func() bool { return pipe.FlightWaiters(sa) == 1 })
+	go resolve(real, named)
+	testutil.WaitFor(t, "both to wait", func() bool { return pipe.FlightWaiters(sa) == 2 })
+	close(release)
+	if r := <-copied; r.p != nodes[2].ID() {
+		t.Fatalf("the copy: %s, %v; want the peer binding it", r.p, r.err)
+	}
+	if r := <-named; !errors.Is(r.err, pipe.ErrNotResolved) {
+		t.Fatalf("the advertisement naming binders: %q, %v; want ErrNotResolved (its binder binds nothing, the other peer proves nothing)", r.p, r.err)
+	}
+}

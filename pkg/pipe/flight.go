@@ -27,10 +27,15 @@ type flight struct {
 }
 
 // flightKey names what a resolution asks: the pipe, the role and the
-// peers given (with their addresses, which it dials).
+// peers given (with their addresses, which it dials), and what of the
+// advertisement it reads besides the ID, its type and binders, which say
+// whose answers count (needsProof): anyone can make an advertisement of
+// a pipe's ID that names no binders, and a caller whose advertisement
+// names them must not take the answer of a resolution of that one.
 func flightKey(a *adv.PipeAdvertisement, role string, explicit []peer.AddrInfo) string {
 	var b strings.Builder
 	b.WriteString(Key(a.ID) + "/" + role)
+	fmt.Fprintf(&b, " %s%q", a.Type, a.Binders)
 	ais := slices.Clone(explicit)
 	slices.SortFunc(ais, func(x, y peer.AddrInfo) int { return strings.Compare(string(x.ID), string(y.ID)) })
 	for _, ai := range ais {
