@@ -24,6 +24,8 @@ import (
 	ws "github.com/libp2p/go-libp2p/p2p/transport/websocket"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
+
+	"github.com/p2pmsg/p2pmsg/internal/stallproxy"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
@@ -376,91 +378,6 @@ func TestCoalescingConnConcurrentClose(t *testing.T) {
 	}
 }
 
-// stallingProxy relays TCP connections to a target, until stall is
-// called: from then on it reads nothing more from the dialler, a peer
-// that stops reading, while it still relays what the target sends.
-type stallingProxy struct {
-	ln      net.Listener
-	stalled chan struct{}
-	stall   func()
-	mu      sync.Mutex
-	conns   []net.Conn
-	relays  sync.WaitGroup
-}
-
-func newStallingProxy(t *testing.T, target string) *stallingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallingProxy{ln: ln, stalled: make(chan struct{})}
-	var once sync.Once
-	p.stall = func() { once.Do(func() { close(p.stalled) }) }
-	p.relays.Add(1)
-	go func() {
-		defer p.relays.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			in.(*net.TCPConn).SetReadBuffer(16 << 10) // so that the dialler's writes block soon
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			p.relays.Add(2)
-			go func() {
-				defer p.relays.Done()
-				io.Copy(in, out)
-			}()
-			go func() {
-				defer p.relays.Done()
-				p.relayUntilStalled(out, in)
-			}()
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *stallingProxy) relayUntilStalled(dst, src net.Conn) {
-	buf := make([]byte, 4096)
-	for {
-		select {
-		case <-p.stalled:
-			return
-		default:
-		}
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// close closes every connection the proxy holds and waits for its relays.
-func (p *stallingProxy) close() {
-	p.stall()
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.relays.Wait()
-}
-
 // captureMuxer is the node's coalescing yamux, handing the test the first
 // connection it makes.
 type captureMuxer struct {
@@ -507,8 +424,8 @@ func TestCoalescingConnCloseOverWebSocket(t *testing.T) {
 	b := wsHost(t, proto)
 	ip, _ := b.Addrs()[0].ValueForProtocol(ma.P_IP4)
 	port, _ := b.Addrs()[0].ValueForProtocol(ma.P_TCP)
-	p := newStallingProxy(t, net.JoinHostPort(ip, port))
-	viaProxy := ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port) + "/ws")
+	p := stallproxy.New(t, net.JoinHostPort(ip, port))
+	viaProxy := ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.Port()) + "/ws")
 
 	slow := *yamux.DefaultTransport
 	slow.ConnectionWriteTimeout = time.Hour
@@ -538,7 +455,7 @@ func TestCoalescingConnCloseOverWebSocket(t *testing.T) {
 		}
 		ss = append(ss, s)
 	}
-	p.stall()
+	p.Stall()
 	var writers sync.WaitGroup
 	var written atomic.Int64
 	for _, s := range ss {
@@ -565,7 +482,7 @@ func TestCoalescingConnCloseOverWebSocket(t *testing.T) {
 			last, still = w, 0
 		}
 		if time.Now().After(end) {
-			p.close()
+			p.Close()
 			writers.Wait()
 			t.Fatal("the coalescer never stalled full: the kernel's buffers took every stream's window")
 		}
@@ -577,7 +494,7 @@ func TestCoalescingConnCloseOverWebSocket(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second):
 		t.Error("closing the connection still waits 30 s for a write the peer does not take")
-		p.close() // ends that write
+		p.Close() // ends that write
 		<-closed
 	}
 	writers.Wait()

@@ -15,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	goyamux "github.com/libp2p/go-yamux/v5"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/p2pmsg/p2pmsg/internal/stallproxy"
 )
 
 func newShutdownNode(t *testing.T) *Node {
@@ -103,8 +105,8 @@ func TestShutdownSilentPeer(t *testing.T) {
 	b := newShutdownNode(t)
 	ip, _ := b.Host().Addrs()[0].ValueForProtocol(ma.P_IP4)
 	port, _ := b.Host().Addrs()[0].ValueForProtocol(ma.P_TCP)
-	p := newStallingProxy(t, net.JoinHostPort(ip, port))
-	viaProxy := ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port))
+	p := stallproxy.New(t, net.JoinHostPort(ip, port))
+	viaProxy := ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.Port()))
 	a := newShutdownNode(t)
 	ctx := context.Background()
 	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{viaProxy}}); err != nil {
@@ -113,7 +115,7 @@ func TestShutdownSilentPeer(t *testing.T) {
 	// The proxy relays what the read it is in when stalled returns: a
 	// ping either is that read, answered, or is not relayed at all (it
 	// then ends with the connection).
-	p.stall()
+	p.Stall()
 	var sess *goyamux.Session
 	if !a.Host().Network().ConnsToPeer(b.ID())[0].As(&sess) {
 		t.Fatal("not a yamux connection")

@@ -294,8 +294,20 @@ func (c *Conn) shutdown(ctx context.Context) error {
 		}
 		return nil
 	}
-	c.st.CloseWrite() // its error, if any, is the stream's end: nothing left to end
-	return nil
+	// The multiplexer queues the end of stream behind what the
+	// connection has yet to write, without a deadline: a peer that stopped
+	// reading holds it until the connection's own write timeout.
+	ended := make(chan struct{})
+	go func() {
+		c.st.CloseWrite() // its error, if any, is the stream's end: nothing left to end
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("socket to %s: its end not yet sent: %w", c.remote, ctx.Err())
+	}
 }
 
 // CloseRead stops reading: Reads then return io.EOF, as on TCP. Unlike

@@ -10,17 +10,21 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 	"go.uber.org/goleak"
 	"golang.org/x/net/nettest"
 
+	"github.com/p2pmsg/p2pmsg/internal/stallproxy"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -656,5 +660,66 @@ func TestReadAfterCloseRead(t *testing.T) {
 	}
 	if n, err := c1.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		t.Fatalf("Read after CloseRead: %d, %v; want io.EOF", n, err)
+	}
+}
+
+// TestShutdownBoundedByCtx: a peer that stops reading its connection
+// (a proxy between the peers stops relaying) holds Shutdown only until
+// its ctx ends, which it reports, with the connection still up: the
+// multiplexer queues a stream's end behind what the connection has yet
+// to write, without a deadline. Before, ending each socket's writing
+// waited there until the connection's write timeout killed it (9 s for a
+// 2 s ctx in the red team's run), and Shutdown then returned nil.
+func TestShutdownBoundedByCtx(t *testing.T) {
+	a, b := testutil.NewNode(t), testutil.NewNode(t)
+	ip, _ := b.Host().Addrs()[0].ValueForProtocol(ma.P_IP4)
+	port, _ := b.Host().Addrs()[0].ValueForProtocol(ma.P_TCP)
+	p := stallproxy.New(t, net.JoinHostPort(ip, port))
+	viaProxy := peer.AddrInfo{ID: b.ID(), Addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/" + strconv.Itoa(p.Port()))}}
+	if err := a.Connect(ctx(t), viaProxy); err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := newSockets(t, a), newSockets(t, b)
+	pa := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var conns []*socket.Conn
+	defer func() { closeAll(conns) }()
+	for range node.MaxSocketStreamsPerPeer {
+		c, err := sa.Dial(ctx(t), pa, pipe.ToPeers(viaProxy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := l.AcceptContext(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every socket writes until the stalled connection stops taking its
+	// bytes, more than the kernel's buffers hold in all.
+	p.Stall()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sctx, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	defer cancel()
+	if err := sa.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with the peer's connection stalled: %v, want its ctx's end", err)
+	}
+	if a.Host().Network().Connectedness(b.ID()) != network.Connected {
+		t.Fatal("Shutdown returned once the stalled connection was closed, not when its ctx ended")
 	}
 }
