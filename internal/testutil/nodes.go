@@ -69,6 +69,19 @@ func NewConnectedNodes(t testing.TB, count int) []*node.Node {
 	return nodes
 }
 
+// NodeOnHost starts a node listening on loopback address ip only (such
+// as 127.0.0.2), and has from connect to it, so that from sees the
+// connection's remote host as ip whichever address the node would dial
+// from: a peer on another host, for the bounds shared out by host.
+func NodeOnHost(t testing.TB, ip string, from *node.Node) *node.Node {
+	t.Helper()
+	n := NewNode(t, node.WithListenAddrs("/ip4/"+ip+"/tcp/0"))
+	if err := from.Connect(context.Background(), peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // FreshPeerID is the peer ID of a new Ed25519 key that nobody keeps: a
 // made-up peer, as a hostile peer names one.
 func FreshPeerID(t testing.TB) peer.ID {

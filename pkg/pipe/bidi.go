@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,8 +71,15 @@ type Listener struct {
 	// opening counts JXTA opens being set up for the accept queue: with
 	// the queued ones, at most its capacity (reserve).
 	opening int
+	// waiting and hosts count the libp2p connections in the accept
+	// queue by peer and by remote host, each held to share.
+	waiting map[peer.ID]int
+	hosts   map[netip.Prefix]int
 	done    chan struct{}
 }
+
+// share is the places of the accept queue one peer or one host may hold.
+func (l *Listener) share() int { return max(1, cap(l.accept)/4) }
 
 // Listen binds a as a bidirectional pipe listener on this peer. The pipe
 // must be unicast or secure (ErrWrongType); a secure listener accepts
@@ -84,7 +92,8 @@ func (s *Service) Listen(a *adv.PipeAdvertisement) (*Listener, error) {
 	if a.Type == adv.Propagate {
 		return nil, fmt.Errorf("%w: bidirectional pipes are unicast or secure, not %s", ErrWrongType, a.Type)
 	}
-	l := &Listener{svc: s, adv: a, key: Key(a.ID), accept: make(chan *Bidi, s.opts.backlog), done: make(chan struct{})}
+	l := &Listener{svc: s, adv: a, key: Key(a.ID), accept: make(chan *Bidi, s.opts.backlog), done: make(chan struct{}),
+		waiting: map[peer.ID]int{}, hosts: map[netip.Prefix]int{}}
 	release, err := bindLocal(s, s.servers, l.key, RoleBidi, l, a.ID, "bidirectional pipe")
 	if err != nil {
 		return nil, err
@@ -122,6 +131,7 @@ func (l *Listener) Accept(ctx context.Context) (*Bidi, error) {
 				return nil, ctx.Err()
 			}
 		}
+		l.taken(b)
 		if b.Err() != nil {
 			b.drop() // the peer closed while waiting in the backlog
 			continue
@@ -198,12 +208,36 @@ func (l *Listener) enqueue(b *Bidi) bool {
 	if l.closed {
 		return false
 	}
+	libp2p := b.jx == nil
+	if libp2p && (l.waiting[b.remote] >= l.share() || l.hosts[b.host] >= l.share()) {
+		l.svc.bidisRefused.Add(1)
+		return false
+	}
 	select {
 	case l.accept <- b:
-		return true
 	default:
 		return false
 	}
+	if libp2p {
+		l.waiting[b.remote]++
+		l.hosts[b.host]++
+	}
+	return true
+}
+
+// taken gives back the share of the accept queue b held.
+func (l *Listener) taken(b *Bidi) {
+	if b.jx != nil {
+		return
+	}
+	l.mu.Lock()
+	if l.waiting[b.remote]--; l.waiting[b.remote] <= 0 {
+		delete(l.waiting, b.remote)
+	}
+	if l.hosts[b.host]--; l.hosts[b.host] <= 0 {
+		delete(l.hosts, b.host)
+	}
+	l.mu.Unlock()
 }
 
 // Close stops listening; connections not yet accepted are closed.
@@ -242,6 +276,12 @@ type Bidi struct {
 	conn   string
 	dst    endpoint.Address
 	box    *inbox
+
+	// incoming: the remote peer opened it (a connect request), from
+	// host; it counts against the peer's WithBidisPerPeer and the
+	// listener's backlog shares.
+	incoming bool
+	host     netip.Prefix
 
 	answer chan byte // the listener's answer, for the connecting side
 	jx     *jxtaBidi // a JxtaBiDiPipe with a JXTA peer (jxtabidi.go)
@@ -282,7 +322,15 @@ func (s *Service) register(b *Bidi) error {
 	if _, ok := s.conns[k]; ok {
 		return fmt.Errorf("%w: duplicate connection %s from %s", ErrRefused, b.conn, b.remote)
 	}
+	if b.incoming && s.peerIncoming[b.remote] >= s.opts.bidisPerPeer {
+		s.bidisRefused.Add(1)
+		return fmt.Errorf("%w: %s holds %d connections here (WithBidisPerPeer)", ErrRefused, b.remote, s.opts.bidisPerPeer)
+	}
 	s.conns[k] = b
+	s.peerBidis[b.remote]++
+	if b.incoming {
+		s.peerIncoming[b.remote]++
+	}
 	s.bidiNotes[k] = b
 	s.host.ConnManager().Protect(b.remote, "pipe-bidi")
 	return nil
@@ -301,15 +349,20 @@ func (s *Service) forgetNotes(b *Bidi) {
 func (s *Service) unregister(b *Bidi) {
 	s.mu.Lock()
 	k := connKey{b.remote, b.conn}
-	if s.conns[k] == b {
-		delete(s.conns, k)
+	if s.conns[k] != b {
+		s.mu.Unlock()
+		return
 	}
-	still := false
-	for k := range s.conns {
-		if k.peer == b.remote {
-			still = true
-			break
+	delete(s.conns, k)
+	if b.incoming {
+		if s.peerIncoming[b.remote]--; s.peerIncoming[b.remote] <= 0 {
+			delete(s.peerIncoming, b.remote)
 		}
+	}
+	s.peerBidis[b.remote]--
+	still := s.peerBidis[b.remote] > 0
+	if !still {
+		delete(s.peerBidis, b.remote)
 	}
 	s.mu.Unlock()
 	if !still {
@@ -491,6 +544,7 @@ func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
 		return
 	}
 	b := s.newBidi(l.adv, d.Source, conn)
+	b.incoming, b.host = true, d.RemoteHost
 	if err := s.register(b); err != nil {
 		s.refuse(d.Source, conn)
 		return

@@ -307,6 +307,7 @@ type options struct {
 	queue          int
 	queueBytes     int64
 	backlog        int
+	bidisPerPeer   int
 	ps             *pubsub.PubSub
 	routing        routing.ContentRouting
 	noRouting      bool
@@ -378,13 +379,37 @@ func WithQueueBytes(n int64) Option {
 
 // WithBacklog sets how many connections a bidirectional pipe listener
 // holds before Accept takes them; more are refused (default 16, 1 to
-// 4096).
+// 4096), as are a libp2p peer's beyond a quarter of them (at least one)
+// and one remote host's beyond a quarter (Stats.BidisRefused), so that
+// neither can take every place.
 func WithBacklog(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
 			return fmt.Errorf("%w: backlog %d out of [1, 4096]", ErrBadOption, n)
 		}
 		o.backlog = n
+		return nil
+	}
+}
+
+// DefaultBidisPerPeer is how many bidirectional pipe connections one
+// peer may open to this one (WithBidisPerPeer): as many as the socket
+// streams a node takes from one peer (node.MaxSocketStreamsPerPeer),
+// the pool a client keeps to a server.
+const DefaultBidisPerPeer = 64
+
+// WithBidisPerPeer sets how many bidirectional pipe connections one peer
+// may hold open to this one, accepted or waiting for Accept, on all
+// listeners together; its further connect requests are refused and
+// counted (Stats.BidisRefused). Default DefaultBidisPerPeer, 1 to 65536.
+// Connections this peer opens (Connect) and JXTA peers' JxtaBiDiPipes
+// are not counted.
+func WithBidisPerPeer(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1<<16 {
+			return fmt.Errorf("%w: bidis per peer %d out of [1, 65536]", ErrBadOption, n)
+		}
+		o.bidisPerPeer = n
 		return nil
 	}
 }
@@ -495,6 +520,13 @@ type Service struct {
 	// refusalsDropped counts refusals of Bidi connect requests dropped
 	// for want of room in the refusal queue.
 	refusalsDropped atomic.Uint64
+	// bidisRefused counts Bidi connect requests refused for their
+	// peer's or host's share (WithBidisPerPeer, a backlog's quarter).
+	bidisRefused atomic.Uint64
+	// peerBidis counts, per remote peer, the connections in conns, and
+	// peerIncoming those of them it opened. Under mu.
+	peerBidis    map[peer.ID]int
+	peerIncoming map[peer.ID]int
 	// unproven counts binding answers ignored for want of a proof
 	// (proof.go); replays counts propagate messages refused as replayed
 	// (seqno.go).
@@ -561,6 +593,10 @@ type Stats struct {
 	// reads none of the answers (each waits up to 5 s). The peers whose
 	// refusal was dropped see their Connect time out.
 	BidiRefusalsDropped uint64
+	// BidisRefused counts bidirectional pipe connect requests refused
+	// because their peer already held WithBidisPerPeer connections here,
+	// or it or its remote host held its quarter of a listener's backlog.
+	BidisRefused uint64
 	// IgnoredBindings counts bindings neighbours pushed
 	// (BindingProtocol) that were malformed, or beyond what one
 	// neighbour may have kept here.
@@ -589,7 +625,7 @@ func (s *Service) Stats() Stats {
 		PropagateGraylisted: s.gossip.graylistedMsgs.Load(), PropagateGraylistedPeers: s.gossip.graylistedPeers(),
 		JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
 		IgnoredReferrals: s.ignoredReferrals.Load(), StrayRefusals: s.strayRefusals.Load(),
-		BidiRefusalsDropped: s.refusalsDropped.Load(),
+		BidiRefusalsDropped: s.refusalsDropped.Load(), BidisRefused: s.bidisRefused.Load(),
 	}
 }
 
@@ -597,7 +633,7 @@ type bindingKey struct{ key, role string }
 
 // New starts the pipe service on ep.
 func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
-	o := options{resolveTimeout: 10 * time.Second, queryPeers: 64, queue: 64, queueBytes: DefaultQueueBytes, backlog: 16, maxPropagate: DefaultMaxPropagate}
+	o := options{resolveTimeout: 10 * time.Second, queryPeers: 64, queue: 64, queueBytes: DefaultQueueBytes, backlog: 16, bidisPerPeer: DefaultBidisPerPeer, maxPropagate: DefaultMaxPropagate}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -616,7 +652,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	s := &Service{
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
 		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, seqnoTables: map[string]*seqnos{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
-		conns: map[connKey]*Bidi{}, topics: map[string]*topicRef{},
+		conns: map[connKey]*Bidi{}, peerBidis: map[peer.ID]int{}, peerIncoming: map[peer.ID]int{}, topics: map[string]*topicRef{},
 		refusals: make(chan refusal, 64),
 	}
 	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {

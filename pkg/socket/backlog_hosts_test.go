@@ -1,32 +1,16 @@
 package socket_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"strings"
 	"testing"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtatcp"
-	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/socket"
 )
-
-// nodeOnHost starts a node listening on loopback address ip only, and
-// has from connect to it, so that from sees the connection's remote
-// host as ip whichever address the node would dial from.
-func nodeOnHost(t *testing.T, ip string, from *node.Node) *node.Node {
-	t.Helper()
-	n := testutil.NewNode(t, node.WithListenAddrs("/ip4/"+ip+"/tcp/0"))
-	if err := from.Connect(context.Background(), peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // Four libp2p identities on one host (127.0.0.1), each dialling up to a
 // peer's share and waiting, take the host's share of the backlog and no
@@ -36,7 +20,7 @@ func nodeOnHost(t *testing.T, ip string, from *node.Node) *node.Node {
 func TestOneHostsIdentitiesCannotTakeTheBacklog(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 5) // the victim and four identities, all on 127.0.0.1
 	victim := newSockets(t, nodes[0])
-	honest := newSockets(t, nodeOnHost(t, "127.0.0.2", nodes[0]))
+	honest := newSockets(t, testutil.NodeOnHost(t, "127.0.0.2", nodes[0]))
 	a := newAdv(t, adv.Unicast)
 	l, err := victim.Listen(a)
 	if err != nil {

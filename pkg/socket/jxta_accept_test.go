@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/jxtatest"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/id"
@@ -145,7 +146,7 @@ func TestJXTAPeerNotReadingDoesNotStallAccept(t *testing.T) {
 	sendRequests(t, hostile, addr, a, share)
 	until(t, "the hostile requests in the backlog", func() bool { return socket.BacklogLen(l) == share })
 
-	honestNode := nodeOnHost(t, "127.0.0.2", ep.Node())
+	honestNode := testutil.NodeOnHost(t, "127.0.0.2", ep.Node())
 	dialled, err := newSockets(t, honestNode).Dial(ctx(t), a)
 	if err != nil {
 		t.Fatal(err)

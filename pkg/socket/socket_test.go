@@ -406,7 +406,7 @@ func TestOnePeerCannotTakeTheBacklog(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	// The honest peer is on another host: this one's share is the
 	// attacker's (TestOneHostsIdentitiesCannotTakeTheBacklog).
-	victim, attacker, honest := newSockets(t, nodes[0]), newSockets(t, nodes[1]), newSockets(t, nodeOnHost(t, "127.0.0.2", nodes[0]))
+	victim, attacker, honest := newSockets(t, nodes[0]), newSockets(t, nodes[1]), newSockets(t, testutil.NodeOnHost(t, "127.0.0.2", nodes[0]))
 	a := newAdv(t, adv.Unicast)
 	l, err := victim.Listen(a)
 	if err != nil {
