@@ -88,6 +88,12 @@ func Write(w io.Writer, results []swarm.Result) error {
 	if k == 0 {
 		return ErrNoLatencies
 	}
+	if p.X.Min == p.X.Max {
+		// One latency, or all alike: gonum would widen the range to
+		// ±1 ms, below zero on the log axis for a latency under 1 ms,
+		// and panic. A factor of 2 either side keeps it on the axis.
+		p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
+	}
 	canvas := vgsvg.New(16*vg.Centimeter, 11*vg.Centimeter)
 	p.Draw(draw.New(canvas))
 	_, err := canvas.WriteTo(w)

@@ -49,3 +49,26 @@ func TestWriteNoLatencies(t *testing.T) {
 		t.Fatalf("got %v, want %v", err, chart.ErrNoLatencies)
 	}
 }
+
+// A case whose deliveries all took the same time under a millisecond (a
+// relay swarm of 4 peers delivers one message, in about 0.5 ms) is
+// charted: before, gonum widened the axis to ±1 ms, below zero on the
+// log scale, and `lab swarm --peers 4 --case relay --out DIR` panicked
+// ("Values must be greater than 0 for a log scale") after its run, its
+// results lost, as did the swarm plan's instance 1 (outcome crash).
+func TestWriteOneLatency(t *testing.T) {
+	for _, lat := range [][]time.Duration{
+		{500 * time.Microsecond},
+		{700 * time.Microsecond, 700 * time.Microsecond, 700 * time.Microsecond},
+		{time.Nanosecond},
+		{5 * time.Millisecond},
+	} {
+		var b bytes.Buffer
+		if err := chart.Write(&b, []swarm.Result{{Case: swarm.Relay, Peers: 4, Delivered: len(lat), Latencies: lat}}); err != nil {
+			t.Fatalf("%v: %v", lat, err)
+		}
+		if !bytes.Contains(b.Bytes(), []byte("<svg")) || !bytes.Contains(b.Bytes(), []byte("relay (4 peers)")) {
+			t.Errorf("%v: chart without its line:\n%s", lat, b.Bytes())
+		}
+	}
+}
