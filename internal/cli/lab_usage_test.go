@@ -428,3 +428,17 @@ func TestLabGridRefusesDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// lab grid's random-SIZE document with a size it cannot take is refused
+// with the sizes it can: before, the error ended on a bare "size"
+// (`document "random-1G": size`).
+func TestLabGridRandomDocSizeRefused(t *testing.T) {
+	for _, doc := range []string{"random-0", "random-1G", "random-abc", "random-"} {
+		r := runRefused(t, "lab", "grid", "--profile", "loopback", "--docs", doc, "--choices", "identity,s2:1",
+			"--trials", "3", "--warmup", "0", "--budget", "0", "--switch=false")
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), doc) || !strings.Contains(string(r.stderr), "64M") {
+			t.Errorf("--docs %s: exit %d, %q; want exit 2, the document and the sizes it takes named", doc, r.code, r.stderr)
+		}
+	}
+}

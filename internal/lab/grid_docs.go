@@ -43,6 +43,9 @@ var (
 	DefaultGridDocs = []string{"employees-1", "employees-100", "employees-1000", "dataset-1", "dataset-110", "random-64K"}
 )
 
+// maxRandomDoc bounds a random-SIZE document.
+const maxRandomDoc = 64 << 20
+
 // LoadGridDoc returns the named document.
 func LoadGridDoc(name string) (GridDoc, error) {
 	kind, arg, ok := strings.Cut(name, "-")
@@ -64,8 +67,8 @@ func LoadGridDoc(name string) (GridDoc, error) {
 		return GridDoc{Name: name, MIME: message.XMLUTF8, Data: datasets.DataSet(n)}, nil
 	case "random":
 		sz, err := ParseSizes(arg)
-		if err != nil || len(sz) != 1 || sz[0] > 64<<20 {
-			return GridDoc{}, fmt.Errorf("%w: document %q: size", ErrGridConfig, name)
+		if err != nil || len(sz) != 1 || sz[0] > maxRandomDoc {
+			return GridDoc{}, fmt.Errorf("%w: document %q: want random-SIZE, SIZE 1 byte to 64M (64K, 1M)", ErrGridConfig, name)
 		}
 		rng := rand.New(rand.NewChaCha8([32]byte{'p', '2', 'p', 'm', 's', 'g'}))
 		b := make([]byte, sz[0])
