@@ -99,6 +99,14 @@ run's JSON lines again.`,
 					}
 				}
 			}
+			if !doSwitch {
+				// No link-change run: its flags would be silently ignored.
+				for _, name := range []string{"switch-from", "switch-to", "switch-doc"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply with --switch=false, which runs no link change", name)}
+					}
+				}
+			}
 			cfg := lab.GridConfig{Trials: trials, Warmup: warmup, SlowFactor: slow, MaxMessage: maxMessage, DocBudget: budget, Remeasure: remeasure, Seed: seed, Progress: cmd.ErrOrStderr()}
 			if warmup == 0 {
 				cfg.Warmup = -1

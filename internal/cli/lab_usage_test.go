@@ -442,3 +442,22 @@ func TestLabGridRandomDocSizeRefused(t *testing.T) {
 		}
 	}
 }
+
+// lab grid's --switch-from, --switch-to and --switch-doc shape the
+// link-change run; with --switch=false there is none, and each is refused
+// (exit 2, the flag named) rather than silently ignored: before, `lab grid
+// --switch=false --switch-doc employees-1` ran the grid and exited 0.
+func TestLabGridSwitchFlagsNeedSwitch(t *testing.T) {
+	for _, c := range []struct{ flag, val string }{
+		{"--switch-from", "dsl"},
+		{"--switch-to", "lan"},
+		{"--switch-doc", "employees-1"},
+	} {
+		r := runRefused(t, "lab", "grid", "--profile", "loopback", "--docs", "employees-1", "--choices", "identity,s2:1",
+			"--trials", "3", "--warmup", "0", "--budget", "0", "--remeasure", "0", "--switch=false", c.flag, c.val)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), c.flag) {
+			t.Errorf("%s %s --switch=false: exit %d, %q; want exit 2 and the flag named", c.flag, c.val, r.code, r.stderr)
+		}
+	}
+}
