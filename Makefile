@@ -114,7 +114,7 @@ plans:
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-propagate/swarm.jsonl -cases propagate -peers 8
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-resolve/swarm.jsonl -cases resolve -peers 8
 	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-relay/swarm.jsonl -cases relay -peers 8
-	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-churn/swarm.jsonl -cases churn -peers 10
+	cd testplans && $(GO) run ./cmd/swarmcheck -results $(PLANS_OUT)/swarm/ci-ci-churn/swarm.jsonl -cases churn -peers 8
 
 clean:
 	rm -rf bin

@@ -281,7 +281,13 @@ func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Re
 	if seq != 1 {
 		return nil, nil
 	}
-	r := &Result{Case: cfg.Cases[0], Peers: cfg.Peers, MinMemberShare: 1}
+	// Peers are those present at any time, as lab swarm reports them: in
+	// churn, cfg.Peers (the plan's instances) counts the joiners too.
+	present := cfg.Peers
+	if cfg.Cases[0] == Churn {
+		present -= churnCount(cfg)
+	}
+	r := &Result{Case: cfg.Cases[0], Peers: present, MinMemberShare: 1}
 	var bytesOut int64
 	var resolves []time.Duration
 	perRelay := map[int]int{}

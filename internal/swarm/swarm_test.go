@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -233,5 +234,43 @@ func TestShortfallNamesWhatWasMissed(t *testing.T) {
 	s.tallyMember(ctx, p, &pt, kindData, want[1:2]) // everything it expected
 	if pt.Shortfall != "" || pt.Delivered != 1 {
 		t.Errorf("complete member: %d delivered, shortfall %q", pt.Delivered, pt.Shortfall)
+	}
+}
+
+// The swarm plan runs RunPeer with Config.Peers its instance count, the
+// joiners included: its churn result reports the peers present, as lab
+// swarm's does for the same swarm. Before, ci-churn (10 instances, 8
+// present) reported "peers":10 where `lab swarm --peers 8 --case churn
+// --churn 0.25` reported 8.
+func TestRunPeerChurnReportsPeersPresent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a swarm of real nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// 6 instances: 5 present, 1 of them leaving and 1 joining.
+	cfg := Config{Peers: 6, Cases: []string{Churn}, Publishers: 1, Rate: 20, Duration: time.Second, Targets: 1, ChurnFraction: 0.2, Seed: 1}
+	hub := newMemHub(cfg.Peers)
+	results := make([]*Result, cfg.Peers)
+	errs := make([]error, cfg.Peers)
+	var wg sync.WaitGroup
+	for seq := 1; seq <= cfg.Peers; seq++ {
+		wg.Go(func() {
+			results[seq-1], errs[seq-1] = RunPeer(ctx, cfg, hub.coordinator(seq), "/ip4/127.0.0.1/tcp/0")
+			if errs[seq-1] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	r := results[0]
+	if r == nil {
+		t.Fatal("instance 1 returned no result")
+	}
+	if r.Case != Churn || r.Peers != 5 {
+		t.Errorf("%s: %d peers, want 5 present (6 instances, 1 joining)", r.Case, r.Peers)
 	}
 }
