@@ -227,5 +227,7 @@ func config(re *runtime.RunEnv, label string) (lab.AMTTConfig, error) {
 	if cfg.Seed, err = strconv.ParseUint(param(re, "seed", "1"), 10, 64); err != nil {
 		return cfg, fmt.Errorf("parameter seed: %w", err)
 	}
-	return cfg, nil
+	// Both roles read the parameters: a configuration the sender's run
+	// would refuse fails the receiver too, with the same cause.
+	return cfg, cfg.Validate()
 }

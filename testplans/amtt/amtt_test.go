@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/testground/sdk-go/runtime"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 )
@@ -39,5 +42,28 @@ func TestOutputsHeadLink(t *testing.T) {
 		if back, err := lab.ReadAMTTJSON(bytes.NewReader(files[outJSON])); err != nil || len(back) != 1 {
 			t.Errorf("%s: JSON %v %v", label, back, err)
 		}
+	}
+}
+
+// A parameter the AMTT engine refuses fails both instances with its
+// cause: before, only the sender's run checked them, and the receiver
+// failed with "lab: amtt handshake: EOF" once the sender had gone
+// (tgrun --param trials=2).
+func TestConfigRefusedInEveryRole(t *testing.T) {
+	for _, params := range []map[string]string{
+		{"trials": "2"},
+		{"sizes": "0"},
+		{"sizes": "1,1"},
+		{"codecs": "gzip,gzip"},
+		{"codecs": "seal"},
+	} {
+		re := &runtime.RunEnv{RunParams: runtime.RunParams{TestInstanceParams: params, TestInstanceCount: 2, TestGroupID: roleReceiver}}
+		if _, err := config(re, "dsl"); !errors.Is(err, lab.ErrAMTTConfig) {
+			t.Errorf("%v: %v, want %v", params, err, lab.ErrAMTTConfig)
+		}
+	}
+	re := &runtime.RunEnv{RunParams: runtime.RunParams{TestInstanceParams: map[string]string{"trials": "3", "warmup": "0"}, TestInstanceCount: 2}}
+	if _, err := config(re, "dsl"); err != nil {
+		t.Errorf("trials=3 warmup=0: %v", err)
 	}
 }
