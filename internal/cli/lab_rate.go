@@ -30,10 +30,12 @@ func newLabRateCmd() *cobra.Command {
 process, one way, from the Send call to the receiver's handler. For each
 layer, shape (senders goroutines on one node, each sending to every one of
 peers nodes in turn) and payload size: a warm-up, a run of --messages
-messages sent as fast as the senders can (at most 256 MiB of payload), and
-a run of about one second at half that rate, paced in steps of --pace-step
-(the messages due in a step handed to the senders at once), for the
-latency p50 and p99 (so it shows queueing, not saturation).
+messages sent as fast as the senders can (at most 256 MiB of payload and
+about 3 s at the warm-up's rate: a slow layer sends fewer, as the JSON's
+"messages" says), and a run of about one second at half that rate, paced
+in steps of --pace-step (the messages due in a step handed to the senders
+at once), for the latency p50 and p99 (so it shows queueing, not
+saturation).
 
 Layers: stream (a raw libp2p stream as go-libp2p makes it, its yamux without
 the node's write coalescing, one Write per message), stream-bufio (the same
@@ -116,7 +118,7 @@ and the rate counts only what arrived.`,
 	f.StringVar(&sizes, "sizes", "16,100,1K,16K", "comma-separated payload sizes (K, M suffixes; at least 12 bytes)")
 	f.StringVar(&shapes, "shapes", "1x1,8x1,1x8", "comma-separated SENDERSxPEERS: sending goroutines on one node, receiving nodes")
 	f.StringVar(&transport, "transport", lab.TransportTCP, "libp2p transport: tcp or quic")
-	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes: at most 256 MiB)")
+	f.IntVar(&messages, "messages", 200_000, "messages per maximum-rate run (fewer for large sizes, at most 256 MiB, and for slow layers, about 3 s)")
 	f.Float64Var(&load, "load", 0.5, "the fraction of the measured maximum rate the latency run offers")
 	f.DurationVar(&paceStep, "pace-step", lab.DefaultPaceStep, "how often the latency run hands out the messages that came due, less than the run (0: as often as it can, a few at a time: see docs/performance.md)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")

@@ -461,3 +461,23 @@ func TestLabGridSwitchFlagsNeedSwitch(t *testing.T) {
 		}
 	}
 }
+
+// lab rate's maximum-rate run stops at about 3 s of the warm-up's rate
+// as well as at --messages: its help says so, on the flag too. Before,
+// it said only "(fewer for large sizes: at most 256 MiB)", and
+// `--layer propagate --messages 20000` sent 2,732 with nothing saying why.
+func TestLabRateHelpStatesTimeCap(t *testing.T) {
+	r := run(t, nil, "lab", "rate", "--help")
+	var flagLine string
+	for l := range strings.SplitSeq(string(r.stdout), "\n") {
+		if strings.Contains(l, "--messages int") {
+			flagLine = l
+		}
+	}
+	if !strings.Contains(flagLine, "about 3 s") {
+		t.Errorf("--messages help does not state the run's 3 s bound: %q", flagLine)
+	}
+	if !strings.Contains(string(r.stdout), "about 3 s at the warm-up's rate") {
+		t.Errorf("lab rate --help does not state the run's 3 s bound:\n%s", r.stdout)
+	}
+}
