@@ -249,3 +249,25 @@ func TestMoreRounds(t *testing.T) {
 		}
 	}
 }
+
+// The summary's "over identity" column gives the difference beside the
+// percentage; on loopback it is under a microsecond, where it read
+// "-1.3% (−0 µs)" (a `lab grid --profile loopback` cell of 30 µs): below
+// 10 µs it has a decimal.
+func TestSignedAbs(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		d    time.Duration
+		want string
+	}{
+		{-1.3, -400 * time.Nanosecond, "-1.3% (−0.4 µs)"},
+		{0.7, 2 * time.Microsecond, "+0.7% (+2.0 µs)"},
+		{12, 35 * time.Microsecond, "+12.0% (+35 µs)"},
+		{-67.7, -200530 * time.Microsecond, "-67.7% (−200.53 ms)"},
+		{math.NaN(), 0, "–"},
+	} {
+		if got := signedAbs(c.v, c.d); got != c.want {
+			t.Errorf("signedAbs(%v, %v) = %q, want %q", c.v, c.d, got, c.want)
+		}
+	}
+}

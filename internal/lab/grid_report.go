@@ -173,7 +173,10 @@ func signedAbs(v float64, d time.Duration) string {
 		sign, d = "−", -d
 	}
 	abs := fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-	if d < time.Millisecond {
+	switch {
+	case d < 10*time.Microsecond: // a tenth: under a microsecond is not 0
+		abs = fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+	case d < time.Millisecond:
 		abs = fmt.Sprintf("%d µs", d.Round(time.Microsecond)/time.Microsecond)
 	}
 	return fmt.Sprintf("%+.1f%% (%s%s)", v, sign, abs)
