@@ -101,6 +101,11 @@ machine). Progress goes to stderr.`,
 			if trials < lab.MinAMTTTrials || warmup < 0 {
 				return usageError{fmt.Errorf("--trials must be >= %d and --warmup >= 0", lab.MinAMTTTrials)}
 			}
+			// The engine reads a seed of 0 as its default, 1: --seed 0
+			// would repeat --seed 1's run under another name.
+			if err := positiveFlags(cmd, "seed"); err != nil {
+				return err
+			}
 			w := warmup
 			if w == 0 {
 				w = -1 // AMTTConfig reads 0 as "the default" and negative as none
@@ -170,7 +175,7 @@ machine). Progress goes to stderr.`,
 	f.IntVar(&warmup, "warmup", lab.DefaultAMTTWarmup, "trials discarded at the start of each document")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per codec and document per line")
 	f.StringVar(&out, "out", "", "also write "+amttJSONFile+", "+amttMarkdownFile+", "+amttChartFile+" and "+runFile+" into this directory")
-	f.Uint64Var(&seed, "seed", 1, "seed of the link's jitter")
+	f.Uint64Var(&seed, "seed", 1, "seed of the link's jitter, 1 or more")
 	return cmd
 }
 

@@ -133,7 +133,8 @@ run's JSON lines again.`,
 			if !lab.ValidSlowFactor(slow) {
 				return usageError{fmt.Errorf("--slow-factor %s: want %s", cmd.Flags().Lookup("slow-factor").Value, lab.SlowFactorRule)}
 			}
-			if err := positiveFlags(cmd, "max-message"); err != nil {
+			// A seed of 0 is the engine's default, 1 (see lab amtt).
+			if err := positiveFlags(cmd, "max-message", "seed"); err != nil {
 				return err
 			}
 			if trials < lab.MinAMTTTrials || warmup < 0 || budget < 0 || remeasure < 0 {
@@ -285,7 +286,7 @@ run's JSON lines again.`,
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
 	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file (as Markdown, or with --json as JSON lines; the measuring flags are refused)")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")
-	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of the rounds' order")
+	f.Uint64Var(&seed, "seed", 1, "seed of the links' jitter and of the rounds' order, 1 or more")
 	return cmd
 }
 

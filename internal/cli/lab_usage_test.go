@@ -64,6 +64,10 @@ func TestLabRefusesZeroValues(t *testing.T) {
 		{"lab", "rate", "--pace-step", "1h"}, // longer than the latency run: before, taken, and slept an hour
 		{"lab", "grid", "--slow-factor", "0"},
 		{"lab", "grid", "--max-message", "0s"},
+		// 0 was taken for the engines' default seed, 1: the same run as
+		// --seed 1 under another name (lab swarm's 0 draws one at random).
+		{"lab", "amtt", "--seed", "0"},
+		{"lab", "grid", "--seed", "0"},
 	} {
 		r := runRefused(t, args...)
 		failsCleanly(t, r)
