@@ -227,6 +227,9 @@ func config(re *runtime.RunEnv, label string) (lab.AMTTConfig, error) {
 	if cfg.Seed, err = strconv.ParseUint(param(re, "seed", "1"), 10, 64); err != nil {
 		return cfg, fmt.Errorf("parameter seed: %w", err)
 	}
+	if cfg.Seed == 0 { // AMTTConfig reads 0 as its default, 1: another run's
+		return cfg, fmt.Errorf("%w: seed 0; want 1 or more", lab.ErrAMTTConfig)
+	}
 	// Both roles read the parameters: a configuration the sender's run
 	// would refuse fails the receiver too, with the same cause.
 	return cfg, cfg.Validate()

@@ -56,6 +56,7 @@ func TestConfigRefusedInEveryRole(t *testing.T) {
 		{"sizes": "1,1"},
 		{"codecs": "gzip,gzip"},
 		{"codecs": "seal"},
+		{"seed": "0"}, // read as the default, 1: another run's
 	} {
 		re := &runtime.RunEnv{RunParams: runtime.RunParams{TestInstanceParams: params, TestInstanceCount: 2, TestGroupID: roleReceiver}}
 		if _, err := config(re, "dsl"); !errors.Is(err, lab.ErrAMTTConfig) {

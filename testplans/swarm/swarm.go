@@ -54,9 +54,26 @@ func config(re *runtime.RunEnv) (swarm.Config, time.Duration, error) {
 	cfg.ChurnFraction = get("churn", "0.2")
 	cfg.Relays = int(get("relays", "2"))
 	cfg.RelayFraction = get("relay_fraction", "0.2")
-	cfg.Seed = uint64(get("seed", "1"))
 	timeout := time.Duration(get("timeout_s", "600")) * time.Second
+	if err == nil {
+		cfg.Seed, err = seed(re)
+	}
 	return cfg, timeout, err
+}
+
+// seed reads the seed as an integer: through a float64, as the other
+// numbers, a seed `lab swarm` printed (3548717228663863699) lost its low
+// bits. 0 is refused: every instance would draw a seed of its own
+// (swarm.Config), and they must agree on the picks.
+func seed(re *runtime.RunEnv) (uint64, error) {
+	s, err := strconv.ParseUint(param(re, "seed", "1"), 10, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: parameter seed: %w", swarm.ErrConfig, err)
+	case s == 0:
+		return 0, fmt.Errorf("%w: parameter seed: 0 (each instance would draw its own); want 1 or more", swarm.ErrConfig)
+	}
+	return s, nil
 }
 
 func runCase(re *runtime.RunEnv, ic *run.InitContext) error {
