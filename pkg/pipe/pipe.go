@@ -902,12 +902,16 @@ func (s *Service) disconnected(nw network.Network, c network.Conn) {
 	}
 }
 
-// jxtaID derives a peer's JXTA peer ID from its key.
+// jxtaID derives a peer's JXTA peer ID from its key: the one its ID
+// holds, else the one the peerstore has (a key an ID only hashes, such
+// as RSA's). The ID is read first because go-libp2p's in-memory
+// peerstore keeps for good a key it extracts from an ID when asked for
+// it; only a disconnect lets it go, so every propagate author, never
+// connected, stayed in it, one key per identity that published.
 func (s *Service) jxtaID(p peer.ID) id.ID {
-	pub := s.host.Peerstore().PubKey(p)
-	if pub == nil {
-		var err error
-		if pub, err = p.ExtractPublicKey(); err != nil {
+	pub, err := p.ExtractPublicKey()
+	if err != nil || pub == nil {
+		if pub = s.host.Peerstore().PubKey(p); pub == nil {
 			return id.ID{}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
@@ -360,4 +361,69 @@ func TestPropagateReplayAfterRebindRefused(t *testing.T) {
 		t.Fatalf("replayed message delivered again after the pipe was re-bound: %q (replays counted: %d)", text(m, "order"), sc.sr.Stats().PropagateReplays-before)
 	}
 	t.Logf("replays refused: %d", sc.sr.Stats().PropagateReplays-before)
+}
+
+// TestPropagateAuthorsKeysNotKept: a member that receives propagate
+// messages from authors it never connected to keeps none of their keys.
+// Deriving each message's FromJXTA asked the peerstore for the author's
+// key, and go-libp2p's in-memory keybook stores a key it extracts from
+// an ID, for the node's life (only a disconnect lets it go): every new
+// identity that published stayed in every member's peerstore, one more
+// per author, without bound (a 44-minute swarm of 50 peers, beside
+// `p2pmsg send` publishing from a fresh identity each time: 33 → 651
+// peers in a survivor's peerstore, 105 of them with addresses).
+func TestPropagateAuthorsKeysNotKept(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2) // the member and a hub
+	member, hub := nodes[0], nodes[1]
+	sm, sh := newPipes(t, member), newPipes(t, hub)
+	ad := newAdv(t, adv.Propagate)
+	in, err := sm.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	hin, err := sh.NewInputPipe(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hin.Close()
+	// The hub reaches the member (its mesh holds it) before any author
+	// publishes through it.
+	hout := publisher(t, sh, ad)
+	defer hout.Close()
+	if err := hout.Send(ctx(t), message.New(message.Text("", "n", "hub"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Receive(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	const authors = 4
+	for i := range authors {
+		a := testutil.NewNode(t)
+		if err := a.Connect(ctx(t), hub.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		sa := newPipes(t, a)
+		out := publisher(t, sa, ad) // the hub is its member
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+		r, err := in.ReceiveFrom(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.From != a.ID() || r.FromJXTA != a.JXTAPeerID() {
+			t.Fatalf("message %d from %s (%s), want %s (%s)", i, r.From, r.FromJXTA, a.ID(), a.JXTAPeerID())
+		}
+		if c := member.Host().Network().Connectedness(a.ID()); c != network.NotConnected {
+			t.Fatalf("the member is %v to author %d: the test wants it reached through the hub only", c, i)
+		}
+		for _, p := range member.Host().Peerstore().PeersWithKeys() {
+			if p == a.ID() {
+				t.Fatalf("author %d, never connected to the member, has its key kept in the member's peerstore (%d peers with keys)",
+					i, len(member.Host().Peerstore().PeersWithKeys()))
+			}
+		}
+		out.Close()
+	}
 }
