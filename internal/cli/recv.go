@@ -264,6 +264,13 @@ With --socket it accepts a JXSE peer's JxtaSocket as well.`,
 				}
 				return nil
 			}()
+			if err != nil && ctx.Err() == nil {
+				// The refusal of the message it could not print or write
+				// travels back on its sender's stream: closing at once
+				// could reset the stream before it is written.
+				drain(ctx, p)
+				return err
+			}
 			if err != nil || ctx.Err() != nil {
 				return err
 			}
