@@ -166,7 +166,14 @@ func (l *Listener) answer(ctx context.Context, b *Bidi) error {
 	if b.jx != nil {
 		return b.answerJXTA(ctx)
 	}
-	return l.svc.ep.Send(ctx, b.control(opAccept), message.New())
+	err := l.svc.ep.Send(ctx, b.control(opAccept), message.New())
+	if errors.Is(err, endpoint.ErrPeerGone) && ctx.Err() == nil {
+		// The stream it went to was the one of the peer's connection
+		// before (the peer restarted, and connects again): nothing was
+		// sent, and the next Send opens a new stream.
+		err = l.svc.ep.Send(ctx, b.control(opAccept), message.New())
+	}
+	return err
 }
 
 // drop lets go of a connection Accept skipped: a JXTA one's reliable

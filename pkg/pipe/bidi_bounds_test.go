@@ -3,11 +3,17 @@ package pipe_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -140,5 +146,69 @@ func TestBidiBacklogShares(t *testing.T) {
 			t.Fatalf("a connection within the shares: %v", r.err)
 		}
 		held = append(held, r.b)
+	}
+}
+
+// TestConnectAfterRestart: a peer that restarts with the same identity
+// connects to a listener it had a connection to before at once. Before,
+// the listener's answer went to the stream of the peer's earlier run,
+// which failed (endpoint.ErrPeerGone: nothing sent), and Accept dropped
+// the connection without a word: the peer's first Connect after each
+// restart waited 10 s, then "did not accept within 10s" (the swarm
+// soak: 46 of 83 same-identity restarts).
+func TestConnectAfterRestart(t *testing.T) {
+	server := testutil.NewNode(t)
+	ps := newPipes(t, server)
+	a := newAdv(t, adv.Unicast)
+	l, err := ps.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *pipe.Bidi, 2)
+	defer func() {
+		for range len(accepted) {
+			(<-accepted).Close()
+		}
+	}()
+	go func() {
+		for {
+			b, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			accepted <- b
+		}
+	}()
+	key := filepath.Join(t.TempDir(), "client.key")
+	for run := range 2 {
+		n, err := node.New(ctx(t), node.WithKeyFile(key), node.WithListenAddrs(testutil.Loopback()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Connect(ctx(t), server.AddrInfo()); err != nil {
+			t.Fatal(err)
+		}
+		ep, err := endpoint.New(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := pipe.New(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithTimeout(ctx(t), 5*time.Second) // under the listener's 10 s
+		b, err := client.Connect(c, a)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: Connect: %v", run+1, err)
+		}
+		b.Close()
+		client.Close()
+		ep.Close()
+		n.Close() // as the process exits
+		testutil.WaitFor(t, "the server to see the client gone", func() bool {
+			return server.Host().Network().Connectedness(n.ID()) != network.Connected
+		})
 	}
 }
