@@ -56,13 +56,22 @@ import (
 // first (the endpoint's Shutdown, for one, drains its queues and lets its
 // senders finish).
 func (n *Node) Shutdown(ctx context.Context) error {
+	conns := n.host.Network().Conns()
+	if cause := context.Cause(ctx); cause != nil && len(conns) > 0 {
+		// The layers above took the whole ctx: no peer was asked.
+		what := "connections"
+		if len(conns) == 1 {
+			what = "connection"
+		}
+		return joinerr.Join(fmt.Errorf("node: shutdown: its ctx ended before it began; %d %s closed without asking: %w", len(conns), what, cause), n.Close())
+	}
 	var (
 		wg          sync.WaitGroup
 		mu          sync.Mutex
 		unconfirmed int
 		first       error
 	)
-	for _, c := range n.host.Network().Conns() {
+	for _, c := range conns {
 		wg.Go(func() {
 			if err := awaitAnswer(ctx, c); err != nil {
 				mu.Lock()

@@ -182,3 +182,23 @@ func TestReadAfterPeerClosed(t *testing.T) {
 		t.Fatalf("read %d of %d bytes, then %v", r.N, size, r.Err)
 	}
 }
+
+// TestShutdownWithCtxOver: a Shutdown whose ctx ended before it began
+// (the layers above took it all, as a Peer's endpoint waiting for an
+// idle sender does) says so, rather than that its peers did not answer:
+// it asked none. Before: "1 connection closed before its peer answered".
+func TestShutdownWithCtxOver(t *testing.T) {
+	a, b := newShutdownNode(t), newShutdownNode(t)
+	if err := a.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := a.Shutdown(ctx)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "its ctx ended before it began; 1 connection closed without asking") {
+		t.Fatalf("Shutdown with its ctx over: %v", err)
+	}
+	if c := a.Host().Network().Conns(); len(c) != 0 {
+		t.Errorf("%d connections left open", len(c))
+	}
+}
