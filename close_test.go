@@ -317,32 +317,7 @@ func TestShutdownEndsOpenSockets(t *testing.T) {
 			ctx := testContext(t)
 			server := newPeer(t, append(tc.server, p2pmsg.WithListenAddrs(loopback))...)
 			client := newPeer(t, append(tc.client, p2pmsg.WithListenAddrs(loopback))...)
-			a, _ := adv.New(adv.Unicast, "open-at-shutdown", "")
-			l, err := server.Sockets().Listen(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				c, err := l.Accept()
-				if err != nil {
-					t.Error(err)
-				}
-				accepted <- c
-			}()
-			to := pipe.ToPeers(server.AddrInfo())
-			if tc.jxta {
-				to = pipe.ToJXTAPeers(server.Endpoint().JXTA().Addrs()[0])
-			}
-			c, err := client.Sockets().Dial(ctx, a, to)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			sc := <-accepted
-			if sc == nil {
-				t.FailNow()
-			}
+			c, sc := openSocket(t, client, server, tc.jxta)
 			want := bytes.Repeat([]byte("data"), 16<<10) // 64 KiB: within the stream's window, read or not
 			if _, err := sc.Write(want); err != nil {
 				t.Fatal(err)
@@ -387,28 +362,7 @@ func TestCloseEndsJXTASockets(t *testing.T) {
 	ctx := testContext(t)
 	server := newPeer(t, p2pmsg.WithJXTA(jxtaIdentity(t), "tcp://127.0.0.1:0"))
 	client := newPeer(t, p2pmsg.WithJXTA(jxtaIdentity(t), ""))
-	a, _ := adv.New(adv.Unicast, "open-at-close", "")
-	l, err := server.Sockets().Listen(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- c
-	}()
-	c, err := client.Sockets().Dial(ctx, a, pipe.ToJXTAPeers(server.Endpoint().JXTA().Addrs()[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sc := <-accepted
-	if sc == nil {
-		t.FailNow()
-	}
+	_, sc := openSocket(t, client, server, true)
 	read := make(chan error, 1)
 	go func() {
 		_, err := sc.Read(make([]byte, 1))
@@ -425,4 +379,37 @@ func TestCloseEndsJXTASockets(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Read on a socket of a closed peer still waits")
 	}
+}
+
+// openSocket connects a socket from client to server on a pipe of its
+// own, over JXTA TCP if jxta; the dialled end is closed when the test
+// ends.
+func openSocket(t *testing.T, client, server *p2pmsg.Peer, jxta bool) (c *socket.Conn, sc net.Conn) {
+	t.Helper()
+	a, _ := adv.New(adv.Unicast, t.Name(), "")
+	l, err := server.Sockets().Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	to := pipe.ToPeers(server.AddrInfo())
+	if jxta {
+		to = pipe.ToJXTAPeers(server.Endpoint().JXTA().Addrs()[0])
+	}
+	c, err = client.Sockets().Dial(testContext(t), a, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if sc = <-accepted; sc == nil {
+		t.FailNow()
+	}
+	return c, sc
 }

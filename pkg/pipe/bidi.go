@@ -833,19 +833,7 @@ func (b *Bidi) abort(err error) {
 // requests for a pipe bound nowhere, their refusals not read), and the
 // other end waited for messages until its peer went away.
 func (s *Service) tellClosed(b *Bidi) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
-		defer cancel()
-		s.ep.Send(ctx, b.control(opClose), message.New())
-	}()
+	s.background(closeTimeout, func(ctx context.Context) { s.ep.Send(ctx, b.control(opClose), message.New()) })
 }
 
 // end records why the connection ended, once; it reports whether this

@@ -2,9 +2,7 @@ package pipe_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -39,33 +37,7 @@ func TestBidiAbortNoticeUnderRefusalFlood(t *testing.T) {
 
 	x, xb := connected(t, sa, l, to)
 	defer x.Close()
-	sendTwo(t, x.Send)
-	big := message.New(message.Bytes("", "big", make([]byte, 4<<20)))
-	for i := 0; err == nil && i < 20; i++ {
-		sctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
-		err = x.Send(sctx, big)
-		cancel()
-	}
-	if err == nil || x.Err() == nil {
-		t.Fatalf("no Send failed: %v (X.Err %v)", err, x.Err())
-	}
-	wait, cancel := context.WithTimeout(ctx(t), 20*time.Second)
-	defer cancel()
-	n := 0
-	for {
-		_, err := xb.Receive(wait)
-		if err == nil {
-			n++
-			continue
-		}
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("after %d messages, B's end: %v, want io.EOF once X's Send failed (%v)", n, err, x.Err())
-		}
-		break
-	}
-	if n < 2 {
-		t.Fatalf("B received %d messages before io.EOF, want the 2 sent before the failure", n)
-	}
+	sendFailsThenEOF(t, x, xb)
 }
 
 // A peer sending bidirectional-pipe connect requests for a pipe bound

@@ -181,7 +181,15 @@ func TestBidiFailedSendEndsTheOtherEnd(t *testing.T) {
 	sa, _, l, to := refusing(t)
 	x, xb := connected(t, sa, l, to)
 	defer x.Close()
-	sendTwo(t, x.Send) // B's queue is full, its endpoint waits for room
+	sendFailsThenEOF(t, x, xb)
+}
+
+// sendFailsThenEOF sends X's two messages, then large ones until a Send
+// fails (B's queue is full, its endpoint waits for room), and checks that
+// B's end receives the two, then io.EOF: X told it of the failure.
+func sendFailsThenEOF(t *testing.T, x, xb *pipe.Bidi) {
+	t.Helper()
+	sendTwo(t, x.Send)
 	big := message.New(message.Bytes("", "big", make([]byte, 4<<20)))
 	var err error
 	for i := 0; err == nil && i < 20; i++ {
