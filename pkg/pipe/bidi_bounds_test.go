@@ -33,17 +33,7 @@ func TestBidisPerPeerBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 2*perPeer)
-	go func() {
-		for {
-			b, err := l.Accept(context.Background())
-			if err != nil {
-				return
-			}
-			accepted <- b
-		}
-	}()
+	accepted := acceptAll(t, l, 2*perPeer)
 	var held []*pipe.Bidi
 	defer func() {
 		for _, b := range held {
@@ -164,22 +154,7 @@ func TestConnectAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	accepted := make(chan *pipe.Bidi, 2)
-	defer func() {
-		for range len(accepted) {
-			(<-accepted).Close()
-		}
-	}()
-	go func() {
-		for {
-			b, err := l.Accept(context.Background())
-			if err != nil {
-				return
-			}
-			accepted <- b
-		}
-	}()
+	acceptAll(t, l, 2)
 	key := filepath.Join(t.TempDir(), "client.key")
 	for run := range 2 {
 		n, err := node.New(ctx(t), node.WithKeyFile(key), node.WithListenAddrs(testutil.Loopback()))
@@ -211,4 +186,30 @@ func TestConnectAfterRestart(t *testing.T) {
 			return server.Host().Network().Connectedness(n.ID()) != network.Connected
 		})
 	}
+}
+
+// acceptAll accepts every connection to l into the channel it returns
+// (room for n) until the test ends, then closes l and the connections
+// left in the channel.
+func acceptAll(t *testing.T, l *pipe.Listener, n int) <-chan *pipe.Bidi {
+	accepted := make(chan *pipe.Bidi, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			b, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			accepted <- b
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for range len(accepted) {
+			(<-accepted).Close()
+		}
+	})
+	return accepted
 }
