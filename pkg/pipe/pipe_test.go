@@ -154,7 +154,7 @@ func TestUnknownPipeAndBadInput(t *testing.T) {
 	if _, err := sa.Listen(newAdv(t, adv.Propagate)); !errors.Is(err, pipe.ErrWrongType) {
 		t.Fatalf("bidi on a propagate pipe: %v", err)
 	}
-	for _, o := range []pipe.Option{pipe.WithQueueLen(0), pipe.WithResolveTimeout(0), pipe.WithBacklog(-1), pipe.WithQueryPeers(0), pipe.WithPubSub(nil)} {
+	for _, o := range []pipe.Option{pipe.WithQueueLen(0), pipe.WithResolveTimeout(0), pipe.WithBacklog(-1), pipe.WithBidisPerPeer(0), pipe.WithBidisPerPeer(1<<16 + 1), pipe.WithQueryPeers(0), pipe.WithPubSub(nil)} {
 		ep, _ := endpoint.New(testutil.NewNode(t))
 		if _, err := pipe.New(ep, o); !errors.Is(err, pipe.ErrBadOption) {
 			t.Errorf("bad option accepted: %v", err)
