@@ -563,39 +563,64 @@ func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
 	}
 }
 
-// refusal is an r/ answer (or an x/ notice) waiting to be sent.
-type refusal struct {
-	to   peer.ID
-	op   byte
-	conn string
-}
-
-// refuse queues a refusal; when the queue is full (a peer flooding us
-// with connect requests) it is dropped, counted, and the dialler times
+// Bounds on the refusals waiting to be sent. Each peer's are sent in
+// order by a goroutine of its own while it has any, so that a peer that
+// stops reading delays only its own refusals; a flood's beyond these are
+// dropped, counted (Stats.BidiRefusalsDropped), and their diallers time
 // out.
-func (s *Service) refuse(to peer.ID, conn string) { s.notify(to, opRefuse, conn) }
+const (
+	// maxRefusalsPerPeer is more than the connect requests an
+	// application has in flight to one listener at once.
+	maxRefusalsPerPeer = 16
+	// maxRefusalPeers bounds the goroutines sending refusals: far more
+	// peers than are refused at once by a listener that is merely full.
+	maxRefusalPeers = 256
+)
 
-// notify queues the control message op about conn for to, dropped when
-// the queue is full, counted (Stats.BidiRefusalsDropped).
-func (s *Service) notify(to peer.ID, op byte, conn string) {
-	select {
-	case s.refusals <- refusal{to, op, conn}:
-	default:
+// refuse queues the refusal (r/) of to's connection conn, starting to's
+// sender if it has none; dropped, and counted, beyond the bounds above.
+func (s *Service) refuse(to peer.ID, conn string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	q, busy := s.refusals[to]
+	if (busy && len(q) >= maxRefusalsPerPeer) || (!busy && len(s.refusals) >= maxRefusalPeers) {
 		s.refusalsDropped.Add(1)
+		return
+	}
+	s.refusals[to] = append(q, conn)
+	if !busy {
+		s.wg.Add(1)
+		go s.sendRefusals(to)
 	}
 }
 
-// sendRefusals is the one goroutine that sends refusals and notices, so
-// their cost is bounded whatever peers send.
-func (s *Service) sendRefusals() {
+// sendRefusals sends to's queued refusals until none is left. A send
+// that fails (to does not read, or is gone) drops the rest, counted: the
+// next refusal starts afresh.
+func (s *Service) sendRefusals(to peer.ID) {
 	defer s.wg.Done()
 	for {
-		select {
-		case r := <-s.refusals:
-			ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
-			s.ep.Send(ctx, endpoint.PeerAddress(r.to, BidiService, string(r.op)+"/"+r.conn), message.New())
-			cancel()
-		case <-s.ctx.Done():
+		s.mu.Lock()
+		q := s.refusals[to]
+		if len(q) == 0 {
+			delete(s.refusals, to)
+			s.mu.Unlock()
+			return
+		}
+		conn := q[0]
+		s.refusals[to] = q[1:]
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.ctx, closeTimeout)
+		err := s.ep.Send(ctx, endpoint.PeerAddress(to, BidiService, string(opRefuse)+"/"+conn), message.New())
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			s.refusalsDropped.Add(uint64(len(s.refusals[to])))
+			delete(s.refusals, to)
+			s.mu.Unlock()
 			return
 		}
 	}

@@ -2,7 +2,9 @@ package pipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +49,34 @@ func TestBidiRefusalsDroppedCounted(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	sa := newPipes(t, nodes[0])
 	floodRefusals(t, sa, nodes[0], nodes[1])
+}
+
+// A peer that reads none of its refusals (floodRefusals) delays no
+// other peer's: an honest peer beyond its share of connections is
+// refused, and its Connect fails with ErrRefused at once. Before, every peer's
+// refusals went through one queue whose sender waited 5 s on each of the
+// flooder's: the honest peer's was dropped, and its Connect timed out (10 s, "did not accept").
+func TestBidiRefusalNotDelayedByStalledPeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	victim := newPipes(t, nodes[0], pipe.WithBidisPerPeer(1))
+	honest := newPipes(t, nodes[1])
+	a := newAdv(t, adv.Unicast)
+	l, err := victim.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptAll(t, l, 1)
+	floodRefusals(t, victim, nodes[0], nodes[2])
+
+	b, err := honest.Connect(ctx(t), a, pipe.ToPeers(nodes[0].AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer (<-accepted).Close()
+	if _, err := honest.Connect(ctx(t), a, pipe.ToPeers(nodes[0].AddrInfo())); !errors.Is(err, pipe.ErrRefused) || strings.Contains(err.Error(), "did not accept") {
+		t.Fatalf("a connection beyond the peer's 1: %v, want ErrRefused at once", err)
+	}
 }
 
 // floodRefusals has node h send victim (whose pipe service is s) connect

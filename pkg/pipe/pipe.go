@@ -495,7 +495,9 @@ type Service struct {
 	// that an input pipe's last tagged sender can stand for a look-up.
 	senders    sync.Map
 	sendersGen atomic.Uint64
-	refusals   chan refusal
+	// refusals are the Bidi refusals waiting to be sent, by peer
+	// (bidi.go). Under mu.
+	refusals map[peer.ID][]string
 	// undelivered counts, per pipe key, messages refused by their
 	// receiver that a Flush learnt of on another output pipe's behalf,
 	// for the keys in outputs, the unicast and secure output pipes open
@@ -518,7 +520,7 @@ type Service struct {
 	// on.
 	strayRefusals atomic.Uint64
 	// refusalsDropped counts refusals of Bidi connect requests dropped
-	// for want of room in the refusal queue.
+	// unsent (bidi.go, maxRefusalsPerPeer).
 	refusalsDropped atomic.Uint64
 	// bidisRefused counts Bidi connect requests refused for their
 	// peer's or host's share (WithBidisPerPeer, a backlog's quarter).
@@ -588,10 +590,13 @@ type Stats struct {
 	StrayRefusals uint64
 	// BidiRefusalsDropped counts refusals of bidirectional pipe
 	// connect requests (for a pipe not bound here, a listener closed or
-	// its backlog full) dropped unsent because the refusal queue was
-	// full: a peer sent such requests faster than they are answered, or
-	// reads none of the answers (each waits up to 5 s). The peers whose
-	// refusal was dropped see their Connect time out.
+	// its backlog full) dropped unsent: a peer sent such requests faster
+	// than they are answered (more than 16 waiting), read none of the
+	// answers (a refusal not taken within 5 s drops the peer's others
+	// waiting), or more than 256 peers were being refused at once. The
+	// peers whose refusal was dropped see their Connect time out; each
+	// peer's refusals are sent apart from every other's, so one that
+	// does not read delays no other's.
 	BidiRefusalsDropped uint64
 	// BidisRefused counts bidirectional pipe connect requests refused
 	// because their peer already held WithBidisPerPeer connections here,
@@ -653,7 +658,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
 		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, seqnoTables: map[string]*seqnos{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, peerBidis: map[peer.ID]int{}, peerIncoming: map[peer.ID]int{}, topics: map[string]*topicRef{},
-		refusals: make(chan refusal, 64),
+		refusals: map[peer.ID][]string{},
 	}
 	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {
 		cancel()
@@ -674,8 +679,6 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 	s.host.SetStreamHandler(BindingProtocol, s.handleBinding)
 	s.notifiee = &network.NotifyBundle{DisconnectedF: s.disconnected}
 	s.host.Network().Notify(s.notifiee)
-	s.wg.Add(1)
-	go s.sendRefusals()
 	return s, nil
 }
 
