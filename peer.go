@@ -92,8 +92,9 @@ func (p *Peer) Close() error {
 // down, but open sockets first end their writing, so that their peers
 // read what was written, then io.EOF (socket.Service.Shutdown; a JXTA
 // socket's peer must read as it goes, as its close waits for that); the
-// endpoint writes out what its Sends queued and waits for the peers
-// sending to it to finish their streams (endpoint.Service.Shutdown); and
+// endpoint writes out what its Sends queued, asks the peers sending to it
+// to finish their streams, idle or not, and waits for them
+// (endpoint.Service.Shutdown); and
 // the node closes each connection once its peer has read what was
 // written on it (node.Node.Shutdown). So another peer's Flush to this one
 // succeeds for everything delivered, rather than failing with its stream

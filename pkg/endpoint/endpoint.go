@@ -475,13 +475,15 @@ func (s *Service) Close() error {
 }
 
 // Shutdown closes the service gracefully, as a receiver that is done
-// should: it stops accepting streams and messages, then waits, until ctx
-// ends, for each peer that is sending to finish its stream, so that a
-// sender's Flush learns that everything it sent was delivered rather
-// than seeing its stream reset. A message that starts arriving after
-// Shutdown began is not delivered (its sender's Flush fails). When ctx
-// ends first, the remaining streams are reset as by Close, which Shutdown
-// always ends with. Messages this service's Sends queued are written out
+// should: it stops accepting streams and messages, asks each peer that is
+// sending to end its stream (a record on the stream's back channel,
+// which a p2pmsg sender answers at once, as a Flush would, even when its
+// application is idle), then waits, until ctx ends, for them to finish,
+// so that a sender's Flush learns that everything it sent was delivered
+// rather than seeing its stream reset. A message that starts arriving
+// after Shutdown began is not delivered (its sender's Flush fails). When
+// ctx ends first, the remaining streams are reset as by Close, which
+// Shutdown always ends with. Messages this service's Sends queued are written out
 // first, within ctx. The node's connections stay up: closing them at once
 // afterwards can still cut off a stream's end on its way to its sender,
 // which node.Node.Shutdown does not.
@@ -494,6 +496,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.mu.Unlock()
 	s.node.Host().RemoveStreamHandler(ProtocolID)
+	s.askToEnd()
 	// Write out what Sends queued, so the peers read it before the
 	// streams end.
 	s.mu.Lock()
@@ -514,6 +517,32 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	err := s.Close()
 	<-done
 	return err
+}
+
+// askToEnd asks the sender of every stream being read to end it (a
+// going-away record), each write on a goroutine of its own: a sender
+// that does not read its back channel holds only that one, at most
+// backWriteTimeout, and then has its stream reset. Streams opened since
+// draining began are asked as they are greeted (inStream.greet).
+func (s *Service) askToEnd() {
+	s.inMu.Lock()
+	ins := make([]*inStream, 0, len(s.streams))
+	for in := range s.streams {
+		ins = append(ins, in)
+	}
+	s.inMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, in := range ins {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			in.goAway()
+		}()
+	}
 }
 
 // Resolve maps an address to the libp2p peer it names. A jxta:// address
@@ -729,14 +758,14 @@ func (s *Service) handleStream(st network.Stream) {
 		st.Reset()
 		return
 	}
-	if err := writeBack(st, s.hello()); err != nil {
+	if err := in.greet(); err != nil {
 		st.Reset()
 		return
 	}
 	for {
 		service, param, n, buffered, err := in.readHeader()
 		if err != nil {
-			if err != io.EOF && in.backErr == nil { // a bare io.EOF only: see startBack
+			if err != io.EOF && !in.backFailed.Load() { // a bare io.EOF only: see startBack
 				in.failed()
 				st.Reset()
 			}
@@ -791,7 +820,7 @@ func (s *Service) handleStream(st network.Stream) {
 		if refused != 0 {
 			s.stats.refusalsSent.Add(1)
 			in.refuse(refused, service, param, reason)
-			if in.backErr != nil {
+			if in.backFailed.Load() {
 				return // a sender that does not read its answers: reset
 			}
 		}

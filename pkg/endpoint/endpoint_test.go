@@ -374,14 +374,58 @@ func TestShutdownLetsSendersFlush(t *testing.T) {
 	}
 }
 
-// TestShutdownBoundedByContext: a sender that keeps its stream open does
-// not hold a shutdown beyond its context.
+// TestShutdownAsksIdleSendersToEnd: a sender that sent without Flush and
+// then sends nothing more ends its stream when the receiver shuts down,
+// so Shutdown returns without waiting for its ctx, and the sender's
+// Flush vouches for what it sent. Before, nothing asked an idle sender
+// to end its stream: Shutdown waited its whole ctx, then reset the
+// stream, and the sender's Flush failed with ErrMaybeLost for messages
+// that had all been delivered (a swarm soak's Peer.Shutdown waited so).
+func TestShutdownAsksIdleSendersToEnd(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	a, c, b := newService(t, nodes[0]), newService(t, nodes[2]), newService(t, nodes[1])
+	ch, l := collector(20)
+	b.Register("s", "", l)
+	to := endpoint.PeerAddress(nodes[1].ID(), "s", "")
+	for _, s := range []*endpoint.Service{a, c} {
+		for i := range 5 {
+			if err := s.Send(ctx(t), to, message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 10 {
+		recv(t, ch)
+	}
+	sctx, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+	defer cancel()
+	if err := b.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sctx.Err(); err != nil {
+		t.Fatalf("Shutdown waited for its ctx to end: %v", err)
+	}
+	for i, s := range []*endpoint.Service{a, c} {
+		if err := s.Flush(ctx(t), nodes[1].ID()); err != nil {
+			t.Errorf("sender %d's flush, after the receiver shut down: %v", i, err)
+		}
+	}
+}
+
+// TestShutdownBoundedByContext: a sender that keeps its stream open,
+// asked to end it or not (a raw stream that does not read its back
+// channel), does not hold a shutdown beyond its context.
 func TestShutdownBoundedByContext(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	a, b := newService(t, nodes[0]), newService(t, nodes[1])
+	b := newService(t, nodes[1])
 	ch, l := collector(1)
 	b.Register("s", "", l)
-	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "s", ""), message.New(message.Text("", "n", "x"))); err != nil {
+	st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	if _, err := st.Write(rawFrame(t, "s", "", message.New(message.Text("", "n", "x")))); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, ch)

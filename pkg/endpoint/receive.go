@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
@@ -34,12 +36,17 @@ type inStream struct {
 	alloc   func(int) []byte
 	pending [][]byte
 	// back gathers refusal records to write (refuse.go); lastRefusal is
-	// the last one gathered (refused: there was one), backErr why the
-	// stream was reset writing them.
+	// the last one gathered (refused: there was one).
 	back        []byte
 	lastRefusal refusal
 	refused     bool
-	backErr     error
+	// backMu serialises the back channel's writes: the reader's and
+	// Shutdown's going-away record (goAway). greeted says the hello was
+	// written, goneAway that the going-away record was or will be, both
+	// under backMu; backFailed that a write failed and reset the stream.
+	backMu            sync.Mutex
+	greeted, goneAway bool
+	backFailed        atomic.Bool
 	// unm decodes small messages in place (readDelivery); elems is where
 	// their elements are decoded, before they move into their delivery;
 	// last is deliver's cache.

@@ -24,6 +24,7 @@ import (
 //	'H' uvarint(version) uvarint(max message size)      once, first
 //	'R' code uvarint(len) service uvarint(len) param uvarint(len) reason
 //	'S'                                                  the previous 'R' again
+//	'G'                                                  going away: end this stream
 //
 // The hello tells the sender the receiver's limit, so a message over it
 // fails at the sender (ErrTooLarge) rather than as a reset stream. A
@@ -37,7 +38,13 @@ import (
 // sender wrote. Refusals are gathered and written before the receiver
 // waits for anything (the next frame's bytes, the memory budget) or
 // returns, so they precede the end of stream Flush waits for: Flush sees
-// every refusal of the messages it covers.
+// every refusal of the messages it covers. A receiver that shuts down
+// (Service.Shutdown) writes 'G' on each stream it is reading, so that a
+// sender with nothing more to send ends its stream rather than hold the
+// receiver until Shutdown's ctx ends; a sender ends it as Flush would,
+// its queued frames first. 'G' came with version 2: a version 1 sender
+// resets the stream on it, as on any unknown record, which its next Flush
+// reports as possible loss.
 
 // Refusal codes, in RefusedError.Code.
 const (
@@ -51,8 +58,9 @@ const (
 	recHello   = 'H'
 	recRefusal = 'R'
 	recSame    = 'S'
+	recGoAway  = 'G'
 	// backVersion is the back channel's version in the hello.
-	backVersion = 1
+	backVersion = 2
 	// MaxReasonLen bounds a refusal's reason, in bytes: a sentence, not a
 	// document.
 	MaxReasonLen = 256
@@ -182,16 +190,57 @@ func cutReason(reason string) string {
 }
 
 // writeBack writes the refusals gathered; a sender that does not take
-// them within backWriteTimeout has its stream reset (backErr).
+// them within backWriteTimeout has its stream reset (backFailed).
 func (in *inStream) writeBack() {
-	if len(in.back) == 0 || in.backErr != nil {
+	if len(in.back) == 0 {
 		return
 	}
-	if err := writeBack(in.st, in.back); err != nil {
-		in.backErr = err
+	in.write(in.back)
+	in.back = in.back[:0]
+}
+
+// write writes rec on the back channel, unless a write failed before; one
+// that fails resets the stream.
+func (in *inStream) write(rec []byte) {
+	in.backMu.Lock()
+	defer in.backMu.Unlock()
+	if in.backFailed.Load() {
+		return
+	}
+	if err := writeBack(in.st, rec); err != nil {
+		in.backFailed.Store(true)
 		in.st.Reset()
 	}
-	in.back = in.back[:0]
+}
+
+// greet writes the hello, and the going-away record after it if the
+// service is shutting down: Shutdown found the stream before it was
+// greeted.
+func (in *inStream) greet() error {
+	in.backMu.Lock()
+	defer in.backMu.Unlock()
+	if err := writeBack(in.st, in.svc.hello()); err != nil {
+		return err
+	}
+	in.greeted = true
+	if in.svc.draining.Load() {
+		in.goneAway = true
+		if err := writeBack(in.st, []byte{recGoAway}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goAway asks the sender to end the stream (Shutdown), once.
+func (in *inStream) goAway() {
+	in.backMu.Lock()
+	ask := in.greeted && !in.goneAway
+	in.goneAway = true
+	in.backMu.Unlock()
+	if ask {
+		in.write([]byte{recGoAway})
+	}
 }
 
 // writeBack writes a record to the stream's sender, within
@@ -227,7 +276,7 @@ func readBackRecord(r *bufio.Reader) (backRecord, error) {
 		if err == nil && (rec.version == 0 || rec.max == 0) {
 			err = errors.New("hello with a zero version or limit")
 		}
-	case recSame:
+	case recSame, recGoAway:
 	case recRefusal:
 		if rec.code, err = r.ReadByte(); err != nil {
 			break
@@ -285,7 +334,7 @@ func (snd *sender) startBack(st network.Stream) *back {
 		defer s.wg.Done()
 		defer close(b.done)
 		defer snd.streamEnded(st)
-		helloed := false
+		helloed, goingAway := false, false
 		var last backRecord // the last refusal, kind 0 before one
 		defer func() {
 			if !helloed {
@@ -317,6 +366,15 @@ func (snd *sender) startBack(st network.Stream) *back {
 				last = rec
 			case rec.kind == recSame && last.kind == recRefusal:
 				snd.addRefusal(last)
+			case rec.kind == recGoAway && helloed:
+				if !goingAway {
+					goingAway = true
+					s.wg.Add(1) // under the back goroutine's own count
+					go func() {
+						defer s.wg.Done()
+						snd.endGoingAway(st, b)
+					}()
+				}
 			default:
 				b.err = fmt.Errorf("%w: back channel: record %q out of order", ErrFrame, rec.kind)
 				st.Reset()

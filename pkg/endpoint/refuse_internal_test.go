@@ -16,6 +16,7 @@ func FuzzBackRecord(f *testing.F) {
 	f.Add(appendRefusal(s.hello(), RefusedByListener, "svc", "", "queue full"))
 	f.Add(append(appendRefusal(nil, RefusedNoListener, "s", "", ""), 'S', 'S'))
 	f.Add([]byte{'S'})
+	f.Add(append(s.hello(), 'G', 'G'))
 	f.Add([]byte{'R', 3, 0, 0, 0})
 	f.Add([]byte{'R', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -35,7 +36,7 @@ func FuzzBackRecord(f *testing.F) {
 				if err != nil || back != rec {
 					t.Fatalf("%+v re-encoded read back as %+v, %v", rec, back, err)
 				}
-			case recSame: // nothing more to read; the sender checks it follows a refusal
+			case recSame, recGoAway: // nothing more to read; the sender checks where they come
 			case recHello:
 				if rec.version == 0 || rec.max == 0 {
 					t.Fatalf("hello %+v accepted", rec)

@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -228,6 +229,55 @@ func (snd *sender) sumRefusals() *RefusedError {
 	r.other = nil
 	r.any.Store(false)
 	return sum
+}
+
+// endGoingAway ends st, whose receiver said it is going away (a 'G'
+// record, refuse.go), as Flush would but for no caller: what is queued on
+// it is written, then its end, and the receiver's end awaited, so that
+// its messages are delivered and the next Send opens a new stream. What
+// may be lost is left for the next Flush to report. It holds the writer's
+// token throughout, so a Flush waits for it; a receiver that takes longer
+// than backWriteTimeout has the stream reset.
+func (snd *sender) endGoingAway(st network.Stream, b *back) {
+	ctx, cancel := context.WithTimeout(snd.svc.ctx, backWriteTimeout)
+	defer cancel()
+	if snd.acquire(ctx, nil, "ending the stream to") != nil {
+		return // the service is closing, or a writer is stuck: its failure will tell
+	}
+	defer snd.release()
+	snd.mu.Lock()
+	if snd.dead || snd.closed || snd.st != st {
+		snd.mu.Unlock()
+		return // flushed, failed or replaced meanwhile
+	}
+	had := snd.unacked > 0
+	batch, _ := snd.takeLocked()
+	snd.st, snd.back, snd.unacked = nil, nil, 0
+	snd.pend, snd.spare = nil, nil
+	snd.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { st.Reset() })
+	defer stop()
+	err := snd.watch.prepare(context.Background(), st, &snd.deadline)
+	if err == nil && len(batch) > 0 {
+		_, err = st.Write(batch)
+	}
+	if err == nil {
+		err = st.CloseWrite()
+	}
+	if err == nil {
+		<-b.done
+		err = b.err
+	}
+	if err != nil {
+		st.Reset()
+		if had {
+			snd.mu.Lock()
+			snd.lost = true
+			snd.mu.Unlock()
+		}
+		return
+	}
+	st.Close()
 }
 
 // streamEnded drops the queue's buffers once st's back channel has ended
