@@ -332,6 +332,37 @@ func TestSlowListenerBlocksSender(t *testing.T) {
 	}
 }
 
+// TestFlushNamesLostDestinations: when a stream is reset under messages
+// to several destinations, Flush's LostError names them (the pipes above
+// sort a loss out by them), up to 16; beyond, it says others may be lost
+// too.
+func TestFlushNamesLostDestinations(t *testing.T) {
+	for _, n := range []int{2, 17} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			nodes := testutil.NewConnectedNodes(t, 2)
+			a, _ := newService(t, nodes[0]), newService(t, nodes[1])
+			for i := range n {
+				to := endpoint.PeerAddress(nodes[1].ID(), "s", fmt.Sprint(i))
+				if err := a.Send(ctx(t), to, message.New(message.Text("", "n", "x"))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+			err := a.Flush(ctx(t), nodes[1].ID())
+			var le *endpoint.LostError
+			if !errors.As(err, &le) || !errors.Is(err, endpoint.ErrMaybeLost) {
+				t.Fatalf("flush after a reset: %v, want a LostError", err)
+			}
+			if le.Peer != nodes[1].ID() || len(le.Dests) != min(n, 16) || le.Others != (n > 16) {
+				t.Fatalf("%+v: want %d destinations, others %v", le, min(n, 16), n > 16)
+			}
+			if !le.Has("s", "0") || !le.Has("s", "1") || le.Has("t", "0") != (n > 16) {
+				t.Fatalf("%+v: Has wrong", le)
+			}
+		})
+	}
+}
+
 // TestShutdownLetsSendersFlush: a receiver that shuts down gracefully
 // while a sender flushes lets the flush succeed (everything sent was
 // delivered), refuses what arrives after it began, and ends with ctx.

@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -47,6 +46,7 @@ var errRetired = errors.New("endpoint: sender retired")
 // report is what a retired sender had not yet reported.
 type report struct {
 	lost    bool          // messages accepted on a stream that was reset may be lost
+	dests   dests         // their destinations
 	failed  error         // for the next Send (see checkLocked)
 	refused *RefusedError // every refusal not yet reported, summed
 }
@@ -58,7 +58,7 @@ func (r *report) err(p peer.ID) error {
 	}
 	var err error
 	if r.lost || r.failed != nil {
-		err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
+		err = r.dests.lostError(p)
 	}
 	if r.refused != nil {
 		return joinerr.Join(err, r.refused)
@@ -75,7 +75,7 @@ func (s *Service) addSenderLocked(p peer.ID) *sender {
 	}
 	snd := newSender(s, p)
 	if r := s.takeReportLocked(p); r != nil {
-		snd.lost, snd.failed = r.lost, r.failed
+		snd.lost, snd.lostDests, snd.failed = r.lost, r.dests, r.failed
 		if r.refused != nil {
 			snd.refused.other = r.refused
 			snd.refused.any.Store(true)
@@ -181,6 +181,7 @@ func (snd *sender) retire() (r *report, end func() error, ok bool) {
 			end = st.Reset
 			if snd.unacked > 0 {
 				snd.lost = true // as a failed write would have found
+				snd.lostDests.merge(snd.dests)
 			}
 		} else {
 			end = st.Close // nothing was accepted on it
@@ -188,8 +189,8 @@ func (snd *sender) retire() (r *report, end func() error, ok bool) {
 	}
 	snd.watch.disarm()
 	snd.dead = true
-	snd.st, snd.back, snd.pend, snd.spare, snd.unacked = nil, nil, nil, nil, 0
-	r = &report{lost: snd.lost, failed: snd.failed, refused: snd.sumRefusals()}
+	snd.st, snd.back, snd.pend, snd.spare, snd.unacked, snd.dests = nil, nil, nil, nil, 0, dests{}
+	r = &report{lost: snd.lost, dests: snd.lostDests, failed: snd.failed, refused: snd.sumRefusals()}
 	if !r.lost && r.failed == nil && r.refused == nil {
 		r = nil
 	}
@@ -250,9 +251,9 @@ func (snd *sender) endGoingAway(st network.Stream, b *back) {
 		snd.mu.Unlock()
 		return // flushed, failed or replaced meanwhile
 	}
-	had := snd.unacked > 0
+	had, onStream := snd.unacked > 0, snd.dests
 	batch, _ := snd.takeLocked()
-	snd.st, snd.back, snd.unacked = nil, nil, 0
+	snd.st, snd.back, snd.unacked, snd.dests = nil, nil, 0, dests{}
 	snd.pend, snd.spare = nil, nil
 	snd.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
@@ -273,6 +274,7 @@ func (snd *sender) endGoingAway(st network.Stream, b *back) {
 		if had {
 			snd.mu.Lock()
 			snd.lost = true
+			snd.lostDests.merge(onStream)
 			snd.mu.Unlock()
 		}
 		return

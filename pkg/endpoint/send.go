@@ -106,12 +106,15 @@ type sender struct {
 	waiters []chan struct{}
 	filled  bool
 	// unacked counts messages accepted on st since it opened or was
-	// flushed; lost records that a stream with such messages was reset,
-	// for the next Flush to report, and failed why, for the next Send.
-	unacked int
-	lost    bool
-	failed  error
-	closed  bool
+	// flushed, and dests holds their destinations; lost records that a
+	// stream with such messages was reset, for the next Flush to report
+	// (lostDests: theirs), and failed why, for the next Send.
+	unacked   int
+	dests     dests
+	lost      bool
+	lostDests dests
+	failed    error
+	closed    bool
 	// dead says the sender was retired from the table (retire.go) and
 	// sends nothing more: a Send or Flush holding it looks the peer up
 	// again (errRetired).
@@ -242,6 +245,7 @@ func (snd *sender) send(ctx context.Context, g *SendGroup, service, param string
 		}
 		snd.pend = pend
 		snd.unacked++
+		snd.dests.add(service, param)
 		if start == 0 && !snd.flushing && !snd.backlog {
 			// An idle stream: write the message now, from this
 			// goroutine, rather than hand it to a flusher.
@@ -572,10 +576,12 @@ func (snd *sender) failLocked(err error, async bool) {
 	snd.wakeAllLocked()
 	if snd.unacked > 0 {
 		snd.lost, snd.unacked = true, 0
+		snd.lostDests.merge(snd.dests)
 		if async {
 			snd.failed = fmt.Errorf("%w: to %s: %w", ErrMaybeLost, snd.peer, err)
 		}
 	}
+	snd.dests = dests{}
 }
 
 // testHookLargePrepare, if set (by tests), runs in sendLarge just before
@@ -640,6 +646,7 @@ func (snd *sender) sendLarge(ctx context.Context, g *SendGroup, service, param s
 			snd.failLocked(err, false)
 		} else if err == nil {
 			snd.unacked++
+			snd.dests.add(service, param)
 		}
 		snd.mu.Unlock()
 	}
@@ -765,12 +772,13 @@ func uvarintLen(n int) int {
 // an acknowledgement matters, not after every message. If a stream that
 // carried messages whose Send had succeeded was reset since the last
 // Flush (a failed or cancelled Send, or a failed write of queued
-// messages), those may be lost: Flush then fails with ErrMaybeLost (once),
-// after flushing the rest; so does a Flush that fails once it has begun
-// to end the stream (its ctx ends, the stream or the service fails), as
-// no later Flush knows of what it was to vouch for. If p refused messages sent to it since they
-// were last reported (see Send), Flush fails with their RefusedErrors,
-// joined, and forgets them. Once the service is closed (which drops what
+// messages), those may be lost: Flush then fails with a *LostError
+// (ErrMaybeLost) naming their destinations, once, after flushing the
+// rest; so does a Flush that fails once it has begun to end the stream
+// (its ctx ends, the stream or the service fails), as no later Flush
+// knows of what it was to vouch for. If p refused messages sent to it
+// since they were last reported (see Send), Flush fails with their
+// RefusedErrors, joined, and forgets them. Once the service is closed (which drops what
 // was queued, and ends a Flush waiting), Flush fails with ErrClosed.
 func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	for {
@@ -807,30 +815,34 @@ func (snd *sender) flush(ctx context.Context) error {
 		return errRetired
 	}
 	if snd.closed { // Close dropped what was queued while this Flush waited
-		lost := snd.lost
+		lost, lostDests := snd.lost, snd.lostDests
 		snd.mu.Unlock()
 		err := fmt.Errorf("endpoint: flushing to %s: %w", p, ErrClosed)
 		if lost {
-			err = fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, ErrMaybeLost)
+			err = fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, ErrClosed, lostDests.lostError(p))
 		}
 		return joinerr.Join(err, snd.takeRefusals())
 	}
-	lost := snd.lost
-	snd.lost, snd.failed = false, nil // reported here
+	lost, lostDests := snd.lost, snd.lostDests
+	snd.lost, snd.lostDests, snd.failed = false, dests{}, nil // reported here
 	batch, st := snd.takeLocked()
 	b := snd.back
+	// onStream are the destinations of the messages this Flush vouches
+	// for on st, those whose loss it reports if it fails.
+	onStream := lostDests
 	if st != nil {
 		// The stream ends here, and its buffers with it. (Without a
 		// stream, back is that of one that failed: retire waits for
 		// its end.)
-		snd.st, snd.back, snd.unacked = nil, nil, 0
+		onStream.merge(snd.dests)
+		snd.st, snd.back, snd.unacked, snd.dests = nil, nil, 0, dests{}
 		snd.pend, snd.spare = nil, nil
 	}
 	snd.mu.Unlock()
 	maybeLost := func() error {
 		var err error
 		if lost {
-			err = fmt.Errorf("%w: to %s", ErrMaybeLost, p)
+			err = lostDests.lostError(p)
 		}
 		return joinerr.Join(err, snd.takeRefusals())
 	}
@@ -858,7 +870,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
 		}
-		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, err, ErrMaybeLost), snd.takeRefusals())
+		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, err, onStream.lostError(p)), snd.takeRefusals())
 	}
 	// The back channel reads until the receiver's end of stream, which
 	// comes after the refusals of everything it read.
@@ -874,7 +886,7 @@ func (snd *sender) flush(ctx context.Context) error {
 		} else if snd.svc.ctx.Err() != nil {
 			cause = ErrClosed
 		}
-		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, cause, ErrMaybeLost), snd.takeRefusals())
+		return joinerr.Join(fmt.Errorf("endpoint: flushing to %s: %w (%w)", p, cause, onStream.lostError(p)), snd.takeRefusals())
 	}
 	st.Close()
 	return maybeLost()

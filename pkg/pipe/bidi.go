@@ -306,6 +306,9 @@ type Bidi struct {
 	// sent says a message of the application's was sent: without one,
 	// neither a refusal nor a loss can be this Bidi's to report.
 	sent atomic.Bool
+	// lost is a possible loss of its messages that another Flush learnt
+	// of, for its own next Flush or Close (loss.go).
+	lost atomic.Pointer[endpoint.LostError]
 }
 
 func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
@@ -721,19 +724,27 @@ func (b *Bidi) Err() error {
 }
 
 // flush waits until the other end has handled everything sent to it
-// (ep.Flush), and reports the refusals of b's messages: those it learns
-// of, and those other Flushes learnt of for it. Refusals of other
-// destinations go to whoever sent them (sortRefusals).
+// (ep.Flush), and reports the refusals and possible losses of b's
+// messages: those it learns of, and those other Flushes learnt of for
+// it. Those of other destinations go to whoever sent them (sortRefusal,
+// sortLoss).
 func (b *Bidi) flush(ctx context.Context) error {
 	var rest []error
 	var own *endpoint.RefusedError
 	for _, e := range flatten(b.svc.ep.Flush(ctx, b.remote)) {
 		var re *endpoint.RefusedError
-		if errors.As(e, &re) && re.Service == BidiService && re.Param == b.dst.Param {
+		if loss, mine := b.svc.sortLoss(e, b); loss {
+			if mine {
+				rest = append(rest, e)
+			}
+		} else if errors.As(e, &re) && re.Service == BidiService && re.Param == b.dst.Param {
 			own = re
 		} else if e != nil && !b.svc.sortRefusal(e) {
 			rest = append(rest, e)
 		}
+	}
+	if le := b.lost.Swap(nil); le != nil && !errors.Is(joinerr.Join(rest...), endpoint.ErrMaybeLost) {
+		rest = append(rest, le)
 	}
 	if n := int(b.refused.Swap(0)); n > 0 {
 		if own == nil {

@@ -64,6 +64,9 @@ type OutputPipe struct {
 	// refusals reported by peers, for the next Flush; under mu
 	refused  []*endpoint.RefusedError
 	refusedN int
+	// lost is a possible loss of the pipe's messages that another
+	// pipe's Flush learnt of, for the next Flush (loss.go).
+	lost atomic.Pointer[endpoint.LostError]
 
 	// unicast and secure: what the pipe's Sends go through, so that
 	// Close ends those waiting for a slow receiver.
@@ -484,6 +487,9 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 		}
 	}
 	var err error
+	if lerr := o.takeLost(joinerr.Join(errs...)); lerr != nil {
+		errs = append(errs, lerr)
+	}
 	if err = joinerr.Join(errs...); err != nil {
 		err = fmt.Errorf("pipe %s: %w", o.adv.ID, err)
 		if cerr := closedBelow(err); cerr != nil {
@@ -542,14 +548,21 @@ func closedBelow(err error) error {
 	return fmt.Errorf("%w: %w", ErrClosed, err)
 }
 
-// sortRefusals takes the refusals out of an endpoint Flush's error: its
-// own are recorded for the pipe, those for other pipes (the endpoint
-// flushes everything sent to the peer) are kept by the service for their
-// output pipes. It returns what is left.
+// sortRefusals takes the refusals and possible losses out of an endpoint
+// Flush's error: its own refusals are recorded for the pipe, those for
+// other pipes (the endpoint flushes everything sent to the peer) are kept
+// by the service for their output pipes, and losses go to the pipes they
+// name (sortLoss). It returns what is left, its own loss included.
 func (o *OutputPipe) sortRefusals(err error) error {
 	var rest []error
 	for _, e := range flatten(err) {
 		var re *endpoint.RefusedError
+		if loss, mine := o.svc.sortLoss(e, o); loss {
+			if mine {
+				rest = append(rest, e)
+			}
+			continue
+		}
 		switch {
 		case errors.As(e, &re) && re.Service == DataService && re.Param == o.key:
 			o.noteRefused(re)

@@ -1,0 +1,102 @@
+package pipe
+
+import (
+	"errors"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+)
+
+// Possible losses. The endpoint keeps one stream per peer, shared by
+// every output pipe and Bidi sending to that peer, and reports a reset
+// under their messages once, to whichever flushes the peer first
+// (endpoint.LostError, naming the messages' destinations). That Flush
+// keeps its own part and hands the rest to the pipes named, for their
+// next Flush; a loss that names no destination in particular goes to
+// every output pipe that sent to the peer since its last Flush, and to
+// every Bidi with it that sent anything. Pipes closed since have nobody
+// to report to.
+
+// sortLoss hands the possible loss e reports, if e is one, to the output
+// pipes and Bidis it names other than self (an *OutputPipe or *Bidi);
+// loss says e is one, mine that it names self too.
+func (s *Service) sortLoss(e error, self any) (loss, mine bool) {
+	var le *endpoint.LostError
+	if !errors.As(e, &le) {
+		return false, false
+	}
+	s.mu.Lock()
+	outputs := mapKeys(s.openOutputs)
+	var bidis []*Bidi
+	for k, b := range s.bidiNotes {
+		if k.peer == le.Peer {
+			bidis = append(bidis, b)
+		}
+	}
+	s.mu.Unlock()
+	for _, o := range outputs {
+		if o != self && o.named(le) {
+			o.noteLost(le.Peer)
+		}
+	}
+	for _, b := range bidis {
+		if b != self && b.named(le) {
+			b.noteLost()
+		}
+	}
+	switch self := self.(type) {
+	case *OutputPipe:
+		mine = self.named(le)
+	case *Bidi:
+		mine = self.named(le)
+	}
+	return true, mine
+}
+
+// named reports whether le is o's: it names o's pipe, or no destination
+// in particular and o sent to its peer since o's last Flush.
+func (o *OutputPipe) named(le *endpoint.LostError) bool {
+	if !le.Others {
+		return le.Has(DataService, o.key)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.sentTo[le.Peer]
+	return ok
+}
+
+// noteLost keeps, for o's next Flush, that its messages to p may be lost.
+func (o *OutputPipe) noteLost(p peer.ID) {
+	o.lost.CompareAndSwap(nil, &endpoint.LostError{Peer: p, Dests: []endpoint.Destination{{Service: DataService, Param: o.key}}})
+}
+
+// takeLost returns the loss kept for o, nil if none, unless err already
+// reports one.
+func (o *OutputPipe) takeLost(err error) error {
+	le := o.lost.Swap(nil)
+	if le == nil || errors.Is(err, endpoint.ErrMaybeLost) {
+		return nil
+	}
+	return le
+}
+
+// named reports whether le is b's: it names one of b's messages (data or
+// control), or no destination in particular and b sent something.
+func (b *Bidi) named(le *endpoint.LostError) bool {
+	if le.Others {
+		return b.sent.Load()
+	}
+	for _, d := range le.Dests {
+		if _, _, conn, ok := parseBidiParam(d.Param); ok && d.Service == BidiService && conn == b.conn {
+			return true
+		}
+	}
+	return false
+}
+
+// noteLost keeps, for b's next Flush or Close, that its messages may be
+// lost.
+func (b *Bidi) noteLost() {
+	b.lost.CompareAndSwap(nil, &endpoint.LostError{Peer: b.remote, Dests: []endpoint.Destination{{Service: BidiService, Param: b.dst.Param}}})
+}

@@ -1,0 +1,101 @@
+package pipe_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
+	"github.com/p2pmsg/p2pmsg/pkg/adv"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
+	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+)
+
+// TestFlushReportsLossToEachPipe: output pipes to one peer share its
+// endpoint stream; when the stream is reset under messages of two of
+// them, each one's Flush says its messages may be lost. Before, the
+// endpoint reported the loss once, to whichever flushed first: the other
+// pipe's Flush returned nil, its possible loss silent.
+func TestFlushReportsLossToEachPipe(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	_, _, first := unicast(t, sa, sb)
+	_, _, second := unicast(t, sa, sb)
+	if err := first.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Send(ctx(t), message.New(message.Text("", "n", "2"))); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	if err := first.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("first pipe's Flush: %v, want ErrMaybeLost", err)
+	}
+	if err := second.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("second pipe's Flush: %v, want ErrMaybeLost", err)
+	}
+}
+
+// TestFlushLossNotAnotherPipes: a pipe whose messages went on a stream
+// opened after the reset is not told of another pipe's possible loss,
+// which that pipe's Flush reports. Before, the first Flush to the peer
+// reported the loss, whoever's it was: here the pipe that lost nothing,
+// and the other one's Flush returned nil.
+func TestFlushLossNotAnotherPipes(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	_, in, clean := unicast(t, sa, sb)
+	_, _, lossy := unicast(t, sa, sb)
+	if err := lossy.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	testutil.WaitFor(t, "the connection's end", func() bool {
+		return len(nodes[0].Host().Network().ConnsToPeer(nodes[1].ID())) == 0
+	})
+	// The stream under lossy's message is dead: the next write on it
+	// fails, and the Send after opens a new one.
+	if err := lossy.Send(ctx(t), message.New(message.Text("", "n", "2"))); !errors.Is(err, pipe.ErrPeerGone) {
+		t.Fatalf("a Send on the stream the peer's connection took with it: %v, want ErrPeerGone", err)
+	}
+	if err := clean.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Receive(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := clean.Flush(ctx(t)); err != nil {
+		t.Errorf("Flush of the pipe whose message was delivered: %v", err)
+	}
+	if err := lossy.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("Flush of the pipe whose message may be lost: %v, want ErrMaybeLost", err)
+	}
+}
+
+// TestFlushLossToBidi: a Bidi sharing the stream with an output pipe is
+// told of its possible loss when the pipe flushes first.
+func TestFlushLossToBidi(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	_, _, out := unicast(t, sa, sb)
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x, _ := connected(t, sa, l, pipe.ToPeers(nodes[1].AddrInfo()))
+	defer x.Close()
+	if err := x.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	if err := out.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("output pipe's Flush: %v, want ErrMaybeLost", err)
+	}
+	if err := x.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("Bidi's Flush: %v, want ErrMaybeLost", err)
+	}
+}
