@@ -57,11 +57,11 @@ Each forwarded message is printed on stdout as one line: where it came from
 is only its claim) and where it went. A message that cannot be forwarded
 (the other side is down, or does not have the pipe bound) is reported on
 stderr and counted, never dropped in silence; the bridge keeps running. As
-recv's refusals, these lines come at most once per sending peer every 10
-s, and 100 in all, the others counted with that peer's next line (or after
-the 10 s) or when the bridge ends. A message to a
-libp2p peer counts as forwarded once that peer confirmed it (Flush). A
-libp2p peer's message that could not be forwarded is refused back to it,
+recv's refusals, these lines come at most once per sending peer every
+10 s, and 100 in any 10 s, all peers together, the others counted with
+that peer's next line (or after the 10 s) or when the bridge ends. A
+message to a libp2p peer counts as forwarded once that peer confirmed it
+(Flush). A libp2p peer's message that could not be forwarded is refused back to it,
 with the reason, so its sender learns it was not delivered (p2pmsg send
 exits 1); JXTA has no refusal, so a JXSE peer's is reported here only. A
 message that arrives as the bridge stops is refused, reported and counted
