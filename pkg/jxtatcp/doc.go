@@ -32,8 +32,9 @@
 // timeout and the whole at MinFrameRate; a slow frame that holds budget
 // another frame waits for is cut (see WithMemoryBudget). A signed message whose
 // signature does not verify, or whose source address is not its signer's,
-// is dropped and counted (Stats), as JXSE does; so is an unsigned message
-// when signatures are required. Malformed framing closes the connection.
+// is dropped and counted (Stats), as JXSE does; an unsigned message when
+// signatures are required is counted and closes its connection, as JXSE
+// does. Malformed framing closes the connection.
 //
 // Connections are bounded (WithMaxConns) and shared out by remote host,
 // as welcomes name peer IDs nothing authenticates: one host opens at
