@@ -298,8 +298,9 @@ func WithHostMemoryBudget(n int64) Option {
 }
 
 // WithFrameTimeout sets how long each 64 KiB of a frame may take once it
-// has begun; a peer slower than that is disconnected (100 ms to 1 h). The
-// whole body must also arrive within it plus its length at MinFrameRate.
+// has begun; a peer slower than that is disconnected (default
+// DefaultFrameTimeout; 100 ms to 1 h). The whole body must also arrive
+// within it plus its length at MinFrameRate.
 func WithFrameTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {
