@@ -21,7 +21,9 @@
 // (yamux over TCP, or QUIC's own streams), so a socket costs what a raw
 // libp2p stream costs. CloseWrite
 // is the stream's half-close: the other side reads io.EOF after the last
-// byte. Deadlines are the stream's.
+// byte. Deadlines are the stream's, and Conn checks them itself before
+// each Read and Write too: past its deadline, one fails with a timeout
+// even while bytes wait to be read, as on TCP.
 //
 // Until Accept takes them, connections wait in the listener's backlog
 // (WithBacklog), where one peer and one remote host (an IPv4 address or
