@@ -61,14 +61,15 @@ recv's refusals, these lines come at most once per sending peer every
 10 s, and 100 in any 10 s, all peers together, the others counted with
 that peer's next line (or after the 10 s) or when the bridge ends. A
 message to a libp2p peer counts as forwarded once that peer confirmed it
-(Flush). A libp2p peer's message that could not be forwarded is refused back to it,
-with the reason, so its sender learns it was not delivered (p2pmsg send
-exits 1); JXTA has no refusal, so a JXSE peer's is reported here only. A
-message that arrives as the bridge stops is refused, reported and counted
-too; the bridge exits 1 with the count if there was any (130, 143 or 129
-when SIGINT, SIGTERM or SIGHUP stopped it, the count still said). Stopping
-after --count, it first lets the libp2p peers whose messages it forwarded
-see them delivered (for at most two seconds), as recv --count does.
+(Flush). A libp2p peer's message that could not be forwarded is refused
+back to it, with the reason, so its sender learns it was not delivered
+(p2pmsg send exits 1); JXTA has no refusal, so a JXSE peer's is reported
+here only. A message that arrives as the bridge stops is refused,
+reported and counted too; the bridge exits 1 with the count if there was
+any (130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped it, the count
+still said). Stopping after --count, it first lets the libp2p peers whose
+messages it forwarded see them delivered (for at most two seconds), as
+recv --count does.
 
 JXSE peers reach the bridge as they reach another JXSE peer: once it has
 connected to them (it does when it first forwards to --jxse-peer), or once
