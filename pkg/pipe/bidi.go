@@ -383,7 +383,9 @@ func (s *Service) unregister(b *Bidi) {
 // Connect opens a connection to the listener of a, found as output pipes
 // find their input. It fails with ErrNotResolved when no listener is
 // found and ErrRefused when the listener refuses (it closed, or its
-// backlog is full).
+// backlog is full) or does not accept within the resolve timeout
+// (WithResolveTimeout; the error then also matches
+// context.DeadlineExceeded).
 func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ...ResolveOption) (*Bidi, error) {
 	if err := checkAdv(a); err != nil {
 		return nil, err

@@ -323,7 +323,8 @@ const maxRefusalReports = 4096
 // propagate message goes to every member known now, best effort: with
 // none known (Members is empty) it reaches nobody and Send still returns
 // nil, as gossipsub's and JXTA's propagation do; WaitMembers waits for
-// them.
+// them. A propagate message over DefaultMaxPropagate bytes encoded fails
+// with ErrTooLarge, nothing sent.
 func (o *OutputPipe) Send(ctx context.Context, m *message.Message) error {
 	if o.closed.Load() {
 		return fmt.Errorf("%w: output pipe %s", ErrClosed, o.adv.ID)

@@ -112,7 +112,7 @@
 // message whose Send succeeded is delivered or reported by Flush; none is
 // dropped in silence. Propagate pipes are best effort: gossipsub does not slow
 // a publisher down, and a member more than its subscription buffer
-// (twice the queue length) behind loses messages. A handler may still run
+// (twice the queue length, at least 32) behind loses messages. A handler may still run
 // once after its pipe's Close returns.
 //
 // # On the wire
@@ -594,7 +594,8 @@ type Stats struct {
 	// than they are answered (more than 16 waiting), read none of the
 	// answers (a refusal not taken within 5 s drops the peer's others
 	// waiting), or more than 256 peers were being refused at once. The
-	// peers whose refusal was dropped see their Connect time out; each
+	// peers whose refusal was dropped see their Connect fail only at the
+	// resolve timeout (ErrRefused, "did not accept"); each
 	// peer's refusals are sent apart from every other's, so one that
 	// does not read delays no other's.
 	BidiRefusalsDropped uint64
@@ -617,7 +618,9 @@ type Stats struct {
 	// remote peer's, binding queries over a resolver document's
 	// bounds (64 KiB, 512 tags and attributes) or naming another
 	// querier than their sender, and queries that came while 32
-	// answers were being sent.
+	// answers were being sent, while their sender's host had 8 (a
+	// quarter) in flight, or while a host with answers in flight would
+	// have taken one of the last 8, kept for hosts with none.
 	JXTARefused uint64
 }
 
