@@ -47,8 +47,9 @@
 //
 // The source of a message is the libp2p peer on the other end of the
 // authenticated connection, never what the message says. A message whose
-// jxta:EndpointSourceAddress element names another peer is rejected and
-// counted. Listeners run on the stream's reader: a slow listener stops the
+// jxta:EndpointSourceAddress element names anything but its sender's own
+// p2p:// or jxta:// address is not delivered, counted, and refused back
+// (RefusedForged, ErrSourceForged). Listeners run on the stream's reader: a slow listener stops the
 // reading, libp2p's flow control then stalls the sender, and memory stays
 // bounded. A panicking listener is recovered and counted. What one peer can
 // make the service hold is bounded per message (WithMaxMessageSize), per
@@ -833,6 +834,7 @@ func (s *Service) deliver(d *Delivery, in *inStream) {
 	if el, ok := d.Message.Get(message.JXTANamespace, SourceElement); ok && !s.sourceMatches(string(el.Data), d) {
 		s.stats.forged.Add(1)
 		d.Release() // nobody saw it
+		d.refused, d.reason = RefusedForged, ""
 		return
 	}
 	var l Listener

@@ -113,22 +113,38 @@ func TestLargeMessageAndJXTAAddress(t *testing.T) {
 	}
 }
 
+// TestForgedSourceRejected: messages whose source element names another
+// peer, or anything but the sender's own address, are not delivered,
+// counted, and refused back: the sender's Flush reports them
+// (ErrSourceForged). Before, they were dropped in silence: Send and Flush
+// returned nil.
 func TestForgedSourceRejected(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 3)
 	a, b := newService(t, nodes[0]), newService(t, nodes[1])
 	ch, l := collector(4)
 	b.Register("svc", "", l)
 	dst := endpoint.PeerAddress(nodes[1].ID(), "svc", "")
-	lie := endpoint.PeerAddress(nodes[2].ID(), "", "").String()
 	truth := endpoint.PeerAddress(nodes[0].ID(), "", "").String()
-	a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, lie), message.Text("", "x", "forged")))
-	a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, truth), message.Text("", "x", "honest")))
+	lies := []string{endpoint.PeerAddress(nodes[2].ID(), "", "").String(), "tcp://10.0.0.5:9701", "not an address"}
+	for _, lie := range lies {
+		if err := a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, lie), message.Text("", "x", "forged"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Send(ctx(t), dst, message.New(message.Text("jxta", endpoint.SourceElement, truth), message.Text("", "x", "honest"))); err != nil {
+		t.Fatal(err)
+	}
 	d := recv(t, ch)
 	if e, _ := d.Message.Get("", "x"); string(e.Data) != "honest" {
 		t.Fatalf("got %q", e.Data)
 	}
-	if st := b.Stats(); st.SourceForged != 1 {
+	if st := b.Stats(); st.SourceForged != 3 {
 		t.Fatalf("stats %+v", st)
+	}
+	err := a.Flush(ctx(t), nodes[1].ID())
+	var re *endpoint.RefusedError
+	if !errors.As(err, &re) || !errors.Is(err, endpoint.ErrSourceForged) || !errors.Is(err, endpoint.ErrRefused) || re.Count != 3 || re.Code != endpoint.RefusedForged {
+		t.Fatalf("Flush after forged sources: %v (%+v), want 3 refused, ErrSourceForged", err, re)
 	}
 }
 

@@ -27,24 +27,24 @@ import (
 //	'G'                                                  going away: end this stream
 //
 // The hello tells the sender the receiver's limit, so a message over it
-// fails at the sender (ErrTooLarge) rather than as a reset stream. A
-// refusal says a message to service/param was not handed to any
-// listener: none was registered there (RefusedNoListener), or the one
-// registered refused it (RefusedByListener, Delivery.Refuse). A refusal
-// like the stream's previous one (code, destination, reason) is the one
-// byte 'S', so that frames which do not name their destination (see the
-// package doc) cannot make the receiver write it back at length: the
-// back channel carries at most a byte per frame beyond the names the
-// sender wrote. Refusals are gathered and written before the receiver
-// waits for anything (the next frame's bytes, the memory budget) or
+// fails at the sender (ErrTooLarge) rather than as a reset stream. A refusal
+// says a message to service/param was not handed to any listener: none was
+// registered there (RefusedNoListener), the one registered refused it
+// (RefusedByListener, Delivery.Refuse), or its source element lied
+// (RefusedForged). A refusal like the stream's previous one (code,
+// destination, reason) is the one byte 'S', so that frames which do not name
+// their destination (see the package doc) cannot make the receiver write it
+// back at length: the back channel carries at most a byte per frame beyond
+// the names the sender wrote. Refusals are gathered and written before the
+// receiver waits for anything (the next frame's bytes, the memory budget) or
 // returns, so they precede the end of stream Flush waits for: Flush sees
 // every refusal of the messages it covers. A receiver that shuts down
 // (Service.Shutdown) writes 'G' on each stream it is reading, so that a
 // sender with nothing more to send ends its stream rather than hold the
-// receiver until Shutdown's ctx ends; a sender ends it as Flush would,
-// its queued frames first. 'G' came with version 2: a version 1 sender
-// resets the stream on it, as on any unknown record, which its next Flush
-// reports as possible loss.
+// receiver until Shutdown's ctx ends; a sender ends it as Flush would, its
+// queued frames first. 'G' and refusal code 3 (RefusedForged) came with
+// version 2: a version 1 sender resets the stream on them, as on anything
+// unknown, which its next Flush reports as possible loss.
 
 // Refusal codes, in RefusedError.Code.
 const (
@@ -52,6 +52,10 @@ const (
 	RefusedNoListener = 1
 	// RefusedByListener: the listener called Delivery.Refuse.
 	RefusedByListener = 2
+	// RefusedForged: the message's jxta:EndpointSourceAddress element
+	// names another peer than its sender (ErrSourceForged); back channel
+	// version 2.
+	RefusedForged = 3
 )
 
 const (
@@ -102,8 +106,11 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	what := "no listener"
-	if e.Code == RefusedByListener {
+	switch e.Code {
+	case RefusedByListener:
 		what = "refused by the listener"
+	case RefusedForged:
+		what = "its source element names another peer"
 	}
 	if e.Reason != "" {
 		what += ": " + e.Reason
@@ -113,6 +120,11 @@ func (e *RefusedError) Error() string {
 
 // Unwrap returns ErrRefused.
 func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// Is reports a forged source's refusal as ErrSourceForged too.
+func (e *RefusedError) Is(target error) bool {
+	return target == ErrSourceForged && e.Code == RefusedForged
+}
 
 // LimitError reports a message over the receiving peer's size limit.
 type LimitError struct {
@@ -281,7 +293,7 @@ func readBackRecord(r *bufio.Reader) (backRecord, error) {
 		if rec.code, err = r.ReadByte(); err != nil {
 			break
 		}
-		if rec.code != RefusedNoListener && rec.code != RefusedByListener {
+		if rec.code != RefusedNoListener && rec.code != RefusedByListener && rec.code != RefusedForged {
 			err = fmt.Errorf("unknown refusal code %d", rec.code)
 			break
 		}

@@ -14,6 +14,7 @@ func FuzzBackRecord(f *testing.F) {
 	f.Add(s.hello())
 	f.Add(appendRefusal(nil, RefusedNoListener, "jxta.pipe", "urn:jxta:uuid-59616261646162614E504720503250338B7E27AF5B7A4A9BA7C8C1E9E0A2F3C504", ""))
 	f.Add(appendRefusal(s.hello(), RefusedByListener, "svc", "", "queue full"))
+	f.Add(appendRefusal(s.hello(), RefusedForged, "svc", "p", ""))
 	f.Add(append(appendRefusal(nil, RefusedNoListener, "s", "", ""), 'S', 'S'))
 	f.Add([]byte{'S'})
 	f.Add(append(s.hello(), 'G', 'G'))
