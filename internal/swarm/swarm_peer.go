@@ -194,7 +194,11 @@ func RunPeer(ctx context.Context, cfg Config, c Coordinator, listen string) (*Re
 	var err error
 	switch role {
 	case roleRelay:
-		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen), node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+		// The private peers may all share one address (127.0.0.1 in
+		// lab swarm and a plan run without Docker), as peers behind one
+		// NAT do: each may take its reservation here.
+		perIP := max(node.RelayMaxReservationsPerIP, privateCount(cfg))
+		p, err = s.joinVia(ctx, nil, true, node.WithListenAddrs(listen), node.WithRelayService(), node.WithRelayReservationsPerIP(perIP), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
 	case rolePrivate:
 		p, err = s.joinVia(ctx, nil, false, node.WithListenAddrs(), node.WithLibp2pOptions(libp2p.NoListenAddrs, libp2p.ForceReachabilityPrivate(), noHolePunching))
 	case roleJoiner: // starts later

@@ -180,6 +180,7 @@ type config struct {
 	bootstrap    []peer.AddrInfo
 	mdns         bool
 	relayService bool
+	relayPerIP   int // reservations per IP address; 0: RelayMaxReservationsPerIP
 	tcpReuse     bool
 	security     []string
 	dht          bool
@@ -276,9 +277,26 @@ const (
 
 // WithRelayService makes the node a circuit relay v2 for other peers,
 // within RelayMaxDuration and RelayMaxData per relayed connection, and
-// RelayMaxReservationsPerIP reservations per IP address; in all, as
-// many reservations as the resource manager admits inbound connections.
+// RelayMaxReservationsPerIP reservations per IP address (see
+// WithRelayReservationsPerIP); in all, as many reservations as the
+// resource manager admits inbound connections.
 func WithRelayService() Option { return func(c *config) error { c.relayService = true; return nil } }
+
+// WithRelayReservationsPerIP sets how many reservations the relay service
+// (WithRelayService) grants peers connecting from one IP address, 1 to
+// 4,096 (default RelayMaxReservationsPerIP): more for a relay that serves
+// many peers behind one NAT, or on one machine, as a lab swarm on
+// loopback is. Each IP address can then hold that many of the relay's
+// reservations, whose total the resource manager bounds.
+func WithRelayReservationsPerIP(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("%w: %d relay reservations per IP address: want 1 to 4,096", ErrBadOption, n)
+		}
+		c.relayPerIP = n
+		return nil
+	}
+}
 
 // WithGroup sets the peer group of the node's JXTA peer ID (default the Net
 // peer group).
@@ -437,7 +455,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	}
 	lopts = append(lopts, securityOptions(c.security)...)
 	if c.relayService {
-		lopts = append(lopts, libp2p.EnableRelayService(relay.WithResources(relayResources(limiter))))
+		lopts = append(lopts, libp2p.EnableRelayService(relay.WithResources(relayResources(limiter, c.relayPerIP))))
 	}
 	lopts = append(lopts, c.extra...)
 	lopts = append(lopts, defaultTransports(c.tcpReuse), defaultMuxer(&g.yamuxSpans, &g.framesReset), peerstoreOption())

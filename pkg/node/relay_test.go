@@ -57,3 +57,39 @@ func TestRelayReservationsNotExhausted(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayReservationsPerIPSet: a relay set to grant 12 reservations per
+// IP address grants 12 identities from one address theirs, beyond
+// go-libp2p's 8 (a lab swarm's private peers, all on 127.0.0.1, were
+// refused from the ninth on), and refuses the thirteenth; out of range,
+// the option is refused.
+func TestRelayReservationsPerIPSet(t *testing.T) {
+	const perIP = 12
+	relay := testutil.NewNode(t, node.WithRelayService(), node.WithRelayReservationsPerIP(perIP), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reserve := func(h host.Host) error {
+		if err := h.Connect(ctx, relay.AddrInfo()); err != nil {
+			return err
+		}
+		_, err := client.Reserve(ctx, h, relay.AddrInfo())
+		return err
+	}
+	if !waitFor(ctx, func() bool { return slices.Contains(relay.Host().Mux().Protocols(), proto.ProtoIDv2Hop) }) {
+		t.Fatal("the relay service never started")
+	}
+	for i := range perIP {
+		if err := reserve(rawHost(t, "/ip4/127.0.0.2/tcp/0", nil)); err != nil {
+			t.Fatalf("reservation %d of %d from one address: %v", i+1, perIP, err)
+		}
+	}
+	var refused client.ReservationError
+	if err := reserve(rawHost(t, "/ip4/127.0.0.2/tcp/0", nil)); !errors.As(err, &refused) {
+		t.Fatalf("reservation %d from one address: %v, want it refused", perIP+1, err)
+	}
+	for _, n := range []int{0, 4097} {
+		if _, err := node.New(ctx, node.WithEphemeralKey(), node.WithRelayReservationsPerIP(n)); !errors.Is(err, node.ErrBadOption) {
+			t.Errorf("WithRelayReservationsPerIP(%d): %v, want ErrBadOption", n, err)
+		}
+	}
+}
