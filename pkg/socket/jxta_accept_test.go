@@ -207,6 +207,7 @@ func TestJXTAAnswerOutlivesAcceptContext(t *testing.T) {
 		t.Run(next, func(t *testing.T) {
 			ep, ps, s, l, a := unsignedJXTAListener(t, "answer-outlives-"+next)
 			addr := ep.JXTA().Addrs()[0]
+			stalling := time.Now()
 			hostile, resume := stalledJXTA(t, ep, ps, addr, a)
 			stalledAt := ep.JXTA().Stats().Sent
 			sendRequests(t, hostile, addr, a, 3)
@@ -220,8 +221,14 @@ func TestJXTAAnswerOutlivesAcceptContext(t *testing.T) {
 				t.Fatalf("Accept while the answer cannot be sent: %v, want its context's end; the transport sent %d messages at the stall, %d now",
 					err, stalledAt, ep.JXTA().Stats().Sent)
 			}
+			stalledFor := time.Since(stalling)
 			resume()
-			until(t, "the answer", func() bool { return hostile.answers.Load() == 1 })
+			// On failure, what became of the answer: dropped for its
+			// request's age (Unanswered), or its connection closed
+			// under a write stalled past the write timeout.
+			untilOr(t, "the answer", func() bool { return hostile.answers.Load() == 1 }, func() string {
+				return fmt.Sprintf("(%v since the stall began; socket %+v; transport %+v)", stalledFor, s.JXTAStats(), ep.JXTA().Stats())
+			})
 			if n, st := socket.BacklogLen(l), s.JXTAStats(); n != 3 || st.Unanswered != 0 {
 				t.Fatalf("%d waiting for Accept, %+v; want 3, none unanswered", n, st)
 			}

@@ -326,9 +326,15 @@ func TestJXTABadAndRepeatedConnectRequests(t *testing.T) {
 // until waits (20 s at most) for cond, which what describes.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	untilOr(t, what, cond, func() string { return "" })
+}
+
+// untilOr is until, whose failure adds what state says.
+func untilOr(t *testing.T, what string, cond func() bool, state func() string) {
+	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
+			t.Fatalf("gave up waiting for %s %s", what, state())
 		}
 	}
 }
