@@ -58,7 +58,10 @@ Profiles (--profile, comma-separated; "custom" starts from no shaping):
 change every profile given; a changed profile is reported as "name*".
 
 Output: a Markdown table on stdout (--json: one JSON object per codec and
-document per line); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + `, an SVG chart
+document per line, with the trimmed means, the trial count, the encoded
+size (encoded_bytes) and each series' median, standard deviation, lowest
+and highest trial (control_spread, spread); docs/experiments.md lists the
+fields); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + `, an SVG chart
 ` + amttChartFile + ` and ` + runFile + ` (the command line, when, the commit and the
 machine). Progress goes to stderr.`,
 		Args: cobra.NoArgs,

@@ -25,7 +25,7 @@ func TestLabAMTT(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("%d lines:\n%s", len(lines), r.stdout)
 	}
-	want := []string{"amtt_ns", "bytes", "codec", "control_amtt_ns", "decrease_pct", "link", "profile", "records", "seed", "trials", "warmup"}
+	want := []string{"amtt_ns", "bytes", "codec", "control_amtt_ns", "control_spread", "decrease_pct", "encoded_bytes", "link", "profile", "records", "seed", "spread", "trials", "warmup"}
 	for i, l := range lines {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(l), &obj); err != nil {
@@ -39,8 +39,15 @@ func TestLabAMTT(t *testing.T) {
 		if !slices.Equal(keys, want) {
 			t.Fatalf("line %d has keys %v, want %v", i, keys, want)
 		}
-		if obj["profile"] != "lan" || obj["trials"] != 3.0 || obj["amtt_ns"].(float64) <= 0 {
+		if obj["profile"] != "lan" || obj["trials"] != 3.0 || obj["amtt_ns"].(float64) <= 0 || obj["encoded_bytes"].(float64) <= 0 {
 			t.Errorf("line %d: %v", i, obj)
+		}
+		// The spread of the measured trials beside their trimmed mean.
+		for _, k := range []string{"control_spread", "spread"} {
+			sp, _ := obj[k].(map[string]any)
+			if sp["median_ns"].(float64) <= 0 || sp["min_ns"].(float64) > sp["max_ns"].(float64) || sp["stddev_ns"] == nil {
+				t.Errorf("line %d: %s %v", i, k, obj[k])
+			}
 		}
 		// What the run was: lan's link, and no warm-up trial for
 		// --warmup 0 (before, one ran: the configuration was normalized

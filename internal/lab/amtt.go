@@ -174,6 +174,52 @@ type AMTTResult struct {
 	Link   linkemu.Link `json:"link"`
 	Warmup int          `json:"warmup"`
 	Seed   uint64       `json:"seed"`
+	// EncodedBytes is the size of the document's element as it crossed
+	// the link in this row's message, the codec's header included (the
+	// paper's Table 2): Bytes for the control. ControlSpread and Spread
+	// are how the control's and the codec's Trials measured trials
+	// spread (all of them: the highest and the lowest too), the figures
+	// that tell whether a difference between two AMTTs is noise. All
+	// three are absent from results written before they were recorded.
+	EncodedBytes  int         `json:"encoded_bytes,omitempty"`
+	ControlSpread *AMTTSpread `json:"control_spread,omitempty"`
+	Spread        *AMTTSpread `json:"spread,omitempty"`
+}
+
+// AMTTSpread describes one series of measured trials: its median, its
+// sample standard deviation (0 for a single trial), and its lowest and
+// highest.
+type AMTTSpread struct {
+	Median time.Duration `json:"median_ns"`
+	StdDev time.Duration `json:"stddev_ns"`
+	Min    time.Duration `json:"min_ns"`
+	Max    time.Duration `json:"max_ns"`
+}
+
+// spreadOf describes d (nil when d is empty).
+func spreadOf(d []time.Duration) *AMTTSpread {
+	if len(d) == 0 {
+		return nil
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	sp := &AMTTSpread{Min: s[0], Max: s[len(s)-1], Median: s[len(s)/2]}
+	if len(s)%2 == 0 {
+		sp.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if len(s) > 1 {
+		var mean float64
+		for _, v := range s {
+			mean += float64(v)
+		}
+		mean /= float64(len(s))
+		var ss float64
+		for _, v := range s {
+			ss += (float64(v) - mean) * (float64(v) - mean)
+		}
+		sp.StdDev = time.Duration(math.Round(math.Sqrt(ss / float64(len(s)-1))))
+	}
+	return sp
 }
 
 // AMTTPipes are one side's ends of the experiment's two bidirectional
@@ -350,10 +396,13 @@ func RunAMTTSender(ctx context.Context, cfg AMTTConfig, p AMTTPipes) ([]AMTTResu
 		control := trimmedMean(ctl)
 		for _, spec := range cfg.Codecs {
 			r := AMTTResult{Profile: cfg.Profile, Codec: spec, Records: n, Bytes: len(doc), Trials: cfg.Trials, ControlAMTT: control, AMTT: control,
-				Link: cfg.Link, Warmup: cfg.Warmup, Seed: cfg.Seed}
+				Link: cfg.Link, Warmup: cfg.Warmup, Seed: cfg.Seed,
+				EncodedBytes: len(doc), ControlSpread: spreadOf(ctl), Spread: spreadOf(ctl)}
 			if spec != CodecNone {
 				i := slices.IndexFunc(adapters, func(a *codecAdapter) bool { return a.spec == spec })
 				r.AMTT = trimmedMean(enc[i])
+				r.EncodedBytes = adapters[i].sizes[n]
+				r.Spread = spreadOf(enc[i])
 			}
 			r.DecreasePct = Decrease(r.ControlAMTT, r.AMTT)
 			perCodec[spec] = append(perCodec[spec], r)

@@ -61,6 +61,25 @@ func TestRunAMTTLoopback(t *testing.T) {
 		if r.ControlAMTT != res[i%2].ControlAMTT {
 			t.Errorf("%s/%d: control %v differs from the shared control %v", codec, records, r.ControlAMTT, res[i%2].ControlAMTT)
 		}
+		// The noise beside the mean, and the size that crossed the link:
+		// every measured trial lies in [min, max], the trimmed mean too.
+		want, err := lab.EncodedSize(codec, records)
+		if err != nil || r.EncodedBytes != want {
+			t.Errorf("%s/%d: encoded %d bytes, want %d (%v)", codec, records, r.EncodedBytes, want, err)
+		}
+		for name, sp := range map[string]*lab.AMTTSpread{"control": r.ControlSpread, "codec": r.Spread} {
+			mean := r.AMTT
+			if name == "control" {
+				mean = r.ControlAMTT
+			}
+			if sp == nil || sp.Min <= 0 || sp.Min > sp.Median || sp.Median > sp.Max || sp.StdDev < 0 ||
+				mean < sp.Min || mean > sp.Max {
+				t.Errorf("%s/%d: %s spread %+v around %v", codec, records, name, sp, mean)
+			}
+		}
+		if codec == lab.CodecNone && *r.Spread != *r.ControlSpread {
+			t.Errorf("none's spread %+v is not the control's %+v", r.Spread, r.ControlSpread)
+		}
 	}
 	if !strings.Contains(progress.String(), "trial 4/4") || !strings.Contains(progress.String(), "left") {
 		t.Errorf("progress does not report trials and time left:\n%s", progress.String())
