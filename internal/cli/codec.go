@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/internal/codecbench" // also registers the codecs
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/seal"
 )
@@ -60,7 +60,7 @@ trained one by its ID (xml@7) given with --model (see ` + "`p2pmsg codec train`"
 Codecs by default: ` + strings.Join(codecbench.DefaultSpecs, ","),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			undoOut := func() {}
 			defer func() { undoOnFailure(&err, undoOut) }() // after exitOnSignal sets err
 			// Installed first: reading --files may block (a FIFO).

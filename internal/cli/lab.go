@@ -18,6 +18,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 )
 
 // labLayers are the layers `lab rtt` can measure, by name; the JXTA ones
@@ -133,7 +134,7 @@ and Maven (the JXSE jars are fetched once); payloads go to JXSE as text.
   p2pmsg lab rtt --layer jxta-endpoint,jxse-endpoint,jxta-pipe,jxse-pipe,jxta-socket,jxse-socket --sizes 1,1K,64K --warmup 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			jx := &lab.JXSE{}
 			defer jx.Close()
 			known := labLayers(jx)

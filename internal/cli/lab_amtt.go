@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 
@@ -62,11 +63,11 @@ document per line, with the trimmed means, the trial count, the encoded
 size (encoded_bytes) and each series' median, standard deviation, lowest
 and highest trial (control_spread, spread); docs/experiments.md lists the
 fields); --out DIR also writes ` + amttJSONFile + `, ` + amttMarkdownFile + `, an SVG chart
-` + amttChartFile + ` and ` + runFile + ` (the command line, when, the commit and the
-machine). Progress goes to stderr.`,
+` + amttChartFile + ` and ` + runFile + ` (the command line, when, the commit or why it is
+unknown, the machine and its load). Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			o := lab.NoOverrides
 			if up != "" {
 				if o.Up, err = lab.ParseBitRate(up); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -103,7 +104,10 @@ func checkRunFile(t *testing.T, dir string, command ...string) {
 		Command              []string
 		Start, End           time.Time
 		Commit, Go, OS, Arch string
+		CommitUnknown        string `json:"commit_unknown"`
 		CPUs                 int
+		LoadStart            map[string]float64 `json:"load_start"`
+		LoadEnd              map[string]float64 `json:"load_end"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
@@ -115,8 +119,51 @@ func checkRunFile(t *testing.T, dir string, command ...string) {
 	if r.Start.IsZero() || r.End.Before(r.Start) || time.Since(r.Start) > time.Hour {
 		t.Errorf("run.json start %v, end %v", r.Start, r.End)
 	}
-	if r.Commit != testCommit || r.Go != runtime.Version() || r.OS != runtime.GOOS || r.Arch != runtime.GOARCH || r.CPUs != runtime.NumCPU() {
+	if r.Commit != testCommit || r.CommitUnknown != "" || r.Go != runtime.Version() || r.OS != runtime.GOOS || r.Arch != runtime.GOARCH || r.CPUs != runtime.NumCPU() {
 		t.Errorf("run.json: %s", b)
+	}
+	// The machine's load around the run (Linux: /proc/loadavg).
+	if runtime.GOOS == "linux" {
+		for _, l := range []map[string]float64{r.LoadStart, r.LoadEnd} {
+			if _, ok := l["15m"]; !ok || len(l) != 3 {
+				t.Errorf("run.json load: %s", b)
+			}
+		}
+	}
+}
+
+// A plain go build with GOFLAGS=-buildvcs=false (not make build) stamps
+// no commit: run.json says so in commit_unknown, and how to build one
+// that records it, instead of leaving the commit out in silence.
+func TestRunFileUnknownCommit(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "p2pmsg")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/p2pmsg/p2pmsg/cmd/p2pmsg")...)
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "doc.xml")
+	os.WriteFile(doc, bytes.Repeat([]byte("<a>hello</a>"), 50), 0o644)
+	out := filepath.Join(dir, "results")
+	var stderr bytes.Buffer
+	c := exec.Command(bin, "lab", "codecs", "--codecs=gzip", "--files="+doc, "--out="+out)
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.Bytes())
+	}
+	var r map[string]any
+	b := readFile(t, filepath.Join(out, "run.json"))
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	why, _ := r["commit_unknown"].(string)
+	if _, ok := r["commit"]; ok || !strings.Contains(why, "make build") || !strings.Contains(why, "BuildCommit") {
+		t.Errorf("run.json of a build without a commit:\n%s", b)
 	}
 }
 

@@ -83,13 +83,14 @@ Output: Markdown on stdout (the summary per cell with the targets, then
 every choice's AMTT per link), or --json one object per cell and choice;
 --out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + `, the heat map
 ` + gridChartFile + ` (auto's excess over the best fixed choice per cell) and ` + runFile + `
-(the command line, when, the commit and the machine). Progress goes to
+(the command line, when, the commit or why it is unknown,
+the machine and its load). Progress goes to
 stderr, auto's decisions to --trace FILE (every one of a document's first 200
 timed rounds, then one in 20). --from FILE reports an earlier
 run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			if from != "" {
 				// --from measures nothing: a flag that shapes a
 				// measurement would be silently ignored.

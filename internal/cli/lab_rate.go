@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 )
 
 func newLabRateCmd() *cobra.Command {
@@ -55,7 +56,7 @@ and the rate counts only what arrived.`,
   p2pmsg lab rate --json > rate.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			var chosen []string
 			for _, name := range strings.Split(layers, ",") {
 				chosen = append(chosen, strings.TrimSpace(name))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/p2pmsg/p2pmsg/internal/provenance"
 	"github.com/p2pmsg/p2pmsg/internal/swarm"
 	"github.com/p2pmsg/p2pmsg/internal/swarm/chart"
 )
@@ -58,7 +59,7 @@ goroutines and connections over its start, divided by the peers.`,
   p2pmsg lab swarm --peers 50 --case propagate,resolve --json > swarm.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			start := time.Now()
+			start := provenance.Begin()
 			if err := positiveFlags(cmd, "peers", "publishers", "rate", "duration", "targets", "size", "degree",
 				"relay-fraction", "relays", "churn", "settle"); err != nil {
 				return err

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,8 +20,8 @@ const runFile = provenance.File
 // writeRunFile writes dir's run.json for the run of cmd (a command
 // without arguments) that started at start and ends now: the command
 // line that repeats it is the command's path and every flag given, as
-// --name=value.
-func writeRunFile(dir string, cmd *cobra.Command, start time.Time) error {
+// --name=value. The command took start (provenance.Begin) when it began.
+func writeRunFile(dir string, cmd *cobra.Command, start provenance.Start) error {
 	line := strings.Fields(cmd.CommandPath())
 	cmd.Flags().Visit(func(f *pflag.Flag) { line = append(line, "--"+f.Name+"="+f.Value.String()) })
 	return provenance.Write(dir, provenance.New(line, start))
@@ -32,7 +31,7 @@ func writeRunFile(dir string, cmd *cobra.Command, start time.Time) error {
 // asJSON and else as table prints them. With out (--out DIR) not empty it
 // first writes them into out too: NAME.jsonl, the table as NAME.txt, and
 // run.json for the run that started at start.
-func writeRows[T any](cmd *cobra.Command, rows []T, asJSON bool, table func(io.Writer, []T) error, out, name string, start time.Time) error {
+func writeRows[T any](cmd *cobra.Command, rows []T, asJSON bool, table func(io.Writer, []T) error, out, name string, start provenance.Start) error {
 	if out != "" {
 		var j, txt bytes.Buffer
 		if err := writeJSONLines(&j, rows); err != nil {

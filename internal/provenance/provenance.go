@@ -2,7 +2,8 @@
 // line that repeats the run, when it ran, the commit built and the
 // machine. The lab commands (--out) and the Testground runner (tgrun)
 // write it as run.json beside their results, so that results read
-// later, or on another machine, can be traced and repeated.
+// later, or on another machine, can be traced and repeated: a run calls
+// Begin when it starts and New when it ends.
 package provenance
 
 import (
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,26 +35,80 @@ type Record struct {
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
 	// Commit is the commit built, with "-dirty" if the tree had changes;
-	// empty if the build did not record one.
-	Commit string `json:"commit,omitempty"`
-	Go     string `json:"go"`
-	OS     string `json:"os"`
-	Arch   string `json:"arch"`
-	CPUs   int    `json:"cpus"`
+	// empty if the build did not record one, and then CommitUnknown says
+	// why and how to build a binary that records it (NoCommit).
+	Commit        string `json:"commit,omitempty"`
+	CommitUnknown string `json:"commit_unknown,omitempty"`
+	Go            string `json:"go"`
+	OS            string `json:"os"`
+	Arch          string `json:"arch"`
+	// CPUs is the logical CPUs the process could use (runtime.NumCPU).
+	CPUs int `json:"cpus"`
 	// CPU is the processor's model name (Linux: /proc/cpuinfo).
 	CPU  string `json:"cpu,omitempty"`
 	Host string `json:"host,omitempty"`
+	// LoadStart and LoadEnd are the machine's load averages when the run
+	// started and when it ended: beside CPUs, whether it shared the
+	// machine. Absent where the system has none to read (Linux:
+	// /proc/loadavg) and in records written before they were recorded.
+	LoadStart *Load `json:"load_start,omitempty"`
+	LoadEnd   *Load `json:"load_end,omitempty"`
 }
+
+// Load is the system's load averages over 1, 5 and 15 minutes: the mean
+// number of runnable (and, on Linux, uninterruptible) tasks.
+type Load struct {
+	One     float64 `json:"1m"`
+	Five    float64 `json:"5m"`
+	Fifteen float64 `json:"15m"`
+}
+
+// NoCommit is Record.CommitUnknown for a binary built without a commit.
+const NoCommit = "the binary records no commit: it was built with -buildvcs=false (GOFLAGS) or outside a git checkout, " +
+	"without -ldflags -X github.com/p2pmsg/p2pmsg/internal/provenance.BuildCommit=...; make build sets it"
+
+// Start is what a run records when it starts.
+type Start struct {
+	Time time.Time
+	Load *Load // nil where unknown
+}
+
+// Begin is called when a run starts.
+func Begin() Start { return Start{Time: time.Now(), Load: loadAvg()} }
 
 // New describes the run of command that started at start and ends now,
 // on this machine, by this binary.
-func New(command []string, start time.Time) Record {
+func New(command []string, start Start) Record {
 	host, _ := os.Hostname()
-	return Record{
-		Command: command, Start: start.UTC(), End: time.Now().UTC(),
+	r := Record{
+		Command: command, Start: start.Time.UTC(), End: time.Now().UTC(),
 		Commit: commit(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		CPUs: runtime.NumCPU(), CPU: cpuModel(), Host: host,
+		LoadStart: start.Load, LoadEnd: loadAvg(),
 	}
+	if r.Commit == "" {
+		r.CommitUnknown = NoCommit
+	}
+	return r
+}
+
+// loadAvg reads /proc/loadavg; nil where it cannot.
+func loadAvg() *Load {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return nil
+	}
+	var v [3]float64
+	for i := range v {
+		if v[i], err = strconv.ParseFloat(f[i], 64); err != nil {
+			return nil
+		}
+	}
+	return &Load{One: v[0], Five: v[1], Fifteen: v[2]}
 }
 
 // Write writes r as dir's run.json.

@@ -26,9 +26,9 @@ func read(t *testing.T, dir string) (provenance.Record, bool) {
 }
 
 func TestWriteAndCopy(t *testing.T) {
-	start := time.Now().Add(-time.Minute)
+	start := provenance.Start{Time: time.Now().Add(-time.Minute)}
 	r := provenance.New([]string{"p2pmsg", "lab", "amtt", "--profile=dsl"}, start)
-	if !r.Start.Equal(start) || r.End.Before(r.Start) || r.Go != runtime.Version() || r.OS != runtime.GOOS || r.CPUs != runtime.NumCPU() {
+	if !r.Start.Equal(start.Time) || r.End.Before(r.Start) || r.Go != runtime.Version() || r.OS != runtime.GOOS || r.CPUs != runtime.NumCPU() {
 		t.Fatalf("New: %+v", r)
 	}
 	dir := t.TempDir()
@@ -60,5 +60,42 @@ func TestWriteAndCopy(t *testing.T) {
 	}
 	if err := provenance.Copy(t.TempDir(), into); err != nil {
 		t.Fatalf("nothing to copy, nothing to remove: %v", err)
+	}
+}
+
+// A record says what the machine was doing around the run, and says so
+// when the binary cannot tell its commit (a test binary is stamped with
+// none), rather than leaving the field out in silence.
+func TestLoadAndUnknownCommit(t *testing.T) {
+	start := provenance.Begin()
+	r := provenance.New([]string{"x"}, start)
+	if r.Commit != "" || r.CommitUnknown != provenance.NoCommit {
+		t.Errorf("commit %q, unknown %q; want none, and why", r.Commit, r.CommitUnknown)
+	}
+	if runtime.GOOS == "linux" {
+		if start.Load == nil || r.LoadStart != start.Load || r.LoadEnd == nil || r.LoadEnd.One < 0 {
+			t.Errorf("load at start %+v, end %+v", r.LoadStart, r.LoadEnd)
+		}
+	}
+	dir := t.TempDir()
+	if err := provenance.Write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, provenance.File))
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["commit_unknown"]; !ok {
+		t.Errorf("no commit_unknown: %s", b)
+	}
+	if l, ok := m["load_end"].(map[string]any); runtime.GOOS == "linux" && (!ok || l["1m"] == nil || l["15m"] == nil) {
+		t.Errorf("load_end: %s", b)
+	}
+
+	provenance.BuildCommit = "0123abc"
+	t.Cleanup(func() { provenance.BuildCommit = "" })
+	if r := provenance.New([]string{"x"}, start); r.Commit != "0123abc" || r.CommitUnknown != "" {
+		t.Errorf("commit %q, unknown %q", r.Commit, r.CommitUnknown)
 	}
 }

@@ -136,7 +136,7 @@ func prepare(o Options) (*prepared, error) {
 // instance's process group is killed and the instances are "canceled",
 // with ctx's cause (context.Cause) as their error; their outputs stay.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	began := time.Now()
+	began := provenance.Begin()
 	pr, err := prepare(o)
 	if err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // it (the composition, its parameters by name, the timeout) and, as tgrun
 // runs under go run, which stamps no commit, the plan directory's
 // commit by git describe.
-func runRecord(o Options, start time.Time) provenance.Record {
+func runRecord(o Options, start provenance.Start) provenance.Record {
 	line := []string{"tgrun", "run", "-f", o.Composition}
 	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
 		line = append(line, "--param", k+"="+o.Params[k])
