@@ -380,13 +380,15 @@ func TestLabRTTJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &row); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
-		for _, k := range []string{"layer", "transport", "size", "rtt_ns", "latency_ns", "bandwidth_Bps", "wire_bytes"} {
+		// A row names the schedule it was measured with (no baseline:
+		// none was given).
+		for _, k := range []string{"layer", "transport", "size", "rtt_ns", "latency_ns", "bandwidth_Bps", "wire_bytes", "warmup", "runs", "pairs"} {
 			if _, ok := row[k]; !ok {
 				t.Errorf("row %q lacks %q", l, k)
 			}
 		}
-		if len(row) != 7 {
-			t.Errorf("row %q has extra fields", l)
+		if len(row) != 10 || row["warmup"] != 5.0 || row["runs"] != 1.0 || row["pairs"] != 3.0 {
+			t.Errorf("row %q: extra fields, or not the schedule run", l)
 		}
 	}
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "carrier-pigeon"))
@@ -394,20 +396,22 @@ func TestLabRTTJSON(t *testing.T) {
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "tcp", "--baseline", "stream"))
 	failsCleanly(t, run(t, nil, "lab", "rtt", "--layer", "pipe,endpoint,pipe"))
 
-	// With a baseline every row carries its ratio; the baseline's own is 1.
+	// With a baseline every row carries its ratio, and names the layer
+	// it is over; the baseline's own ratio is 1.
 	r = run(t, nil, "lab", "rtt", "--layer", "tcp,stream", "--baseline", "tcp", "--sizes", "1", "--warmup", "5", "--runs", "3", "--pairs", "3", "--json")
 	if r.code != 0 {
 		t.Fatalf("lab rtt --baseline: %s", r.stderr)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(string(r.stdout)), "\n") {
 		var row struct {
-			Layer string  `json:"layer"`
-			Ratio float64 `json:"ratio_to_baseline"`
+			Layer    string  `json:"layer"`
+			Ratio    float64 `json:"ratio_to_baseline"`
+			Baseline string  `json:"baseline"`
 		}
 		if err := json.Unmarshal([]byte(l), &row); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
-		if row.Ratio <= 0 || row.Layer == "tcp" && row.Ratio != 1 {
+		if row.Ratio <= 0 || row.Layer == "tcp" && row.Ratio != 1 || row.Baseline != "tcp" {
 			t.Errorf("row %q: ratio %g", l, row.Ratio)
 		}
 	}

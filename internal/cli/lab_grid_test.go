@@ -32,12 +32,16 @@ func TestLabGrid(t *testing.T) {
 	}
 	for _, l := range lines {
 		var v struct {
-			Choice string `json:"choice"`
-			AMTT   int64  `json:"amtt_ns"`
-			Trials int    `json:"trials"`
+			Choice string          `json:"choice"`
+			AMTT   int64           `json:"amtt_ns"`
+			Trials int             `json:"trials"`
+			Seed   uint64          `json:"seed"`
+			Link   json.RawMessage `json:"link"`
 		}
-		// --budget 0: --trials rounds, however short they are.
-		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Choice == "" || v.AMTT <= 0 || v.Trials != 3 {
+		// --budget 0: --trials rounds, however short they are; each row
+		// names its seed and its link (loopback's: unshaped).
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Choice == "" || v.AMTT <= 0 || v.Trials != 3 ||
+			v.Seed != 1 || !bytes.Contains(v.Link, []byte(`"up":{"bandwidth_Bps":0`)) {
 			t.Fatalf("line %q: %v", l, err)
 		}
 	}

@@ -314,6 +314,24 @@ type GridResult struct {
 	// few percent in a cell, so whether auto is within 2% of identity
 	// there is a question for the interval, not the ratio alone.
 	PairedCI map[string][2]float64 `json:"paired_ci,omitempty"`
+	// Link is the emulated link the cell ran on (the profile's, which a
+	// profile's name alone does not pin down across versions), Seed the
+	// seed of its jitter and of the rounds' order, SlowFactor the slow
+	// receiver's decode slowdown (CPU slow only): what the row was
+	// measured with. Absent from rows written before they were recorded
+	// (and then unknown, not zero).
+	Link       *linkemu.Link `json:"link,omitempty"`
+	Seed       uint64        `json:"seed,omitempty"`
+	SlowFactor float64       `json:"slow_factor,omitempty"`
+}
+
+// describe sets what r was measured with: link, seed and, on a slow
+// receiver, its slowdown.
+func (r *GridResult) describe(link linkemu.Link, cfg GridConfig) {
+	r.Link, r.Seed = &link, cfg.Seed
+	if r.CPU == CPUSlow {
+		r.SlowFactor = cfg.SlowFactor
+	}
 }
 
 // RunGrid runs the grid and returns a result per cell and choice: per
@@ -853,6 +871,7 @@ func runGridSender(ctx context.Context, cfg GridConfig, profile, cpu string, lin
 		times, sent, settled, retired, picks := kept.times, kept.sent, kept.settled, kept.retired, kept.picks
 		for _, c := range choices {
 			r := GridResult{Profile: profile, CPU: cpu, Doc: doc.Name, Bytes: len(doc.Data), Choice: c.name, Skipped: skipped[c.name]}
+			r.describe(link, cfg)
 			if i := slices.Index(run, c); i >= 0 {
 				r.Trials = len(times[i])
 				r.AMTT = gridMean(times[i])

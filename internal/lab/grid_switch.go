@@ -256,6 +256,7 @@ func runSwitchSender(ctx context.Context, cfg SwitchConfig, gc GridConfig, sw *l
 		var best GridResult
 		for i, c := range fixed {
 			r := GridResult{Profile: p.Name, CPU: gc.CPUs[0], Doc: doc.Name, Bytes: len(doc.Data), Choice: c.name, Trials: len(times[i]), AMTT: gridMean(times[i])}
+			r.describe(p.Link, gc)
 			res.Reference = append(res.Reference, r)
 			if best.Choice == "" || r.AMTT < best.AMTT {
 				best = r

@@ -12,6 +12,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/lab"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/adaptive"
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 
 // The grid between real nodes, in its smallest form: every choice has a
@@ -32,6 +33,14 @@ func TestRunGridLoopback(t *testing.T) {
 		t.Fatalf("%d results, want 16 (2 CPUs × 2 documents × 3 choices and auto)", len(res))
 	}
 	for _, r := range res {
+		// Each row says what it was measured with.
+		slow := 0.0
+		if r.CPU == lab.CPUSlow {
+			slow = lab.DefaultSlowFactor
+		}
+		if r.Link == nil || *r.Link != (linkemu.Link{}) || r.Seed != 1 || r.SlowFactor != slow {
+			t.Fatalf("%s/%s/%s: link %v, seed %d, slow factor %v; want loopback's, 1, %v", r.CPU, r.Doc, r.Choice, r.Link, r.Seed, r.SlowFactor, slow)
+		}
 		if r.Trials != 3 || r.AMTT <= 0 || r.Skipped != "" || r.Settled < 0 || r.Settled > r.Trials || r.Measured < 1 || r.Measured > 1+lab.DefaultGridRemeasure {
 			t.Fatalf("result %+v", r)
 		}

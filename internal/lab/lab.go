@@ -148,6 +148,13 @@ type RTTResult struct {
 	// median of those ratios is the steadier figure to hold a target
 	// such as "pipe RTT ≤ 1.1× endpoint RTT" against.
 	Ratio float64 `json:"ratio_to_baseline,omitempty"`
+	// Baseline is the layer Ratio is over (absent without one); Warmup,
+	// Runs and Pairs the schedule the row was measured with, so that two
+	// files' rows can be compared without their run.json.
+	Baseline string `json:"baseline,omitempty"`
+	Warmup   int    `json:"warmup"`
+	Runs     int    `json:"runs,omitempty"`
+	Pairs    int    `json:"pairs,omitempty"`
 }
 
 // RunRTT runs the study: every layer's pair is opened and warmed up, then
@@ -260,9 +267,11 @@ func RunRTT(ctx context.Context, cfg RTTConfig) ([]RTTResult, error) {
 			res := RTTResult{
 				Layer: layer.Name(), Transport: layerTransport(layer, transport), Size: size, RTT: rtt, Latency: rtt / 2,
 				Bandwidth: 2 * float64(size) / rtt.Seconds(), WireBytes: open[i].WireBytes(size),
+				Warmup: warmup, Runs: runs, Pairs: pairs,
 			}
 			if base >= 0 {
 				res.Ratio = pairedRatio(times[i], times[base])
+				res.Baseline = cfg.Baseline
 			}
 			results[i] = append(results[i], res)
 			if cfg.Progress != nil {

@@ -48,6 +48,10 @@ func TestRunRTTBaselines(t *testing.T) {
 			if r.RTT <= 0 || r.Latency != r.RTT/2 || r.Bandwidth <= 0 || r.WireBytes != 4 || r.Transport != want {
 				t.Errorf("implausible result %+v", r)
 			}
+			// The schedule, and no baseline: none was given.
+			if r.Warmup != 10 || r.Runs != 3 || r.Pairs != 5 || r.Baseline != "" || r.Ratio != 0 {
+				t.Errorf("%s: warm-up %d, runs %d, pairs %d, baseline %q (%v)", r.Layer, r.Warmup, r.Runs, r.Pairs, r.Baseline, r.Ratio)
+			}
 		}
 	}
 }
