@@ -81,13 +81,14 @@ of the best fixed choice on the new link.
 
 Output: Markdown on stdout (the summary per cell with the targets, then
 every choice's AMTT per link), or --json one object per cell and choice;
---out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, ` + gridSwitchFile + `, the heat map
-` + gridChartFile + ` (auto's excess over the best fixed choice per cell) and ` + runFile + `
-(the command line, when, the commit or why it is unknown,
-the machine and its load). Progress goes to
-stderr, auto's decisions to --trace FILE (every one of a document's first 200
-timed rounds, then one in 20). --from FILE reports an earlier
-run's JSON lines again.`,
+--out DIR also writes ` + gridJSONFile + `, ` + gridMarkdownFile + `, the heat map ` + gridChartFile + ` (auto's
+excess over the best fixed choice per cell) and ` + runFile + ` (the command line,
+when, the commit or why it is unknown, the machine and its load), and
+` + gridSwitchFile + `, the link-change report, only when the link-change run ran: not
+with --switch=false (which removes an earlier run's ` + gridSwitchFile + ` from DIR),
+nor with --from. Progress goes to stderr, auto's decisions to --trace FILE
+(every one of a document's first 200 timed rounds, then one in 20).
+--from FILE reports an earlier run's JSON lines again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			start := provenance.Begin()
@@ -283,7 +284,7 @@ run's JSON lines again.`,
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")
 	f.StringVar(&switchDoc, "switch-doc", lab.DefaultSwitchDoc, "document of the link-change run")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per cell and choice per line")
-	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridSwitchFile+", "+gridChartFile+" and "+runFile+" into this directory")
+	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridChartFile+", "+runFile+" and, when the link-change run ran (not with --switch=false or --from), "+gridSwitchFile+" into this directory")
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
 	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file (as Markdown, or with --json as JSON lines; the measuring flags are refused)")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")

@@ -485,3 +485,34 @@ func TestLabRateHelpStatesTimeCap(t *testing.T) {
 		t.Errorf("lab rate --help does not state the run's 3 s bound:\n%s", r.stdout)
 	}
 }
+
+// lab grid's help says switch.md is written only when the link-change
+// run ran (before, it listed it among --out's files whatever --switch
+// and --from were).
+func TestLabGridHelpSaysWhenSwitchFile(t *testing.T) {
+	r := run(t, nil, "lab", "grid", "--help")
+	help := strings.Join(strings.Fields(string(r.stdout)), " ")
+	if !strings.Contains(help, "switch.md, the link-change report, only when the link-change run ran: not with --switch=false") {
+		t.Errorf("lab grid --help does not say when switch.md is written:\n%s", r.stdout)
+	}
+	for l := range strings.SplitSeq(string(r.stdout), "\n") {
+		if strings.Contains(l, "--out string") && !strings.Contains(l, "when the link-change run ran (not with --switch=false or --from), switch.md") {
+			t.Errorf("--out's help names switch.md unconditionally: %q", l)
+		}
+	}
+}
+
+// lab swarm --case idle alone prints no empty delivery table: a line
+// says why idle has none, then its cost per peer (before, the delivery
+// table's header with no row).
+func TestLabSwarmIdleSaysWhyNoDeliveries(t *testing.T) {
+	r := run(t, nil, "lab", "swarm", "--peers", "4", "--degree", "2", "--case", "idle", "--settle", "1s", "--seed", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	out := string(r.stdout)
+	if strings.Contains(out, "delivered / expected") || !strings.HasPrefix(out, "idle sends no message") ||
+		!strings.Contains(out, "| idle | 4 |") {
+		t.Errorf("lab swarm --case idle printed:\n%s", out)
+	}
+}

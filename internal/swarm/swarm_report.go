@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/p2pmsg/p2pmsg/internal/english"
@@ -23,9 +24,15 @@ func WriteJSON(w io.Writer, results []Result) error {
 }
 
 // WriteMarkdown writes the results as Markdown tables: delivery and
-// latency per case, then what each peer cost.
+// latency per case, then what each peer cost. The idle case sends
+// nothing and has no delivery row; results of the idle case alone have no
+// delivery table, and a line says why instead.
 func WriteMarkdown(w io.Writer, results []Result) error {
 	bw := bufio.NewWriter(w)
+	if len(results) > 0 && !slices.ContainsFunc(results, func(r Result) bool { return r.Case != Idle }) {
+		fmt.Fprintln(bw, "idle sends no message, so it has no delivery or latency to report: it measures what each peer costs once the swarm has settled (--settle), below.")
+		return writeCost(bw, results)
+	}
 	fmt.Fprintln(bw, "| case | peers | delivered / expected | duplicates | p50 | p99 | max | failures | resolution p50 / p99 | bytes per delivery |")
 	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
@@ -59,6 +66,11 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 				english.Count(r.Refused, "Send refused", "Sends refused"))
 		}
 	}
+	return writeCost(bw, results)
+}
+
+// writeCost ends WriteMarkdown: the table of what each peer cost.
+func writeCost(bw *bufio.Writer, results []Result) error {
 	fmt.Fprintln(bw, "\n| case | peers | RSS per peer | PSS per peer | goroutines per peer | connections per peer |")
 	fmt.Fprintln(bw, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range results {
