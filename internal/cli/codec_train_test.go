@@ -334,3 +334,40 @@ func TestModelWithBuiltinID(t *testing.T) {
 		}
 	}
 }
+
+// codec train's help says what an xml model file holds, its samples
+// whole, and how its size follows them (before: "a few kilobytes are
+// enough", while a model is its samples plus a few bytes); a trained
+// model's size is what the help says.
+func TestCodecTrainHelpSaysModelIsItsSamples(t *testing.T) {
+	help := strings.Join(strings.Fields(string(run(t, nil, "codec", "train", "--help").stdout)), " ")
+	for _, want := range []string{"the file holds the samples themselves, whole", "Its size is the samples' plus those few bytes", "about 8 KiB at most"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("codec train --help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "a few kilobytes are enough") {
+		t.Errorf("codec train --help still says a few kilobytes are enough")
+	}
+	dir := t.TempDir()
+	var files []string
+	total := 0
+	for i := range 3 {
+		doc := rosterDoc(uint64(i+1), 10*(i+1))
+		total += len(doc)
+		f := filepath.Join(dir, fmt.Sprintf("s%d.xml", i))
+		if err := os.WriteFile(f, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	out := filepath.Join(dir, "m.p2xm")
+	if r := run(t, nil, append([]string{"codec", "train", "--codec", "xml", "--id", "7", "--out", out}, files...)...); r.code != 0 {
+		t.Fatalf("codec train: %s", r.stderr)
+	}
+	st, err := os.Stat(out)
+	// Header 5, ID 1, count 1, three lengths of 2 bytes (under 16 KiB).
+	if err != nil || st.Size() != int64(total+5+1+1+3*2) {
+		t.Errorf("model of %d bytes of samples: %v bytes (%v), want %d", total, st.Size(), err, total+13)
+	}
+}

@@ -39,7 +39,9 @@ type Model struct {
 
 // NewModel builds a model with ID id (not 0) from sample documents, which
 // must be XML the codec's model takes. Samples like the documents to come
-// (same vocabulary, same layout) help most; a few kilobytes are enough.
+// (same vocabulary, same layout) help most. The model keeps the samples
+// whole: its serialized form (MarshalBinary) is the samples plus a few
+// bytes of header and lengths, from which ParseModel rebuilds the rest.
 func NewModel(id uint32, samples ...[]byte) (*Model, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("%w: xml model ID 0", encoding.ErrBadOption)
