@@ -25,10 +25,10 @@ const (
 
 func newLabAMTTCmd() *cobra.Command {
 	var (
-		profiles, codecs, sizes, up, down, rtt, jitter, out string
-		asJSON                                              bool
-		trials, warmup                                      int
-		seed                                                uint64
+		profiles, codecs, sizes, up, down, rtt, jitter, loss, out string
+		asJSON                                                    bool
+		trials, warmup                                            int
+		seed                                                      uint64
 	)
 	var names []string
 	for _, p := range linkemu.Profiles() {
@@ -56,7 +56,12 @@ s2, ...); "none" is the control alone.
 Profiles (--profile, comma-separated; "custom" starts from no shaping):
 ` + strings.Join(names, "\n") + `
 --up, --down (bits/s: 640k, 3M, 100Mbit/s), --rtt and --jitter (durations)
-change every profile given; a changed profile is reported as "name*".
+and --loss change every profile given; a changed profile is reported as
+"name*". --loss is the probability that a TCP segment (1460 bytes) is lost,
+each way (1% or 0.01, at most 20%): the pipes run over TCP, which loses no
+byte, so a loss is the delay of its repair (one RTT after the third
+segment behind it by fast retransmit; else a timeout, RTT + 200 ms after
+it was sent), and everything behind it waits (pkg/linkemu's doc).
 
 Output: a Markdown table on stdout (--json: one JSON object per codec and
 document per line, with the trimmed means, the trial count, the encoded
@@ -77,6 +82,11 @@ unknown, the machine and its load). Progress goes to stderr.`,
 			if down != "" {
 				if o.Down, err = lab.ParseBitRate(down); err != nil {
 					return usageError{fmt.Errorf("--down: %w", err)}
+				}
+			}
+			if loss != "" {
+				if o.Loss, err = lab.ParseLoss(loss); err != nil {
+					return usageError{fmt.Errorf("--loss: %w", err)}
 				}
 			}
 			for _, d := range []struct {
@@ -173,13 +183,14 @@ unknown, the machine and its load). Progress goes to stderr.`,
 	f.StringVar(&down, "down", "", "sender's downlink in bits/s, overriding the profile's (0: unlimited)")
 	f.StringVar(&rtt, "rtt", "", "round-trip propagation delay, overriding the profile's")
 	f.StringVar(&jitter, "jitter", "", "extra random one-way delay in [0, jitter), each way")
+	f.StringVar(&loss, "loss", "", "probability a TCP segment is lost, each way (1% or 0.01, at most 20%), seen as its retransmission's delay; overrides the profile's")
 	f.StringVar(&codecs, "codecs", strings.Join(lab.DefaultAMTTCodecs, ","), "comma-separated codec specs; none is the control alone")
 	f.StringVar(&sizes, "sizes", "1,50,100,250,500,750,1000", "comma-separated employee record counts (the paper's seven documents)")
 	f.IntVar(&trials, "trials", lab.DefaultAMTTTrials, fmt.Sprintf("measured trials per document, at least %d (the highest and the lowest are dropped)", lab.MinAMTTTrials))
 	f.IntVar(&warmup, "warmup", lab.DefaultAMTTWarmup, "trials discarded at the start of each document")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per codec and document per line")
 	f.StringVar(&out, "out", "", "also write "+amttJSONFile+", "+amttMarkdownFile+", "+amttChartFile+" and "+runFile+" into this directory")
-	f.Uint64Var(&seed, "seed", 1, "seed of the link's jitter, 1 or more")
+	f.Uint64Var(&seed, "seed", 1, "seed of the link's jitter and losses, 1 or more")
 	return cmd
 }
 

@@ -516,3 +516,32 @@ func TestLabSwarmIdleSaysWhyNoDeliveries(t *testing.T) {
 		t.Errorf("lab swarm --case idle printed:\n%s", out)
 	}
 }
+
+// lab amtt --loss sets the segment loss of both ways of the link, which
+// the rows record and the table's heading names; a loss beyond 20% or
+// not a number is refused (before, --loss was an unknown flag).
+func TestLabAMTTLoss(t *testing.T) {
+	r := run(t, nil, "lab", "amtt", "--profile", "custom", "--rtt", "2ms", "--loss", "5%", "--codecs", "none,gzip",
+		"--sizes", "1,50", "--trials", "3", "--warmup", "0", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, row := range jsonRows(t, r.stdout, 4, "link") {
+		link := row["link"].(map[string]any)
+		for _, way := range []string{"up", "down"} {
+			if loss := link[way].(map[string]any)["loss"]; loss != 0.05 {
+				t.Errorf("%s loss %v, want 0.05: %v", way, loss, row)
+			}
+		}
+	}
+	if !strings.Contains(string(r.stderr), "loss 5%/5%") {
+		t.Errorf("the link described on stderr does not name its loss: %s", r.stderr)
+	}
+	for _, bad := range []string{"30%", "0.5", "lots", "-1%"} {
+		r := run(t, nil, "lab", "amtt", "--loss", bad)
+		failsCleanly(t, r)
+		if r.code != 2 || !strings.Contains(string(r.stderr), "--loss") {
+			t.Errorf("--loss %s: exit %d, %s", bad, r.code, r.stderr)
+		}
+	}
+}

@@ -18,10 +18,13 @@ const CustomProfile = "custom"
 type LinkOverrides struct {
 	Up, Down    int64         // bits per second each way; 0 is unlimited
 	RTT, Jitter time.Duration // RTT is split evenly; Jitter applies each way
+	// Loss is linkemu.Shape.Loss, each way: the probability that a TCP
+	// segment is lost, which the stream sees as its repair's delay.
+	Loss float64
 }
 
 // NoOverrides keeps the profile as it is.
-var NoOverrides = LinkOverrides{Up: -1, Down: -1, RTT: -1, Jitter: -1}
+var NoOverrides = LinkOverrides{Up: -1, Down: -1, RTT: -1, Jitter: -1, Loss: -1}
 
 // ResolveLink returns the link of a named profile (linkemu.Lookup, or
 // CustomProfile) with the overrides applied, and the label results carry:
@@ -47,6 +50,9 @@ func ResolveLink(profile string, o LinkOverrides) (string, linkemu.Link, error) 
 	}
 	if o.Jitter >= 0 {
 		link.Up.Jitter, link.Down.Jitter, changed = o.Jitter, o.Jitter, true
+	}
+	if o.Loss >= 0 {
+		link.Up.Loss, link.Down.Loss, changed = o.Loss, o.Loss, true
 	}
 	if err := link.Validate(); err != nil {
 		return "", link, err
@@ -107,5 +113,26 @@ func DescribeLink(l linkemu.Link) string {
 	if l.Up.Jitter > 0 || l.Down.Jitter > 0 {
 		s += fmt.Sprintf(", jitter %v/%v", l.Up.Jitter, l.Down.Jitter)
 	}
+	if l.Up.Loss > 0 || l.Down.Loss > 0 {
+		s += fmt.Sprintf(", loss %s/%s", FormatLoss(l.Up.Loss), FormatLoss(l.Down.Loss))
+	}
 	return s
 }
+
+// ParseLoss reads a segment loss probability as a percentage ("1%",
+// "0.5%") or a fraction ("0.01"), 0 to linkemu.MaxLoss.
+func ParseLoss(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || !(v >= 0 && v <= linkemu.MaxLoss) { // NaN fails both
+		return 0, fmt.Errorf("lab: invalid loss %q (want a segment loss probability from 0 to %s, e.g. 1%% or 0.01)", s, FormatLoss(linkemu.MaxLoss))
+	}
+	return v, nil
+}
+
+// FormatLoss prints a loss probability as a percentage.
+func FormatLoss(p float64) string { return strconv.FormatFloat(100*p, 'g', 4, 64) + "%" }

@@ -81,9 +81,14 @@ func Conn(c net.Conn, l Link, opts ...Option) (net.Conn, error) {
 	sc.rFeed, sc.rApp = net.Pipe()
 	sc.egress = newDirection(l.Up, cfg.seed)
 	sc.ingress = newDirection(l.Down, cfg.seed^0x9e3779b97f4a7c15)
+	rtt := l.RTT()
+	sc.egress.rttOf = func() time.Duration { return rtt }
+	sc.ingress.rttOf = sc.egress.rttOf
 	if cfg.sw != nil {
 		sc.egress.shapeOf = func() Shape { return cfg.sw.Link().Up }
 		sc.ingress.shapeOf = func() Shape { return cfg.sw.Link().Down }
+		sc.egress.rttOf = func() time.Duration { return cfg.sw.Link().RTT() }
+		sc.ingress.rttOf = sc.egress.rttOf
 	}
 	sc.wg.Add(4)
 	go func() { sc.pump(sc.wPump, sc.egress); close(sc.egressPumped) }() // app writes -> egress queue
@@ -208,12 +213,22 @@ func (c *shapedConn) deliver(d *direction, dst io.Writer, done func()) {
 type packet struct {
 	data []byte
 	at   time.Time
+	// lost is 1 + the index of the packet's first lost segment (0: none
+	// lost); retries how many of its retransmissions are lost again;
+	// sent when it left the link, rtt and latency the path's then.
+	lost, retries int
+	sent          time.Time
+	rtt, latency  time.Duration
 }
+
+// segments is how many segments of MSS bytes n bytes make.
+func segments(n int) int { return (n + MSS - 1) / MSS }
 
 // direction is one side's bottleneck: its queue and schedule.
 type direction struct {
 	shape   Shape
-	shapeOf func() Shape // the current shape, when a Switch sets it
+	shapeOf func() Shape         // the current shape, when a Switch sets it
+	rttOf   func() time.Duration // the link's round trip (both latencies)
 	limit   int
 
 	mu          sync.Mutex
@@ -270,7 +285,31 @@ func (d *direction) push(data []byte, abort <-chan struct{}) error {
 		start = d.linkFree
 	}
 	d.linkFree = start.Add(shape.SerializationTime(len(data)))
-	at := d.linkFree.Add(shape.Latency)
+	p := packet{data: data}
+	if shape.Loss > 0 {
+		for i := range segments(len(data)) {
+			if d.rng.Float64() < shape.Loss {
+				p.lost = i + 1
+				break
+			}
+		}
+		if p.lost > 0 {
+			for p.retries < maxRetries && d.rng.Float64() < shape.Loss {
+				p.retries++
+			}
+			p.sent, p.latency = d.linkFree, shape.Latency
+			if d.rttOf != nil {
+				p.rtt = d.rttOf()
+			}
+			// The retransmissions cross the link too.
+			d.linkFree = d.linkFree.Add(time.Duration(1+p.retries) * shape.SerializationTime(min(MSS, len(data))))
+		}
+	}
+	at := p.sent
+	if p.lost == 0 {
+		at = d.linkFree
+	}
+	at = at.Add(shape.Latency)
 	if shape.Jitter > 0 {
 		at = at.Add(time.Duration(d.rng.Int64N(int64(shape.Jitter))))
 	}
@@ -278,7 +317,8 @@ func (d *direction) push(data []byte, abort <-chan struct{}) error {
 		at = d.lastArrival // FIFO: no overtaking
 	}
 	d.lastArrival = at
-	d.queue = append(d.queue, packet{data: data, at: at})
+	p.at = at
+	d.queue = append(d.queue, p)
 	d.pending += len(data)
 	d.cond.Broadcast()
 	return nil
@@ -302,7 +342,40 @@ func (d *direction) next(abort <-chan struct{}) (packet, bool) {
 	if !sleepUntil(p.at, abort) {
 		return packet{}, false
 	}
+	if p.lost > 0 && !sleepUntil(d.repaired(p), abort) {
+		return packet{}, false
+	}
 	return p, true
+}
+
+// repaired is when p, which has a lost segment and would have arrived
+// now (p.at), arrives repaired (package doc, Loss): by fast retransmit
+// one RTT after the third segment that follows the lost one arrives,
+// when three follow it in p and the packets queued behind it; else by
+// timeout, RTO after p was sent and one latency for the retransmission.
+// Each lost retransmission adds RTO again, doubled each time.
+func (d *direction) repaired(p packet) time.Time {
+	rto := RTO(p.rtt)
+	var at time.Time
+	if after := segments(len(p.data)) - p.lost; after >= dupAckCount {
+		at = p.at.Add(p.rtt)
+	} else {
+		d.mu.Lock()
+		for _, q := range d.queue {
+			if after += segments(len(q.data)); after >= dupAckCount {
+				at = q.at.Add(p.rtt)
+				break
+			}
+		}
+		d.mu.Unlock()
+	}
+	if timeout := p.sent.Add(rto + p.latency); at.IsZero() || at.After(timeout) {
+		at = timeout
+	}
+	for k := 1; k <= p.retries; k++ {
+		at = at.Add(rto << k)
+	}
+	return at
 }
 
 // Go's timers fire up to about a millisecond late when the process is

@@ -13,9 +13,41 @@
 // whose jitter would make it arrive before its predecessor arrives with it.
 // When QueueLimit bytes are written but not yet delivered, Write blocks, as
 // a full socket buffer would: memory stays bounded and a sender cannot
-// outrun the link. The link itself does not lose packets (the wrapped
-// streams are reliable); loss would show as delay, and is left to the
-// Testground sidecar when real shaping is available.
+// outrun the link.
+//
+// # Loss
+//
+// The emulation sits under a reliable byte stream (TCP, and TLS and yamux
+// over it), which never loses a byte: on a lossy link a lost TCP segment
+// is sent again, and the stream delivers nothing beyond it until it
+// arrives. So Loss is not dropped bytes but the delay a reliable stream
+// pays for them. Each packet is cut into segments of MSS bytes; each
+// segment is lost with probability Loss (drawn from the seeded
+// generator). A packet with a lost segment is delivered late, and every
+// byte after it waits for it (the queue is FIFO), by one repair:
+//
+//   - fast retransmit, when at least three segments follow the lost one
+//     (in its packet and in those already queued behind it when it would
+//     have arrived): the three duplicate acknowledgements their arrival
+//     sends back take one way, the retransmission the other, so it arrives
+//     one RTT (the link's round-trip latency) after the third segment
+//     following it;
+//   - a retransmission timeout otherwise (a loss among a write's last
+//     segments: no three segments to acknowledge): it is sent RTO after
+//     the segment was, and arrives one latency later. RTO is RTT plus 200
+//     ms, Linux's rule on a steady path (SRTT + 4·RTTVAR, with RTTVAR at
+//     least TCP_RTO_MIN/4 = 50 ms).
+//
+// A retransmission is lost again with probability Loss, and each such
+// loss adds the timeout again, doubled each time (exponential backoff;
+// at most 6). Several segments lost in one packet are repaired together
+// (SACK), and a retransmitted segment takes its serialization on the
+// link again. Not modelled: the congestion window's halving after a loss
+// (which slows a long transfer on a path whose bandwidth-delay product is
+// many segments, beyond the delay above), Linux's tail loss probe (which
+// repairs some tail losses in about two RTTs instead of RTO), lost
+// acknowledgements, and losses in bursts. It is the uniform loss of
+// paper 002's first environment, seen from the application.
 //
 // A Link has an Up shape (applied to what this end writes) and a Down shape
 // (applied to what it reads), so wrapping one end of a connection emulates
@@ -48,7 +80,26 @@ type Shape struct {
 	// Write blocks; 0 means DefaultQueueLimit, or twice the
 	// bandwidth-delay product when that is larger.
 	QueueLimit int `json:"queue_limit"`
+	// Loss is the probability that a TCP segment (MSS bytes) is lost,
+	// in [0, MaxLoss]; the stream sees it as the delay of its repair
+	// (see the package's Loss section). Absent from JSON when 0.
+	Loss float64 `json:"loss,omitempty"`
 }
+
+// MSS is the segment size Loss applies to: an Ethernet frame's TCP
+// payload.
+const MSS = 1460
+
+// MaxLoss bounds Shape.Loss: beyond it a stream mostly waits on
+// timeouts, and the repair model (one repair per packet) no longer holds.
+const MaxLoss = 0.2
+
+// Repair timing of a lost segment (package doc, Loss).
+const (
+	rtoMin      = 200 * time.Millisecond
+	maxRetries  = 6
+	dupAckCount = 3
+)
 
 // DefaultQueueLimit is the queue of a shape that sets none: about a
 // socket buffer.
@@ -59,11 +110,20 @@ func (s Shape) Validate() error {
 	if s.Bandwidth < 0 || s.Latency < 0 || s.Jitter < 0 || s.QueueLimit < 0 {
 		return fmt.Errorf("%w: negative value in %+v", ErrBadShape, s)
 	}
+	if !(s.Loss >= 0 && s.Loss <= MaxLoss) { // NaN fails too
+		return fmt.Errorf("%w: loss %v out of [0, %v]", ErrBadShape, s.Loss, MaxLoss)
+	}
 	return nil
 }
 
 // IsZero reports whether the shape changes nothing.
-func (s Shape) IsZero() bool { return s.Bandwidth == 0 && s.Latency == 0 && s.Jitter == 0 }
+func (s Shape) IsZero() bool {
+	return s.Bandwidth == 0 && s.Latency == 0 && s.Jitter == 0 && s.Loss == 0
+}
+
+// RTO is the retransmission timeout a lost segment waits for when no
+// fast retransmit repairs it, on a path of round trip rtt.
+func RTO(rtt time.Duration) time.Duration { return rtt + rtoMin }
 
 func (s Shape) queueLimit() int {
 	if s.QueueLimit > 0 {

@@ -32,6 +32,7 @@ const (
 	ParamDown    = "down"      // bit/s, -1 keeps the profile's
 	ParamRTT     = "rtt_ms"    // ms, -1 keeps the profile's
 	ParamJitter  = "jitter_ms" // ms, -1 keeps the profile's
+	ParamLoss    = "loss_pct"  // % of TCP segments lost each way, -1 keeps the profile's
 )
 
 // StateNetworkConfigured is the sync state the sidecar signals once it
@@ -61,11 +62,13 @@ func Shapes(l linkemu.Link) (sender, receiver network.LinkShape) {
 }
 
 func linkShape(s linkemu.Shape) network.LinkShape {
-	return network.LinkShape{Latency: s.Latency, Jitter: s.Jitter, Bandwidth: uint64(s.Bandwidth)}
+	return network.LinkShape{Latency: s.Latency, Jitter: s.Jitter, Bandwidth: uint64(s.Bandwidth), Loss: float32(100 * s.Loss)}
 }
 
 // ErrUnsupportedShape reports a LinkShape the in-process emulation cannot
-// reproduce (loss, corruption, reordering, duplication).
+// reproduce (corruption, reordering, duplication, loss beyond
+// linkemu.MaxLoss). Loss itself is emulated as the delay a TCP stream
+// pays to repair it (pkg/linkemu), where the sidecar drops packets.
 var ErrUnsupportedShape = errors.New("plan: link shape not emulated in process")
 
 // Emulated returns the linkemu link that applies, at one end, what the
@@ -84,10 +87,11 @@ func Emulated(own, peer network.LinkShape) (linkemu.Link, error) {
 }
 
 func emulated(s network.LinkShape) (linkemu.Shape, error) {
-	if s.Loss != 0 || s.Corrupt != 0 || s.Reorder != 0 || s.Duplicate != 0 || s.Filter != network.Accept {
+	loss := float64(s.Loss) / 100
+	if s.Corrupt != 0 || s.Reorder != 0 || s.Duplicate != 0 || s.Filter != network.Accept || !(loss >= 0 && loss <= linkemu.MaxLoss) {
 		return linkemu.Shape{}, fmt.Errorf("%w: %+v", ErrUnsupportedShape, s)
 	}
-	return linkemu.Shape{Bandwidth: int64(s.Bandwidth), Latency: s.Latency, Jitter: s.Jitter}, nil
+	return linkemu.Shape{Bandwidth: int64(s.Bandwidth), Latency: s.Latency, Jitter: s.Jitter, Loss: loss}, nil
 }
 
 // Shape applies this instance's egress shape own. With a sidecar it asks

@@ -33,8 +33,18 @@ func TestShapesRoundTrip(t *testing.T) {
 	if s, _ := plan.Shapes(dsl.Link); s.Bandwidth != 80_000 { // 640 kbit/s
 		t.Errorf("dsl sender egress %d B/s", s.Bandwidth)
 	}
-	if _, err := plan.Emulated(network.LinkShape{Loss: 1}, network.LinkShape{}); !errors.Is(err, plan.ErrUnsupportedShape) {
-		t.Errorf("loss accepted: %v", err)
+	// Loss is emulated (as its repair's delay), up to linkemu.MaxLoss;
+	// corruption is not.
+	if l, err := plan.Emulated(network.LinkShape{Loss: 2}, network.LinkShape{}); err != nil || l.Up.Loss != 0.02 || l.Down.Loss != 0 {
+		t.Errorf("2%% loss: %+v, %v", l, err)
+	}
+	if s, _ := plan.Shapes(linkemu.Link{Up: linkemu.Shape{Loss: 0.01}}); s.Loss != 1 {
+		t.Errorf("1%% loss: sidecar shape %+v", s)
+	}
+	for _, bad := range []network.LinkShape{{Loss: 30}, {Corrupt: 1}} {
+		if _, err := plan.Emulated(bad, network.LinkShape{}); !errors.Is(err, plan.ErrUnsupportedShape) {
+			t.Errorf("%+v accepted: %v", bad, err)
+		}
 	}
 }
 

@@ -34,6 +34,9 @@ func Link(re *runtime.RunEnv) (string, linkemu.Link, error) {
 	if o.Jitter, err = msParam(re, plan.ParamJitter); err != nil {
 		return "", linkemu.Link{}, err
 	}
+	if o.Loss, err = pctParam(re, plan.ParamLoss); err != nil {
+		return "", linkemu.Link{}, err
+	}
 	profile := re.TestInstanceParams[plan.ParamProfile]
 	if profile == "" {
 		profile = lab.CustomProfile
@@ -66,4 +69,21 @@ func msParam(re *runtime.RunEnv, name string) (time.Duration, error) {
 		return -1, nil
 	}
 	return time.Duration(v * float64(time.Millisecond)), nil
+}
+
+// pctParam reads a percentage parameter as a fraction; -1 (or any
+// negative value) and absent keep the profile's.
+func pctParam(re *runtime.RunEnv, name string) (float64, error) {
+	s, ok := re.TestInstanceParams[name]
+	if !ok || s == "" {
+		return -1, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s: %q is not a percentage", name, s)
+	}
+	if v < 0 {
+		return -1, nil
+	}
+	return v / 100, nil
 }

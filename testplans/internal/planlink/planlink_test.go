@@ -30,7 +30,15 @@ func TestLinkParams(t *testing.T) {
 			t.Errorf("%v: %s %+v %v", c.params, label, link, err)
 		}
 	}
-	for _, bad := range []map[string]string{{"profile": "moon"}, {"profile": "dsl", "up": "fast"}, {"profile": "dsl", "rtt_ms": "x"}} {
+	// loss_pct: the probability that a segment is lost, each way.
+	if label, link, err := planlink.Link(runEnv(map[string]string{"profile": "dsl", "loss_pct": "1.5"})); err != nil || label != "dsl*" || link.Up.Loss != 0.015 || link.Down.Loss != 0.015 {
+		t.Errorf("loss_pct 1.5: %s %+v %v", label, link, err)
+	}
+	if _, link, err := planlink.Link(runEnv(map[string]string{"profile": "dsl", "loss_pct": "-1"})); err != nil || link.Up.Loss != 0 {
+		t.Errorf("loss_pct -1: %+v %v", link, err)
+	}
+	for _, bad := range []map[string]string{{"profile": "moon"}, {"profile": "dsl", "up": "fast"}, {"profile": "dsl", "rtt_ms": "x"},
+		{"profile": "dsl", "loss_pct": "x"}, {"profile": "dsl", "loss_pct": "25"}} {
 		if _, _, err := planlink.Link(runEnv(bad)); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
