@@ -49,17 +49,17 @@
 // authenticated connection, never what the message says. A message whose
 // jxta:EndpointSourceAddress element names anything but its sender's own
 // p2p:// or jxta:// address is not delivered, counted, and refused back
-// (RefusedForged, ErrSourceForged). Listeners run on the stream's reader: a slow listener stops the
-// reading, libp2p's flow control then stalls the sender, and memory stays
-// bounded. A panicking listener is recovered and counted. What one peer can
-// make the service hold is bounded per message (WithMaxMessageSize), per
-// peer in streams (WithMaxStreamsPerPeer), in bytes held for it — frames
-// being read, messages being delivered or kept with Delivery.Hold —
-// (WithMemoryBudget, per peer and for all peers), in memory allocated ahead
-// of the bytes (WithMaxPrealloc), in time (a frame that stops advancing is
-// reset, WithFrameTimeout), and by libp2p's resource manager; see
-// limits.go and budget.go. A full budget stalls the peer, as a slow
-// listener does; it never drops a message.
+// (RefusedForged, ErrSourceForged). Listeners run on the stream's reader: a
+// slow listener stops the reading, libp2p's flow control then stalls the
+// sender, and memory stays bounded. A panicking listener is recovered and
+// counted. What one peer can make the service hold is bounded per message
+// (WithMaxMessageSize), per peer in streams (WithMaxStreamsPerPeer), in
+// bytes held for it — frames being read, messages being delivered or kept
+// with Delivery.Hold — (WithMemoryBudget, per peer and for all peers), in
+// memory allocated ahead of the bytes (WithMaxPrealloc), in time (a frame
+// that stops advancing is reset, WithFrameTimeout), and by libp2p's resource
+// manager; see limits.go and budget.go. A full budget stalls the peer, as a
+// slow listener does; it never drops a message.
 //
 // # Costs
 //
@@ -475,19 +475,18 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// Shutdown closes the service gracefully, as a receiver that is done
-// should: it stops accepting streams and messages, asks each peer that is
-// sending to end its stream (a record on the stream's back channel,
-// which a p2pmsg sender answers at once, as a Flush would, even when its
-// application is idle), then waits, until ctx ends, for them to finish,
-// so that a sender's Flush learns that everything it sent was delivered
-// rather than seeing its stream reset. A message that starts arriving
-// after Shutdown began is not delivered (its sender's Flush fails). When
-// ctx ends first, the remaining streams are reset as by Close, which
-// Shutdown always ends with. Messages this service's Sends queued are written out
-// first, within ctx. The node's connections stay up: closing them at once
-// afterwards can still cut off a stream's end on its way to its sender,
-// which node.Node.Shutdown does not.
+// Shutdown closes the service gracefully, as a receiver that is done should:
+// it stops accepting streams and messages, asks each peer that is sending to
+// end its stream (a record on the stream's back channel, which a p2pmsg
+// sender answers at once, as a Flush would, even when its application is
+// idle), then waits, until ctx ends, for them to finish, so that a sender's
+// Flush learns that everything it sent was delivered rather than seeing its
+// stream reset. A message that starts arriving after Shutdown began is not
+// delivered (its sender's Flush fails). When ctx ends first, the remaining
+// streams are reset as by Close, which Shutdown always ends with. Messages
+// this service's Sends queued are written out first, within ctx. The node's
+// connections stay up: closing them at once afterwards can still cut off a
+// stream's end on its way to its sender, which node.Node.Shutdown does not.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {

@@ -53,8 +53,8 @@ const (
 	// RefusedByListener: the listener called Delivery.Refuse.
 	RefusedByListener = 2
 	// RefusedForged: the message's jxta:EndpointSourceAddress element
-	// names another peer than its sender (ErrSourceForged); back channel
-	// version 2.
+	// names anything but its sender's own address (ErrSourceForged);
+	// back channel version 2.
 	RefusedForged = 3
 )
 

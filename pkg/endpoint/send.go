@@ -767,19 +767,19 @@ func uvarintLen(n int) int {
 }
 
 // Flush waits until every message sent to p so far has been read by p and
-// handed to its listeners, or ctx ends. It ends the stream that carried
-// them (the next Send opens a new one), so use it before exiting or when
-// an acknowledgement matters, not after every message. If a stream that
-// carried messages whose Send had succeeded was reset since the last
-// Flush (a failed or cancelled Send, or a failed write of queued
-// messages), those may be lost: Flush then fails with a *LostError
-// (ErrMaybeLost) naming their destinations, once, after flushing the
-// rest; so does a Flush that fails once it has begun to end the stream
-// (its ctx ends, the stream or the service fails), as no later Flush
-// knows of what it was to vouch for. If p refused messages sent to it
-// since they were last reported (see Send), Flush fails with their
-// RefusedErrors, joined, and forgets them. Once the service is closed (which drops what
-// was queued, and ends a Flush waiting), Flush fails with ErrClosed.
+// handed to its listeners, or ctx ends. It ends the stream that carried them
+// (the next Send opens a new one), so use it before exiting or when an
+// acknowledgement matters, not after every message. If a stream that carried
+// messages whose Send had succeeded was reset since the last Flush (a failed
+// or cancelled Send, or a failed write of queued messages), those may be
+// lost: Flush then fails with a *LostError (ErrMaybeLost) naming their
+// destinations, once, after flushing the rest; so does a Flush that fails
+// once it has begun to end the stream (its ctx ends, the stream or the
+// service fails), as no later Flush knows of what it was to vouch for. If p
+// refused messages sent to it since they were last reported (see Send),
+// Flush fails with their RefusedErrors, joined, and forgets them. Once the
+// service is closed (which drops what was queued, and ends a Flush waiting),
+// Flush fails with ErrClosed.
 func (s *Service) Flush(ctx context.Context, p peer.ID) error {
 	for {
 		s.mu.Lock()

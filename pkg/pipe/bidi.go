@@ -571,8 +571,8 @@ func (s *Service) incoming(d *endpoint.Delivery, key, conn string) {
 // Bounds on the refusals waiting to be sent. Each peer's are sent in
 // order by a goroutine of its own while it has any, so that a peer that
 // stops reading delays only its own refusals; a flood's beyond these are
-// dropped, counted (Stats.BidiRefusalsDropped), and their diallers time
-// out.
+// dropped, counted (Stats.BidiRefusalsDropped), and their diallers fail
+// only at the resolve timeout.
 const (
 	// maxRefusalsPerPeer is more than the connect requests an
 	// application has in flight to one listener at once.
