@@ -24,20 +24,7 @@ import (
 // of them is refused; an honest peer from another address, and one from
 // the first, get a reservation.
 func TestRelayReservationsNotExhausted(t *testing.T) {
-	relay := testutil.NewNode(t, node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	reserve := func(h host.Host) error {
-		if err := h.Connect(ctx, relay.AddrInfo()); err != nil {
-			return err
-		}
-		_, err := client.Reserve(ctx, h, relay.AddrInfo())
-		return err
-	}
-	// The relay service starts once the host sees itself reachable.
-	if !waitFor(ctx, func() bool { return slices.Contains(relay.Host().Mux().Protocols(), proto.ProtoIDv2Hop) }) {
-		t.Fatal("the relay service never started")
-	}
+	reserve := relayNode(t)
 	const ips = 16
 	for ip := 2; ip < 2+ips; ip++ {
 		for range node.RelayMaxReservationsPerIP {
@@ -65,19 +52,7 @@ func TestRelayReservationsNotExhausted(t *testing.T) {
 // the option is refused.
 func TestRelayReservationsPerIPSet(t *testing.T) {
 	const perIP = 12
-	relay := testutil.NewNode(t, node.WithRelayService(), node.WithRelayReservationsPerIP(perIP), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic()))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	reserve := func(h host.Host) error {
-		if err := h.Connect(ctx, relay.AddrInfo()); err != nil {
-			return err
-		}
-		_, err := client.Reserve(ctx, h, relay.AddrInfo())
-		return err
-	}
-	if !waitFor(ctx, func() bool { return slices.Contains(relay.Host().Mux().Protocols(), proto.ProtoIDv2Hop) }) {
-		t.Fatal("the relay service never started")
-	}
+	reserve := relayNode(t, node.WithRelayReservationsPerIP(perIP))
 	for i := range perIP {
 		if err := reserve(rawHost(t, "/ip4/127.0.0.2/tcp/0", nil)); err != nil {
 			t.Fatalf("reservation %d of %d from one address: %v", i+1, perIP, err)
@@ -88,8 +63,28 @@ func TestRelayReservationsPerIPSet(t *testing.T) {
 		t.Fatalf("reservation %d from one address: %v, want it refused", perIP+1, err)
 	}
 	for _, n := range []int{0, 4097} {
-		if _, err := node.New(ctx, node.WithEphemeralKey(), node.WithRelayReservationsPerIP(n)); !errors.Is(err, node.ErrBadOption) {
+		if _, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithRelayReservationsPerIP(n)); !errors.Is(err, node.ErrBadOption) {
 			t.Errorf("WithRelayReservationsPerIP(%d): %v, want ErrBadOption", n, err)
 		}
+	}
+}
+
+// relayNode starts a relay node with opts, once its relay service runs,
+// and returns how a host reserves on it (within 2 minutes).
+func relayNode(t *testing.T, opts ...node.Option) (reserve func(host.Host) error) {
+	t.Helper()
+	relay := testutil.NewNode(t, append([]node.Option{node.WithRelayService(), node.WithLibp2pOptions(libp2p.ForceReachabilityPublic())}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	// The relay service starts once the host sees itself reachable.
+	if !waitFor(ctx, func() bool { return slices.Contains(relay.Host().Mux().Protocols(), proto.ProtoIDv2Hop) }) {
+		t.Fatal("the relay service never started")
+	}
+	return func(h host.Host) error {
+		if err := h.Connect(ctx, relay.AddrInfo()); err != nil {
+			return err
+		}
+		_, err := client.Reserve(ctx, h, relay.AddrInfo())
+		return err
 	}
 }
