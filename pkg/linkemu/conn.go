@@ -238,8 +238,12 @@ type direction struct {
 	pending     int // bytes queued or being delivered
 	linkFree    time.Time
 	lastArrival time.Time
-	closed      bool
-	err         error
+	// lastRepair is the latest a lost packet queued can arrive repaired
+	// (repaired's timeout path, every retransmission lost): Close waits
+	// for it too.
+	lastRepair time.Time
+	closed     bool
+	err        error
 }
 
 func newDirection(s Shape, seed uint64) *direction {
@@ -300,6 +304,13 @@ func (d *direction) push(data []byte, abort <-chan struct{}) error {
 			p.sent, p.latency = d.linkFree, shape.Latency
 			if d.rttOf != nil {
 				p.rtt = d.rttOf()
+			}
+			worst := p.sent.Add(RTO(p.rtt) + p.latency + shape.Jitter)
+			for k := 1; k <= p.retries; k++ {
+				worst = worst.Add(RTO(p.rtt) << k)
+			}
+			if worst.After(d.lastRepair) {
+				d.lastRepair = worst
 			}
 			// The retransmissions cross the link too.
 			d.linkFree = d.linkFree.Add(time.Duration(1+p.retries) * shape.SerializationTime(min(MSS, len(data))))
@@ -457,5 +468,9 @@ func (d *direction) close(err error) {
 func (d *direction) drainTime() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return max(0, time.Until(d.lastArrival)) + d.cur().SerializationTime(d.pending)
+	last := d.lastArrival
+	if d.lastRepair.After(last) {
+		last = d.lastRepair
+	}
+	return max(0, time.Until(last)) + d.cur().SerializationTime(d.pending)
 }

@@ -98,3 +98,36 @@ func TestLossValidated(t *testing.T) {
 		t.Error("a lossy shape is zero")
 	}
 }
+
+// Close waits for the repairs still pending: a connection closed right
+// after writes on a lossy link delivers every byte written, though lost
+// retransmissions hold the last ones back seconds beyond the link's
+// latency. Before, Close waited the latency and 2 s: a repair still
+// pending then was cut, its bytes and those behind it dropped.
+func TestCloseWaitsForRepairs(t *testing.T) {
+	link := linkemu.Link{Up: linkemu.Shape{Latency: 200 * time.Millisecond, Loss: linkemu.MaxLoss}, Down: linkemu.Shape{Latency: 200 * time.Millisecond}}
+	synctest.Test(t, func(t *testing.T) {
+		for seed := range uint64(20) {
+			a, b := net.Pipe()
+			sa, err := linkemu.Conn(a, link, linkemu.WithSeed(seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan int, 1)
+			go func() {
+				n, _ := io.Copy(io.Discard, b)
+				got <- int(n)
+			}()
+			const n = 40 // one segment each: a loss is repaired by timeout
+			for i := range n {
+				if _, err := sa.Write(bytes.Repeat([]byte{byte(i)}, linkemu.MSS)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sa.Close()
+			if m := <-got; m != n*linkemu.MSS {
+				t.Fatalf("seed %d: %d bytes of %d delivered before Close returned", seed, m, n*linkemu.MSS)
+			}
+		}
+	})
+}
