@@ -223,6 +223,9 @@ func (l *Listener) enqueue(b *Bidi) bool {
 	select {
 	case l.accept <- b:
 	default:
+		if libp2p { // a JXTA peer's is counted in JXTARefused
+			l.svc.backlogFull.Add(1)
+		}
 		return false
 	}
 	if libp2p {

@@ -3,6 +3,7 @@ package pipe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -212,4 +213,54 @@ func acceptAll(t *testing.T, l *pipe.Listener, n int) <-chan *pipe.Bidi {
 		}
 	})
 	return accepted
+}
+
+// TestBidiBacklogFullCounted: a listener whose backlog is full refuses
+// the next connect request at once, and counts it. Before, the refusal
+// was sent but counted nowhere (the socket layer's BacklogFull counted
+// its own).
+func TestBidiBacklogFullCounted(t *testing.T) {
+	server := testutil.NewNode(t)
+	victim := newPipes(t, server, pipe.WithBacklog(4)) // a quarter: 1 per peer and host
+	a := newAdv(t, adv.Unicast)
+	l, err := victim.Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	type result struct {
+		b   *pipe.Bidi
+		err error
+	}
+	results := make(chan result, 5)
+	for i := range 5 { // one peer on each of five hosts
+		s := newPipes(t, testutil.NodeOnHost(t, fmt.Sprintf("127.0.0.%d", 2+i), server))
+		go func() {
+			b, err := s.Connect(ctx(t), a)
+			results <- result{b, err}
+		}()
+		if i < 4 {
+			testutil.WaitFor(t, "the request in the backlog", func() bool { return pipe.BacklogLen(l) == i+1 })
+		}
+	}
+	if r := <-results; !errors.Is(r.err, pipe.ErrRefused) || strings.Contains(r.err.Error(), "did not accept") {
+		t.Fatalf("a connection beyond a full backlog: %v, want ErrRefused at once", r.err)
+	}
+	if st := victim.Stats(); st.BidiBacklogFull != 1 || st.BidisRefused != 0 {
+		t.Errorf("BidiBacklogFull %d, BidisRefused %d; want 1, 0", st.BidiBacklogFull, st.BidisRefused)
+	}
+	for range 4 {
+		b, err := l.Accept(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+	}
+	for range 4 {
+		if r := <-results; r.err != nil {
+			t.Fatal(r.err)
+		} else {
+			defer r.b.Close()
+		}
+	}
 }

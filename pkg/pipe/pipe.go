@@ -523,8 +523,9 @@ type Service struct {
 	// unsent (bidi.go, maxRefusalsPerPeer).
 	refusalsDropped atomic.Uint64
 	// bidisRefused counts Bidi connect requests refused for their
-	// peer's or host's share (WithBidisPerPeer, a backlog's quarter).
-	bidisRefused atomic.Uint64
+	// peer's or host's share (WithBidisPerPeer, a backlog's quarter),
+	// backlogFull those refused for a full backlog.
+	bidisRefused, backlogFull atomic.Uint64
 	// peerBidis counts, per remote peer, the connections in conns, and
 	// peerIncoming those of them it opened. Under mu.
 	peerBidis    map[peer.ID]int
@@ -595,14 +596,18 @@ type Stats struct {
 	// answers (a refusal not taken within 5 s drops the peer's others
 	// waiting), or more than 256 peers were being refused at once. The
 	// peers whose refusal was dropped see their Connect fail only at the
-	// resolve timeout (ErrRefused, "did not accept"); each
-	// peer's refusals are sent apart from every other's, so one that
-	// does not read delays no other's.
+	// resolve timeout (ErrRefused, "did not accept"); each peer's
+	// refusals are sent apart from every other's, so one that does not
+	// read delays no other's.
 	BidiRefusalsDropped uint64
 	// BidisRefused counts bidirectional pipe connect requests refused
 	// because their peer already held WithBidisPerPeer connections here,
 	// or it or its remote host held its quarter of a listener's backlog.
 	BidisRefused uint64
+	// BidiBacklogFull counts bidirectional pipe connect requests from
+	// libp2p peers refused because the listener's backlog was full
+	// (WithBacklog); a JXTA peer's count in JXTARefused.
+	BidiBacklogFull uint64
 	// IgnoredBindings counts bindings neighbours pushed
 	// (BindingProtocol) that were malformed, or beyond what one
 	// neighbour may have kept here.
@@ -633,7 +638,7 @@ func (s *Service) Stats() Stats {
 		PropagateGraylisted: s.gossip.graylistedMsgs.Load(), PropagateGraylistedPeers: s.gossip.graylistedPeers(),
 		JXTARefused: s.jxtaRefused.Load(), IgnoredBindings: s.ignoredBindings.Load(),
 		IgnoredReferrals: s.ignoredReferrals.Load(), StrayRefusals: s.strayRefusals.Load(),
-		BidiRefusalsDropped: s.refusalsDropped.Load(), BidisRefused: s.bidisRefused.Load(),
+		BidiRefusalsDropped: s.refusalsDropped.Load(), BidisRefused: s.bidisRefused.Load(), BidiBacklogFull: s.backlogFull.Load(),
 	}
 }
 
