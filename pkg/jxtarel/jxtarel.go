@@ -288,6 +288,7 @@ type Conn struct {
 	arrived  chan struct{} // closed and replaced when block taken+1 arrives
 	ackDue   bool
 	lastAck  time.Time
+	ackSent  int32 // the highest cumulative acknowledgement handed to send without error
 	eof      error // Receive's error once everything in order is taken
 	err      error // the connection's failure or ErrClosed
 	done     chan struct{}
@@ -701,11 +702,45 @@ func (c *Conn) Err() error {
 }
 
 // Close stops the connection: its timers stop and waiting calls return
-// ErrClosed. It does not wait for acknowledgements (see Drain).
+// ErrClosed. It does not wait for acknowledgements (see Drain). Blocks
+// Receive took that no acknowledgement sent so far covers are
+// acknowledged first (within finalAckTimeout), unless the connection
+// had failed: a peer that sent them and closes once they are
+// acknowledged would otherwise wait for an acknowledgement that Close
+// stopped, and report blocks that arrived as unacknowledged.
 func (c *Conn) Close() error {
+	c.mu.Lock()
+	failed := c.err != nil
+	c.mu.Unlock()
 	c.fail(ErrClosed)
 	c.wg.Wait()
+	if !failed {
+		c.finalAck()
+	}
 	return nil
+}
+
+// finalAckTimeout bounds the acknowledgement Close sends.
+const finalAckTimeout = reAck
+
+// finalAck sends, once run has stopped, the acknowledgement of blocks
+// taken that none sent covers: one run had due, or was sending when
+// Close cancelled it.
+func (c *Conn) finalAck() {
+	c.mu.Lock()
+	owed := c.taken > c.ackSent
+	cum := c.taken
+	if owed {
+		c.ackSent = cum
+		c.stats.AcksSent++
+	}
+	c.mu.Unlock()
+	if !owed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), finalAckTimeout)
+	defer cancel()
+	c.send(ctx, message.New(message.Element{Namespace: Namespace, Name: ackElement, MIME: AckMIME, Data: AppendAck(nil, cum, nil)}))
 }
 
 // fail ends the connection with err, once.
@@ -746,13 +781,19 @@ func (c *Conn) run() {
 		case <-tick.C:
 		}
 		now := time.Now()
-		ack, resend, err := c.due(now)
+		ack, cum, resend, err := c.due(now)
 		if err != nil {
 			c.fail(err)
 			return
 		}
 		if ack != nil {
-			c.sent(now, c.send(ctx, ack))
+			err := c.send(ctx, ack)
+			if err == nil {
+				c.mu.Lock()
+				c.ackSent = max(c.ackSent, cum)
+				c.mu.Unlock()
+			}
+			c.sent(now, err)
 		}
 		for _, m := range resend {
 			c.sent(now, c.send(ctx, m))
@@ -788,11 +829,11 @@ func (c *Conn) sent(at time.Time, err error) {
 // due works out, under the lock, what run must send now: an
 // acknowledgement (sent again as a probe when a reader has heard nothing
 // for long) and retransmissions.
-func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Message, err error) {
+func (c *Conn) due(now time.Time) (ack *message.Message, cum int32, resend []*message.Message, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		return nil, nil, nil
+		return nil, 0, nil, nil
 	}
 	probe := false
 	if c.o.probe > 0 && c.waiting > 0 && now.Sub(c.lastHeard) >= c.o.probe {
@@ -819,12 +860,13 @@ func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Messa
 				sacks = append(sacks, s)
 			}
 		}
-		data := AppendAck(make([]byte, 0, 4+4*len(sacks)), c.taken, sacks)
+		cum = c.taken
+		data := AppendAck(make([]byte, 0, 4+4*len(sacks)), cum, sacks)
 		ack = message.New(message.Element{Namespace: Namespace, Name: ackElement, MIME: AckMIME, Data: data})
 		c.stats.AcksSent++
 	}
 	if len(c.unacked) > 0 && now.Sub(c.unacked[0].first) >= c.o.giveUp {
-		return nil, nil, fmt.Errorf("%w: block %d unacknowledged for %v", ErrTimeout, c.unacked[0].seq, c.o.giveUp)
+		return nil, 0, nil, fmt.Errorf("%w: block %d unacknowledged for %v", ErrTimeout, c.unacked[0].seq, c.o.giveUp)
 	}
 	for _, b := range c.unacked {
 		if b.sacked || !b.fast && now.Sub(b.last) < b.rto {
@@ -840,5 +882,5 @@ func (c *Conn) due(now time.Time) (ack *message.Message, resend []*message.Messa
 		c.stats.Retransmitted++
 		resend = append(resend, blockMessage(b, true))
 	}
-	return ack, resend, nil
+	return ack, cum, resend, nil
 }
