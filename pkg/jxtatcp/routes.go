@@ -84,6 +84,16 @@ func (t *Transport) learnRoute(c *conn) {
 		return
 	}
 	if served := t.byPeer[p]; served == nil || served == c {
+		// Another peer's route to this address is stale: it answers as
+		// p now (as connToRoute finds on that peer's next send). A peer
+		// restarted on its port with a new identity, as JXSE's are
+		// unless configured otherwise, so leaves one route, not one per
+		// identity it had.
+		for q, r := range t.routes {
+			if r == c.hostport {
+				delete(t.routes, q)
+			}
+		}
 		t.setRouteLocked(p, c.hostport, false)
 		t.bindPeerLocked(c, p)
 	}

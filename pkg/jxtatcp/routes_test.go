@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -412,11 +413,11 @@ func TestMovedPeerReachedOnceSentTo(t *testing.T) {
 	}
 }
 
-// maxRoutes: Z, a peer the application sends to by tcp:// now and then,
-// hangs up after each message and names a fresh peer ID in each welcome.
-// Each dial learns a route for that ID (nothing serves it) until
-// maxRoutes are remembered; H's, learned first, stays (a clear of every
-// route at maxRoutes had exposed H to the replay hijack again).
+// maxRoutes: with routes full (given ones: AddRoute), Z, a peer the
+// application sends to by tcp:// now and then, hangs up after each
+// message and names a fresh peer ID in each welcome. No route is learned
+// for them, and H's, learned first, stays (a clear of every route at
+// maxRoutes had exposed H to the replay hijack again).
 func TestLearnedRoutesBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -426,43 +427,92 @@ func TestLearnedRoutesBounded(t *testing.T) {
 	h := answering(t, ctx, hIdent, "127.0.0.1", "tcp://127.0.0.1:0", hGot)
 	sendText(t, ctx, a.Transport, h.Addrs()[0], "1")
 	<-hGot
-	z := listenClaimant(t, claimantOpts{name: func(int) string {
-		p, err := id.NewPeerID(id.NetPeerGroupID)
-		if err != nil {
-			panic(err)
+	for i := 0; a.routeCount() < maxRoutes; i++ {
+		if err := a.AddRoute(freshPeerID(), fmt.Sprintf("tcp://127.0.1.%d:%d", 1+i/60000, 1+i%60000)); err != nil {
+			t.Fatal(err)
 		}
-		return p.String()
-	}, hangUpAfterFrame: true})
-	routes := func() int {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.routes)
 	}
-	// Until the routes are full, and 20 dials more.
-	for i, more := 0, 20; more > 0; i++ {
-		if i > 2*maxRoutes {
-			t.Fatalf("%d routes after %d dials", routes(), i)
-		}
-		if routes() >= maxRoutes {
-			more--
-		}
+	z := listenClaimant(t, claimantOpts{name: func(int) string { return freshPeerID().String() }, hangUpAfterFrame: true})
+	for range 20 {
 		a.Send(ctx, z.addr, "StudySvc", "ep", message.New(message.Text("study", "text", "x")))
-		for { // wait for the hang-up, so that the next send dials
-			a.mu.Lock()
-			_, open := a.byAddr[z.addr[len("tcp://"):]]
-			a.mu.Unlock()
-			if !open {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		a.waitHangUp(z.addr)
 	}
 	a.mu.Lock()
 	route, pinned := a.routes[hIdent.ID()]
 	n := len(a.routes)
 	a.mu.Unlock()
 	if !pinned || n != maxRoutes {
-		t.Fatalf("after dials to Z (a fresh peer ID in each welcome) beyond maxRoutes: H's route kept %v (%s), %d routes; want kept and %d",
+		t.Fatalf("after dials to Z (a fresh peer ID in each welcome) with the routes full: H's route kept %v (%s), %d routes; want kept and %d",
 			pinned, route, n, maxRoutes)
+	}
+}
+
+// TestRouteAtAnAddressGoesWithItsPeer: Z, at one address, names a fresh
+// peer ID in each welcome, as a JXSE peer restarted on its port with a
+// new identity does. The route learned for the ID Z named before is
+// stale once Z answers as another: each dial leaves one route at Z's
+// address, the newest ID's. Before, one was kept per ID (a soak with
+// JXSE peers restarting: 4 → 41 routes, never fewer), until maxRoutes,
+// after which new peers learned none.
+func TestRouteAtAnAddressGoesWithItsPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newTarget(t)
+	var mu sync.Mutex
+	var last string
+	z := listenClaimant(t, claimantOpts{name: func(int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		last = freshPeerID().String()
+		return last
+	}, hangUpAfterFrame: true})
+	for i := range 5 {
+		a.Send(ctx, z.addr, "StudySvc", "ep", message.New(message.Text("study", "text", "x")))
+		a.waitHangUp(z.addr)
+		a.mu.Lock()
+		n := len(a.routes)
+		var who id.ID
+		for p, r := range a.routes {
+			if "tcp://"+r == z.addr {
+				who = p
+			}
+		}
+		a.mu.Unlock()
+		mu.Lock()
+		want := last
+		mu.Unlock()
+		if n != 1 || who.String() != want {
+			t.Fatalf("dial %d: %d routes, Z's address the route of %v; want 1, of %s", i+1, n, who, want)
+		}
+	}
+}
+
+// freshPeerID is a new peer ID in the net peer group.
+func freshPeerID() id.ID {
+	p, err := id.NewPeerID(id.NetPeerGroupID)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// routeCount is how many routes tr remembers.
+func (tr *Transport) routeCount() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.routes)
+}
+
+// waitHangUp waits until tr has no connection to addr (tcp://…): the
+// peer there hung up, so the next send dials.
+func (tr *Transport) waitHangUp(addr string) {
+	for {
+		tr.mu.Lock()
+		_, open := tr.byAddr[addr[len("tcp://"):]]
+		tr.mu.Unlock()
+		if !open {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
