@@ -312,6 +312,11 @@ type Bidi struct {
 	// lost is a possible loss of its messages that another Flush learnt
 	// of, for its own next Flush or Close (loss.go).
 	lost atomic.Pointer[endpoint.LostError]
+	// putting counts the other end's messages waiting for room in box;
+	// eofPending says its close came, to end the connection (io.EOF)
+	// once none waits (deliverBidi).
+	putting    atomic.Int32
+	eofPending atomic.Bool
 }
 
 func (s *Service) newBidi(a *adv.PipeAdvertisement, remote peer.ID, conn string) *Bidi {
@@ -513,12 +518,25 @@ func (s *Service) deliverBidi(ctx context.Context, d *endpoint.Delivery) {
 		default:
 		}
 		r := received(d, b.adv.ID)
-		if ok, _ := b.box.put(ctx, b.done, r, d); !ok {
+		b.putting.Add(1)
+		ok, _ := b.box.put(ctx, b.done, r, d)
+		if b.putting.Add(-1) == 0 && b.eofPending.Load() {
+			b.end(io.EOF)
+		}
+		if !ok {
 			r.recycle() // nobody saw it
 			d.Refuse("bidirectional pipe connection closed")
 		}
 	case opClose:
-		b.end(io.EOF)
+		// The other end's messages sent before its close are received
+		// before io.EOF. Those on the same stream are read first; but
+		// after a Send failed part-way the close comes on another stream,
+		// and may overtake a message that arrived on the old one and
+		// waits for room: the end waits for that (putting).
+		b.eofPending.Store(true)
+		if b.putting.Load() == 0 {
+			b.end(io.EOF)
+		}
 	}
 }
 

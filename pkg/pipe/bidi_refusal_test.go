@@ -2,6 +2,7 @@ package pipe_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // refusing is two services on connected nodes, the second with a queue of
@@ -217,4 +219,70 @@ func sendFailsThenEOF(t *testing.T, x, xb *pipe.Bidi) {
 	if n < 2 {
 		t.Fatalf("B received %d messages before io.EOF, want the 2 sent before the failure", n)
 	}
+}
+
+// TestBidiCloseNoticeAfterWaitingMessage: a close notice that overtakes
+// a message already arrived, which waits for room in the Bidi's queue,
+// ends the connection only after it: the other end receives both
+// messages, then io.EOF. After a Send fails part-way its notice comes on
+// a new endpoint stream while the message waits on the old one. Before,
+// the notice ended the connection at once and the waiting message was
+// refused: one message, then io.EOF (TestBidiAbortNoticeUnderRefusalFlood
+// failed so under load).
+func TestBidiCloseNoticeAfterWaitingMessage(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	ep, err := endpoint.New(nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := pipe.New(ep, pipe.WithQueueLen(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(); ep.Close() })
+	sa := newPipes(t, nodes[0])
+	l, err := sb.Listen(newAdv(t, adv.Unicast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x, xb := connected(t, sa, l, pipe.ToPeers(nodes[1].AddrInfo()))
+	defer x.Close()
+	before := ep.Stats().Received
+	sendTwo(t, x.Send) // the first fills xb's queue, the second waits for room
+	testutil.WaitFor(t, "the second message handed to the Bidi", func() bool { return ep.Stats().Received == before+2 })
+	// The notice, on a stream of its own.
+	st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Write(rawFrame(t, pipe.BidiService, "x/"+pipe.ConnID(x), message.New())); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the notice handed over", func() bool { return ep.Stats().Received == before+3 })
+	for i := range 2 {
+		if _, err := xb.Receive(ctx(t)); err != nil {
+			t.Fatalf("message %d of 2: %v", i+1, err)
+		}
+	}
+	if _, err := xb.Receive(ctx(t)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the 2 messages: %v, want io.EOF", err)
+	}
+}
+
+// rawFrame is an endpoint frame for service/param carrying m, as a peer
+// writes it on its stream.
+func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
+	t.Helper()
+	body, err := wire.Append(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := binary.AppendUvarint(nil, uint64(len(service))+1)
+	f = append(f, service...)
+	f = binary.AppendUvarint(f, uint64(len(param)))
+	f = append(f, param...)
+	f = binary.AppendUvarint(f, uint64(len(body)))
+	return append(f, body...)
 }

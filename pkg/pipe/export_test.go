@@ -42,3 +42,6 @@ func FlightWaiters(s *Service) int {
 	}
 	return n
 }
+
+// ConnID is b's connection ID, for tests that speak BidiService.
+func ConnID(b *Bidi) string { return b.conn }
