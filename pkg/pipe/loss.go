@@ -55,7 +55,8 @@ func (s *Service) sortLoss(e error, self any) (loss, mine bool) {
 }
 
 // named reports whether le is o's: it names o's pipe, or no destination
-// in particular and o sent to its peer since o's last Flush.
+// in particular and o sent to its peer since o's last Flush, or a Flush
+// of o is flushing that peer (the loss may be that Flush's own).
 func (o *OutputPipe) named(le *endpoint.LostError) bool {
 	if !le.Others {
 		return le.Has(DataService, o.key)
@@ -63,7 +64,7 @@ func (o *OutputPipe) named(le *endpoint.LostError) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_, ok := o.sentTo[le.Peer]
-	return ok
+	return ok || o.flushing[le.Peer] > 0
 }
 
 // noteLost keeps, for o's next Flush, that its messages to p may be lost.

@@ -2,6 +2,7 @@ package pipe_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
@@ -97,5 +98,41 @@ func TestFlushLossToBidi(t *testing.T) {
 	}
 	if err := x.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
 		t.Errorf("Bidi's Flush: %v, want ErrMaybeLost", err)
+	}
+}
+
+// TestFlushOthersLossIsOwn: a loss on a stream that carried messages to
+// more destinations than the endpoint names (17 output pipes to one peer)
+// names none in particular, and each pipe that sent to the peer reports
+// it, the one that flushes first included. Before, the first Flush had
+// already taken the peer from the pipe's peers sent to, did not count the
+// loss as its own, and returned nil ('Flush 0: <nil>') for a message on
+// the reset stream.
+func TestFlushOthersLossIsOwn(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	var outs []*pipe.OutputPipe
+	for range 17 {
+		_, _, o := unicast(t, sa, sb)
+		outs = append(outs, o)
+	}
+	for i, o := range outs {
+		if err := o.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	testutil.WaitFor(t, "the connection's end", func() bool {
+		return len(nodes[0].Host().Network().ConnsToPeer(nodes[1].ID())) == 0
+	})
+	// A Send finds the stream dead: the loss is the endpoint's, for the
+	// next Flush to the peer, naming no destination in particular.
+	if err := outs[16].Send(ctx(t), message.New(message.Text("", "n", "x"))); err == nil {
+		t.Fatal("a Send on the stream the peer's connection took with it succeeded")
+	}
+	for i, o := range outs {
+		if err := o.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+			t.Errorf("Flush %d: %v, want ErrMaybeLost", i, err)
+		}
 	}
 }

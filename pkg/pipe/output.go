@@ -60,6 +60,10 @@ type OutputPipe struct {
 	mu     sync.Mutex
 	sentTo map[peer.ID]struct{}    // peers sent to since the last Flush
 	noted  atomic.Pointer[binding] // the binding last added to sentTo
+	// flushing counts, per peer, the Flushes under way that took it from
+	// sentTo: a loss naming no destination in particular (sortLoss) is
+	// still the pipe's until they end.
+	flushing map[peer.ID]int
 
 	// refusals reported by peers, for the next Flush; under mu
 	refused  []*endpoint.RefusedError
@@ -478,6 +482,12 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	}
 	o.sentTo = nil
 	o.noted.Store(nil)
+	if len(peers) > 0 && o.flushing == nil {
+		o.flushing = map[peer.ID]int{}
+	}
+	for _, p := range peers {
+		o.flushing[p]++
+	}
 	o.mu.Unlock()
 	var errs []error
 	for _, p := range peers {
@@ -487,6 +497,13 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 			}
 		}
 	}
+	o.mu.Lock()
+	for _, p := range peers {
+		if o.flushing[p]--; o.flushing[p] == 0 {
+			delete(o.flushing, p)
+		}
+	}
+	o.mu.Unlock()
 	var err error
 	if lerr := o.takeLost(joinerr.Join(errs...)); lerr != nil {
 		errs = append(errs, lerr)
