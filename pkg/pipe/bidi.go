@@ -624,8 +624,8 @@ func (s *Service) refuse(to peer.ID, conn string) {
 }
 
 // sendRefusals sends to's queued refusals until none is left. A send
-// that fails (to does not read, or is gone) drops the rest, counted: the
-// next refusal starts afresh.
+// that fails (to does not read, or is gone) drops the rest, counted with
+// the one that failed: the next refusal starts afresh.
 func (s *Service) sendRefusals(to peer.ID) {
 	defer s.wg.Done()
 	for {
@@ -644,7 +644,7 @@ func (s *Service) sendRefusals(to peer.ID) {
 		cancel()
 		if err != nil {
 			s.mu.Lock()
-			s.refusalsDropped.Add(uint64(len(s.refusals[to])))
+			s.refusalsDropped.Add(uint64(len(s.refusals[to])) + 1) // with conn's
 			delete(s.refusals, to)
 			s.mu.Unlock()
 			return

@@ -2,6 +2,7 @@ package pipe_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
+	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // A peer floods this node with Bidi connect requests for a pipe bound
@@ -124,4 +126,39 @@ func floodRefusals(t *testing.T, s *pipe.Service, victim, h *node.Node) {
 		}
 	}()
 	testutil.WaitFor(t, "1,000 refusals dropped", func() bool { return s.Stats().BidiRefusalsDropped >= 1000 })
+}
+
+// TestBidiRefusalsToMuteDiallerCounted: a peer that speaks no endpoint
+// protocol (a raw stream) sends connect requests for a pipe bound nowhere;
+// the refusals to it cannot be sent, and every one is counted. Before, the
+// refusal whose send failed was not: 5 requests, BidiRefusalsDropped 4
+// (or fewer, as the requests and the failed sends interleave).
+func TestBidiRefusalsToMuteDiallerCounted(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	victim := newPipes(t, nodes[0])
+	st, err := nodes[1].Host().NewStream(ctx(t), nodes[0].ID(), endpoint.ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	body, err := wire.Append(nil, message.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []byte
+	for i := range 5 {
+		service, param := pipe.BidiService, fmt.Sprintf("c/nowhere/conn%d", i)
+		frames = binary.AppendUvarint(frames, uint64(len(service))+1)
+		frames = append(frames, service...)
+		frames = binary.AppendUvarint(frames, uint64(len(param)))
+		frames = append(frames, param...)
+		frames = binary.AppendUvarint(frames, uint64(len(body)))
+		frames = append(frames, body...)
+	}
+	if _, err := st.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "5 refusals counted", func() bool {
+		return victim.Stats().BidiRefusalsDropped == 5
+	})
 }

@@ -593,12 +593,13 @@ type Stats struct {
 	// connect requests (for a pipe not bound here, a listener closed or
 	// its backlog full) dropped unsent: a peer sent such requests faster
 	// than they are answered (more than 16 waiting), read none of the
-	// answers (a refusal not taken within 5 s drops the peer's others
-	// waiting), or more than 256 peers were being refused at once. The
-	// peers whose refusal was dropped see their Connect fail only at the
-	// resolve timeout (ErrRefused, "did not accept"); each peer's
-	// refusals are sent apart from every other's, so one that does not
-	// read delays no other's.
+	// answers or speaks no endpoint protocol (a refusal whose send
+	// fails, or is not taken within 5 s, is dropped with the peer's
+	// others waiting), or more than 256 peers were being refused at
+	// once. The peers whose refusal was dropped see their Connect fail
+	// only at the resolve timeout (ErrRefused, "did not accept"); each
+	// peer's refusals are sent apart from every other's, so one that
+	// does not read delays no other's.
 	BidiRefusalsDropped uint64
 	// BidisRefused counts bidirectional pipe connect requests refused
 	// because their peer already held WithBidisPerPeer connections here,
