@@ -754,17 +754,22 @@ func (b *Bidi) Err() error {
 func (b *Bidi) flush(ctx context.Context) error {
 	var rest []error
 	var own *endpoint.RefusedError
-	for _, e := range flatten(b.svc.ep.Flush(ctx, b.remote)) {
-		var re *endpoint.RefusedError
-		if loss, mine := b.svc.sortLoss(e, b); loss {
-			if mine {
+	if err := b.svc.flushPeer(ctx, b.remote, func(err error) error {
+		for _, e := range flatten(err) {
+			var re *endpoint.RefusedError
+			if loss, mine := b.svc.sortLoss(e, b); loss {
+				if mine {
+					rest = append(rest, e)
+				}
+			} else if errors.As(e, &re) && re.Service == BidiService && re.Param == b.dst.Param {
+				own = re
+			} else if e != nil && !b.svc.sortRefusal(e) {
 				rest = append(rest, e)
 			}
-		} else if errors.As(e, &re) && re.Service == BidiService && re.Param == b.dst.Param {
-			own = re
-		} else if e != nil && !b.svc.sortRefusal(e) {
-			rest = append(rest, e)
 		}
+		return nil
+	}); err != nil {
+		rest = append(rest, err) // ctx ended waiting for another Flush of the peer
 	}
 	if le := b.lost.Swap(nil); le != nil && !errors.Is(joinerr.Join(rest...), endpoint.ErrMaybeLost) {
 		rest = append(rest, le)

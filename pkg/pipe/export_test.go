@@ -45,3 +45,6 @@ func FlightWaiters(s *Service) int {
 
 // ConnID is b's connection ID, for tests that speak BidiService.
 func ConnID(b *Bidi) string { return b.conn }
+
+// SetFlushHooks sets testHookFlushWaits and testHookPeerFlushed (loss.go).
+func SetFlushHooks(waits, flushed func()) { testHookFlushWaits, testHookPeerFlushed = waits, flushed }

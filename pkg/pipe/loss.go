@@ -1,7 +1,9 @@
 package pipe
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -16,7 +18,9 @@ import (
 // next Flush; a loss that names no destination in particular goes to
 // every output pipe that sent to the peer since its last Flush, and to
 // every Bidi with it that sent anything. Pipes closed since have nobody
-// to report to.
+// to report to. A peer's Flushes run one at a time with that sorting
+// (flushPeer): a loss one Flush hands to another pipe is then noted
+// before that pipe's own Flush of the peer looks for it.
 
 // sortLoss hands the possible loss e reports, if e is one, to the output
 // pipes and Bidis it names other than self (an *OutputPipe or *Bidi);
@@ -101,3 +105,61 @@ func (b *Bidi) named(le *endpoint.LostError) bool {
 func (b *Bidi) noteLost() {
 	b.lost.CompareAndSwap(nil, &endpoint.LostError{Peer: b.remote, Dests: []endpoint.Destination{{Service: BidiService, Param: b.dst.Param}}})
 }
+
+// flushLock is one peer's Flush token; n counts its holder and waiters,
+// under Service.mu, so that it is dropped when unused.
+type flushLock struct {
+	ch chan struct{}
+	n  int
+}
+
+// flushPeer flushes the endpoint to p and sorts what it reports (sort:
+// refusals and losses, for the pipes they belong to), one Flush of p at
+// a time. It fails only if ctx ends while another Flush of p holds the
+// token; otherwise it returns what sort does.
+func (s *Service) flushPeer(ctx context.Context, p peer.ID, sort func(error) error) error {
+	s.mu.Lock()
+	l := s.flushLocks[p]
+	if l == nil {
+		l = &flushLock{ch: make(chan struct{}, 1)}
+		if s.flushLocks == nil {
+			s.flushLocks = map[peer.ID]*flushLock{}
+		}
+		s.flushLocks[p] = l
+	}
+	l.n++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(s.flushLocks, p)
+		}
+		s.mu.Unlock()
+	}()
+	select {
+	case l.ch <- struct{}{}:
+	default:
+		if testHookFlushWaits != nil {
+			testHookFlushWaits()
+		}
+		select {
+		case l.ch <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("pipe: flushing to %s: %w", p, ctx.Err())
+		}
+	}
+	defer func() { <-l.ch }()
+	err := s.ep.Flush(ctx, p)
+	if testHookPeerFlushed != nil {
+		testHookPeerFlushed()
+	}
+	if err == nil {
+		return nil
+	}
+	return sort(err)
+}
+
+// Test hooks, set by tests: testHookFlushWaits runs when a Flush of a
+// peer waits for another's, testHookPeerFlushed when the endpoint's
+// Flush returned, before its report is sorted.
+var testHookFlushWaits, testHookPeerFlushed func()

@@ -3,6 +3,7 @@ package pipe_test
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
@@ -134,5 +135,54 @@ func TestFlushOthersLossIsOwn(t *testing.T) {
 		if err := o.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
 			t.Errorf("Flush %d: %v, want ErrMaybeLost", i, err)
 		}
+	}
+}
+
+// TestConcurrentFlushGetsHandedLoss: two output pipes to one peer whose
+// stream was reset under both; the first's Flush learns of the loss and
+// hands the second its part, while the second's Flush has begun. The
+// second's Flush reports it: a peer's Flushes run one at a time with
+// the sorting of what they learn. Before, the second's Flush could run
+// between the first's endpoint Flush and its sorting, find no loss left
+// and return nil (the red team: 3 of 100 runs).
+func TestConcurrentFlushGetsHandedLoss(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1])
+	_, _, first := unicast(t, sa, sb)
+	_, _, second := unicast(t, sa, sb)
+	for _, out := range []*pipe.OutputPipe{first, second} {
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	firstFlushed, secondWaits, secondEnded := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var flushed, waited atomic.Bool
+	pipe.SetFlushHooks(func() {
+		if !waited.Swap(true) {
+			close(secondWaits)
+		}
+	}, func() {
+		if !flushed.Swap(true) { // the first Flush's: pause it
+			close(firstFlushed)
+			select { // until the second Flush waits for it, or is over
+			case <-secondWaits:
+			case <-secondEnded:
+			}
+		}
+	})
+	t.Cleanup(func() { pipe.SetFlushHooks(nil, nil) })
+	secondErr := make(chan error, 1)
+	go func() {
+		<-firstFlushed
+		err := second.Flush(ctx(t))
+		close(secondEnded)
+		secondErr <- err
+	}()
+	if err := first.Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("first pipe's Flush: %v, want ErrMaybeLost", err)
+	}
+	if err := <-secondErr; !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("second pipe's Flush, begun while the first sorted the loss: %v, want ErrMaybeLost", err)
 	}
 }

@@ -491,10 +491,8 @@ func (o *OutputPipe) Flush(ctx context.Context) error {
 	o.mu.Unlock()
 	var errs []error
 	for _, p := range peers {
-		if err := o.svc.ep.Flush(ctx, p); err != nil {
-			if err = o.sortRefusals(err); err != nil {
-				errs = append(errs, err)
-			}
+		if err := o.svc.flushPeer(ctx, p, o.sortRefusals); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	o.mu.Lock()

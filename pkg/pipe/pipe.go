@@ -472,6 +472,9 @@ type Service struct {
 	inputs map[string]*InputPipe // by Key: unicast and secure inputs
 	// flights are the resolutions Resolve callers share, by flightKey.
 	flights map[string]*flight
+	// flushLocks serialise each peer's Flushes with the sorting of what
+	// they learn (loss.go). Under mu.
+	flushLocks map[peer.ID]*flushLock
 	// jxtaPipes are the pipes bound for JXTA peers only (jxtasession.go),
 	// by pipe ID.
 	jxtaPipes map[string]bool
