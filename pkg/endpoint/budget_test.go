@@ -22,22 +22,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
-// rawFrame is an endpoint frame for service/param carrying m, built by
-// hand as a hostile peer would.
-func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
-	t.Helper()
-	body, err := wire.Append(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := binary.AppendUvarint(nil, uint64(len(service))+1)
-	f = append(f, service...)
-	f = binary.AppendUvarint(f, uint64(len(param)))
-	f = append(f, param...)
-	f = binary.AppendUvarint(f, uint64(len(body)))
-	return append(f, body...)
-}
-
 // TestUnfinishedFramesBoundedByBudget is issue 21's row 1 at a quarter of
 // the default scale: a peer opens the most streams it may, sends on each a
 // maximum-size frame but its last byte, and stops. Unfinished frames count
@@ -63,7 +47,7 @@ func TestUnfinishedFramesBoundedByBudget(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	ch, l := collector(1)
 	b.Register("x", "", l)
-	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-64))))
+	frame := testutil.EndpointFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-64))))
 	if len(frame) > maxMsg+16 {
 		t.Fatalf("frame of %d bytes", len(frame))
 	}
@@ -130,7 +114,7 @@ func TestStalledFrameTimesOut(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	ch, l := collector(1)
 	b.Register("x", "", l)
-	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, 1<<20-256))))
+	frame := testutil.EndpointFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, 1<<20-256))))
 	st, err := nodes[0].Host().NewStream(ctx(t), nodes[1].ID(), endpoint.ProtocolID)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +324,7 @@ func TestRefusalsCostNoMoreThanFrames(t *testing.T) {
 	defer st.Reset()
 	const frames = 20000
 	svc, param := strings.Repeat("s", endpoint.MaxNameLen), strings.Repeat("p", endpoint.MaxNameLen)
-	w := rawFrame(t, svc, param, message.New())
+	w := testutil.EndpointFrame(t, svc, param, message.New())
 	empty, err := wire.Append(nil, message.New())
 	if err != nil {
 		t.Fatal(err)
@@ -511,7 +495,7 @@ func TestSlowFramesShed(t *testing.T) {
 	t.Cleanup(func() { victim.Close() })
 	ch, l := collector(16)
 	victim.Register("x", "", l)
-	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
+	frame := testutil.EndpointFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	defer func() { close(stop); wg.Wait() }()
@@ -589,7 +573,7 @@ func TestSlowFrameNotShedForAnotherPeersWait(t *testing.T) {
 		held = append(held, d.Unhold)
 		mu.Unlock()
 	}))
-	frame := rawFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
+	frame := testutil.EndpointFrame(t, "x", "", message.New(message.Bytes("", "b", make([]byte, maxMsg-256))))
 	st, err := nodes[1].Host().NewStream(ctx(t), nodes[0].ID(), endpoint.ProtocolID)
 	if err != nil {
 		t.Fatal(err)

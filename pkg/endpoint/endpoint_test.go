@@ -472,7 +472,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Reset()
-	if _, err := st.Write(rawFrame(t, "s", "", message.New(message.Text("", "n", "x")))); err != nil {
+	if _, err := st.Write(testutil.EndpointFrame(t, "s", "", message.New(message.Text("", "n", "x")))); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, ch)

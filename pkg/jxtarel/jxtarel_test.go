@@ -664,24 +664,11 @@ func TestIdleProbe(t *testing.T) {
 // A block already taken, sent again, means the acknowledgement was lost:
 // the receiver sends it again (the package doc).
 func TestTakenBlockRepeatsAck(t *testing.T) {
-	var mu sync.Mutex
-	var cums []int32
-	r, err := jxtarel.New(func(_ context.Context, m *message.Message) error {
-		e, _ := m.Get(jxtarel.Namespace, "ack")
-		if cum, _, err := jxtarel.ParseAck(e.Data); err == nil {
-			mu.Lock()
-			cums = append(cums, cum)
-			mu.Unlock()
-		}
-		return nil
-	})
+	var rec ackRecorder
+	r, err := jxtarel.New(func(_ context.Context, m *message.Message) error { rec.record(m); return nil })
 	noErr(t, err)
 	defer r.Close()
-	acks := func() []int32 {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(cums)
-	}
+	acks := rec.acks
 	r.Handle(block(1, []byte("one")))
 	_, err = r.Receive(context.Background())
 	noErr(t, err)
@@ -702,26 +689,16 @@ func TestTakenBlockRepeatsAck(t *testing.T) {
 // acknowledgement, so the peer reported blocks that had arrived as
 // unacknowledged ("blocks sent were not acknowledged: 1 of them").
 func TestCloseAcknowledgesBlocksTaken(t *testing.T) {
-	var mu sync.Mutex
-	var calls int
-	var cums []int32
+	var rec ackRecorder
+	var calls atomic.Int64
 	stalled := make(chan struct{})
 	r, err := jxtarel.New(func(ctx context.Context, m *message.Message) error {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n == 1 { // the first acknowledgement stalls until cancelled
+		if calls.Add(1) == 1 { // the first acknowledgement stalls until cancelled
 			close(stalled)
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		e, _ := m.Get(jxtarel.Namespace, "ack")
-		if cum, _, err := jxtarel.ParseAck(e.Data); err == nil {
-			mu.Lock()
-			cums = append(cums, cum)
-			mu.Unlock()
-		}
+		rec.record(m)
 		return nil
 	})
 	noErr(t, err)
@@ -730,9 +707,7 @@ func TestCloseAcknowledgesBlocksTaken(t *testing.T) {
 	noErr(t, err)
 	<-stalled
 	noErr(t, r.Close())
-	mu.Lock()
-	defer mu.Unlock()
-	equal(t, []int32{1}, cums)
+	equal(t, []int32{1}, rec.acks())
 
 	// Nothing owed, nothing sent: a connection whose acknowledgements
 	// went out sends none at Close, nor does one that failed.
@@ -749,4 +724,27 @@ func TestCloseAcknowledgesBlocksTaken(t *testing.T) {
 	noErr(t, q.Close())
 	noErr(t, q.Close())
 	equal(t, int64(1), sent.Load())
+}
+
+// ackRecorder keeps the cumulative acknowledgements a connection sends.
+type ackRecorder struct {
+	mu   sync.Mutex
+	cums []int32
+}
+
+// record keeps m's acknowledgement, if it is one.
+func (a *ackRecorder) record(m *message.Message) {
+	e, _ := m.Get(jxtarel.Namespace, "ack")
+	if cum, _, err := jxtarel.ParseAck(e.Data); err == nil {
+		a.mu.Lock()
+		a.cums = append(a.cums, cum)
+		a.mu.Unlock()
+	}
+}
+
+// acks returns the acknowledgements kept so far.
+func (a *ackRecorder) acks() []int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.cums)
 }

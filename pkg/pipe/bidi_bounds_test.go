@@ -85,17 +85,8 @@ func TestBidiBacklogShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	type result struct {
-		b   *pipe.Bidi
-		err error
-	}
-	results := make(chan result, 2*share+2)
-	connect := func(s *pipe.Service) {
-		go func() {
-			b, err := s.Connect(ctx(t), a)
-			results <- result{b, err}
-		}()
-	}
+	results := make(chan connectResult, 2*share+2)
+	connect := func(s *pipe.Service) { connectAsync(t, s, a, results) }
 	var held []*pipe.Bidi
 	defer func() {
 		for _, b := range held {
@@ -228,17 +219,9 @@ func TestBidiBacklogFullCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	type result struct {
-		b   *pipe.Bidi
-		err error
-	}
-	results := make(chan result, 5)
+	results := make(chan connectResult, 5)
 	for i := range 5 { // one peer on each of five hosts
-		s := newPipes(t, testutil.NodeOnHost(t, fmt.Sprintf("127.0.0.%d", 2+i), server))
-		go func() {
-			b, err := s.Connect(ctx(t), a)
-			results <- result{b, err}
-		}()
+		connectAsync(t, newPipes(t, testutil.NodeOnHost(t, fmt.Sprintf("127.0.0.%d", 2+i), server)), a, results)
 		if i < 4 {
 			testutil.WaitFor(t, "the request in the backlog", func() bool { return pipe.BacklogLen(l) == i+1 })
 		}
@@ -263,4 +246,19 @@ func TestBidiBacklogFullCounted(t *testing.T) {
 			defer r.b.Close()
 		}
 	}
+}
+
+// connectResult is what a Connect returned.
+type connectResult struct {
+	b   *pipe.Bidi
+	err error
+}
+
+// connectAsync connects s to a on a goroutine of its own, its result to
+// results.
+func connectAsync(t *testing.T, s *pipe.Service, a *adv.PipeAdvertisement, results chan<- connectResult) {
+	go func() {
+		b, err := s.Connect(ctx(t), a)
+		results <- connectResult{b, err}
+	}()
 }

@@ -2,7 +2,6 @@ package pipe_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
-	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
 // refusing is two services on connected nodes, the second with a queue of
@@ -231,16 +229,8 @@ func sendFailsThenEOF(t *testing.T, x, xb *pipe.Bidi) {
 // failed so under load).
 func TestBidiCloseNoticeAfterWaitingMessage(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
-	ep, err := endpoint.New(nodes[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := pipe.New(ep, pipe.WithQueueLen(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close(); ep.Close() })
-	sa := newPipes(t, nodes[0])
+	sa, sb := newPipes(t, nodes[0]), newPipes(t, nodes[1], pipe.WithQueueLen(1))
+	ep := sb.Endpoint()
 	l, err := sb.Listen(newAdv(t, adv.Unicast))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +247,7 @@ func TestBidiCloseNoticeAfterWaitingMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Write(rawFrame(t, pipe.BidiService, "x/"+pipe.ConnID(x), message.New())); err != nil {
+	if _, err := st.Write(testutil.EndpointFrame(t, pipe.BidiService, "x/"+pipe.ConnID(x), message.New())); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the notice handed over", func() bool { return ep.Stats().Received == before+3 })
@@ -269,20 +259,4 @@ func TestBidiCloseNoticeAfterWaitingMessage(t *testing.T) {
 	if _, err := xb.Receive(ctx(t)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the 2 messages: %v, want io.EOF", err)
 	}
-}
-
-// rawFrame is an endpoint frame for service/param carrying m, as a peer
-// writes it on its stream.
-func rawFrame(t *testing.T, service, param string, m *message.Message) []byte {
-	t.Helper()
-	body, err := wire.Append(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := binary.AppendUvarint(nil, uint64(len(service))+1)
-	f = append(f, service...)
-	f = binary.AppendUvarint(f, uint64(len(param)))
-	f = append(f, param...)
-	f = binary.AppendUvarint(f, uint64(len(body)))
-	return append(f, body...)
 }
