@@ -24,6 +24,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/english"
 	"github.com/p2pmsg/p2pmsg/internal/interrupt"
+	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/jxtarel"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
@@ -257,8 +258,8 @@ const maxErrorLine = 160
 // shortError is err as one line that leads with its root cause when one
 // is recognised (a refused or reset connection, an unreachable host or
 // peer, a timeout, a peer with another identity than expected, a stream
-// the peer reset or ended with data missing), followed by what was being
-// done, cut to maxErrorLine.
+// the peer reset or ended with data missing, a peer gone), followed by
+// what was being done, cut to maxErrorLine.
 func shortError(err error) string {
 	s := oneLine(withoutSentinelPackages(err, err.Error()))
 	if r := refusal(err); r != "" {
@@ -282,6 +283,10 @@ func shortError(err error) string {
 		cause = "the peer at that address has another peer ID"
 	case errors.As(err, &reset) && reset.Remote:
 		cause = "the peer reset the stream"
+	case errors.Is(err, pipe.ErrPeerGone), errors.Is(err, endpoint.ErrPeerGone):
+		// The receiver closed or shut down (it asks its senders to end
+		// their streams first), restarted, or its connection was lost.
+		cause = "the peer went away"
 	}
 	if cause == "" {
 		return s
