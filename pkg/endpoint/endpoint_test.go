@@ -3,13 +3,17 @@ package endpoint_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
@@ -456,6 +460,70 @@ func TestShutdownAsksIdleSendersToEnd(t *testing.T) {
 		if err := s.Flush(ctx(t), nodes[1].ID()); err != nil {
 			t.Errorf("sender %d's flush, after the receiver shut down: %v", i, err)
 		}
+	}
+}
+
+// TestGoingAwayReceiverThatStalls: a receiver that asks its sender to
+// end the stream (the going-away record) and then neither reads nor ends
+// its side holds the sender's writes to it at most 10 s: the stream is
+// then reset, and the sender's Flush reports that its message may be
+// lost, rather than wait for the receiver (a hostile peer's stall).
+func TestGoingAwayReceiverThatStalls(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	held := make(chan network.Stream, 1)
+	nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+		// A hello (version 2, a 64 MiB limit), then the first frame read,
+		// then the record, then nothing.
+		hello := binary.AppendUvarint(binary.AppendUvarint([]byte{'H'}, 2), 64<<20)
+		if _, err := st.Write(hello); err != nil {
+			st.Reset()
+			return
+		}
+		if _, err := st.Read(make([]byte, 1)); err != nil {
+			st.Reset()
+			return
+		}
+		st.Write([]byte{'G'})
+		held <- st
+	})
+	defer func() {
+		select {
+		case st := <-held:
+			st.Reset()
+		default:
+		}
+	}()
+	ending := make(chan struct{})
+	var once sync.Once
+	endpoint.SetGoingAwayHook(func() { once.Do(func() { close(ending) }) })
+	t.Cleanup(func() { endpoint.SetGoingAwayHook(nil) })
+	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "s", ""), message.New(message.Text("", "n", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	<-ending // the sender is ending the stream, waiting for the receiver's end
+	err := a.Flush(ctx(t), nodes[1].ID())
+	if !errors.Is(err, endpoint.ErrMaybeLost) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush after the receiver stalled its going away: %v, want ErrMaybeLost before its ctx ends", err)
+	}
+}
+
+// TestGoingAwayBeforeHello: a going-away record before the receiver's
+// hello is out of order: the sender resets the stream as for any record
+// that lies, and its Flush says the message may be lost (ErrFrame).
+func TestGoingAwayBeforeHello(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a := newService(t, nodes[0])
+	nodes[1].Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+		defer st.Reset()
+		st.Write(binary.AppendUvarint(binary.AppendUvarint([]byte{'G', 'H'}, 2), 64<<20))
+		io.Copy(io.Discard, st)
+	})
+	if err := a.Send(ctx(t), endpoint.PeerAddress(nodes[1].ID(), "s", ""), message.New(message.Text("", "n", "x"))); err != nil {
+		return // the stream was reset before the message went: Send said so
+	}
+	if err := a.Flush(ctx(t), nodes[1].ID()); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Fatalf("Flush after a going-away record before the hello: %v, want ErrMaybeLost", err)
 	}
 }
 

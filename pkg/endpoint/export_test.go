@@ -91,3 +91,6 @@ func HoldWriter(s *Service, p peer.ID) (release func()) {
 	snd.lock <- struct{}{}
 	return func() { <-snd.lock }
 }
+
+// SetGoingAwayHook sets testHookGoingAway.
+func SetGoingAwayHook(f func()) { testHookGoingAway = f }

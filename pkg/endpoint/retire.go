@@ -256,6 +256,9 @@ func (snd *sender) endGoingAway(st network.Stream, b *back) {
 	snd.st, snd.back, snd.unacked, snd.dests = nil, nil, 0, dests{}
 	snd.pend, snd.spare = nil, nil
 	snd.mu.Unlock()
+	if testHookGoingAway != nil {
+		testHookGoingAway()
+	}
 	stop := context.AfterFunc(ctx, func() { st.Reset() })
 	defer stop()
 	err := snd.watch.prepare(context.Background(), st, &snd.deadline)
@@ -281,6 +284,10 @@ func (snd *sender) endGoingAway(st network.Stream, b *back) {
 	}
 	st.Close()
 }
+
+// testHookGoingAway, if set (by tests), runs once endGoingAway holds the
+// token and has taken the stream.
+var testHookGoingAway func()
 
 // streamEnded drops the queue's buffers once st's back channel has ended
 // (the peer ended or reset the stream, or went away) if nothing is queued
