@@ -44,46 +44,43 @@ func Link(re *runtime.RunEnv) (string, linkemu.Link, error) {
 	return lab.ResolveLink(profile, o)
 }
 
-func intParam(re *runtime.RunEnv, name string) (int64, error) {
+// numParam reads a number parameter (Testground writes numbers as JSON);
+// set is false when it is absent or empty. what names the number in the
+// error.
+func numParam(re *runtime.RunEnv, name, what string) (v float64, set bool, err error) {
 	s, ok := re.TestInstanceParams[name]
 	if !ok || s == "" {
-		return -1, nil
+		return 0, false, nil
 	}
-	v, err := strconv.ParseFloat(s, 64) // Testground writes numbers as JSON
-	if err != nil {
-		return 0, fmt.Errorf("parameter %s: %q is not a number", name, s)
+	if v, err = strconv.ParseFloat(s, 64); err != nil {
+		return 0, false, fmt.Errorf("parameter %s: %q is not %s", name, s, what)
+	}
+	return v, true, nil
+}
+
+func intParam(re *runtime.RunEnv, name string) (int64, error) {
+	v, set, err := numParam(re, name, "a number")
+	if err != nil || !set {
+		return -1, err
 	}
 	return int64(v), nil
 }
 
+// msParam reads milliseconds; negative and absent keep the profile's (-1).
 func msParam(re *runtime.RunEnv, name string) (time.Duration, error) {
-	s, ok := re.TestInstanceParams[name]
-	if !ok || s == "" {
-		return -1, nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parameter %s: %q is not a number of milliseconds", name, s)
-	}
-	if v < 0 {
-		return -1, nil
+	v, set, err := numParam(re, name, "a number of milliseconds")
+	if err != nil || !set || v < 0 {
+		return -1, err
 	}
 	return time.Duration(v * float64(time.Millisecond)), nil
 }
 
-// pctParam reads a percentage parameter as a fraction; -1 (or any
-// negative value) and absent keep the profile's.
+// pctParam reads a percentage as a fraction; negative and absent keep
+// the profile's (-1).
 func pctParam(re *runtime.RunEnv, name string) (float64, error) {
-	s, ok := re.TestInstanceParams[name]
-	if !ok || s == "" {
-		return -1, nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parameter %s: %q is not a percentage", name, s)
-	}
-	if v < 0 {
-		return -1, nil
+	v, set, err := numParam(re, name, "a percentage")
+	if err != nil || !set || v < 0 {
+		return -1, err
 	}
 	return v / 100, nil
 }
