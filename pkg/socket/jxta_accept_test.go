@@ -56,10 +56,10 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 			h.answers.Add(1)
 		}
 	}
-	// A small receive buffer, fixed: the kernel can make little room in
-	// it by compacting what waits there (and then let a few answers
-	// through), and fewer queries fill it.
-	d := &net.Dialer{Control: smallReceiveBuffer}
+	// A receive buffer of fixed size: autotuned, it would grow and let
+	// more answers through whenever the connection looked stuck
+	// (fixedReceiveBuffer says why not the smallest).
+	d := &net.Dialer{Control: fixedReceiveBuffer}
 	if h.t, err = jxtatcp.New(h.ident, handler, jxtatcp.WithUnsigned(), jxtatcp.WithDialer(d.DialContext)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,5 +4,5 @@ package socket_test
 
 import "syscall"
 
-// smallReceiveBuffer leaves the receive buffer as it is here.
-func smallReceiveBuffer(_, _ string, _ syscall.RawConn) error { return nil }
+// fixedReceiveBuffer leaves the receive buffer as it is here.
+func fixedReceiveBuffer(_, _ string, _ syscall.RawConn) error { return nil }
