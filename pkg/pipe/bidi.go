@@ -612,7 +612,7 @@ func (s *Service) refuse(to peer.ID, conn string) {
 		return
 	}
 	q, busy := s.refusals[to]
-	if (busy && len(q) >= maxRefusalsPerPeer) || (!busy && len(s.refusals) >= maxRefusalPeers) {
+	if (busy && len(q) >= maxRefusalsPerPeer) || (!busy && len(s.refusals) >= s.refusalPeers) {
 		s.refusalsDropped.Add(1)
 		return
 	}

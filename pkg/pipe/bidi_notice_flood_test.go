@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,12 +82,84 @@ func TestBidiRefusalNotDelayedByStalledPeer(t *testing.T) {
 	}
 }
 
-// floodRefusals has node h send victim (whose pipe service is s) connect
-// requests for a pipe bound nowhere until the test ends, its endpoint
-// streams from victim held unread (a Send that fails is tried again),
-// and returns once s has dropped 1,000 refusals: its queue is full and
-// stays so.
+// More peers than may have refusals sent to them at once (2 here,
+// maxRefusalPeers in use) flood this node with connect requests for a
+// pipe bound nowhere and read none of what it sends them: at most that
+// many peers' refusals are being sent at any time, one goroutine each,
+// and the others' are dropped, counted. Without the bound, every
+// flooder held a goroutine sending its refusals.
+func TestBidiRefusalPeersBounded(t *testing.T) {
+	const bound = 2
+	nodes := testutil.NewConnectedNodes(t, bound+2)
+	ep, err := endpoint.New(nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := pipe.New(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close(); ep.Close() })
+	pipe.SetRefusalPeers(victim, bound)
+	var most atomic.Int64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(pipe.RefusalPeers(victim)); n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	for _, h := range nodes[1:] {
+		startRefusalFlood(t, nodes[0], h)
+		// The stream to the flooder full, as the flood alone would
+		// leave it only after thousands of refusals: each refusal
+		// sender then holds its place.
+		big := message.New(message.Bytes("", "fill", make([]byte, 16<<10)))
+		for i := 0; ; i++ {
+			if i == 1000 {
+				t.Fatal("16 MiB queued to a peer that reads nothing")
+			}
+			sctx, cancel := context.WithTimeout(ctx(t), time.Second)
+			err := ep.Send(sctx, endpoint.PeerAddress(h.ID(), "fill", ""), big)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testutil.WaitFor(t, "every place taken", func() bool { return pipe.RefusalPeers(victim) >= bound })
+	dropped := victim.Stats().BidiRefusalsDropped
+	testutil.WaitFor(t, "1,000 more refusals dropped", func() bool { return victim.Stats().BidiRefusalsDropped >= dropped+1000 })
+	close(stop)
+	<-sampled
+	if n := most.Load(); n > bound {
+		t.Fatalf("refusals sent to %d peers at once; want at most %d", n, bound)
+	}
+}
+
+// floodRefusals has node h flood victim (whose pipe service is s) with
+// connect requests (startRefusalFlood) and returns once s has dropped
+// 1,000 refusals: its queue for h is full and stays so.
 func floodRefusals(t *testing.T, s *pipe.Service, victim, h *node.Node) {
+	t.Helper()
+	startRefusalFlood(t, victim, h)
+	testutil.WaitFor(t, "1,000 refusals dropped", func() bool { return s.Stats().BidiRefusalsDropped >= 1000 })
+}
+
+// startRefusalFlood has node h send victim connect requests for a pipe
+// bound nowhere until the test ends, its endpoint streams from victim
+// held unread (a Send that fails is tried again).
+func startRefusalFlood(t *testing.T, victim, h *node.Node) {
 	t.Helper()
 	hep, err := endpoint.New(h)
 	if err != nil {
@@ -125,7 +198,6 @@ func floodRefusals(t *testing.T, s *pipe.Service, victim, h *node.Node) {
 			}
 		}
 	}()
-	testutil.WaitFor(t, "1,000 refusals dropped", func() bool { return s.Stats().BidiRefusalsDropped >= 1000 })
 }
 
 // TestBidiRefusalsToMuteDiallerCounted: a peer that speaks no endpoint

@@ -48,3 +48,20 @@ func ConnID(b *Bidi) string { return b.conn }
 
 // SetFlushHooks sets testHookFlushWaits and testHookPeerFlushed (loss.go).
 func SetFlushHooks(waits, flushed func()) { testHookFlushWaits, testHookPeerFlushed = waits, flushed }
+
+// SetRefusalPeers sets how many peers' refusals s sends at once
+// (maxRefusalPeers otherwise), so that a test can exceed it with a few
+// peers.
+func SetRefusalPeers(s *Service, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusalPeers = n
+}
+
+// RefusalPeers reports how many peers' refusals s is sending: one
+// goroutine each.
+func RefusalPeers(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.refusals)
+}

@@ -499,8 +499,10 @@ type Service struct {
 	senders    sync.Map
 	sendersGen atomic.Uint64
 	// refusals are the Bidi refusals waiting to be sent, by peer
-	// (bidi.go). Under mu.
-	refusals map[peer.ID][]string
+	// (bidi.go), for at most refusalPeers peers at once
+	// (maxRefusalPeers; fewer in tests). Under mu.
+	refusals     map[peer.ID][]string
+	refusalPeers int
 	// undelivered counts, per pipe key, messages refused by their
 	// receiver that a Flush learnt of on another output pipe's behalf,
 	// for the keys in outputs, the unicast and secure output pipes open
@@ -670,7 +672,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
 		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, seqnoTables: map[string]*seqnos{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, peerBidis: map[peer.ID]int{}, peerIncoming: map[peer.ID]int{}, topics: map[string]*topicRef{},
-		refusals: map[peer.ID][]string{},
+		refusals: map[peer.ID][]string{}, refusalPeers: maxRefusalPeers,
 	}
 	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {
 		cancel()
