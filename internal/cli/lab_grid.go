@@ -85,8 +85,8 @@ every choice's AMTT per link), or --json one object per cell and choice;
 excess over the best fixed choice per cell) and ` + runFile + ` (the command line,
 when, the commit or why it is unknown, the machine and its load), and
 ` + gridSwitchFile + `, the link-change report, only when the link-change run ran: not
-with --switch=false (which removes an earlier run's ` + gridSwitchFile + ` from DIR),
-nor with --from. Progress goes to stderr, auto's decisions to --trace FILE
+with --switch=false (which removes an earlier run's ` + gridSwitchFile + ` from DIR);
+with --from, the ` + runFile + ` and ` + gridSwitchFile + ` beside FILE are copied, or DIR's removed. Progress goes to stderr, auto's decisions to --trace FILE
 (every one of a document's first 200 timed rounds, then one in 20).
 --from FILE reports an earlier run's JSON lines again.`,
 		Args: cobra.NoArgs,
@@ -181,8 +181,13 @@ nor with --from. Progress goes to stderr, auto's decisions to --trace FILE
 					if err := writeGridFiles(out, res, nil); err != nil {
 						return err
 					}
-					if err := provenance.Copy(filepath.Dir(from), out); err != nil {
-						return err
+					// The earlier run's link-change report goes with
+					// its results; an older one in --out would read as
+					// that run's.
+					for _, name := range []string{provenance.File, gridSwitchFile} {
+						if err := provenance.CopyFile(filepath.Dir(from), out, name); err != nil {
+							return err
+						}
 					}
 				}
 				if asJSON {
@@ -284,7 +289,7 @@ nor with --from. Progress goes to stderr, auto's decisions to --trace FILE
 	f.StringVar(&switchTo, "switch-to", "dsl", "link after the change")
 	f.StringVar(&switchDoc, "switch-doc", lab.DefaultSwitchDoc, "document of the link-change run")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per cell and choice per line")
-	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridChartFile+", "+runFile+" and, when the link-change run ran (not with --switch=false or --from), "+gridSwitchFile+" into this directory")
+	f.StringVar(&out, "out", "", "also write "+gridJSONFile+", "+gridMarkdownFile+", "+gridChartFile+", "+runFile+" and, when the link-change run ran (not with --switch=false; with --from, the one beside FILE), "+gridSwitchFile+" into this directory")
 	f.StringVar(&traceFile, "trace", "", "write auto's decisions to this file (tracing them adds to auto's time on the fastest links)")
 	f.StringVar(&from, "from", "", "run nothing: report the JSON lines of an earlier run from this file (as Markdown, or with --json as JSON lines; the measuring flags are refused)")
 	f.StringVar(&modelsFile, "models", "", "load the sender's models from this file and save them back (default: start empty)")

@@ -55,9 +55,13 @@ func TestLabGrid(t *testing.T) {
 	}
 	checkRunFile(t, out, "p2pmsg", "lab", "grid", "--profile=loopback", "--docs=employees-1,random-4K", "--choices=identity,s2:1",
 		"--trials=3", "--warmup=1", "--budget=0s", "--switch=false", "--json=true", "--out="+out)
-	// Reports of an earlier run carry its run.json, not this command's;
-	// without one beside them, an older run.json in --out goes.
+	// Reports of an earlier run carry its run.json, not this command's,
+	// and its switch.md; without them beside the run's results, older
+	// ones in --out go.
 	again := t.TempDir()
+	if err := os.WriteFile(filepath.Join(again, "switch.md"), []byte("# Link change lan → dsl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(out, "grid.jsonl"), "--out", again); r.code != 0 {
 		t.Fatalf("--from: exit %d: %s", r.code, r.stderr)
 	}
@@ -73,6 +77,19 @@ func TestLabGrid(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(again, "run.json")); err == nil {
 		t.Errorf("--from reports with no run.json left another run's in --out")
+	}
+	if _, err := os.Stat(filepath.Join(again, "switch.md")); err == nil {
+		t.Errorf("--from reports of a run without switch.md left another run's in --out")
+	}
+	// One made by a run beside its results goes with them.
+	if err := os.WriteFile(filepath.Join(bare, "switch.md"), []byte("# Link change cable → t1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(bare, "grid.jsonl"), "--out", again); r.code != 0 {
+		t.Fatalf("--from: exit %d: %s", r.code, r.stderr)
+	}
+	if b := readFile(t, filepath.Join(again, "switch.md")); !bytes.Contains(b, []byte("cable")) {
+		t.Errorf("--from --out: switch.md %q, want the earlier run's", b)
 	}
 	if r := run(t, nil, "lab", "grid", "--from", filepath.Join(out, "none.jsonl")); r.code != 1 || !strings.Contains(string(r.stderr), "--from: open ") {
 		t.Errorf("--from a missing file: exit %d, %q; want 1, naming --from", r.code, r.stderr)

@@ -123,18 +123,22 @@ func Write(dir string, r Record) error {
 // Copy copies the run.json in from (the directory of an earlier run's
 // results) into dir, or removes dir's if from has none: results written
 // from from's are that run's, not this one's.
-func Copy(from, dir string) error {
-	b, err := os.ReadFile(filepath.Join(from, File))
+func Copy(from, dir string) error { return CopyFile(from, dir, File) }
+
+// CopyFile is Copy for another file of an earlier run's results, named
+// name in both directories.
+func CopyFile(from, dir, name string) error {
+	b, err := os.ReadFile(filepath.Join(from, name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Remove(filepath.Join(dir, File)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		return nil
 	case err != nil:
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, File), b, 0o644)
+	return os.WriteFile(filepath.Join(dir, name), b, 0o644)
 }
 
 // commit is the commit this binary was built from: BuildCommit, or what
