@@ -58,18 +58,25 @@ func (s *Service) sortLoss(e error, self any) (loss, mine bool) {
 	return true, mine
 }
 
-// named reports whether le is o's: it names o's pipe, or no destination
-// in particular and o sent to its peer since o's last Flush, or a Flush
-// of o is flushing that peer (the loss may be that Flush's own).
+// named reports whether le is o's: it names o's pipe and o has sent to
+// its peer (the same pipe bound on other peers has output pipes here
+// too, each to its own peer), or no destination in particular and o sent
+// to its peer since o's last Flush, or a Flush of o is flushing that peer
+// (the loss may be that Flush's own).
 func (o *OutputPipe) named(le *endpoint.LostError) bool {
-	if !le.Others {
-		return le.Has(DataService, o.key)
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if !le.Others {
+		_, ok := o.boundTo[le.Peer]
+		return (ok || o.boundToAll) && le.Has(DataService, o.key)
+	}
 	_, ok := o.sentTo[le.Peer]
 	return ok || o.flushing[le.Peer] > 0
 }
+
+// maxBoundTo bounds the peers an output pipe remembers having sent to;
+// one that has sent to more takes every loss naming its key as its own.
+const maxBoundTo = 64
 
 // noteLost keeps, for o's next Flush, that its messages to p may be lost.
 func (o *OutputPipe) noteLost(p peer.ID) {

@@ -186,3 +186,45 @@ func TestConcurrentFlushGetsHandedLoss(t *testing.T) {
 		t.Errorf("second pipe's Flush, begun while the first sorted the loss: %v, want ErrMaybeLost", err)
 	}
 }
+
+// TestFlushLossNotSamePipeToAnotherPeer: one pipe bound on two peers (a
+// pool of workers binding one advertisement), an output pipe to each
+// (ToPeers); the stream to one is reset under its message. The output
+// pipe to the other peer, whose message was delivered, is not told: its
+// Flush returns nil. Before, a loss naming the pipe's key was handed to
+// every output pipe with that key, whatever peer it sent to, and the
+// second Flush failed with the first peer's LostError ('to <peer
+// B>/jxta-pipe/<key>'), a loss of messages it never sent there.
+func TestFlushLossNotSamePipeToAnotherPeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb, sc := newPipes(t, nodes[0]), newPipes(t, nodes[1]), newPipes(t, nodes[2])
+	a := newAdv(t, adv.Unicast)
+	var outs []*pipe.OutputPipe
+	var ins []*pipe.InputPipe
+	for i, s := range []*pipe.Service{sb, sc} {
+		in, err := s.NewInputPipe(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close() })
+		out, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(nodes[1+i].AddrInfo()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { out.Close() })
+		if err := out.Send(ctx(t), message.New(message.Text("", "n", fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+		ins, outs = append(ins, in), append(outs, out)
+	}
+	if _, err := ins[1].Receive(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	if err := outs[0].Flush(ctx(t)); !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Errorf("Flush of the pipe to the peer whose stream was reset: %v, want ErrMaybeLost", err)
+	}
+	if err := outs[1].Flush(ctx(t)); err != nil {
+		t.Errorf("Flush of the same pipe to another peer, its message delivered: %v, want nil", err)
+	}
+}

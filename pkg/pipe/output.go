@@ -64,6 +64,12 @@ type OutputPipe struct {
 	// sentTo: a loss naming no destination in particular (sortLoss) is
 	// still the pipe's until they end.
 	flushing map[peer.ID]int
+	// boundTo holds every peer the pipe has sent to (up to maxBoundTo;
+	// boundToAll once there were more): a loss on another peer's stream
+	// that names the pipe's key is another output pipe's of the same
+	// pipe (one bound on several peers), never this one's (loss.go).
+	boundTo    map[peer.ID]struct{}
+	boundToAll bool
 
 	// refusals reported by peers, for the next Flush; under mu
 	refused  []*endpoint.RefusedError
@@ -425,6 +431,15 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 			o.sentTo = map[peer.ID]struct{}{}
 		}
 		o.sentTo[b.peer] = struct{}{}
+		if !o.boundToAll {
+			if o.boundTo == nil {
+				o.boundTo = map[peer.ID]struct{}{}
+			}
+			o.boundTo[b.peer] = struct{}{}
+			if len(o.boundTo) > maxBoundTo {
+				o.boundTo, o.boundToAll = nil, true
+			}
+		}
 		o.noted.Store(b)
 		o.mu.Unlock()
 	}
