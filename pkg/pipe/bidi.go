@@ -815,7 +815,10 @@ func (s *Service) sortRefusal(e error) bool {
 
 // Flush waits until the other end has received every message sent so
 // far, or ctx ends. Messages the other end refused (it closed meanwhile)
-// are reported as an *endpoint.RefusedError with their count.
+// are reported as an *endpoint.RefusedError with their count. If the
+// stream they went on was reset (the peer went away, or ctx ended while
+// Flush was ending the stream), Flush fails with an *endpoint.LostError
+// (endpoint.ErrMaybeLost): some may not have arrived.
 func (b *Bidi) Flush(ctx context.Context) error {
 	if b.jx != nil {
 		if b.jx.rel == nil {
