@@ -797,7 +797,7 @@ func (s *Service) sortRefusal(e error) bool {
 	}
 	switch {
 	case re.Service == DataService:
-		s.noteUndelivered(re.Param, re.Count)
+		s.noteUndelivered(re.Peer, re.Param, re.Count)
 	case re.Service == BidiService && strings.HasPrefix(re.Param, string(opData)+"/"):
 		s.mu.Lock()
 		b := s.bidiNotes[connKey{re.Peer, strings.TrimPrefix(re.Param, string(opData)+"/")}]

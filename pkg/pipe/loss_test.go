@@ -10,6 +10,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/pipe"
 )
 
@@ -226,5 +227,64 @@ func TestFlushLossNotSamePipeToAnotherPeer(t *testing.T) {
 	}
 	if err := outs[1].Flush(ctx(t)); err != nil {
 		t.Errorf("Flush of the same pipe to another peer, its message delivered: %v, want nil", err)
+	}
+}
+
+// TestRefusalNotSamePipeToAnotherPeer: one pipe bound on two peers, an
+// output pipe to each; the second peer unbinds it and refuses a message,
+// and another pipe's Flush to that peer learns of the refusal. The
+// output pipe to that peer reports it; the one to the first peer, whose
+// message was delivered, does not. Before, the refusal was kept by pipe
+// key alone and went to whichever output pipe of the key flushed first:
+// the pipe to the first peer reported "1 message(s) not delivered" and
+// the pipe to the refusing peer returned nil.
+func TestRefusalNotSamePipeToAnotherPeer(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 3)
+	sa, sb, sc := newPipes(t, nodes[0]), newPipes(t, nodes[1]), newPipes(t, nodes[2])
+	k, x := newAdv(t, adv.Unicast), newAdv(t, adv.Unicast)
+	inB, err := sb.NewInputPipe(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inB.Close()
+	inC, err := sc.NewInputPipe(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inX, err := sc.NewInputPipe(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inX.Close()
+	open := func(a *adv.PipeAdvertisement, n *node.Node) *pipe.OutputPipe {
+		o, err := sa.NewOutputPipe(ctx(t), a, pipe.ToPeers(n.AddrInfo()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { o.Close() })
+		return o
+	}
+	toB, toC, xToC := open(k, nodes[1]), open(k, nodes[2]), open(x, nodes[2])
+	send := func(o *pipe.OutputPipe, text string) {
+		if err := o.Send(ctx(t), message.New(message.Text("", "n", text))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(toB, "b")
+	if _, err := inB.Receive(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	inC.Close()
+	send(toC, "c")
+	send(xToC, "x")
+	if err := xToC.Flush(ctx(t)); err != nil {
+		t.Fatalf("Flush of the other pipe to the refusing peer: %v", err)
+	}
+	if err := toB.Flush(ctx(t)); err != nil {
+		t.Errorf("Flush of the pipe to the peer that got its message: %v, want nil", err)
+	}
+	var ue *pipe.UndeliveredError
+	if err := toC.Flush(ctx(t)); !errors.As(err, &ue) || ue.Count != 1 {
+		t.Errorf("Flush of the pipe to the peer that refused its message: %v, want 1 not delivered", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,9 +387,13 @@ func (o *OutputPipe) noteRefused(re *endpoint.RefusedError) {
 }
 
 // takeUndelivered returns and forgets the refusals recorded for the pipe,
-// nil if none.
+// nil if none: its own, and those other Flushes learnt of from the peers
+// it sent to.
 func (o *OutputPipe) takeUndelivered() error {
-	n := o.svc.takeUndelivered(o.key)
+	o.mu.Lock()
+	peers, all := slices.Collect(maps.Keys(o.boundTo)), o.boundToAll
+	o.mu.Unlock()
+	n := o.svc.takeUndelivered(o.key, peers, all)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n += o.refusedN
@@ -616,12 +622,20 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// noteUndelivered keeps a count of refused messages for the output pipes
-// of key. Refusals for a pipe no output pipe here sends on (closed since,
-// or never: a peer's forgery) have nobody to report them to and are
-// counted, so what is kept is bounded by the output pipes open here, and
-// a real refusal is never dropped for room.
-func (s *Service) noteUndelivered(key string, n int) {
+// peerKey names a pipe's messages to one peer.
+type peerKey struct {
+	peer peer.ID
+	key  string
+}
+
+// noteUndelivered keeps a count of messages p refused for the output
+// pipes of key that sent to p: the same pipe bound on other peers has
+// output pipes here too, and theirs were not refused. Refusals for a pipe
+// no output pipe here sends on (closed since, or never: a peer's forgery)
+// have nobody to report them to and are counted, so what is kept is
+// bounded by the output pipes open here and the peers that refuse them,
+// and a real refusal is never dropped for room.
+func (s *Service) noteUndelivered(p peer.ID, key string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.outputs[key] == 0 {
@@ -629,9 +643,9 @@ func (s *Service) noteUndelivered(key string, n int) {
 		return
 	}
 	if s.undelivered == nil {
-		s.undelivered = map[string]int{}
+		s.undelivered = map[peerKey]int{}
 	}
-	s.undelivered[key] += n
+	s.undelivered[peerKey{p, key}] += n
 }
 
 // outputOpened and outputClosed count the unicast and secure output pipes
@@ -651,15 +665,31 @@ func (s *Service) outputClosed(key string) {
 	defer s.mu.Unlock()
 	if s.outputs[key]--; s.outputs[key] <= 0 {
 		delete(s.outputs, key)
-		delete(s.undelivered, key)
+		maps.DeleteFunc(s.undelivered, func(k peerKey, _ int) bool { return k.key == key })
 	}
 }
 
-func (s *Service) takeUndelivered(key string) int {
+// takeUndelivered takes the refusals kept for key from peers, or from
+// every peer if all.
+func (s *Service) takeUndelivered(key string, peers []peer.ID, all bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.undelivered[key]
-	delete(s.undelivered, key)
+	n := 0
+	if all {
+		maps.DeleteFunc(s.undelivered, func(k peerKey, c int) bool {
+			if k.key == key {
+				n += c
+				return true
+			}
+			return false
+		})
+		return n
+	}
+	for _, p := range peers {
+		k := peerKey{p, key}
+		n += s.undelivered[k]
+		delete(s.undelivered, k)
+	}
 	return n
 }
 

@@ -503,11 +503,11 @@ type Service struct {
 	// (maxRefusalPeers; fewer in tests). Under mu.
 	refusals     map[peer.ID][]string
 	refusalPeers int
-	// undelivered counts, per pipe key, messages refused by their
-	// receiver that a Flush learnt of on another output pipe's behalf,
-	// for the keys in outputs, the unicast and secure output pipes open
-	// here (output.go).
-	undelivered map[string]int
+	// undelivered counts, per refusing peer and pipe key, messages
+	// refused by their receiver that a Flush learnt of on another output
+	// pipe's behalf, for the keys in outputs, the unicast and secure
+	// output pipes open here (output.go).
+	undelivered map[peerKey]int
 	outputs     map[string]int
 	// openOutputs are the output pipes open here, for Close.
 	openOutputs map[*OutputPipe]struct{}
