@@ -393,7 +393,8 @@ func (s *Service) unregister(b *Bidi) {
 // found and ErrRefused when the listener refuses (it closed, or its
 // backlog is full) or does not accept within the resolve timeout
 // (WithResolveTimeout; the error then also matches
-// context.DeadlineExceeded).
+// context.DeadlineExceeded), and ErrPeerGone when the listener's peer went
+// away as the request was sent.
 func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ...ResolveOption) (*Bidi, error) {
 	if err := checkAdv(a); err != nil {
 		return nil, err
@@ -448,7 +449,7 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 	req := endpoint.PeerAddress(p, BidiService, string(opConnect)+"/"+Key(a.ID)+"/"+b.conn)
 	if err := s.ep.Send(hctx, req, message.New()); err != nil {
 		b.fail(err)
-		return nil, fmt.Errorf("pipe %s: connecting to %s: %w", a.ID, p, err)
+		return nil, fmt.Errorf("pipe %s: connecting to %s: %w", a.ID, p, belowErr(err))
 	}
 	select {
 	case op := <-b.answer:

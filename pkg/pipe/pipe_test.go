@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
@@ -469,6 +470,48 @@ func TestBidiRefusedAndPeerGone(t *testing.T) {
 	}
 	if _, err := c1.Receive(ctx(t)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the tail: %v, want io.EOF", err)
+	}
+}
+
+// A Connect whose request finds the peer gone (here its earlier stream
+// reset: the connection closed, and the resolution dialled it again)
+// fails matching ErrPeerGone, as an output pipe's Send does. Before, it
+// matched only endpoint.ErrPeerGone ("connecting to …: endpoint: … the
+// peer went away (stream reset)"), and a caller matching this package's
+// sentinel, as docs/pipes.md teaches, missed it.
+func TestConnectPeerGoneMatches(t *testing.T) {
+	a := testutil.NewNode(t)
+	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.Connect(ctx(t), b.AddrInfo())
+	sa := newPipes(t, a)
+	sb := newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if srv, err := l.Accept(ctx(t)); err == nil {
+			srv.Close()
+		}
+	}()
+	c, err := sa.Connect(ctx(t), ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b.Host().Network().ClosePeer(a.ID())
+	testutil.WaitFor(t, "the connection gone", func() bool { return a.Host().Network().Connectedness(b.ID()) != network.Connected })
+	if c, err := sa.Connect(ctx(t), ad, pipe.ToPeers(b.AddrInfo())); !errors.Is(err, pipe.ErrPeerGone) {
+		if err == nil {
+			c.Close()
+		}
+		t.Fatalf("Connect after the stream to the peer was reset: %v; want ErrPeerGone (endpoint.ErrPeerGone: %v)", err, errors.Is(err, endpoint.ErrPeerGone))
 	}
 }
 
