@@ -1341,3 +1341,40 @@ func TestRouterElementTagBomb(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteCutByPeerSaysWhy: a peer stops reading in the middle of a
+// large frame and then ends its side of the connection. The reader sees
+// the end and closes the connection under the write in progress, which
+// used to fail with nothing but "write tcp …: use of closed network
+// connection", as if this end had misused a closed socket. The error
+// says the peer closed the connection, and still matches net.ErrClosed.
+func TestWriteCutByPeerSaysWhy(t *testing.T) {
+	addr := welcomedPeer(t, otherIdent.ID().String(), func(nc net.Conn, br *bufio.Reader) {
+		if _, err := br.Peek(frameHeaderSize); err != nil {
+			return
+		}
+		// The frame has begun and is far larger than the socket
+		// buffers: the write is under way when the peer ends its side,
+		// reading nothing more (no reset: its receive side stays open).
+		nc.(*net.TCPConn).CloseWrite()
+	})
+	tr, err := New(testIdent, func(*Incoming) {}, withWriteTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = tr.Send(ctx, addr, "Svc", "", message.New(message.Bytes("", "big", make([]byte, 32<<20))))
+	switch {
+	case err == nil:
+		t.Fatal("a 32 MiB frame to a peer that read none of it and left: sent")
+	case ctx.Err() != nil:
+		t.Fatalf("the Send waited a minute after the peer left: %v", err)
+	case !strings.Contains(err.Error(), "the peer closed the connection"):
+		t.Fatalf("the Send failed with %q, not saying that the peer closed the connection", err)
+	case !errors.Is(err, net.ErrClosed):
+		t.Fatalf("the Send failed with %q, which no longer matches net.ErrClosed", err)
+	}
+	t.Logf("the Send: %v", err)
+}

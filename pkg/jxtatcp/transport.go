@@ -947,6 +947,9 @@ type conn struct {
 	// its own ctx ends, not for the stalled write's timeout.
 	wlock chan struct{}
 	once  sync.Once
+	// why is the error close was first called with: what closed the
+	// connection, for a write it cut short to say (cutShort).
+	why atomic.Pointer[error]
 }
 
 func newConn(t *Transport, nc net.Conn, inbound bool) *conn {
@@ -981,6 +984,7 @@ func (c *conn) handshake(dest string) error {
 // has counted it where it is worth counting.
 func (c *conn) close(err error) {
 	c.once.Do(func() {
+		c.why.Store(&err)
 		c.nc.Close()
 		c.t.forget(c)
 	})
@@ -1024,9 +1028,27 @@ func (c *conn) write(ctx context.Context, frame []byte) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("jxtatcp: writing to %s: %w", c.nc.RemoteAddr(), ctx.Err())
 		}
-		return fmt.Errorf("jxtatcp: writing to %s: %w", c.nc.RemoteAddr(), err)
+		return fmt.Errorf("jxtatcp: writing to %s: %w", c.nc.RemoteAddr(), c.cutShort(err))
 	}
 	return nil
+}
+
+// cutShort is err, a write's error, saying why the connection was closed
+// when it was closed under the write: err alone then says only "use of
+// closed network connection", as if this end had misused it, when the
+// reader closed it because the peer ended the connection or broke its
+// framing, or an eviction or the transport's Close did. It still
+// matches err; never io.EOF, which a writer must not take for a clean
+// end.
+func (c *conn) cutShort(err error) error {
+	why := c.why.Load()
+	if why == nil || !errors.Is(err, net.ErrClosed) || errors.Is(*why, net.ErrClosed) {
+		return err
+	}
+	if errors.Is(*why, io.EOF) {
+		return fmt.Errorf("the peer closed the connection (%w)", err)
+	}
+	return fmt.Errorf("the connection was closed: %w (%w)", *why, err)
 }
 
 // read reads frames until the connection ends.
