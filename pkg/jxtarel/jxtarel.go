@@ -245,11 +245,16 @@ type Stats struct {
 }
 
 type outBlock struct {
-	seq     int32
-	data    []byte
-	first   time.Time // first sent
-	last    time.Time // last sent
-	rto     time.Duration
+	seq   int32
+	data  []byte
+	first time.Time // first sent
+	last  time.Time // last sent: when the SendFunc last returned with it
+	rto   time.Duration
+	// sending: its first send is still in the SendFunc, which may wait
+	// (for the transport's other writes, for room in a connection whose
+	// peer reads slowly) far longer than a timeout: none runs until it
+	// returns, or the block would be sent again behind itself.
+	sending bool
 	retries int
 	fast    bool // selective acknowledgements show it missing
 	// fastDone: it was sent again at once already. A peer that takes one
@@ -358,13 +363,18 @@ func (c *Conn) Send(ctx context.Context, payload []byte) error {
 		return c.Err()
 	}
 	now := time.Now()
-	b := &outBlock{seq: c.next, data: payload, first: now, last: now, rto: c.rtoLocked()}
+	b := &outBlock{seq: c.next, data: payload, first: now, last: now, rto: c.rtoLocked(), sending: true}
 	c.next++
 	c.unacked = append(c.unacked, b)
 	c.inflight += int64(len(payload))
 	c.stats.BlocksSent++
 	c.mu.Unlock()
-	if err := c.send(ctx, blockMessage(b, false)); err != nil {
+	err := c.send(ctx, blockMessage(b, false))
+	// Its retransmission timeout runs from here.
+	c.mu.Lock()
+	b.sending, b.last = false, time.Now()
+	c.mu.Unlock()
+	if err != nil {
 		// The block stays queued: a later retransmission may still
 		// deliver it, and Drain reports if it never is.
 		return fmt.Errorf("jxtarel: sending block %d: %w", b.seq, err)
@@ -514,7 +524,7 @@ func (c *Conn) handleAck(data []byte) {
 		// retransmission timeout, which backs off.
 		hole := false
 		for _, b := range c.unacked {
-			if news && !b.sacked && !b.fastDone && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
+			if news && !b.sacked && !b.fastDone && !b.sending && b.seq < highest && now.Sub(b.last) >= max(c.srtt, 10*time.Millisecond) {
 				b.fast, hole = true, true
 			}
 		}
@@ -795,8 +805,14 @@ func (c *Conn) run() {
 			}
 			c.sent(now, err)
 		}
-		for _, m := range resend {
-			c.sent(now, c.send(ctx, m))
+		for _, r := range resend {
+			err := c.send(ctx, r.m)
+			// Its timeout runs again from here, not from before a send
+			// that waited.
+			c.mu.Lock()
+			r.b.last = time.Now()
+			c.mu.Unlock()
+			c.sent(now, err)
 		}
 	}
 }
@@ -829,7 +845,7 @@ func (c *Conn) sent(at time.Time, err error) {
 // due works out, under the lock, what run must send now: an
 // acknowledgement (sent again as a probe when a reader has heard nothing
 // for long) and retransmissions.
-func (c *Conn) due(now time.Time) (ack *message.Message, cum int32, resend []*message.Message, err error) {
+func (c *Conn) due(now time.Time) (ack *message.Message, cum int32, resend []resent, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -869,7 +885,7 @@ func (c *Conn) due(now time.Time) (ack *message.Message, cum int32, resend []*me
 		return nil, 0, nil, fmt.Errorf("%w: block %d unacknowledged for %v", ErrTimeout, c.unacked[0].seq, c.o.giveUp)
 	}
 	for _, b := range c.unacked {
-		if b.sacked || !b.fast && now.Sub(b.last) < b.rto {
+		if b.sacked || b.sending || !b.fast && now.Sub(b.last) < b.rto {
 			continue
 		}
 		if b.fast {
@@ -880,7 +896,13 @@ func (c *Conn) due(now time.Time) (ack *message.Message, cum int32, resend []*me
 		b.last, b.fast = now, false
 		b.retries++
 		c.stats.Retransmitted++
-		resend = append(resend, blockMessage(b, true))
+		resend = append(resend, resent{b, blockMessage(b, true)})
 	}
 	return ack, cum, resend, nil
+}
+
+// resent is a block due to be sent again, and its message.
+type resent struct {
+	b *outBlock
+	m *message.Message
 }
