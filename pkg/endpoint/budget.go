@@ -51,8 +51,12 @@ const (
 	// enough that a stalled frame does not hold its budget for minutes.
 	DefaultFrameTimeout = 20 * time.Second
 	// minProgress is the least a frame must advance per frame timeout,
-	// so a peer trickling a byte now and then counts as stalled: 1 KiB per
-	// 20 s is 51 bytes a second, far below any real link.
+	// so a peer trickling a byte now and then counts as stalled. The
+	// stream shows progress only as whole yamux frames arrive, up to 64
+	// KiB each from a sender writing a large message (go-yamux's largest),
+	// so such a sender needs about 64 KiB per frame timeout (3.3 KB/s at
+	// 20 s), not 1 KiB, to keep its frame: a link slower than that needs
+	// a longer WithFrameTimeout.
 	minProgress = 1 << 10
 	// frameOverhead is charged per frame on top of its length: the
 	// Delivery, the message and their bookkeeping, so that empty frames
@@ -86,7 +90,10 @@ func WithMemoryBudget(perPeer, total int64) Option {
 
 // WithFrameTimeout sets how long a frame that has started arriving may go
 // without advancing by 1 KiB before its stream is reset (default
-// DefaultFrameTimeout, 100 ms to 1 hour).
+// DefaultFrameTimeout, 100 ms to 1 hour). The stream advances by whole
+// yamux frames, up to 64 KiB each from a sender of large messages: at the
+// default, a sender's link below about 3.3 KB/s (26 kbit/s) has its
+// messages over 64 KiB reset; raise it for such links.
 func WithFrameTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {
