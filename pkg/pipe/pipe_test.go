@@ -480,13 +480,8 @@ func TestBidiRefusedAndPeerGone(t *testing.T) {
 // peer went away (stream reset)"), and a caller matching this package's
 // sentinel, as docs/pipes.md teaches, missed it.
 func TestConnectPeerGoneMatches(t *testing.T) {
-	a := testutil.NewNode(t)
-	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	a.Connect(ctx(t), b.AddrInfo())
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := nodes[0], nodes[1]
 	sa := newPipes(t, a)
 	sb := newPipes(t, b)
 	ad := newAdv(t, adv.Unicast)
