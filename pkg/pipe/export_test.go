@@ -1,6 +1,10 @@
 package pipe
 
-import "github.com/libp2p/go-libp2p/core/peer"
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
 
 // QueueLen reports how many messages wait in an input pipe's queue.
 func QueueLen(p *InputPipe) int { return p.box.len() }
@@ -21,6 +25,14 @@ func IndexSize(s *Service, p peer.ID) int { return s.index.size(p) }
 
 // PendingSize reports how many unanswered askers s remembers.
 func PendingSize(s *Service) int { return s.pending.size() }
+
+// SetPendingClock has s stamp and expire the askers it remembers with
+// now instead of time.Now.
+func SetPendingClock(s *Service, now func() time.Time) {
+	s.pending.mu.Lock()
+	defer s.pending.mu.Unlock()
+	s.pending.clock = now
+}
 
 // SenderTagged reports whether s remembers having tagged p as a sender.
 func SenderTagged(s *Service, p peer.ID) bool {

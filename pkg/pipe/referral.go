@@ -160,13 +160,25 @@ func (x *bindingIndex) size(p peer.ID) int {
 type pendingAsks struct {
 	mu   sync.Mutex
 	asks map[bindingKey]map[peer.ID]time.Time
+	// clock, if set, is the time asks are stamped and expired with
+	// instead of time.Now (a test's, export_test.go).
+	clock func() time.Time
 }
 
-// note remembers that p asked for k at now, unless the bounds are
-// reached (after expired entries are dropped).
-func (x *pendingAsks) note(k bindingKey, p peer.ID, now time.Time) {
+// now is the time, read with x.mu held.
+func (x *pendingAsks) now() time.Time {
+	if x.clock != nil {
+		return x.clock()
+	}
+	return time.Now()
+}
+
+// note remembers that p asked for k now, unless the bounds are reached
+// (after expired entries are dropped).
+func (x *pendingAsks) note(k bindingKey, p peer.ID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	now := x.now()
 	if x.asks == nil {
 		x.asks = map[bindingKey]map[peer.ID]time.Time{}
 	}
@@ -203,13 +215,13 @@ func expire(a map[peer.ID]time.Time, now time.Time) {
 	}
 }
 
-// take returns the askers of k still waiting at now, and forgets them.
-func (x *pendingAsks) take(k bindingKey, now time.Time) []peer.ID {
+// take returns the askers of k still waiting, and forgets them.
+func (x *pendingAsks) take(k bindingKey) []peer.ID {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.asks[k]
 	delete(x.asks, k)
-	expire(a, now)
+	expire(a, x.now())
 	var out []peer.ID
 	for p := range a {
 		out = append(out, p)
@@ -364,7 +376,7 @@ func (s *Service) handleBinding(st network.Stream) {
 	// those who asked for it in vain are told.
 	s.hint(k, hint{from, []peer.AddrInfo{{ID: from}}})
 	var askers []peer.ID
-	for _, p := range s.pending.take(k, time.Now()) {
+	for _, p := range s.pending.take(k) {
 		if p != from {
 			askers = append(askers, p)
 		}

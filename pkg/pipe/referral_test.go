@@ -249,13 +249,19 @@ func TestPushForwardedToWaitingAsker(t *testing.T) {
 }
 
 // TestPendingAsksBounded: a peer asking for more pipes than a node
-// remembers askers of has the rest forgotten.
+// remembers askers of has the rest forgotten; once the askers remembered
+// are older than pendingFor (10 s), a new one takes their room. The
+// node's clock is the test's and stands still while it is asked: asks
+// older than pendingFor make room for new ones, and under load the 1,100
+// asks took 11 s (1,019 remembered, not 1,024).
 func TestPendingAsksBounded(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	asker, victim := nodes[0], nodes[1]
 	sv := newPipes(t, victim)
-	const pipes = 1100 // beyond the 1024 remembered
-	for range pipes {
+	start := time.Now()
+	pipe.SetPendingClock(sv, func() time.Time { return start })
+	ask := func() {
+		t.Helper()
 		st, err := asker.Host().NewStream(ctx(t), victim.ID(), pipe.ResolverProtocol)
 		if err != nil {
 			t.Fatal(err)
@@ -270,8 +276,18 @@ func TestPendingAsksBounded(t *testing.T) {
 		}
 		st.Close()
 	}
+	const pipes = 1100 // beyond the 1024 remembered
+	for range pipes {
+		ask()
+	}
 	if n := pipe.PendingSize(sv); n != 1024 {
 		t.Fatalf("%d askers remembered, want the bound 1024", n)
+	}
+	later := start.Add(11 * time.Second)
+	pipe.SetPendingClock(sv, func() time.Time { return later })
+	ask()
+	if n := pipe.PendingSize(sv); n != 1 {
+		t.Fatalf("%d askers remembered after the others expired, want the new one alone", n)
 	}
 }
 

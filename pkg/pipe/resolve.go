@@ -471,7 +471,7 @@ func (s *Service) handleQuery(st network.Stream) {
 		if refs := s.index.lookup(k, asker); len(refs) > 0 {
 			ans.Add(s.referralElements(refs)...)
 		} else {
-			s.pending.note(k, asker, time.Now())
+			s.pending.note(k, asker)
 		}
 	}
 	if err := wire.Encode(st, ans); err != nil {
