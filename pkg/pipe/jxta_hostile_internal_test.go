@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"slices"
 	"testing"
@@ -248,6 +249,15 @@ func TestJXTASkippedBidisTornDown(t *testing.T) {
 // flood binding queries. Their answers in flight do not take every slot:
 // the last quarter is kept for hosts with none in flight, so a querier on
 // a fifth host is answered (four such hosts held all 32 before).
+//
+// Each flooder queries until a hundred of its queries in a row are
+// refused: its answers then wait, unread, in its slots (8 for each of the
+// first three hosts, one for the fourth). They wait 30 s at most: under
+// load, 6,000 queries from each host took 40-70 s and the first hosts'
+// slots were free again when the fifth host asked, which it then was
+// whether or not any were kept for it. A round in which the flooders no
+// longer held three quarters of the slots when the fifth host's query
+// was handled proves nothing either way, and is flooded again.
 func TestJXTAQueryFloodFromFourHosts(t *testing.T) {
 	ctx, s, ep, a := unsignedJXTAPipes(t, "flooded-by-four")
 	marks := make(chan struct{}, 1)
@@ -273,17 +283,12 @@ func TestJXTAQueryFloodFromFourHosts(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		return tr, ident
 	}
-	for h := range 4 {
-		fl, ident := peerOn(fmt.Sprintf("127.0.0.%d", 2+h), func(*jxtatcp.Incoming) { <-block })
-		q := (&jxtaResolver{self: ident.ID()}).queryMessage(int32(10+h), a)
-		for range 6000 {
-			if err := fl.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Every query of this peer's was handled once its mark is: the
-		// transport hands a connection's messages over in order.
-		if err := fl.Send(ctx, addr, "PipeService", a.ID.String(), message.New(message.Text("flood", "mark", ""))); err != nil {
+	// marked sends a mark after what tr sent: every message before it was
+	// handled once it is (the transport hands a connection's messages
+	// over in order).
+	marked := func(tr *jxtatcp.Transport) {
+		t.Helper()
+		if err := tr.Send(ctx, addr, "PipeService", a.ID.String(), message.New(message.Text("flood", "mark", ""))); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -292,25 +297,67 @@ func TestJXTAQueryFloodFromFourHosts(t *testing.T) {
 			t.Fatal("mark not received")
 		}
 	}
-	answered := make(chan struct{}, 1)
-	honest, hi := peerOn("127.0.0.6", func(in *jxtatcp.Incoming) {
-		if in.Service == JXTAResolverService && in.Param == jxtaResponseParam {
-			select {
-			case answered <- struct{}{}:
-			default:
+	// flooders is how many slots the four flooding hosts hold.
+	flooders := func() (n int) {
+		s.jxta.mu.Lock()
+		defer s.jxta.mu.Unlock()
+		for h := range 4 {
+			n += s.jxta.hostAnswers[netip.MustParsePrefix(fmt.Sprintf("127.0.0.%d/32", 2+h))]
+		}
+		return n
+	}
+	for round := 0; ; round++ {
+		queries := 0
+		for h := range 4 {
+			fl, ident := peerOn(fmt.Sprintf("127.0.0.%d", 2+h), func(*jxtatcp.Incoming) { <-block })
+			q := (&jxtaResolver{self: ident.ID()}).queryMessage(int32(10*round+h+10), a)
+			for batch, refused := 0, uint64(0); batch == 0 || s.Stats().JXTARefused-refused < 100; batch++ {
+				refused = s.Stats().JXTARefused
+				for range 100 {
+					if err := fl.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				queries += 100
+				marked(fl)
 			}
 		}
-	})
-	before := s.Stats().JXTARefused
-	if err := honest.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: hi.ID()}).queryMessage(3, a)); err != nil {
-		t.Fatal(err)
-	}
-	wait, cancel := context.WithTimeout(ctx, 20*time.Second) // the flooders' answers wait 30 s
-	defer cancel()
-	select {
-	case <-answered:
-	case <-wait.Done():
-		t.Fatalf("a fifth host's query was not answered while four hosts' answers wait (%d more refused)", s.Stats().JXTARefused-before)
+		answered := make(chan struct{}, 1)
+		honest, hi := peerOn("127.0.0.6", func(in *jxtatcp.Incoming) {
+			if in.Service == JXTAResolverService && in.Param == jxtaResponseParam {
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
+			}
+		})
+		before := s.Stats().JXTARefused
+		if err := honest.Send(ctx, addr, JXTAResolverService, jxtaQueryParam, (&jxtaResolver{self: hi.ID()}).queryMessage(3, a)); err != nil {
+			t.Fatal(err)
+		}
+		marked(honest)
+		// The flood is over: the flooders' slots only come free from now
+		// on, and held as many when the query was handled.
+		held := flooders()
+		if refused := s.Stats().JXTARefused - before; refused > 0 {
+			t.Fatalf("a fifth host's query was refused while four hosts held %d of the %d slots", held, maxJXTAAnswers)
+		}
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			t.Fatal("a fifth host's query, given a slot, was not answered")
+		}
+		t.Logf("round %d: %d queries from four hosts; they held %d slots when a fifth host's query was answered", round, queries, held)
+		if held >= maxJXTAAnswers-maxJXTAAnswersPerHost {
+			return
+		}
+		for flooders() > 0 { // the next round once these answers have ended (30 s at most)
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the flooders' answers did not end (%d slots held)", flooders())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
 }
 
