@@ -496,7 +496,7 @@ func TestLabGridHelpSaysWhenSwitchFile(t *testing.T) {
 		t.Errorf("lab grid --help does not say when switch.md is written:\n%s", r.stdout)
 	}
 	for l := range strings.SplitSeq(string(r.stdout), "\n") {
-		if strings.Contains(l, "--out string") && !strings.Contains(l, "when the link-change run ran (not with --switch=false or --from), switch.md") {
+		if strings.Contains(l, "--out string") && !strings.Contains(l, "when the link-change run ran (not with --switch=false; with --from, the one beside FILE), switch.md") {
 			t.Errorf("--out's help names switch.md unconditionally: %q", l)
 		}
 	}
