@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -178,5 +179,34 @@ func TestHonestFramesNotReset(t *testing.T) {
 	})
 	if got := n.GateStats().FramesReset; got != 0 {
 		t.Fatalf("%d streams of an honest peer reset for their frames", got)
+	}
+}
+
+// TestResetErrorSaysItOnce: a stream whose connection closes fails its
+// Read and Write with an error that matches network.ErrReset and says
+// "stream reset" once. Before, go-libp2p's form prefixed network.ErrReset
+// to go-yamux's error, both "stream reset": "stream reset: stream reset:
+// connection closed: EOF", a doubling that reached users' errors.
+func TestResetErrorSaysItOnce(t *testing.T) {
+	const proto protocol.ID = "/test/hold/1.0.0"
+	nodes := testutil.NewConnectedNodes(t, 2)
+	held := make(chan network.Stream, 1)
+	nodes[1].Host().SetStreamHandler(proto, func(s network.Stream) { held <- s })
+	s, err := nodes[0].Host().NewStream(network.WithNoDial(within(t), "test"), nodes[1].ID(), proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	if _, err := s.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	nodes[1].Host().Network().ClosePeer(nodes[0].ID())
+	_, rerr := s.Read(make([]byte, 1))
+	_, werr := s.Write([]byte("y"))
+	for op, err := range map[string]error{"Read": rerr, "Write": werr} {
+		if !errors.Is(err, network.ErrReset) || strings.Count(err.Error(), "stream reset") != 1 {
+			t.Errorf("%s after the connection closed: %q; want network.ErrReset, saying 'stream reset' once", op, err)
+		}
 	}
 }

@@ -96,10 +96,18 @@ func yamuxError(err error) error {
 		return &network.ConnError{Remote: ce.Remote, ErrorCode: network.ConnErrorCode(ce.ErrorCode), TransportError: err}
 	}
 	if errors.Is(err, goyamux.ErrStreamReset) {
-		return fmt.Errorf("%w: %w", network.ErrReset, err)
+		return resetError{err}
 	}
 	return err
 }
+
+// resetError is go-yamux's reset error err, matching network.ErrReset
+// too. go-libp2p's adapter prefixes network.ErrReset's text to err's,
+// and both say "stream reset": "stream reset: stream reset".
+type resetError struct{ err error }
+
+func (e resetError) Error() string   { return e.err.Error() }
+func (e resetError) Unwrap() []error { return []error{network.ErrReset, e.err} }
 
 // yamuxStream is a go-yamux stream whose reads are reported to its
 // connection's frameLedger.
