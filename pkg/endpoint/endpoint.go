@@ -751,6 +751,9 @@ func (s *Service) handleStream(st network.Stream) {
 	}
 	defer s.closeIn(in)
 	defer in.wake()
+	// Before st.Close: a back channel write failing on the closed stream
+	// must not reset it (inStream.write).
+	defer in.ended.Store(true)
 	security, relayed := ConnSecurity(st.Conn()), st.Conn().Stat().Limited || isCircuit(st.Conn())
 	remoteHost, _ := hostkey.FromMultiaddr(st.Conn().RemoteMultiaddr())
 	srcJXTA, err := s.jxtaIDOf(src)

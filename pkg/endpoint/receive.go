@@ -43,10 +43,12 @@ type inStream struct {
 	// backMu serialises the back channel's writes: the reader's and
 	// Shutdown's going-away record (goAway). greeted says the hello was
 	// written, goneAway that the going-away record was or will be, both
-	// under backMu; backFailed that a write failed and reset the stream.
+	// under backMu; backFailed that a write failed and reset the stream;
+	// ended that the reader is closing the stream, its sender done.
 	backMu            sync.Mutex
 	greeted, goneAway bool
 	backFailed        atomic.Bool
+	ended             atomic.Bool
 	// unm decodes small messages in place (readDelivery); elems is where
 	// their elements are decoded, before they move into their delivery;
 	// last is deliver's cache.
