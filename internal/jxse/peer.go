@@ -116,6 +116,9 @@ func StartPeer(t TB, o PeerOptions) *Peer {
 			t.Fatalf("starting a JXSE peer: %v", err)
 		}
 		t.Logf("starting a JXSE peer: %v (again)", err)
+		// A JVM that died at once under a loaded machine's pressure
+		// (CI: three in 0.2 s, nothing on stderr) is given a moment.
+		time.Sleep(time.Duration(attempt+1) * time.Second)
 	}
 }
 
@@ -166,8 +169,8 @@ func startPeer(cp string, o PeerOptions, home string) (*Peer, error) {
 	case id := <-ready:
 		p.ID = id
 	case <-p.done:
-		cmd.Wait()
-		return nil, fmt.Errorf("JXSE peer exited before it was ready: %s", p.stderr)
+		werr := cmd.Wait() // how it ended: an exit status or a signal
+		return nil, fmt.Errorf("JXSE peer exited before it was ready (%v): %s", werr, p.stderr)
 	case <-time.After(2 * time.Minute):
 		cmd.Process.Kill()
 		cmd.Wait()
