@@ -77,3 +77,30 @@ func RefusalPeers(s *Service) int {
 	defer s.mu.Unlock()
 	return len(s.refusals)
 }
+
+// SetMaxBoundTo sets how many peers each output pipe of s remembers
+// having sent to (maxBoundTo otherwise), so that a test can exceed it
+// with a few peers.
+func SetMaxBoundTo(s *Service, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxBoundTo = n
+}
+
+// BoundTo reports how many peers o remembers having sent to, and whether
+// it has sent to more than it remembers.
+func BoundTo(o *OutputPipe) (n int, all bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.boundTo), o.boundToAll
+}
+
+// SentIndex reports what s keeps for refusals its Flushes learn of on
+// another output pipe's behalf: the (peer, key) pairs some open output
+// pipe sent to, the keys whose pipes take every peer's, and the counts
+// kept.
+func SentIndex(s *Service) (peers, all, kept int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sentPeers), len(s.sentAll), len(s.undelivered)
+}

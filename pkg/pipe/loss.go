@@ -75,7 +75,10 @@ func (o *OutputPipe) named(le *endpoint.LostError) bool {
 }
 
 // maxBoundTo bounds the peers an output pipe remembers having sent to;
-// one that has sent to more takes every loss naming its key as its own.
+// one that has sent to more takes every loss and refusal naming its key
+// as its own. Far more than the binders of one pipe an application runs
+// (a pool of workers binding one advertisement); each past it costs a
+// map entry per pipe for its lifetime.
 const maxBoundTo = 64
 
 // noteLost keeps, for o's next Flush, that its messages to p may be lost.

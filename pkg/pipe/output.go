@@ -70,8 +70,11 @@ type OutputPipe struct {
 	// boundToAll once there were more): a loss on another peer's stream
 	// that names the pipe's key is another output pipe's of the same
 	// pipe (one bound on several peers), never this one's (loss.go).
+	// Each peer added is counted in the service (noteBoundTo) until the
+	// pipe is released from it at Close.
 	boundTo    map[peer.ID]struct{}
 	boundToAll bool
+	released   bool
 
 	// refusals reported by peers, for the next Flush; under mu
 	refused  []*endpoint.RefusedError
@@ -129,7 +132,6 @@ func (s *Service) NewOutputPipe(ctx context.Context, a *adv.PipeAdvertisement, o
 	if _, err := o.resolved(ctx); err != nil {
 		return nil, err
 	}
-	s.outputOpened(o.key)
 	if err := s.track(o); err != nil {
 		return nil, err
 	}
@@ -437,15 +439,7 @@ func (o *OutputPipe) sendOnce(ctx context.Context, m *message.Message) error {
 			o.sentTo = map[peer.ID]struct{}{}
 		}
 		o.sentTo[b.peer] = struct{}{}
-		if !o.boundToAll {
-			if o.boundTo == nil {
-				o.boundTo = map[peer.ID]struct{}{}
-			}
-			o.boundTo[b.peer] = struct{}{}
-			if len(o.boundTo) > maxBoundTo {
-				o.boundTo, o.boundToAll = nil, true
-			}
-		}
+		o.noteBoundTo(b.peer)
 		o.noted.Store(b)
 		o.mu.Unlock()
 	}
@@ -630,42 +624,84 @@ type peerKey struct {
 
 // noteUndelivered keeps a count of messages p refused for the output
 // pipes of key that sent to p: the same pipe bound on other peers has
-// output pipes here too, and theirs were not refused. Refusals for a pipe
-// no output pipe here sends on (closed since, or never: a peer's forgery)
-// have nobody to report them to and are counted, so what is kept is
-// bounded by the output pipes open here and the peers that refuse them,
-// and a real refusal is never dropped for room.
+// output pipes here too, and theirs were not refused. Refusals no open
+// output pipe sent anything for (its pipes to p closed since, or never
+// sent to p: a peer's forgery for a pipe open here) have nobody to
+// report them to and are counted, so what is kept is bounded by the
+// peers the open output pipes sent to, and a real refusal is never
+// dropped for room.
 func (s *Service) noteUndelivered(p peer.ID, key string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.outputs[key] == 0 {
+	k := peerKey{p, key}
+	if s.sentPeers[k] == 0 && s.sentAll[key] == 0 {
 		s.strayRefusals.Add(1)
 		return
 	}
 	if s.undelivered == nil {
 		s.undelivered = map[peerKey]int{}
 	}
-	s.undelivered[peerKey{p, key}] += n
+	s.undelivered[k] += n
 }
 
-// outputOpened and outputClosed count the unicast and secure output pipes
-// open here by pipe key; the refusals kept for a key go with its last
-// pipe.
-func (s *Service) outputOpened(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.outputs == nil {
-		s.outputs = map[string]int{}
+// noteBoundTo adds p to the peers o has sent to, and o to the service's
+// count of the output pipes of its key that sent to p (noteUndelivered).
+// Under o.mu.
+func (o *OutputPipe) noteBoundTo(p peer.ID) {
+	if o.boundToAll || o.released {
+		return
 	}
-	s.outputs[key]++
-}
-
-func (s *Service) outputClosed(key string) {
+	if _, ok := o.boundTo[p]; ok {
+		return
+	}
+	if o.boundTo == nil {
+		o.boundTo = map[peer.ID]struct{}{}
+	}
+	o.boundTo[p] = struct{}{}
+	s := o.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.outputs[key]--; s.outputs[key] <= 0 {
-		delete(s.outputs, key)
-		maps.DeleteFunc(s.undelivered, func(k peerKey, _ int) bool { return k.key == key })
+	if s.sentPeers == nil {
+		s.sentPeers, s.sentAll = map[peerKey]int{}, map[string]int{}
+	}
+	s.sentPeers[peerKey{p, o.key}]++
+	if len(o.boundTo) <= s.maxBoundTo {
+		return
+	}
+	s.sentAll[o.key]++ // first, so that the refusals kept stay
+	for q := range o.boundTo {
+		s.unsend(peerKey{q, o.key})
+	}
+	o.boundTo, o.boundToAll = nil, true
+}
+
+// releaseSent takes a closed output pipe of key that sent to peers (or
+// to every peer, all) out of the count noteUndelivered keeps; refusals
+// kept for a peer no open pipe of key sent to go with it.
+func (s *Service) releaseSent(key string, peers []peer.ID, all bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range peers {
+		s.unsend(peerKey{p, key})
+	}
+	if !all {
+		return
+	}
+	if s.sentAll[key]--; s.sentAll[key] > 0 {
+		return
+	}
+	delete(s.sentAll, key)
+	maps.DeleteFunc(s.undelivered, func(k peerKey, _ int) bool { return k.key == key && s.sentPeers[k] == 0 })
+}
+
+// unsend counts one output pipe fewer that sent to k's peer. Under s.mu.
+func (s *Service) unsend(k peerKey) {
+	if s.sentPeers[k]--; s.sentPeers[k] > 0 {
+		return
+	}
+	delete(s.sentPeers, k)
+	if s.sentAll[k.key] == 0 {
+		delete(s.undelivered, k)
 	}
 }
 
@@ -808,7 +844,10 @@ func (o *OutputPipe) Close() error {
 		if o.topic != nil {
 			o.svc.leaveTopic(o.adv, nil)
 		} else {
-			o.svc.outputClosed(o.key)
+			o.mu.Lock()
+			o.released = true
+			o.svc.releaseSent(o.key, slices.Collect(maps.Keys(o.boundTo)), o.boundToAll)
+			o.mu.Unlock()
 		}
 		o.svc.mu.Lock()
 		delete(o.svc.openOutputs, o)

@@ -505,10 +505,15 @@ type Service struct {
 	refusalPeers int
 	// undelivered counts, per refusing peer and pipe key, messages
 	// refused by their receiver that a Flush learnt of on another output
-	// pipe's behalf, for the keys in outputs, the unicast and secure
-	// output pipes open here (output.go).
+	// pipe's behalf, kept only while an open output pipe of the key has
+	// sent to the peer: sentPeers counts those pipes by (peer, key),
+	// sentAll by key those that sent to more peers than they remember
+	// (maxBoundTo; fewer in tests), which take every peer's (output.go).
+	// Under mu.
 	undelivered map[peerKey]int
-	outputs     map[string]int
+	sentPeers   map[peerKey]int
+	sentAll     map[string]int
+	maxBoundTo  int
 	// openOutputs are the output pipes open here, for Close.
 	openOutputs map[*OutputPipe]struct{}
 	// bidiNotes are the Bidis registered here and not yet closed, ended
@@ -672,7 +677,7 @@ func New(ep *endpoint.Service, opts ...Option) (*Service, error) {
 		ep: ep, node: n, host: n.Host(), self: n.Host().ID(), opts: o, ctx: ctx, stop: cancel,
 		inputs: map[string]*InputPipe{}, openOutputs: map[*OutputPipe]struct{}{}, bidiNotes: map[connKey]*Bidi{}, seqnoTables: map[string]*seqnos{}, jxtaPipes: map[string]bool{}, jxtaBidis: map[*Bidi]struct{}{}, jxtaOpens: map[string]bool{}, bindings: map[bindingKey]int{}, servers: map[string]*Listener{},
 		conns: map[connKey]*Bidi{}, peerBidis: map[peer.ID]int{}, peerIncoming: map[peer.ID]int{}, topics: map[string]*topicRef{},
-		refusals: map[peer.ID][]string{}, refusalPeers: maxRefusalPeers,
+		refusals: map[peer.ID][]string{}, refusalPeers: maxRefusalPeers, maxBoundTo: maxBoundTo,
 	}
 	if err := ep.Register(DataService, "", endpoint.ListenerFunc(refuseData)); err != nil {
 		cancel()
