@@ -691,7 +691,7 @@ func TestRuntimeErrorsNameNoPackage(t *testing.T) {
 		{"port in use", []string{"recv", "--pipe", a, "--listen", listen, "--key", filepath.Join(t.TempDir(), "k")}, "p2pmsg: listen address in use: " + listen},
 		{"key in a missing directory", []string{"recv", "--pipe", a, "--listen", loopback, "--key", filepath.Join(t.TempDir(), "nosuch", "k")}, "p2pmsg: no such file or directory: unusable key file: "},
 		{"not a pipe advertisement", []string{"send", "--pipe", notAdv, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: pipe advertisement " + notAdv + ": not a pipe advertisement: "},
-		{"peer not running", []string{"send", "--pipe", a, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: connection refused: no peer found with the pipe bound: "},
+		{"peer not running", []string{"send", "--pipe", a, "--peer", nobody, "--elem", "text=hi"}, "p2pmsg: connection refused: resolving urn:jxta:cbid-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, nil, tc.args...)

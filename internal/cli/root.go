@@ -160,6 +160,10 @@ var sentinelPackages = append([]string{"node", "endpoint", "pipe", "socket", "ad
 func withoutSentinelPackages(err error, s string) string {
 	switch u := err.(type) {
 	case interface{ Unwrap() []error }:
+		// An error of theirs that joins a sentinel with its causes
+		// ("pipe: resolving …: the given peer could not be reached: …")
+		// leads with its package too.
+		s = withoutPackage(err, s)
 		for _, e := range u.Unwrap() {
 			if e != nil {
 				s = withoutSentinelPackages(e, s)
@@ -171,6 +175,12 @@ func withoutSentinelPackages(err error, s string) string {
 			return withoutSentinelPackages(e, s)
 		}
 	}
+	return withoutPackage(err, s)
+}
+
+// withoutPackage is s with the package name dropped from err's text, if
+// err's text is in s and leads with one of sentinelPackages.
+func withoutPackage(err error, s string) string {
 	text := err.Error()
 	if pkg, rest, ok := strings.Cut(text, ": "); ok && slices.Contains(sentinelPackages, pkg) {
 		return strings.Replace(s, text, rest, 1)

@@ -330,3 +330,53 @@ func TestSharedResolveKeepsBinders(t *testing.T) {
 		t.Fatalf("the advertisement naming binders: %q, %v; want ErrNotResolved (its binder binds nothing, the other peer proves nothing)", r.p, r.err)
 	}
 }
+
+// TestUnreachablePeersAreGone: a resolution among given peers none of
+// which can be reached says so first and matches ErrPeerGone (as well as
+// ErrNotResolved): Send's contract counts a peer that cannot be dialled
+// again as gone, and a service retrying gone peers later must not take
+// this for "nobody binds the pipe". Before, the error was "no peer found
+// with the pipe bound: … (asked 0 of 1 given peer); last error:
+// connecting to …", matching ErrNotResolved alone, the cause last.
+func TestUnreachablePeersAreGone(t *testing.T) {
+	a, b := testutil.NewNode(t), testutil.NewNode(t)
+	sa, sb := newPipes(t, a), newPipes(t, b)
+	x := newAdv(t, adv.Unicast)
+	in, err := sb.NewInputPipe(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sa.NewOutputPipe(ctx(t), x, pipe.ToPeers(b.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	gone := testutil.NewNode(t)
+	at := []peer.AddrInfo{b.AddrInfo(), gone.AddrInfo()}
+	gone.Close()
+	b.Close()
+	check := func(what string, err error, want string) {
+		t.Helper()
+		if !errors.Is(err, pipe.ErrPeerGone) || !errors.Is(err, pipe.ErrNotResolved) || !strings.HasPrefix(err.Error(), "pipe: resolving "+x.ID.String()+" as input: "+want+" be reached: connecting to ") {
+			t.Errorf("%s: %v; want ErrPeerGone and ErrNotResolved, %q first", what, err, want)
+		}
+	}
+	// The first Send after b went may still find its stream, and fail
+	// with the stream (ErrPeerGone); the next one resolves again.
+	for i := 0; ; i++ {
+		err = out.Send(ctx(t), message.New(message.Text("", "n", "2")))
+		if errors.Is(err, pipe.ErrNotResolved) || i == 10 {
+			break
+		}
+		if !errors.Is(err, pipe.ErrPeerGone) {
+			t.Fatalf("Send to the peer gone: %v, want ErrPeerGone", err)
+		}
+	}
+	check("Send resolving again", err, "the given peer could not")
+	_, err = sa.NewOutputPipe(ctx(t), x, pipe.ToPeers(at...))
+	check("NewOutputPipe to two peers gone", err, "none of the 2 given peers could")
+}

@@ -35,6 +35,8 @@ type resolveConfig struct {
 // createOutputPipe with a peer set), connecting to them first when
 // addresses are given; no other peer is asked. With no peers it changes
 // nothing (as JXTA's empty set): the connected peers and the DHT are.
+// When none of the peers can be reached, resolving fails with an error
+// that matches ErrPeerGone as well as ErrNotResolved.
 func ToPeers(peers ...peer.AddrInfo) ResolveOption {
 	return func(c *resolveConfig) error {
 		for _, p := range peers {

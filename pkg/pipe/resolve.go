@@ -86,7 +86,7 @@ func (s *Service) resolve(ctx context.Context, a *adv.PipeAdvertisement, role st
 	r.start() // the asking below, done once it is all under way
 	if len(explicit) > 0 {
 		others := slices.DeleteFunc(slices.Clone(explicit), func(ai peer.AddrInfo) bool { return ai.ID == s.self })
-		r.where = fmt.Sprintf("%d given peer", len(others))
+		r.where, r.given = fmt.Sprintf("%d given peer", len(others)), len(others)
 		if len(others) != 1 {
 			r.where += "s"
 		}
@@ -134,6 +134,11 @@ type resolution struct {
 	where  string // who is asked, for errors
 	// givenSelf: ToPeers named this peer, which is not asked.
 	givenSelf bool
+
+	// given counts the peers ToPeers named other than this one;
+	// unreachable those a connection to failed.
+	given       int
+	unreachable atomic.Int32
 
 	found chan peer.ID // the first binder that holds
 	seen  sync.Map     // seenKey of the peers asked or being asked
@@ -191,6 +196,9 @@ func (r *resolution) fail(cause error) error {
 	if cause != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotResolved, msg, cause)
 	}
+	if g := r.given; g > 0 && int(r.unreachable.Load()) == g && !r.givenSelf {
+		return &unreachableError{fmt.Sprintf("%v as %s", r.a.ID, r.role), g, r.lastErr}
+	}
 	if r.lastErr != nil {
 		return fmt.Errorf("%w: %s; last error: %w", ErrNotResolved, msg, r.lastErr)
 	}
@@ -220,6 +228,26 @@ func (e *stoppedError) Error() string {
 	return "pipe: resolving " + e.what + ": " + e.cause.Error() + e.detail
 }
 func (e *stoppedError) Unwrap() []error { return []error{ErrNotResolved, e.cause} }
+
+// unreachableError is a resolution among given peers none of which could
+// be reached: the text leads with that rather than "no peer found", which
+// was not learnt (none was asked), and it matches ErrPeerGone (a peer
+// that cannot be dialled is gone for its senders: they try again later)
+// as well as ErrNotResolved and the last connection's error.
+type unreachableError struct {
+	what  string // the pipe and role
+	given int
+	last  error
+}
+
+func (e *unreachableError) Error() string {
+	who := "the given peer could not"
+	if e.given > 1 {
+		who = fmt.Sprintf("none of the %d given peers could", e.given)
+	}
+	return "pipe: resolving " + e.what + ": " + who + " be reached: " + e.last.Error()
+}
+func (e *unreachableError) Unwrap() []error { return []error{ErrPeerGone, ErrNotResolved, e.last} }
 
 // askConnected asks the connected peers, up to WithQueryPeers: first
 // those that pushed they bind the pipe, then its advertisement's named
@@ -352,6 +380,7 @@ func (r *resolution) connectAndAsk(ai peer.AddrInfo, follow, report bool) {
 			if err := r.s.host.Connect(r.ctx, ai); err != nil {
 				if report {
 					r.setErr(fmt.Errorf("connecting to %s: %w", ai.ID, err))
+					r.unreachable.Add(1)
 				}
 				r.done()
 				return
