@@ -113,6 +113,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -547,6 +548,20 @@ func (n *Node) Host() host.Host { return n.host }
 
 // ID returns the libp2p peer ID.
 func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// ForgetDialFailures lets the next dial of p go out at once. libp2p backs
+// off from a peer whose dial failed: 5 s after the first failure and
+// longer after each that follows (5 s + 1 s × failures², up to 5
+// minutes), so a peer that restarted after an outage stayed unreachable
+// from a node that had kept trying it for as long again (16 s after a
+// 40 s outage). A dial the application asks for, naming the peer, should
+// not wait for that; the pipe service calls this before dialling peers a
+// resolution is given (pipe.ToPeers).
+func (n *Node) ForgetDialFailures(p peer.ID) {
+	if s, ok := n.host.Network().(*swarm.Swarm); ok {
+		s.Backoff().Clear(p)
+	}
+}
 
 // JXTAPeerID returns the node's JXTA peer ID, derived from its key.
 func (n *Node) JXTAPeerID() id.ID { return n.jxtaID }

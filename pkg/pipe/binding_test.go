@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -379,4 +381,55 @@ func TestUnreachablePeersAreGone(t *testing.T) {
 	check("Send resolving again", err, "the given peer could not")
 	_, err = sa.NewOutputPipe(ctx(t), x, pipe.ToPeers(at...))
 	check("NewOutputPipe to two peers gone", err, "none of the 2 given peers could")
+}
+
+// TestGivenPeerBackAtOnce: a peer given to ToPeers that could not be
+// dialled, then restarted at its address, is reached by the next Send.
+// Before, libp2p's backoff from the failed dial refused every dial for 5
+// s ("dial backoff"), and longer after each further failure: 16 s after
+// a 40 s outage a Send retried every second had been trying.
+func TestGivenPeerBackAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	key := filepath.Join(t.TempDir(), "k")
+	x := newAdv(t, adv.Unicast)
+	start := func() *node.Node {
+		n, err := node.New(ctx(t), node.WithKeyFile(key), node.WithListenAddrs(listen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		if _, err := newPipes(t, n).NewInputPipe(x); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b := start()
+	out, err := newPipes(t, testutil.NewNode(t)).NewOutputPipe(ctx(t), x, pipe.ToPeers(b.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	send := func() error { return out.Send(ctx(t), message.New(message.Text("", "n", "1"))) }
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	// Until a Send has dialled b and failed: the first may still be
+	// queued on b's stream, or fail with it.
+	testutil.WaitFor(t, "a Send to dial the peer gone and fail", func() bool {
+		err := send()
+		if err != nil && !errors.Is(err, pipe.ErrPeerGone) {
+			t.Fatalf("Send to the peer gone: %v, want ErrPeerGone", err)
+		}
+		return errors.Is(err, pipe.ErrNotResolved)
+	})
+	start()
+	if err := send(); err != nil {
+		t.Fatalf("Send to the peer back at its address: %v", err)
+	}
 }

@@ -35,8 +35,11 @@ type resolveConfig struct {
 // createOutputPipe with a peer set), connecting to them first when
 // addresses are given; no other peer is asked. With no peers it changes
 // nothing (as JXTA's empty set): the connected peers and the DHT are.
-// When none of the peers can be reached, resolving fails with an error
-// that matches ErrPeerGone as well as ErrNotResolved.
+// Each resolution dials them afresh, however often dials failed before
+// (libp2p's backoff from failed dials is not waited for), so a peer
+// back from an outage is reached by the next Send. When none of the
+// peers can be reached, resolving fails with an error that matches
+// ErrPeerGone as well as ErrNotResolved.
 func ToPeers(peers ...peer.AddrInfo) ResolveOption {
 	return func(c *resolveConfig) error {
 		for _, p := range peers {

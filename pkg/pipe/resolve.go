@@ -377,6 +377,9 @@ func (r *resolution) connectAndAsk(ai peer.AddrInfo, follow, report bool) {
 	r.start()
 	go func() {
 		if len(ai.Addrs) > 0 || r.s.host.Network().Connectedness(ai.ID) != network.Connected {
+			if report { // a peer given: dialled now, however often it failed before
+				r.s.node.ForgetDialFailures(ai.ID)
+			}
 			if err := r.s.host.Connect(r.ctx, ai); err != nil {
 				if report {
 					r.setErr(fmt.Errorf("connecting to %s: %w", ai.ID, err))
