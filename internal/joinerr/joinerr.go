@@ -38,3 +38,19 @@ func (e *joined) Error() string {
 }
 
 func (e *joined) Unwrap() []error { return e.errs }
+
+// Split returns the errors Join joined into err, each split in turn, or
+// err alone if Join did not join it. Errors that wrap several others in
+// one text of their own (fmt.Errorf with several %w) are not split: their
+// text is what says how the others relate.
+func Split(err error) []error {
+	j, ok := err.(*joined)
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.errs {
+		out = append(out, Split(e)...)
+	}
+	return out
+}

@@ -50,3 +50,26 @@ func ExampleJoin() {
 	fmt.Println(err)
 	// Output: flushing to peer A: stream reset; refused by peer A: no key
 }
+
+func TestSplit(t *testing.T) {
+	a, b, c := errors.New("a failed"), errors.New("b failed"), errors.New("c failed")
+	wrapped := fmt.Errorf("doing x: %w (%w)", a, b)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []error
+	}{
+		{"one", a, []error{a}},
+		{"joined", joinerr.Join(a, b), []error{a, b}},
+		{"nested", joinerr.Join(joinerr.Join(a, b), c), []error{a, b, c}},
+		{"wrapped, not split", joinerr.Join(wrapped, c), []error{wrapped, c}},
+		{"errors.Join, not split", errors.Join(a, b), []error{errors.Join(a, b)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := joinerr.Split(tc.err)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("Split = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -756,7 +756,7 @@ func (b *Bidi) flush(ctx context.Context) error {
 	var rest []error
 	var own *endpoint.RefusedError
 	if err := b.svc.flushPeer(ctx, b.remote, func(err error) error {
-		for _, e := range flatten(err) {
+		for _, e := range joinerr.Split(err) {
 			var re *endpoint.RefusedError
 			if loss, mine := b.svc.sortLoss(e, b); loss {
 				if mine {

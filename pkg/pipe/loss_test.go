@@ -3,9 +3,11 @@ package pipe_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 	"github.com/p2pmsg/p2pmsg/pkg/endpoint"
@@ -288,5 +290,44 @@ func TestRefusalNotSamePipeToAnotherPeer(t *testing.T) {
 	var ue *pipe.UndeliveredError
 	if err := toC.Flush(ctx(t)); !errors.As(err, &ue) || ue.Count != 1 {
 		t.Errorf("Flush of the pipe to the peer that refused its message: %v, want 1 not delivered", err)
+	}
+}
+
+// TestFlushLossSaysItOnce: a Flush whose stream the receiver reset says
+// so in the endpoint's words, in one piece: what was being done, what
+// failed and the possible loss.
+// Before, the pipe took the endpoint's error apart to sort losses and
+// refusals and joined every piece, so the reset's own pieces were each
+// said and what was being done was dropped: "stream reset; stream reset;
+// keepalive timeout; endpoint: messages sent earlier may be lost …".
+func TestFlushLossSaysItOnce(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	v, h := nodes[0], nodes[1]
+	sv, sh := newPipes(t, v), newPipes(t, h)
+	a := newAdv(t, adv.Unicast)
+	in, err := sh.NewInputPipe(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := sv.NewOutputPipe(ctx(t), a, pipe.ToPeers(h.AddrInfo()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	h.Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
+		st.Write([]byte{'H', 1, 0x80, 0x80, 0x80, 0x20}) // hello: version 1, 64 MiB
+		st.Read(make([]byte, 1))
+		st.Reset()
+	})
+	if err := out.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	err = out.Flush(ctx(t))
+	if !errors.Is(err, endpoint.ErrMaybeLost) {
+		t.Fatalf("Flush of a stream the receiver reset: %v, want ErrMaybeLost", err)
+	}
+	if s := err.Error(); strings.Contains(s, "; ") || !strings.Contains(s, "flushing to "+h.Host().ID().String()) {
+		t.Errorf("Flush: %q; want what failed said once, and what was being done", s)
 	}
 }

@@ -591,7 +591,7 @@ func closedBelow(err error) error {
 // name (sortLoss). It returns what is left, its own loss included.
 func (o *OutputPipe) sortRefusals(err error) error {
 	var rest []error
-	for _, e := range flatten(err) {
+	for _, e := range joinerr.Split(err) {
 		var re *endpoint.RefusedError
 		if loss, mine := o.svc.sortLoss(e, o); loss {
 			if mine {
@@ -607,18 +607,6 @@ func (o *OutputPipe) sortRefusals(err error) error {
 		}
 	}
 	return joinerr.Join(rest...)
-}
-
-// flatten lists the errors joined in err.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
 
 // peerKey names a pipe's messages to one peer.
