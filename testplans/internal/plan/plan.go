@@ -51,8 +51,17 @@ func LoopbackHTTP() {
 		return
 	}
 	run.HTTPListenAddr = l.Addr().String()
-	go http.Serve(l, nil) // the default mux holds net/http/pprof's handlers
+	go serveLoopback(l)
 }
+
+// serveLoopback serves the default mux, which holds net/http/pprof's
+// handlers, for the plan process's lifetime (a test of a plan ignores
+// it: PlanGoroutine).
+func serveLoopback(l net.Listener) { http.Serve(l, nil) }
+
+// PlanGoroutine names the function of the goroutine LoopbackHTTP starts,
+// which lives as long as the process, for goleak.IgnoreAnyFunction.
+const PlanGoroutine = "github.com/p2pmsg/p2pmsg/testplans/internal/plan.serveLoopback"
 
 // Shapes returns the egress shapes of the two ends of link: the sender
 // sends through Up, the receiver through Down. network.LinkShape's
