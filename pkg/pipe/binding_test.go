@@ -342,18 +342,8 @@ func TestSharedResolveKeepsBinders(t *testing.T) {
 // connecting to …", matching ErrNotResolved alone, the cause last.
 func TestUnreachablePeersAreGone(t *testing.T) {
 	a, b := testutil.NewNode(t), testutil.NewNode(t)
-	sa, sb := newPipes(t, a), newPipes(t, b)
-	x := newAdv(t, adv.Unicast)
-	in, err := sb.NewInputPipe(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sa.NewOutputPipe(ctx(t), x, pipe.ToPeers(b.AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	sa := newPipes(t, a)
+	x, _, out := unicast(t, sa, newPipes(t, b), pipe.ToPeers(b.AddrInfo()))
 	if err := out.Send(ctx(t), message.New(message.Text("", "n", "1"))); err != nil {
 		t.Fatal(err)
 	}
@@ -367,17 +357,16 @@ func TestUnreachablePeersAreGone(t *testing.T) {
 			t.Errorf("%s: %v; want ErrPeerGone and ErrNotResolved, %q first", what, err, want)
 		}
 	}
-	// The first Send after b went may still find its stream, and fail
-	// with the stream (ErrPeerGone); the next one resolves again.
-	for i := 0; ; i++ {
+	// The first Sends after b went may still be queued on its stream,
+	// or fail with it (ErrPeerGone); then one resolves again.
+	var err error
+	testutil.WaitFor(t, "a Send to resolve again", func() bool {
 		err = out.Send(ctx(t), message.New(message.Text("", "n", "2")))
-		if errors.Is(err, pipe.ErrNotResolved) || i == 10 {
-			break
-		}
-		if !errors.Is(err, pipe.ErrPeerGone) {
+		if err != nil && !errors.Is(err, pipe.ErrPeerGone) {
 			t.Fatalf("Send to the peer gone: %v, want ErrPeerGone", err)
 		}
-	}
+		return errors.Is(err, pipe.ErrNotResolved)
+	})
 	check("Send resolving again", err, "the given peer could not")
 	_, err = sa.NewOutputPipe(ctx(t), x, pipe.ToPeers(at...))
 	check("NewOutputPipe to two peers gone", err, "none of the 2 given peers could")

@@ -303,18 +303,7 @@ func TestRefusalNotSamePipeToAnotherPeer(t *testing.T) {
 func TestFlushLossSaysItOnce(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2)
 	v, h := nodes[0], nodes[1]
-	sv, sh := newPipes(t, v), newPipes(t, h)
-	a := newAdv(t, adv.Unicast)
-	in, err := sh.NewInputPipe(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := sv.NewOutputPipe(ctx(t), a, pipe.ToPeers(h.AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	_, _, out := unicast(t, newPipes(t, v), newPipes(t, h), pipe.ToPeers(h.AddrInfo()))
 	h.Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
 		st.Write([]byte{'H', 1, 0x80, 0x80, 0x80, 0x20}) // hello: version 1, 64 MiB
 		st.Read(make([]byte, 1))
@@ -323,7 +312,7 @@ func TestFlushLossSaysItOnce(t *testing.T) {
 	if err := out.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
 		t.Fatal(err)
 	}
-	err = out.Flush(ctx(t))
+	err := out.Flush(ctx(t))
 	if !errors.Is(err, endpoint.ErrMaybeLost) {
 		t.Fatalf("Flush of a stream the receiver reset: %v, want ErrMaybeLost", err)
 	}

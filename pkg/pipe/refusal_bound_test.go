@@ -27,17 +27,7 @@ func TestForgedRefusalsForOpenPipeCounted(t *testing.T) {
 	nodes := testutil.NewConnectedNodes(t, 2+hostiles)
 	v, p := nodes[0], nodes[1]
 	sv, sp := newPipes(t, v), newPipes(t, p)
-	advX := newAdv(t, adv.Unicast)
-	inX, err := sp.NewInputPipe(advX)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inX.Close()
-	outX, err := sv.NewOutputPipe(ctx(t), advX, pipe.ToPeers(p.AddrInfo()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outX.Close()
+	advX, _, outX := unicast(t, sv, sp, pipe.ToPeers(p.AddrInfo()))
 	if err := outX.Send(ctx(t), message.New(message.Text("", "n", "x"))); err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +36,7 @@ func TestForgedRefusalsForOpenPipeCounted(t *testing.T) {
 	}
 	forged := refusalRecord(pipe.DataService, pipe.Key(advX.ID))
 	for _, h := range nodes[2:] {
-		sh := newPipes(t, h)
-		advY := newAdv(t, adv.Unicast)
-		inY, err := sh.NewInputPipe(advY)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer inY.Close()
+		_, _, outY := unicast(t, sv, newPipes(t, h), pipe.ToPeers(h.AddrInfo()))
 		h.Host().SetStreamHandler(endpoint.ProtocolID, func(st network.Stream) {
 			rec := []byte{'H', 1, 0x80, 0x80, 0x80, 0x20} // hello: version 1, 64 MiB
 			for range 100 {
@@ -62,11 +46,6 @@ func TestForgedRefusalsForOpenPipeCounted(t *testing.T) {
 			io.Copy(io.Discard, st)
 			st.Close()
 		})
-		outY, err := sv.NewOutputPipe(ctx(t), advY, pipe.ToPeers(h.AddrInfo()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer outY.Close()
 		if err := outY.Send(ctx(t), message.New(message.Text("", "n", "y"))); err != nil {
 			t.Fatal(err)
 		}
