@@ -473,8 +473,10 @@ func (s *Service) Connect(ctx context.Context, a *adv.PipeAdvertisement, opts ..
 		return nil, fmt.Errorf("%w: connecting to %s for %s: %w", ErrRefused, p, a.ID, b.Err())
 	case <-hctx.Done():
 		b.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			// Leads with the cause, as a stopped resolution does, and
+			// says what was waited for.
+			return nil, fmt.Errorf("%w: pipe %s: connecting to %s: no answer from its listener yet", err, a.ID, p)
 		}
 		return nil, fmt.Errorf("%w: %s did not accept within %v: %w", ErrRefused, p, s.opts.resolveTimeout, hctx.Err())
 	}

@@ -510,6 +510,41 @@ func TestConnectPeerGoneMatches(t *testing.T) {
 	}
 }
 
+// TestConnectCtxEndsWaitingForAccept: a Connect whose ctx ends while the
+// listener's application has not accepted says what it waited for, and
+// still matches the ctx's error.
+func TestConnectCtxEndsWaitingForAccept(t *testing.T) {
+	nodes := testutil.NewConnectedNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	sa := newPipes(t, a)
+	sb := newPipes(t, b)
+	ad := newAdv(t, adv.Unicast)
+	l, err := sb.Listen(ad) // never accepts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		for pipe.BacklogLen(l) == 0 && c.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	bidi, err := sa.Connect(c, ad)
+	<-waited
+	if err == nil {
+		bidi.Close()
+		t.Fatal("Connect returned a connection the listener never accepted")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "connecting to "+b.ID().String()) {
+		t.Fatalf("Connect whose ctx ended waiting for the accept: %q; want context.Canceled, naming the peer it waited for", err)
+	}
+}
+
 func TestBidiPeerGone(t *testing.T) {
 	a := testutil.NewNode(t)
 	b, err := node.New(context.Background(), node.WithEphemeralKey(), node.WithListenAddrs(testutil.LoopbackTCP))
