@@ -47,16 +47,19 @@ import (
 const (
 	// DefaultFrameTimeout is WithFrameTimeout's default: long enough for a
 	// link that drops for a few seconds and for the slowest emulated links
-	// (a DSL uplink moves its minProgress in well under a second), short
+	// (a dial-up uplink carries a 16 KiB yamux frame in about 4 s), short
 	// enough that a stalled frame does not hold its budget for minutes.
 	DefaultFrameTimeout = 20 * time.Second
 	// minProgress is the least a frame must advance per frame timeout,
-	// so a peer trickling a byte now and then counts as stalled. The
-	// stream shows progress only as whole yamux frames arrive, up to 64
-	// KiB each from a sender writing a large message (go-yamux's largest),
-	// so such a sender needs about 64 KiB per frame timeout (3.3 KB/s at
-	// 20 s), not 1 KiB, to keep its frame: a link slower than that needs
-	// a longer WithFrameTimeout.
+	// so a peer trickling a byte now and then counts as stalled. On TCP
+	// the stream shows progress only as whole yamux frames arrive: over
+	// TLS a sending endpoint writes frames of at most 16 KiB
+	// (node.WriteChunk), so an honest sender needs its link to carry
+	// about 16 KiB per frame timeout (820 B/s at 20 s), not 1 KiB, to
+	// keep its frame; over Noise, and from a sender that writes larger
+	// frames (p2pmsg's endpoint did before), up to go-yamux's 64 KiB
+	// (3.3 KB/s). A link slower than that needs a longer
+	// WithFrameTimeout.
 	minProgress = 1 << 10
 	// frameOverhead is charged per frame on top of its length: the
 	// Delivery, the message and their bookkeeping, so that empty frames
@@ -90,10 +93,12 @@ func WithMemoryBudget(perPeer, total int64) Option {
 
 // WithFrameTimeout sets how long a frame that has started arriving may go
 // without advancing by 1 KiB before its stream is reset (default
-// DefaultFrameTimeout, 100 ms to 1 hour). The stream advances by whole
-// yamux frames, up to 64 KiB each from a sender of large messages: at the
-// default, a sender's link below about 3.3 KB/s (26 kbit/s) has its
-// messages over 64 KiB reset; raise it for such links.
+// DefaultFrameTimeout, 100 ms to 1 hour). On TCP the stream advances by
+// whole yamux frames, which a sending endpoint keeps to 16 KiB over TLS
+// (the default security) and to 64 KiB over Noise: at the default, a
+// sender's link below about 820 B/s (6.5 kbit/s) has its messages over
+// 16 KiB reset over TLS, and one below 3.3 KB/s (26 kbit/s) its messages
+// over 64 KiB over Noise; raise it for such links.
 func WithFrameTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/p2pmsg/p2pmsg/internal/joinerr"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
+	"github.com/p2pmsg/p2pmsg/pkg/node"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
 
@@ -292,7 +293,7 @@ func (snd *sender) writeDirect(ctx context.Context, g *SendGroup, st network.Str
 		return fmt.Errorf("endpoint: sending to %s: %w (not sent)", snd.peer, err)
 	}
 	t := time.Now()
-	n, err := st.Write(batch)
+	n, err := writeChunks(st, batch)
 	d := time.Since(t)
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
@@ -550,7 +551,7 @@ func (snd *sender) leave(w chan struct{}) {
 func (snd *sender) writeBatch(st network.Stream, batch []byte, async bool) error {
 	var err error
 	if len(batch) > 0 {
-		_, err = st.Write(batch)
+		_, err = writeChunks(st, batch)
 	}
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
@@ -687,6 +688,42 @@ func (snd *sender) writeErrLocked(ctx context.Context, g *SendGroup, st network.
 	return fmt.Errorf("endpoint: sending to %s: %w", snd.peer, err)
 }
 
+// writeChunks writes b to st in writes no larger than node.WriteChunk
+// says, so that on a slow link the receiver sees each part of a frame as
+// it arrives: a receiver's frame watchdog (WithFrameTimeout) counts only
+// what its stream hands on, and yamux hands on nothing of a frame until
+// all of it has come, up to 64 KiB when a write is not bounded. Writes
+// of up to smallWrite bytes, the small-message path's, go straight.
+func writeChunks(st network.Stream, b []byte) (int, error) {
+	if len(b) <= smallWrite {
+		return st.Write(b)
+	}
+	chunk := node.WriteChunk(st.Conn())
+	if chunk <= 0 {
+		return st.Write(b)
+	}
+	n := 0
+	for len(b) > chunk {
+		k, err := st.Write(b[:chunk])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		b = b[chunk:]
+	}
+	k, err := st.Write(b)
+	return n + k, err
+}
+
+// smallWrite is a write that needs no bound: node.WriteChunk, when it
+// bounds writes, allows 16 KiB less a yamux header (12 bytes).
+const smallWrite = 16<<10 - 12
+
+// chunkWriter is a stream written through writeChunks.
+type chunkWriter struct{ st network.Stream }
+
+func (w chunkWriter) Write(b []byte) (int, error) { return writeChunks(w.st, b) }
+
 // largeWriter writes a large message's frame: its header and small
 // elements gathered in w, its large elements straight from the caller's
 // memory. Pooled: a sender keeps none between its large messages, so the
@@ -707,7 +744,7 @@ var largeWriters = sync.Pool{New: func() any {
 func writeLarge(st network.Stream, service, param string, size int64, m *message.Message) error {
 	lw := largeWriters.Get().(*largeWriter)
 	defer largeWriters.Put(lw)
-	lw.w.Reset(st)
+	lw.w.Reset(chunkWriter{st})
 	defer lw.w.Reset(nil) // drops st, and whatever a failed write left
 	h := binary.AppendUvarint(appendDest(lw.hdr[:0], false, service, param), uint64(size))
 	lw.hdr = h
@@ -858,7 +895,7 @@ func (snd *sender) flush(ctx context.Context) error {
 	// The queue's frames go first, without a deadline left by a Send.
 	var err error
 	if err = snd.watch.prepare(context.Background(), st, &snd.deadline); err == nil && len(batch) > 0 {
-		_, err = st.Write(batch)
+		_, err = writeChunks(st, batch)
 	}
 	// The reader closes its side once it has read up to our end of
 	// stream, and it delivers each message before reading the next.
