@@ -54,13 +54,16 @@ const coalesceMax = 64 << 10
 // stream's writes into frames of up to 64 KiB and hands on a frame's
 // bytes only once all of them have arrived: on a slow link the reader of
 // a large message sees nothing for as long as 64 KiB takes (the
-// endpoint's frame watchdog reset honest senders for it). On yamux over
-// TLS, a write of WriteChunk bytes is one 16 KiB frame, which TLS sends
-// as one record, as it sent a 64 KiB frame as four and a fifth of 12
-// bytes: no slower (BenchmarkEndpointLarge). Elsewhere it is 0: QUIC
-// has no such frames, and Noise sends a frame as one message of up to
-// 64 KiB, so that 16 KiB frames cost it a message and a system call per
-// 16 KiB, and a quarter of its throughput on loopback.
+// endpoint's frame watchdog reset honest senders for it), and the
+// reader's yamux, which pings when no frame has begun for 30 s and closes
+// the connection when the answer, queued behind the frame's rest, takes
+// over 10 s, closed links below about 2.2 KB/s. On yamux over TLS, a
+// write of WriteChunk bytes is one 16 KiB frame, which TLS sends as one
+// record, as it sent a 64 KiB frame as four and a fifth of 12 bytes: no
+// slower (BenchmarkEndpointLarge). Elsewhere it is 0: QUIC has no such
+// frames, and Noise sends a frame as one message of up to 64 KiB, so that
+// 16 KiB frames cost it a message and a system call per 16 KiB, and a
+// quarter of its throughput on loopback.
 func WriteChunk(c network.Conn) int {
 	if s := c.ConnState(); s.StreamMultiplexer == yamux.ID && s.Security == libp2ptls.ID {
 		return tlsRecord - yamuxHeaderSize
