@@ -47,6 +47,17 @@
 // it next sends, and so does this transport for a connection it had
 // dialled, at the same address.
 //
+// # Writes
+//
+// A frame's write returns once all but DefaultUnsentLimit of it has been
+// sent (TCP_NOTSENT_LOWAT, on Linux; WithUnsentLimit), not once the
+// kernel's send buffer, which Linux grows to megabytes, has taken it. So
+// a write's deadline (the write timeout plus the frame's length at
+// MinFrameRate), and what waits on a Send — package jxtarel's
+// retransmission timers, a JXTA socket's close — run at the pace the
+// peer reads, and a peer that reads slowly keeps at most that much of
+// this peer's bytes unsent per connection.
+//
 // Which connection a jxta:// send uses is decided against replays. A
 // welcome names a peer ID nothing authenticates, and a CBJX signature
 // carries no nonce, so a peer Z can replay a frame another peer H signed

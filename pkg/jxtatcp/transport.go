@@ -140,6 +140,7 @@ type options struct {
 	frameTimeout   time.Duration
 	welcomeTimeout time.Duration
 	writeTimeout   time.Duration
+	unsent         int
 	maxConns       int
 	evictIdle      time.Duration
 	afterPeek      func(*conn) // tests: called when a frame's first byte has arrived, before it begins
@@ -188,6 +189,14 @@ const (
 	// one connection could make the transport remember a route for every
 	// signer it made up.
 	MaxSignersPerConn = 4
+	// DefaultUnsentLimit bounds the bytes a connection's kernel holds
+	// unsent (WithUnsentLimit). 128 KiB is what a Fast Ethernet link
+	// (100 Mbit/s) sends in 10 ms, longer than a sender takes between
+	// frames to build and sign the next (an RSA-2048 signature takes
+	// about 2 ms), so links up to that speed are not left idle between
+	// frames; on a 1 Mbit/s DSL uplink it is a second of sending, the
+	// most a write returns ahead of its bytes leaving.
+	DefaultUnsentLimit = 128 << 10
 )
 
 // WithPublicAddress sets the tcp://host:port address the welcome
@@ -311,6 +320,27 @@ func WithFrameTimeout(d time.Duration) Option {
 	}
 }
 
+// WithUnsentLimit bounds the bytes each connection's kernel holds unsent
+// (TCP_NOTSENT_LOWAT; Linux only, elsewhere the option does nothing):
+// default DefaultUnsentLimit, 16 KiB to 64 MiB, or 0 for no bound but the
+// kernel's send buffer, which Linux grows to 4 MiB by default. A frame's
+// write returns once all but at most this many of its bytes (give or
+// take a segment) have been sent, so its deadline, and what waits on the
+// write — a reliable block's retransmission timer, a JXTA socket's
+// close — follow the bytes onto the wire at the peer's pace, and a peer
+// that reads slowly holds no more than this of ours unsent per
+// connection. Bytes sent and not yet acknowledged by TCP are not counted:
+// the bound does not limit how much a link holds in flight.
+func WithUnsentLimit(n int) Option {
+	return func(o *options) error {
+		if n != 0 && (n < 16<<10 || n > 64<<20) {
+			return fmt.Errorf("%w: unsent limit %d out of [16 KiB, 64 MiB] (or 0)", ErrBadOption, n)
+		}
+		o.unsent = n
+		return nil
+	}
+}
+
 // WithMaxConns bounds the open connections, both directions (default
 // DefaultMaxConns; 1 to 65536). One remote host (an IPv4 address, an
 // IPv6 /64) opens at most a quarter of them, and peers' connections take
@@ -391,7 +421,7 @@ func New(ident *Identity, h Handler, opts ...Option) (*Transport, error) {
 		return nil, fmt.Errorf("%w: New needs an identity and a handler", ErrBadOption)
 	}
 	o := options{sign: true, requireS: true, maxMessage: DefaultMaxMessageSize, budget: DefaultMemoryBudget,
-		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, maxConns: DefaultMaxConns,
+		frameTimeout: DefaultFrameTimeout, welcomeTimeout: WelcomeTimeout, writeTimeout: 30 * time.Second, unsent: DefaultUnsentLimit, maxConns: DefaultMaxConns,
 		evictIdle: evictIdle, dial: (&net.Dialer{}).DialContext}
 	for _, f := range opts {
 		if err := f(&o); err != nil {
@@ -953,6 +983,7 @@ type conn struct {
 }
 
 func newConn(t *Transport, nc net.Conn, inbound bool) *conn {
+	limitUnsent(nc, t.opts.unsent)
 	c := &conn{t: t, nc: nc, br: bufio.NewReaderSize(newConnReader(nc), 64<<10), wlock: make(chan struct{}, 1),
 		host: hostOf(nc.RemoteAddr()), inbound: inbound}
 	c.frames.Store(1) // the welcome
@@ -991,7 +1022,10 @@ func (c *conn) close(err error) {
 }
 
 // write writes a frame, within ctx's deadline or the write timeout (plus
-// the frame's length at MinFrameRate). If
+// the frame's length at MinFrameRate). It returns once all but the
+// unsent limit of the frame has been sent (WithUnsentLimit), so the
+// deadline bounds how long the frame, and the unsent bytes of the
+// frames before it, take to leave at the peer's pace. If
 // ctx ends while it waits for another write, it fails and nothing of the
 // frame was written.
 func (c *conn) write(ctx context.Context, frame []byte) error {
