@@ -79,15 +79,25 @@ func stalledJXTA(t *testing.T, ep *endpoint.Service, ps *pipe.Service, addr stri
 	sent := func() uint64 { return ep.JXTA().Stats().Sent }
 	last, still := sent(), 0
 	for batch := 0; still < 2 || !unchanged(sent, last, time.Second); batch++ {
-		if batch == 200 {
-			t.Fatalf("%d binding queries did not stall the connection: %+v", batch*500, ps.Stats())
+		if batch == 1000 {
+			t.Fatalf("%d binding queries did not stall the connection: %+v", batch*100, ps.Stats())
 		}
 		refused := ps.Stats().JXTARefused
-		for range 500 {
+		for range 100 {
 			if err := h.t.Send(ctx(t), addr, pipe.JXTAResolverService, "jxta-NetGroupORes", q); err != nil {
 				t.Fatal(err)
 			}
 		}
+		// The next batch waits until ps has read this one. Unpaced, the
+		// queries ran thousands ahead of ps's reading, queued in the
+		// kernels' buffers, and ps, reading them in order at a few
+		// hundred a second or fewer under -race and load, reached the
+		// hostile peer's next write after its 30 s write timeout.
+		handled := uint64(batch+1) * 100
+		untilOr(t, "the binding queries read", func() bool { return ep.JXTA().Stats().Received >= handled },
+			func() string {
+				return fmt.Sprintf("%d of %d read; %+v", ep.JXTA().Stats().Received, handled, ps.Stats())
+			})
 		if now := sent(); now == last && ps.Stats().JXTARefused > refused {
 			still++
 		} else {
