@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/p2pmsg/p2pmsg/internal/datasets"
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 )
 
@@ -126,10 +127,27 @@ func Fuzz(f *testing.F, c encoding.Codec) {
 		f.Add(enc)
 	}
 	f.Add([]byte{})
+	const max = 1 << 16
+	// A first decode builds what a codec keeps between decodes (its
+	// decoders, their tables), which the bound below does not count.
+	if enc, err := c.Encode(nil, []byte("warm up"), Binding); err == nil {
+		c.Decode(nil, enc, c.Params(), Binding, max)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		const max = 1 << 16
 		prefix := []byte("prefix")
-		dec, err := c.Decode(bytes.Clone(prefix), data, c.Params(), Binding, max)
+		var dec []byte
+		var err error
+		alloc := testutil.Allocated(func() {
+			dec, err = c.Decode(bytes.Clone(prefix), data, c.Params(), Binding, max)
+		})
+		// What the encoding layer documents (docs/hostile-peers.md): a
+		// codec makes room only for what its input can hold, at first at
+		// most 64 KiB plus 16 times the payload, growing as output
+		// appears; so a decode costs a multiple of its input and its limit,
+		// never what a header or a window size claims.
+		if bound := decodeAllocBound(len(data), max); alloc > bound {
+			t.Fatalf("decoding %d bytes (limit %d) allocated %d bytes, over %d", len(data), max, alloc, bound)
+		}
 		if err != nil {
 			for _, s := range decodeErrors {
 				if errors.Is(err, s) {
@@ -154,4 +172,13 @@ func Fuzz(f *testing.F, c encoding.Codec) {
 			t.Fatalf("re-encoded round trip failed: %v", err)
 		}
 	})
+}
+
+// decodeAllocBound is the most Fuzz lets a decode of n bytes with limit
+// max allocate: 64 KiB plus 16 times its input to start, four times its
+// limit for output grown by doubling and what a codec decodes through
+// (a nested layer, a checksum's copy), and 256 KiB for a decode's fixed
+// costs (a decoder's state reset, an error's text).
+func decodeAllocBound(n, max int) uint64 {
+	return uint64(64<<10 + 16*n + 4*max + 256<<10)
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/adv"
 )
 
@@ -26,7 +27,15 @@ func FuzzParse(f *testing.F) {
 		`<Binder>12D3KooWBVXX99f6arzRf2F5D5gTupvJmb9VNeSPeyJeAkSumagr</Binder><Binder>QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N</Binder></jxta:PipeAdvertisement>`))
 	f.Add([]byte(`<jxta:PipeAdvertisement xmlns:jxta="http://jxta.org"><Id>urn:jxta:jxta-Null</Id></jxta:PipeAdvertisement>`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := adv.Parse(data)
+		var a *adv.PipeAdvertisement
+		var err error
+		alloc := testutil.Allocated(func() { a, err = adv.Parse(data) })
+		// Within the size, depth and tag limits a document costs a
+		// multiple of its bytes: about 30 times for an advertisement, 80
+		// for one of a thousand empty tags.
+		if bound := uint64(64<<10 + 128*len(data)); alloc > bound {
+			t.Fatalf("parsing %d bytes allocated %d, over %d", len(data), alloc, bound)
+		}
 		if err != nil {
 			return
 		}

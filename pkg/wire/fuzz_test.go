@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/p2pmsg/p2pmsg/internal/testutil"
 	"github.com/p2pmsg/p2pmsg/pkg/message"
 	"github.com/p2pmsg/p2pmsg/pkg/wire"
 )
@@ -26,7 +27,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("jxmg\x00\x00\x00\x00\x00"))
 	f.Add([]byte("jxmg\x00\x00\x01\x00\x01jxel\x02\x00\x00\x01a\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m, err := wire.Unmarshal(in, wire.WithMaxMessageSize(1<<20))
+		var m *message.Message
+		var err error
+		alloc := testutil.Allocated(func() { m, err = wire.Unmarshal(in, wire.WithMaxMessageSize(1<<20)) })
+		// From memory, no length is believed past the input's end: a
+		// message costs a multiple of its bytes (an element's fields and
+		// strings for its few bytes of header), whatever it claims.
+		if bound := uint64(64<<10 + 64*len(in)); alloc > bound {
+			t.Fatalf("unmarshalling %d bytes allocated %d, over %d", len(in), alloc, bound)
+		}
 		if err != nil {
 			return
 		}
