@@ -55,6 +55,21 @@ func elementToJSON(e message.Element) jsonElement {
 	return j
 }
 
+// parseJSONMessage reads the message msg encode takes: one JSON object
+// of the form msg's help gives, and nothing after it.
+func parseJSONMessage(in []byte) (*message.Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var j jsonMessage
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("invalid JSON message: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("invalid JSON message: data after the object")
+	}
+	return fromJSON(j)
+}
+
 func fromJSON(j jsonMessage) (*message.Message, error) {
 	m := &message.Message{}
 	for i, je := range j.Elements {
@@ -158,16 +173,7 @@ func newMsgEncodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dec := json.NewDecoder(bytes.NewReader(in))
-			dec.DisallowUnknownFields()
-			var j jsonMessage
-			if err := dec.Decode(&j); err != nil {
-				return fmt.Errorf("invalid JSON message: %w", err)
-			}
-			if dec.More() {
-				return errors.New("invalid JSON message: data after the object")
-			}
-			m, err := fromJSON(j)
+			m, err := parseJSONMessage(in)
 			if err != nil {
 				return err
 			}
