@@ -3,8 +3,11 @@ package lab
 import (
 	"bytes"
 	"io"
+	"math"
 	"strings"
 	"testing"
+
+	"github.com/p2pmsg/p2pmsg/pkg/linkemu"
 )
 
 // FuzzParseBitRate: whatever ParseBitRate accepts is a rate in [0, 1e12]
@@ -94,4 +97,26 @@ func checkIdempotent[T any](t *testing.T, b []byte, read func(io.Reader) ([]T, e
 	if !bytes.Equal(once.Bytes(), twice.Bytes()) {
 		t.Fatalf("results changed on a round trip:\n%s\n%s", once.Bytes(), twice.Bytes())
 	}
+}
+
+// FuzzParseLoss: whatever ParseLoss accepts is a probability in [0,
+// linkemu.MaxLoss], and what FormatLoss prints of it (four digits) reads
+// back within its rounding.
+func FuzzParseLoss(f *testing.F) {
+	for _, s := range []string{"1%", "0.5%", "0.01", "0", "20%", "20.0001%", "0.2", "-0", "-1%", "NaN%", "Inf", "%", " 3 % ", "1e-3", "0x1p-4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseLoss(s)
+		if err != nil {
+			return
+		}
+		if !(v >= 0 && v <= linkemu.MaxLoss) {
+			t.Fatalf("ParseLoss(%q) = %v, outside [0, %v]", s, v, linkemu.MaxLoss)
+		}
+		again, err := ParseLoss(FormatLoss(v))
+		if err != nil || math.Abs(again-v) > v*1e-3 {
+			t.Fatalf("ParseLoss(FormatLoss(%v) = %q) = %v, %v", v, FormatLoss(v), again, err)
+		}
+	})
 }
