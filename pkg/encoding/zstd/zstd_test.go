@@ -12,6 +12,7 @@ import (
 	"github.com/p2pmsg/p2pmsg/pkg/encoding"
 
 	"github.com/p2pmsg/p2pmsg/internal/codectest"
+	"github.com/p2pmsg/p2pmsg/internal/zstdframe"
 	"github.com/p2pmsg/p2pmsg/pkg/encoding/zstd"
 )
 
@@ -33,7 +34,16 @@ func FuzzDecode(f *testing.F) {
 	// nothing and holding two compressed blocks of two bytes.
 	f.Add(append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xE0, 0x60, 0xea, 0, 0, 0, 0, 0, 0}, 9, 0, 0, 'x'))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 0x14, 0, 0, 0, 0, 0x15, 0, 0, 0, 0})
-	codectest.Fuzz(f, c)
+	// A frame makes room for what its blocks can hold (a compressed
+	// block of a few bytes up to 128 KiB), within the limit: zstd's own
+	// ratio, which the frame's output may well reach.
+	codectest.FuzzRoom(f, c, func(src []byte, max int) int {
+		fr, err := zstdframe.Check(src)
+		if err != nil {
+			return 0
+		}
+		return int(min(fr.MaxSize, uint64(max)))
+	})
 }
 
 // A frame without a content size (as a streaming encoder writes) decoding
