@@ -269,6 +269,24 @@ func TestMsgEncodeDecode(t *testing.T) {
 	}
 }
 
+// TestMsgHugeMaxSize: a --max-size near int64's largest reads the input
+// as any other. Before, msg encode's bound for its JSON (4/3 of it)
+// overflowed to a negative one ('JSON input larger than
+// -6148914691235468632 bytes' for int64's largest --max-size), and
+// reading one byte more than int64's largest read nothing.
+func TestMsgHugeMaxSize(t *testing.T) {
+	in := `{"elements":[{"namespace":"","name":"hi","mime":"text/plain","data":"aGk="}]}`
+	for _, max := range []string{"7000000000000000000", "9223372036854775807"} {
+		enc := run(t, []byte(in), "msg", "encode", "--max-size", max)
+		if enc.code != 0 {
+			t.Fatalf("encode --max-size %s: %s", max, enc.stderr)
+		}
+		if _, err := wire.Unmarshal(enc.stdout); err != nil {
+			t.Fatalf("encode --max-size %s wrote an undecodable message: %v", max, err)
+		}
+	}
+}
+
 func TestMsgEncodeBadJSON(t *testing.T) {
 	for name, in := range map[string]string{
 		"not json":      `nope`,

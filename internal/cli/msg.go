@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -104,7 +105,11 @@ func elementFromJSON(j jsonElement, depth int) (message.Element, error) {
 // readLimited reads all of r, failing with a tooLargeError once it passes
 // max bytes, so a huge input costs an error rather than memory.
 func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	n := max
+	if n < math.MaxInt64 {
+		n++ // one byte more tells a larger input
+	}
+	b, err := io.ReadAll(io.LimitReader(r, n))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
@@ -112,6 +117,16 @@ func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
 		return nil, tooLargeError{what: what, max: max}
 	}
 	return b, nil
+}
+
+// jsonInputLimit bounds the JSON msg encode reads for a message of at
+// most maxSize bytes: base64 inflates by 4/3, and 1 MiB allows for the
+// JSON around it; a bound past int64 is int64's largest.
+func jsonInputLimit(maxSize int64) int64 {
+	if maxSize > (math.MaxInt64-1<<20)/4*3 {
+		return math.MaxInt64
+	}
+	return maxSize/3*4 + 1<<20
 }
 
 // readInput is readLimited for what a command's --max-size bounds (its
@@ -168,8 +183,7 @@ func newMsgEncodeCmd() *cobra.Command {
 			if maxSize < 1 {
 				return usageError{errors.New("--max-size must be positive")}
 			}
-			// base64 inflates by 4/3; allow for the JSON around it.
-			in, err := readInput(cmd.InOrStdin(), maxSize/3*4+1<<20, "JSON input")
+			in, err := readInput(cmd.InOrStdin(), jsonInputLimit(maxSize), "JSON input")
 			if err != nil {
 				return err
 			}
