@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"io"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -121,6 +122,12 @@ func (p *plan) planElement(e *message.Element, depth int) (int64, error) {
 		n += 2 + int64(len(mime))
 	}
 	if e.Signature != nil {
+		// The format gives a signature its element's namespace (JXSE
+		// ignores the namespace byte it carries): another one would be
+		// lost, so it is refused.
+		if e.Signature.Namespace != e.Namespace {
+			return 0, encErr("element "+e.Name+" signature", "namespace "+strconv.Quote(e.Signature.Namespace)+", not its element's "+strconv.Quote(e.Namespace))
+		}
 		s, err := p.planElement(e.Signature, depth+1)
 		if err != nil {
 			return 0, err

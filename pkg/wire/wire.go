@@ -90,7 +90,8 @@ var (
 	ErrLimit = errors.New("wire: message exceeds limit")
 	// ErrUnencodable: the message cannot be written in this format
 	// (a string too long, too many elements or namespaces, invalid UTF-8,
-	// an invalid MIME type; a nil message).
+	// an invalid MIME type, a signature in a namespace not its element's;
+	// a nil message).
 	ErrUnencodable = errors.New("wire: message cannot be encoded")
 	// ErrTrailingData: Unmarshal found bytes after the message.
 	ErrTrailingData = errors.New("wire: trailing data after message")

@@ -311,3 +311,28 @@ func TestDecodeReaderFails(t *testing.T) {
 		}
 	}
 }
+
+// TestSignatureInOtherNamespaceRefused: a signature whose namespace is
+// not its element's is refused, not written under its element's (as the
+// format writes signatures), which changed the message in silence
+// (FuzzParseJSONMessage in internal/cli: a signature in namespace "0"
+// under an element in "" decoded in "").
+func TestSignatureInOtherNamespaceRefused(t *testing.T) {
+	sig := func(ns string) *message.Message {
+		return message.New(message.Element{Namespace: "jxta", Name: "doc", Data: []byte("x"),
+			Signature: &message.Element{Namespace: ns, Name: "sig", Data: []byte{1}}})
+	}
+	if _, err := wire.Marshal(sig("other")); !errors.Is(err, wire.ErrUnencodable) {
+		t.Fatalf("signature in another namespace: %v, want ErrUnencodable", err)
+	}
+	if _, err := wire.Marshal(sig("")); !errors.Is(err, wire.ErrUnencodable) {
+		t.Fatalf("signature in no namespace under jxta: %v, want ErrUnencodable", err)
+	}
+	b, err := wire.Marshal(sig("jxta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := wire.Unmarshal(b); err != nil || !back.Equal(sig("jxta")) {
+		t.Fatalf("signature in its element's namespace: %v", err)
+	}
+}
