@@ -97,6 +97,9 @@ func elementFromJSON(j jsonElement, depth int) (message.Element, error) {
 		if err != nil {
 			return e, fmt.Errorf("signature: %w", err)
 		}
+		if sig.Namespace == "" { // the format's: a signature has its element's
+			sig.Namespace = e.Namespace
+		}
 		e.Signature = &sig
 	}
 	return e, nil

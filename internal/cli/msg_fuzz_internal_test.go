@@ -48,3 +48,19 @@ func FuzzParseJSONMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONSignatureTakesItsElementsNamespace: a signature whose JSON
+// names no namespace has its element's, as the wire format gives it, so
+// msg encode writes it; one that names another is refused there.
+func TestJSONSignatureTakesItsElementsNamespace(t *testing.T) {
+	m, err := parseJSONMessage([]byte(`{"elements":[{"namespace":"jxta","name":"s","data":"","signature":{"name":"sig","data":"AAE="}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Elements()[0]; e.Signature == nil || e.Signature.Namespace != "jxta" {
+		t.Fatalf("signature %+v; want namespace jxta", e.Signature)
+	}
+	if _, err := wire.Marshal(m); err != nil {
+		t.Fatalf("msg encode of a signature without a namespace: %v", err)
+	}
+}
